@@ -1,0 +1,164 @@
+package smpp
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/linxGnu/gosmpp/pdu"
+)
+
+// HeaderLen is the size of an SMPP PDU header.
+const HeaderLen = 16
+
+// DefaultMaxPDUSize is the default upper bound for command_length.
+const DefaultMaxPDUSize = 64 << 10
+
+// Command ids used directly by the proxy.
+const (
+	CmdGenericNack     uint32 = 0x80000000
+	CmdBindReceiver    uint32 = 0x00000001
+	CmdBindTransmitter uint32 = 0x00000002
+	CmdQuerySM         uint32 = 0x00000003
+	CmdSubmitSM        uint32 = 0x00000004
+	CmdDeliverSM       uint32 = 0x00000005
+	CmdUnbind          uint32 = 0x00000006
+	CmdReplaceSM       uint32 = 0x00000007
+	CmdCancelSM        uint32 = 0x00000008
+	CmdBindTransceiver uint32 = 0x00000009
+	CmdOutbind         uint32 = 0x0000000B
+	CmdEnquireLink     uint32 = 0x00000015
+	CmdSubmitMulti     uint32 = 0x00000021
+	CmdAlertNotif      uint32 = 0x00000102
+	CmdDataSM          uint32 = 0x00000103
+	RespBit            uint32 = 0x80000000
+)
+
+// Header is an SMPP PDU header.
+type Header struct {
+	Length   uint32
+	ID       uint32
+	Status   Status
+	Sequence uint32
+}
+
+// IsResponse reports whether the command id has the response bit set.
+func (h Header) IsResponse() bool { return h.ID&RespBit != 0 }
+
+// ParseHeader decodes the first 16 bytes of b.
+func ParseHeader(b []byte) Header {
+	return Header{
+		Length:   binary.BigEndian.Uint32(b[0:]),
+		ID:       binary.BigEndian.Uint32(b[4:]),
+		Status:   Status(binary.BigEndian.Uint32(b[8:])),
+		Sequence: binary.BigEndian.Uint32(b[12:]),
+	}
+}
+
+// PutHeader encodes h into the first 16 bytes of b.
+func PutHeader(b []byte, h Header) {
+	binary.BigEndian.PutUint32(b[0:], h.Length)
+	binary.BigEndian.PutUint32(b[4:], h.ID)
+	binary.BigEndian.PutUint32(b[8:], uint32(h.Status))
+	binary.BigEndian.PutUint32(b[12:], h.Sequence)
+}
+
+// ErrBadLength is returned by ReadFrame for a command_length below 16 or
+// above the limit. The header (with its sequence number) is in the
+// *LengthError; the stream cannot be resynchronised afterwards.
+var ErrBadLength = errors.New("smpp: invalid command_length")
+
+// LengthError carries the header of a PDU whose length was refused.
+type LengthError struct{ Header Header }
+
+func (e *LengthError) Error() string {
+	return fmt.Sprintf("smpp: invalid command_length %d (command 0x%08X, sequence %d)", e.Header.Length, e.Header.ID, e.Header.Sequence)
+}
+
+// Unwrap makes errors.Is(err, ErrBadLength) true.
+func (e *LengthError) Unwrap() error { return ErrBadLength }
+
+// ReadFrame reads one whole PDU (header included) from r. maxSize <= 0 means
+// DefaultMaxPDUSize. A stream that ends inside a PDU returns
+// io.ErrUnexpectedEOF (io.EOF when it ends cleanly between PDUs).
+func ReadFrame(r io.Reader, maxSize int) ([]byte, error) {
+	if maxSize <= 0 {
+		maxSize = DefaultMaxPDUSize
+	}
+	var hb [HeaderLen]byte
+	if _, err := io.ReadFull(r, hb[:]); err != nil {
+		return nil, err
+	}
+	h := ParseHeader(hb[:])
+	if h.Length < HeaderLen || h.Length > uint32(maxSize) {
+		return nil, &LengthError{Header: h}
+	}
+	buf := make([]byte, h.Length)
+	copy(buf, hb[:])
+	if _, err := io.ReadFull(r, buf[HeaderLen:]); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	return buf, nil
+}
+
+// Marshal encodes a gosmpp PDU to bytes.
+func Marshal(p pdu.PDU) []byte {
+	b := pdu.NewBuffer(make([]byte, 0, 64))
+	p.Marshal(b)
+	return b.Bytes()
+}
+
+// Decode parses one whole frame (as returned by ReadFrame) with gosmpp.
+func Decode(frame []byte) (pdu.PDU, error) {
+	h := ParseHeader(frame)
+	p, err := pdu.CreatePDUFromCmdID(gosmppCmd(h.ID))
+	if err != nil {
+		return nil, err
+	}
+	if err := p.Unmarshal(pdu.NewBuffer(frame)); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// EncodeSimple builds a PDU whose body is body (may be nil).
+func EncodeSimple(id uint32, status Status, seq uint32, body []byte) []byte {
+	b := make([]byte, HeaderLen+len(body))
+	PutHeader(b, Header{Length: uint32(len(b)), ID: id, Status: status, Sequence: seq})
+	copy(b[HeaderLen:], body)
+	return b
+}
+
+// GenericNack encodes a generic_nack.
+func GenericNack(status Status, seq uint32) []byte {
+	return EncodeSimple(CmdGenericNack, status, seq, nil)
+}
+
+// SubmitResp encodes a submit_sm_resp. An error status carries an empty
+// message_id field (an explicit NUL), which every SMPP 3.4 peer accepts.
+func SubmitResp(status Status, seq uint32, messageID string) []byte {
+	body := make([]byte, len(messageID)+1)
+	copy(body, messageID)
+	return EncodeSimple(CmdSubmitSM|RespBit, status, seq, body)
+}
+
+// HasResponse reports whether the request command id has a *_resp; for the
+// ones that do not (alert_notification, outbind, generic_nack) errors are
+// reported with generic_nack.
+func HasResponse(id uint32) bool {
+	switch id {
+	case CmdAlertNotif, CmdOutbind, CmdGenericNack:
+		return false
+	}
+	return id&RespBit == 0
+}
+
+// Known reports whether id is an SMPP v3.4/v5 command id the proxy knows.
+func Known(id uint32) bool {
+	_, err := pdu.CreatePDUFromCmdID(gosmppCmd(id))
+	return err == nil
+}

@@ -1,0 +1,138 @@
+// Package state keeps the proxy's durable records: one Record per
+// (account, idempotency key, segment), the journal of what was written to
+// which upstream session, and the index from upstream message ids back to
+// records. Store is the small interface the rest of the proxy uses;
+// BadgerStore is the production backend (group commit: many concurrent
+// writers share one transaction and one fsync) and MemStore is the
+// in-memory backend for unit tests. Both pass the same conformance suite in
+// state/storetest.
+package state
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Errors returned by every Store. Compare with errors.Is.
+var (
+	// ErrNotFound: no live (unexpired) record under that key.
+	ErrNotFound = errors.New("state: not found")
+	// ErrClosed: the store was closed; nothing was written.
+	ErrClosed = errors.New("state: store closed")
+	// ErrAbort may be returned by an Update function to leave the record
+	// untouched; Update then returns it unchanged with ErrAbort.
+	ErrAbort = errors.New("state: update aborted")
+)
+
+// SubmitState is where a record stands in the submit state machine (SPEC §3).
+type SubmitState string
+
+const (
+	// Sent: the owner recorded the submit and may have written it upstream.
+	Sent SubmitState = "sent"
+	// Accepted: the upstream answered status 0 with a message id.
+	Accepted SubmitState = "accepted"
+	// Rejected: the upstream answered a permanent error.
+	Rejected SubmitState = "rejected"
+	// Unknown: the outcome is ambiguous (timeout, session lost, crash).
+	Unknown SubmitState = "unknown"
+	// Retryable: nothing was accepted upstream; the next submit forwards again.
+	Retryable SubmitState = "retryable"
+)
+
+// Key identifies a record: the key scope of SPEC §2.
+type Key struct {
+	Account string
+	Key     string // the client's idempotency key (or a fingerprint in hex)
+	Segment string // "seq/total" for a part of a concatenated message, else ""
+}
+
+// Event is one transition in a record's history.
+type Event struct {
+	At    time.Time   `json:"at"`
+	State SubmitState `json:"state"`
+	// Status is the SMPP status involved (upstream answer or what the ESME got).
+	Status uint32 `json:"status,omitempty"`
+	// Upstream session and sequence number for a forward, when relevant.
+	Session   string `json:"session,omitempty"`
+	Sequence  uint32 `json:"sequence,omitempty"`
+	MessageID string `json:"message_id,omitempty"`
+	Note      string `json:"note,omitempty"`
+}
+
+// Record is what the store keeps per key. It never holds message text: the
+// content is represented by its fingerprint only.
+type Record struct {
+	Key         Key         `json:"key"`
+	Fingerprint [32]byte    `json:"fingerprint"`
+	State       SubmitState `json:"state"`
+	// Owner identifies the attempt that currently owns the record (the one
+	// allowed to forward); a new owner takes over a Retryable record.
+	Owner string `json:"owner"`
+	// Upstream, Session and Sequence: where the last forward was written
+	// (the per-upstream-session journal of SPEC §3.4).
+	Upstream string `json:"upstream,omitempty"`
+	Session  string `json:"session,omitempty"`
+	Sequence uint32 `json:"sequence,omitempty"`
+	// MessageID is the upstream's id once Accepted.
+	MessageID string `json:"message_id,omitempty"`
+	// Status is the last upstream status (the one replayed when Rejected
+	// or Retryable).
+	Status   uint32    `json:"status,omitempty"`
+	Attempts int       `json:"attempts,omitempty"`
+	Created  time.Time `json:"created"`
+	Updated  time.Time `json:"updated"`
+	// Expires: after this instant the record is treated as absent (a new
+	// operation) and may be dropped by the backend.
+	Expires time.Time `json:"expires"`
+	History []Event   `json:"history,omitempty"`
+}
+
+// Clone returns a deep copy.
+func (r *Record) Clone() *Record {
+	c := *r
+	c.History = append([]Event(nil), r.History...)
+	return &c
+}
+
+// Expired reports whether the record is past Expires at now.
+func (r *Record) Expired(now time.Time) bool {
+	return !r.Expires.IsZero() && !now.Before(r.Expires)
+}
+
+// Store is the durable record store. All methods are safe for concurrent
+// use. A method that returns nil error has made its effect durable (synced
+// to disk for persistent backends) before returning.
+type Store interface {
+	// Create inserts rec if no live record exists under rec.Key. Exactly
+	// one of any number of concurrent Creates of one key returns
+	// created=true. When a live record exists, it is returned (a copy) with
+	// created=false and nothing is written. An expired record counts as
+	// absent and is replaced.
+	Create(ctx context.Context, rec *Record) (existing *Record, created bool, err error)
+
+	// Get returns a copy of the live record under k, or ErrNotFound.
+	Get(ctx context.Context, k Key) (*Record, error)
+
+	// Update atomically reads the live record under k, calls fn on a copy,
+	// and durably stores the result. fn must not block or do I/O; it runs
+	// while other writers wait. If fn returns an error, nothing is written
+	// and Update returns (the unchanged record, that error). ErrNotFound if
+	// there is no live record.
+	Update(ctx context.Context, k Key, fn func(*Record) error) (*Record, error)
+
+	// ByMessageID returns the record that upstream accepted with id.
+	ByMessageID(ctx context.Context, upstream, id string) (*Record, error)
+
+	// BySession returns the record journaled as written on upstream
+	// session sess with sequence number seq.
+	BySession(ctx context.Context, sess string, seq uint32) (*Record, error)
+
+	// Scan calls fn for every live record (in no particular order) until fn
+	// returns false. fn must not call the Store.
+	Scan(ctx context.Context, fn func(*Record) bool) error
+
+	// Close flushes and closes the store. Later calls return ErrClosed.
+	Close() error
+}
