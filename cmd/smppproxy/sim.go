@@ -1,0 +1,111 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/smppproxy/smppproxy/sim"
+	"github.com/smppproxy/smppproxy/smpp"
+)
+
+func simCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "sim",
+		Usage: "run an SMSC simulator with fault injection",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:2776", Usage: "SMPP listen address"},
+			&cli.StringFlag{Name: "stats", Value: "127.0.0.1:2777", Usage: "HTTP stats address (GET /stats: submits per key); empty = off"},
+			&cli.StringFlag{Name: "system-id", Usage: "required system_id (empty = accept any)"},
+			&cli.StringFlag{Name: "password", Usage: "required password"},
+			&cli.DurationFlag{Name: "dlr-delay", Usage: "send a delivery receipt this long after accepting (0 = none)"},
+			&cli.StringSliceFlag{Name: "fault", Usage: "fault rule, repeatable: drop-every=N, delay=D, throttle-every=N, disconnect-after=N, reject-every=N"},
+			&cli.BoolFlag{Name: "hex-ids", Usage: "issue message ids in hex"},
+		},
+		Action: func(c *cli.Context) error {
+			fault, err := parseFaults(c.StringSlice("fault"))
+			if err != nil {
+				return err
+			}
+			log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+			s, err := sim.Start(c.String("listen"), sim.Config{
+				SystemID: c.String("system-id"), Password: c.String("password"),
+				DLRDelay: c.Duration("dlr-delay"), HexIDs: c.Bool("hex-ids"), Fault: fault, Logger: log,
+			})
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			if a := c.String("stats"); a != "" {
+				mux := http.NewServeMux()
+				mux.HandleFunc("/stats", func(w http.ResponseWriter, _ *http.Request) {
+					w.Header().Set("Content-Type", "application/json")
+					_ = json.NewEncoder(w).Encode(map[string]any{"total": s.Total(), "per_key": s.Counts(), "duplicates": s.Duplicates()})
+				})
+				srv := &http.Server{Addr: a, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+				go func() { _ = srv.ListenAndServe() }()
+				defer srv.Close()
+			}
+			fmt.Fprintf(c.App.Writer, "SMSC simulator on %s\n", s.Addr())
+			sig := make(chan os.Signal, 1)
+			signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+			<-sig
+			return nil
+		},
+	}
+}
+
+// parseFaults turns --fault rules into a sim fault hook.
+func parseFaults(rules []string) (func(sim.Call) sim.Action, error) {
+	var dropEvery, throttleEvery, rejectEvery, disconnectAfter int64
+	var delay time.Duration
+	for _, r := range rules {
+		k, v, ok := strings.Cut(r, "=")
+		if !ok {
+			return nil, fmt.Errorf("sim: fault %q: want name=value", r)
+		}
+		var err error
+		switch k {
+		case "drop-every":
+			_, err = fmt.Sscan(v, &dropEvery)
+		case "throttle-every":
+			_, err = fmt.Sscan(v, &throttleEvery)
+		case "reject-every":
+			_, err = fmt.Sscan(v, &rejectEvery)
+		case "disconnect-after":
+			_, err = fmt.Sscan(v, &disconnectAfter)
+		case "delay":
+			delay, err = time.ParseDuration(v)
+		default:
+			return nil, fmt.Errorf("sim: unknown fault %q", k)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("sim: fault %q: %v", r, err)
+		}
+	}
+	if len(rules) == 0 {
+		return nil, nil
+	}
+	return func(c sim.Call) sim.Action {
+		a := sim.Action{Delay: delay}
+		switch {
+		case disconnectAfter > 0 && c.N == disconnectAfter:
+			a.Disconnect = true
+		case dropEvery > 0 && c.N%dropEvery == 0:
+			a.Drop = true
+		case throttleEvery > 0 && c.N%throttleEvery == 0:
+			a.Status = smpp.StatusThrottled
+		case rejectEvery > 0 && c.N%rejectEvery == 0:
+			a.Status = smpp.StatusInvDstAdr
+		}
+		return a
+	}, nil
+}

@@ -1,0 +1,416 @@
+package dedup
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/smppproxy/smppproxy/smpp"
+	"github.com/smppproxy/smppproxy/state"
+)
+
+// Outcome labels (metrics and logs).
+const (
+	OutForwarded = "forwarded"
+	OutReplayed  = "replayed"
+	OutJoined    = "joined"
+	OutConflict  = "conflict"
+	OutUnknown   = "unknown"
+	OutRejected  = "rejected"
+	OutThrottled = "throttled"
+	OutUntracked = "untracked"
+	OutRetryable = "retryable"
+	OutInvalid   = "invalid"
+	OutStoreErr  = "store_error"
+)
+
+// Answer is what the ESME gets for one submit_sm.
+type Answer struct {
+	Status    smpp.Status
+	MessageID string
+	// Outcome is the decision taken (one of the Out* labels).
+	Outcome string
+	Key     state.Key
+}
+
+// Config configures an Engine.
+type Config struct {
+	Store     state.Store
+	Forwarder Forwarder
+	Logger    *slog.Logger
+	Metrics   *Metrics // nil: not counted
+	// InstanceID distinguishes owners across processes and restarts.
+	InstanceID string
+	Now        func() time.Time
+}
+
+// Engine applies the submit decision table. Safe for concurrent use.
+type Engine struct {
+	cfg   Config
+	log   *slog.Logger
+	now   func() time.Time
+	seq   atomic.Uint64
+	mu    sync.Mutex
+	fl    map[state.Key]*flight
+	count sync.Map // outcome -> *atomic.Uint64
+}
+
+// flight is a submit being decided in this process; identical submits of
+// the same key join it instead of racing the store.
+type flight struct {
+	fp   [32]byte
+	done chan struct{}
+	ans  Answer
+}
+
+// New returns an Engine.
+func New(cfg Config) *Engine {
+	e := &Engine{cfg: cfg, log: cfg.Logger, now: cfg.Now, fl: make(map[state.Key]*flight)}
+	if e.log == nil {
+		e.log = slog.New(slog.DiscardHandler)
+	}
+	if e.now == nil {
+		e.now = time.Now
+	}
+	if e.cfg.InstanceID == "" {
+		e.cfg.InstanceID = randomID()
+	}
+	return e
+}
+
+func randomID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// Count returns how many submits ended with outcome.
+func (e *Engine) Count(outcome string) uint64 {
+	if v, ok := e.count.Load(outcome); ok {
+		return v.(*atomic.Uint64).Load()
+	}
+	return 0
+}
+
+func (e *Engine) counted(account string, a Answer) Answer {
+	v, _ := e.count.LoadOrStore(a.Outcome, new(atomic.Uint64))
+	v.(*atomic.Uint64).Add(1)
+	e.cfg.Metrics.submit(account, a.Outcome)
+	return a
+}
+
+// Recover turns every record left in `sent` (its owner died with the
+// process) into `unknown`. Call it once at start-up, before serving.
+func (e *Engine) Recover(ctx context.Context) (int, error) {
+	var keys []state.Key
+	err := e.cfg.Store.Scan(ctx, func(r *state.Record) bool {
+		if r.State == state.Sent {
+			keys = append(keys, r.Key)
+		}
+		return true
+	})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, k := range keys {
+		_, err := e.cfg.Store.Update(ctx, k, func(r *state.Record) error {
+			if r.State != state.Sent {
+				return state.ErrAbort
+			}
+			r.State = state.Unknown
+			r.Updated = e.now()
+			r.History = append(r.History, state.Event{At: r.Updated, State: state.Unknown, Session: r.Session, Sequence: r.Sequence, Note: "proxy restarted while sent"})
+			return nil
+		})
+		switch {
+		case err == nil:
+			n++
+			e.log.Warn("record unknown after restart", "account", k.Account, "key", k.Key, "segment", k.Segment)
+		case errors.Is(err, state.ErrAbort), errors.Is(err, state.ErrNotFound):
+		default:
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// Submit decides and, when this call owns the key, forwards one submit_sm.
+func (e *Engine) Submit(ctx context.Context, account string, p Policy, sub *smpp.Submit) Answer {
+	p = p.withDefaults()
+	seg := sub.Segment()
+	fp := sub.Fingerprint()
+	key, tracked, retention, st := e.derive(p, sub, fp)
+	if st != smpp.StatusOK {
+		e.log.Info("submit refused", "account", account, "reason", "key", "status", st.String())
+		return e.counted(account, Answer{Status: st, Outcome: OutInvalid})
+	}
+	k := state.Key{Account: account, Key: key, Segment: seg.String()}
+
+	// Join an identical submit of the same key already being decided here.
+	e.mu.Lock()
+	if f, ok := e.fl[k]; ok && f.fp == fp {
+		e.mu.Unlock()
+		return e.join(ctx, account, p, k, f)
+	}
+	f := &flight{fp: fp, done: make(chan struct{})}
+	own := false
+	if _, ok := e.fl[k]; !ok {
+		e.fl[k] = f
+		own = true
+	}
+	e.mu.Unlock()
+
+	a := e.decide(ctx, account, p, k, fp, tracked, retention, sub, seg)
+	if own {
+		e.mu.Lock()
+		delete(e.fl, k)
+		e.mu.Unlock()
+		f.ans = a
+		close(f.done)
+	}
+	return e.counted(account, a)
+}
+
+func (e *Engine) join(ctx context.Context, account string, p Policy, k state.Key, f *flight) Answer {
+	t := time.NewTimer(p.InflightWait)
+	defer t.Stop()
+	select {
+	case <-f.done:
+		a := f.ans
+		if a.Outcome == OutForwarded {
+			a.Outcome = OutJoined
+		}
+		e.log.Info("duplicate joined in-flight submit", "account", k.Account, "key", k.Key, "segment", k.Segment, "status", a.Status.String(), "message_id", a.MessageID)
+		return e.counted(account, a)
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	e.log.Info("duplicate still in flight; throttled", "account", k.Account, "key", k.Key, "segment", k.Segment)
+	return e.counted(account, Answer{Status: smpp.StatusThrottled, Outcome: OutThrottled, Key: k})
+}
+
+// derive returns the record key, whether it deduplicates, its retention,
+// or a refusal status.
+func (e *Engine) derive(p Policy, sub *smpp.Submit, fp [32]byte) (string, bool, time.Duration, smpp.Status) {
+	mode := p.Key
+	if mode == KeyTLV {
+		v, ok := sub.TLV(p.TLVTag)
+		if ok {
+			v = bytes.TrimRight(v, "\x00")
+			if len(v) == 0 || len(v) > 255 {
+				return "", false, 0, smpp.StatusInvTLVVal
+			}
+			return "k:" + string(v), true, p.Retention, smpp.StatusOK
+		}
+		switch p.MissingKey {
+		case MissingReject:
+			return "", false, 0, smpp.StatusMissingTLV
+		case MissingFingerprint:
+			mode = KeyFingerprint
+		default:
+			mode = KeyNone
+		}
+	}
+	if mode == KeyFingerprint {
+		return "fp:" + hex.EncodeToString(fp[:]), true, p.FingerprintWindow, smpp.StatusOK
+	}
+	// Untracked: still recorded (for receipt routing) under a unique key.
+	return "u:" + e.cfg.InstanceID + "-" + strconv.FormatUint(e.seq.Add(1), 36), false, p.Retention, smpp.StatusOK
+}
+
+func (e *Engine) owner() string {
+	return e.cfg.InstanceID + "/" + strconv.FormatUint(e.seq.Add(1), 36)
+}
+
+func (e *Engine) decide(ctx context.Context, account string, p Policy, k state.Key, fp [32]byte, tracked bool, retention time.Duration, sub *smpp.Submit, seg smpp.Segment) Answer {
+	log := e.log.With("account", account, "key", k.Key, "segment", k.Segment, "sequence", sub.Header.Sequence)
+	now := e.now()
+	me := e.owner()
+	rec := &state.Record{
+		Key: k, Fingerprint: fp, State: state.Sent, Owner: me,
+		Created: now, Updated: now, Expires: now.Add(retention), Attempts: 1,
+		History: []state.Event{{At: now, State: state.Sent, Note: "created"}},
+	}
+	for range 4 {
+		existing, created, err := e.cfg.Store.Create(ctx, rec)
+		if err != nil {
+			log.Error("store refused the record; nothing forwarded", "err", err)
+			return Answer{Status: smpp.StatusSysErr, Outcome: OutStoreErr, Key: k}
+		}
+		if created {
+			a := e.forward(ctx, log, account, p, k, me, sub, seg)
+			if !tracked && a.Outcome == OutForwarded {
+				a.Outcome = OutUntracked
+			}
+			return a
+		}
+		if existing.Fingerprint != fp {
+			log.Warn("key reused for other content; conflict", "status", p.ConflictStatus.String(), "state", string(existing.State))
+			return Answer{Status: p.ConflictStatus, Outcome: OutConflict, Key: k}
+		}
+		switch existing.State {
+		case state.Accepted:
+			log.Info("duplicate replayed", "message_id", existing.MessageID, "upstream", existing.Upstream)
+			return Answer{Status: smpp.StatusOK, MessageID: existing.MessageID, Outcome: OutReplayed, Key: k}
+		case state.Rejected:
+			log.Info("duplicate replayed rejection", "status", smpp.Status(existing.Status).String())
+			return Answer{Status: smpp.Status(existing.Status), Outcome: OutReplayed, Key: k}
+		case state.Unknown:
+			log.Info("duplicate of an unknown outcome; not forwarded", "status", p.UnknownStatus.String())
+			return Answer{Status: p.UnknownStatus, Outcome: OutUnknown, Key: k}
+		case state.Sent:
+			return e.waitOther(ctx, log, p, k)
+		case state.Retryable:
+			_, err := e.cfg.Store.Update(ctx, k, func(r *state.Record) error {
+				if r.State != state.Retryable || r.Fingerprint != fp {
+					return state.ErrAbort
+				}
+				r.State, r.Owner, r.Updated = state.Sent, me, e.now()
+				r.Attempts++
+				r.History = append(r.History, state.Event{At: r.Updated, State: state.Sent, Note: "retry takes over a retryable record"})
+				return nil
+			})
+			switch {
+			case err == nil:
+				log.Info("retryable record taken over; forwarding again")
+				return e.forward(ctx, log, account, p, k, me, sub, seg)
+			case errors.Is(err, state.ErrAbort), errors.Is(err, state.ErrNotFound):
+				continue // someone else moved it; decide again
+			default:
+				log.Error("store refused the takeover; nothing forwarded", "err", err)
+				return Answer{Status: smpp.StatusSysErr, Outcome: OutStoreErr, Key: k}
+			}
+		default:
+			return Answer{Status: smpp.StatusSysErr, Outcome: OutStoreErr, Key: k}
+		}
+	}
+	return Answer{Status: smpp.StatusThrottled, Outcome: OutThrottled, Key: k}
+}
+
+// waitOther waits (bounded by inflight_wait) for an owner in another
+// process, or one that was already deciding when this submit arrived with
+// different timing, by polling the store.
+func (e *Engine) waitOther(ctx context.Context, log *slog.Logger, p Policy, k state.Key) Answer {
+	deadline := time.Now().Add(p.InflightWait)
+	delay := 5 * time.Millisecond
+	for time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			deadline = time.Time{}
+			continue
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 100*time.Millisecond)
+		r, err := e.cfg.Store.Get(ctx, k)
+		if err != nil {
+			break
+		}
+		switch r.State {
+		case state.Accepted:
+			log.Info("duplicate joined in-flight submit", "message_id", r.MessageID)
+			return Answer{Status: smpp.StatusOK, MessageID: r.MessageID, Outcome: OutJoined, Key: k}
+		case state.Rejected, state.Retryable:
+			return Answer{Status: smpp.Status(r.Status), Outcome: OutJoined, Key: k}
+		case state.Unknown:
+			return Answer{Status: p.UnknownStatus, Outcome: OutUnknown, Key: k}
+		}
+	}
+	log.Info("duplicate still in flight; throttled")
+	return Answer{Status: smpp.StatusThrottled, Outcome: OutThrottled, Key: k}
+}
+
+// forward sends the owned record upstream and persists the outcome before
+// answering.
+func (e *Engine) forward(ctx context.Context, log *slog.Logger, account string, p Policy, k state.Key, me string, sub *smpp.Submit, seg smpp.Segment) Answer {
+	var keyTag uint16
+	if p.Key == KeyTLV {
+		keyTag = p.TLVTag
+	}
+	att := &Attempt{
+		Account: account, Submit: sub, Segment: seg, KeyTag: keyTag,
+		Journal: func(upstream, session string, seq uint32) error {
+			_, err := e.cfg.Store.Update(ctx, k, func(r *state.Record) error {
+				if r.Owner != me || r.State != state.Sent {
+					return fmt.Errorf("dedup: record no longer owned (state %s)", r.State)
+				}
+				r.Upstream, r.Session, r.Sequence, r.Updated = upstream, session, seq, e.now()
+				r.History = append(r.History, state.Event{At: r.Updated, State: state.Sent, Session: session, Sequence: seq, Note: "journaled before write to " + upstream})
+				return nil
+			})
+			return err
+		},
+	}
+	res := e.cfg.Forwarder.Forward(context.WithoutCancel(ctx), att)
+	log = log.With("upstream", res.Upstream, "upstream_session", res.Session, "upstream_sequence", res.Sequence)
+
+	var next state.SubmitState
+	var a Answer
+	switch {
+	case res.Kind == Answered && res.Status == smpp.StatusOK:
+		next, a = state.Accepted, Answer{Status: smpp.StatusOK, MessageID: res.MessageID, Outcome: OutForwarded}
+	case res.Kind == Answered && res.Status.Temporary():
+		next, a = state.Retryable, Answer{Status: res.Status, Outcome: OutRetryable}
+	case res.Kind == Answered:
+		next, a = state.Rejected, Answer{Status: res.Status, Outcome: OutRejected}
+	case res.Kind == NotSent:
+		st := res.Status
+		if st == 0 {
+			st = smpp.StatusSysErr
+		}
+		next, a = state.Retryable, Answer{Status: st, Outcome: OutRetryable}
+		if st == smpp.StatusThrottled {
+			a.Outcome = OutThrottled
+		}
+	default:
+		next, a = state.Unknown, Answer{Status: p.UnknownStatus, Outcome: OutUnknown}
+	}
+	a.Key = k
+	_, err := e.cfg.Store.Update(context.WithoutCancel(ctx), k, func(r *state.Record) error {
+		if r.Owner != me {
+			return fmt.Errorf("dedup: record no longer owned")
+		}
+		r.State, r.Status, r.Updated = next, uint32(res.Status), e.now()
+		if res.Upstream != "" {
+			r.Upstream = res.Upstream
+		}
+		if next == state.Accepted {
+			r.MessageID = res.MessageID
+		}
+		note := "upstream answered"
+		switch res.Kind {
+		case NotSent:
+			note = "not sent: " + errString(res.Err)
+		case Ambiguous:
+			note = "ambiguous: " + errString(res.Err)
+		}
+		r.History = append(r.History, state.Event{At: r.Updated, State: next, Status: uint32(res.Status), Session: res.Session, Sequence: res.Sequence, MessageID: r.MessageID, Note: note})
+		return nil
+	})
+	if err != nil {
+		// The outcome could not be made durable: never claim success.
+		log.Error("store refused the outcome; answering ESME_RSYSERR", "err", err, "outcome", string(next))
+		return Answer{Status: smpp.StatusSysErr, Outcome: OutStoreErr, Key: k}
+	}
+	lvl := slog.LevelInfo
+	if next == state.Unknown {
+		lvl = slog.LevelWarn
+	}
+	log.Log(ctx, lvl, "submit decided", "outcome", a.Outcome, "state", string(next), "status", res.Status.String(), "message_id", res.MessageID, "reason", errString(res.Err))
+	return a
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}

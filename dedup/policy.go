@@ -1,0 +1,114 @@
+// Package dedup is the idempotency engine: it derives the key of a
+// submit_sm (client TLV, fingerprint, or none), its segment identity and
+// fingerprint, creates the durable record before anything goes upstream,
+// and applies the decision table of SPEC §3 — owner, replay, join,
+// conflict, unknown, takeover of a retryable record — around a Forwarder.
+package dedup
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/smppproxy/smppproxy/smpp"
+)
+
+// Key policies (SPEC §3.1).
+const (
+	KeyTLV         = "tlv"
+	KeyFingerprint = "fingerprint"
+	KeyNone        = "none"
+
+	MissingForward     = "forward"
+	MissingReject      = "reject"
+	MissingFingerprint = "fingerprint"
+)
+
+// Policy is an account's idempotency policy. Zero fields take the SPEC
+// defaults (see withDefaults).
+type Policy struct {
+	Key               string
+	TLVTag            uint16
+	MissingKey        string
+	Retention         time.Duration
+	FingerprintWindow time.Duration
+	InflightWait      time.Duration
+	ConflictStatus    smpp.Status
+	UnknownStatus     smpp.Status
+}
+
+func (p Policy) withDefaults() Policy {
+	if p.Key == "" {
+		p.Key = KeyTLV
+	}
+	if p.TLVTag == 0 {
+		p.TLVTag = smpp.DefaultIdempotencyTag
+	}
+	if p.MissingKey == "" {
+		p.MissingKey = MissingForward
+	}
+	if p.Retention <= 0 {
+		p.Retention = 72 * time.Hour
+	}
+	if p.FingerprintWindow <= 0 {
+		p.FingerprintWindow = 60 * time.Second
+	}
+	if p.InflightWait <= 0 {
+		p.InflightWait = 3 * time.Second
+	}
+	if p.ConflictStatus == 0 {
+		p.ConflictStatus = smpp.StatusKeyConflict
+	}
+	if p.UnknownStatus == 0 {
+		p.UnknownStatus = smpp.StatusSysErr
+	}
+	return p
+}
+
+// ResultKind classifies what happened to a forward attempt.
+type ResultKind int
+
+const (
+	// Answered: the upstream answered with Result.Status.
+	Answered ResultKind = iota
+	// NotSent: nothing was written upstream (no bind, all busy, journal
+	// failure); Result.Status is what the ESME should get (0x08 or 0x58).
+	NotSent
+	// Ambiguous: the PDU may have reached the upstream but no answer came
+	// (response timeout, session lost).
+	Ambiguous
+)
+
+// Attempt is one forward of a submit owned by this engine.
+type Attempt struct {
+	Account string
+	Submit  *smpp.Submit
+	Segment smpp.Segment
+	// KeyTag is the tag of the idempotency key TLV (0 when the policy does
+	// not use one); the forwarder strips it unless the upstream is
+	// configured to receive it.
+	KeyTag uint16
+	// Journal must be called with the chosen upstream session and sequence
+	// number before any byte is written; if it fails nothing may be written.
+	Journal func(upstream, session string, seq uint32) error
+}
+
+// Result is the outcome of an Attempt.
+type Result struct {
+	Kind      ResultKind
+	Status    smpp.Status
+	MessageID string
+	Upstream  string
+	Session   string
+	Sequence  uint32
+	Err       error
+}
+
+// Forwarder sends an Attempt upstream (smppclient behind a router).
+type Forwarder interface {
+	Forward(ctx context.Context, a *Attempt) Result
+}
+
+// ErrNoKey is returned by DeriveKey when the TLV policy finds no key and
+// missing_key is reject.
+var ErrNoKey = errors.New("dedup: missing idempotency key")

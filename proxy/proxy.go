@@ -1,0 +1,330 @@
+// Package proxy wires the smppproxy components together from a
+// configuration: the Badger store, the idempotency engine, the upstream
+// pools and routes, and the ESME-facing server with its request chain
+// (throughput limit → dedup → fallback). cmd/smppproxy and the end-to-end
+// tests use it; it holds no protocol logic of its own.
+package proxy
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
+
+	"github.com/smppproxy/smppproxy/config"
+	"github.com/smppproxy/smppproxy/dedup"
+	"github.com/smppproxy/smppproxy/route"
+	"github.com/smppproxy/smppproxy/session"
+	"github.com/smppproxy/smppproxy/smpp"
+	"github.com/smppproxy/smppproxy/smppclient"
+	"github.com/smppproxy/smppproxy/smppserver"
+	"github.com/smppproxy/smppproxy/state"
+)
+
+// Options for New.
+type Options struct {
+	Config *config.Config
+	Logger *slog.Logger
+	// Registerer for metrics; nil = a fresh registry.
+	Registerer prometheus.Registerer
+	// Store overrides the configured backend (tests).
+	Store state.Store
+	// InstanceID distinguishes this process run; empty = random.
+	InstanceID string
+}
+
+// App is a wired proxy.
+type App struct {
+	cfg      *config.Config
+	log      *slog.Logger
+	store    state.Store
+	engine   *dedup.Engine
+	pools    []*smppclient.Pool
+	server   *smppserver.Server
+	Sessions session.Registry
+
+	mu        sync.Mutex
+	listeners []net.Listener
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+}
+
+// New opens the store, recovers records left `sent` by a previous run
+// (they become `unknown`), and builds every component. Nothing listens or
+// dials until Start.
+func New(opts Options) (*App, error) {
+	cfg := opts.Config
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	reg := opts.Registerer
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	a := &App{cfg: cfg, log: log}
+	st := opts.Store
+	if st == nil {
+		b, err := state.OpenBadger(state.BadgerOptions{Path: cfg.Store.Path, Logger: log})
+		if err != nil {
+			return nil, fmt.Errorf("proxy: open store %s: %w", cfg.Store.Path, err)
+		}
+		st = b
+	}
+	a.store = st
+	byName := map[string]*smppclient.Pool{}
+	upCfg := map[string]config.Upstream{}
+	for _, u := range cfg.Upstreams {
+		var tc *tls.Config
+		if u.TLS {
+			tc = &tls.Config{ServerName: hostOf(u.Address)}
+		}
+		p := smppclient.New(smppclient.Config{
+			Name: u.Name, Address: u.Address, TLS: tc,
+			SystemID: u.SystemID, Password: u.Password, SystemType: u.SystemType,
+			Bind: string(u.Bind), Binds: u.Binds, Window: u.Window, Throughput: float64(u.Throughput),
+			ResponseTimeout: u.ResponseTimeout.Std(), RouteWait: u.RouteWait.Std(), EnquireLink: u.EnquireLink.Std(),
+			InstanceID: opts.InstanceID, Logger: log.With("upstream", u.Name),
+		})
+		a.pools = append(a.pools, p)
+		byName[u.Name] = p
+		upCfg[u.Name] = u
+		a.Sessions.Add(poolSource{p})
+	}
+	routes := map[string][]route.Member{}
+	for _, acc := range cfg.Accounts {
+		for _, name := range acc.Route {
+			u := upCfg[name]
+			routes[acc.SystemID] = append(routes[acc.SystemID], route.Member{Upstream: byName[name], Weight: u.Weight, ForwardKeyTLV: u.ForwardKeyTLV})
+		}
+	}
+	a.engine = dedup.New(dedup.Config{Store: st, Forwarder: route.New(routes), Logger: log, Metrics: dedup.NewMetrics(reg), InstanceID: opts.InstanceID})
+	n, err := a.engine.Recover(context.Background())
+	if err != nil {
+		_ = st.Close()
+		return nil, fmt.Errorf("proxy: recover: %w", err)
+	}
+	if n > 0 {
+		log.Warn("records left in flight by the previous run are now unknown", "count", n)
+	}
+
+	chain := smppserver.Chain(smppserver.HandlerFunc(unsupported),
+		throughputLimit(cfg.Accounts),
+		a.engine.Middleware(policyOf),
+	)
+	a.server = &smppserver.Server{
+		Handler:     chain,
+		Auth:        newAccountAuth(a, cfg.Accounts),
+		SystemID:    cfg.ProxySystemID,
+		BindTimeout: cfg.Listen.BindTimeout.Std(),
+		EnquireLink: cfg.Listen.EnquireLink.Std(),
+		MaxPDUSize:  cfg.Listen.MaxPDUSize,
+		Logger:      log,
+	}
+	a.Sessions.Add(serverSource{a.server})
+	return a, nil
+}
+
+func hostOf(addr string) string {
+	h, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	return h
+}
+
+func policyOf(p *smppserver.Principal) dedup.Policy {
+	acc, _ := p.Value.(*config.Account)
+	if acc == nil {
+		return dedup.Policy{}
+	}
+	id := acc.Idempotency
+	return dedup.Policy{
+		Key: string(id.Key), TLVTag: uint16(id.TLVTag), MissingKey: string(id.MissingKey),
+		Retention: id.Retention.Std(), FingerprintWindow: id.FingerprintWindow.Std(),
+		InflightWait: id.InflightWait.Std(), ConflictStatus: smpp.Status(id.ConflictStatus),
+		UnknownStatus: smpp.Status(id.UnknownStatus),
+	}
+}
+
+// unsupported is the end of the chain: requests no link handled.
+func unsupported(_ context.Context, w smppserver.ResponseWriter, r *smppserver.Request) {
+	_ = w.WriteFrame(smpp.GenericNack(smpp.StatusInvCmdID, r.Header.Sequence))
+}
+
+// throughputLimit enforces each account's submits/s over all its sessions:
+// a token bucket whose burst is 10% of the rate (minimum 1); the excess is
+// answered ESME_RTHROTTLED at once.
+func throughputLimit(accts []config.Account) smppserver.Middleware {
+	lim := map[string]*rate.Limiter{}
+	for _, a := range accts {
+		if a.Throughput > 0 {
+			lim[a.SystemID] = rate.NewLimiter(rate.Limit(a.Throughput), max(1, a.Throughput/10))
+		}
+	}
+	return func(next smppserver.Handler) smppserver.Handler {
+		return smppserver.HandlerFunc(func(ctx context.Context, w smppserver.ResponseWriter, r *smppserver.Request) {
+			if r.Header.ID == smpp.CmdSubmitSM {
+				if l := lim[r.Session.Account()]; l != nil && !l.Allow() {
+					_ = w.WriteStatus(smpp.StatusThrottled)
+					return
+				}
+			}
+			next.ServeSMPP(ctx, w, r)
+		})
+	}
+}
+
+// Engine exposes the idempotency engine (for counters).
+func (a *App) Engine() *dedup.Engine { return a.engine }
+
+// Store exposes the store.
+func (a *App) Store() state.Store { return a.store }
+
+// Start starts the upstream pools and the SMPP listener(s). The listener
+// opens only once the store is open (it is, since New).
+func (a *App) Start() error {
+	for _, p := range a.pools {
+		p.Start()
+	}
+	l, err := net.Listen("tcp", a.cfg.Listen.Address)
+	if err != nil {
+		return fmt.Errorf("proxy: listen %s: %w", a.cfg.Listen.Address, err)
+	}
+	a.serve(l)
+	if t := a.cfg.Listen.TLS; t != nil && t.Address != "" {
+		cert, err := tls.LoadX509KeyPair(t.Cert, t.Key)
+		if err != nil {
+			return fmt.Errorf("proxy: tls listener: %w", err)
+		}
+		tl, err := tls.Listen("tcp", t.Address, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+		if err != nil {
+			return fmt.Errorf("proxy: listen tls %s: %w", t.Address, err)
+		}
+		a.serve(tl)
+	}
+	a.log.Info("smppproxy listening", "address", l.Addr().String())
+	return nil
+}
+
+func (a *App) serve(l net.Listener) {
+	a.mu.Lock()
+	a.listeners = append(a.listeners, l)
+	a.mu.Unlock()
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		if err := a.server.Serve(l); err != nil && !errors.Is(err, smppserver.ErrServerClosed) {
+			a.log.Error("listener failed", "err", err)
+		}
+	}()
+}
+
+// Addr is the plain SMPP listener's address.
+func (a *App) Addr() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.listeners) == 0 {
+		return ""
+	}
+	return a.listeners[0].Addr().String()
+}
+
+// WaitUpstreams waits until every pool has at least one bound session.
+func (a *App) WaitUpstreams(ctx context.Context) error {
+	for {
+		ready := true
+		for _, p := range a.pools {
+			if p.Up() == 0 {
+				ready = false
+			}
+		}
+		if ready {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// Shutdown stops accepting, unbinds the ESMEs and drains in-flight
+// submits (their outcomes are persisted), closes the upstream binds and
+// then the store. Within ctx; past it everything is closed hard.
+func (a *App) Shutdown(ctx context.Context) error {
+	var err error
+	a.closeOnce.Do(func() {
+		err = a.server.Shutdown(ctx)
+		a.wg.Wait()
+		for _, p := range a.pools {
+			if e := p.Close(ctx); e != nil && err == nil {
+				err = e
+			}
+		}
+		if e := a.store.Close(); e != nil && err == nil {
+			err = e
+		}
+	})
+	return err
+}
+
+// Close stops everything at once (what a crash looks like to clients,
+// except that the store is closed cleanly).
+func (a *App) Close() {
+	a.closeOnce.Do(func() {
+		_ = a.server.Close()
+		a.wg.Wait()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		for _, p := range a.pools {
+			_ = p.Close(ctx)
+		}
+		_ = a.store.Close()
+	})
+}
+
+type serverSource struct{ s *smppserver.Server }
+
+func (s serverSource) Sessions() []session.Info {
+	var out []session.Info
+	for _, ss := range s.s.Sessions() {
+		out = append(out, session.Info{
+			ID: ss.ID(), Side: session.SideESME, Owner: ss.Account(), Bind: ss.BindType().String(),
+			Remote: ss.RemoteAddr().String(), State: map[bool]string{true: "bound", false: "open"}[ss.BindType() != smppserver.BindNone],
+			Since: ss.BoundAt(), InFlight: ss.InFlight(), Requests: ss.Requests(),
+		})
+	}
+	return out
+}
+
+func (s serverSource) Kick(id string) bool {
+	if ss := s.s.Session(id); ss != nil {
+		ss.Kick()
+		return true
+	}
+	return false
+}
+
+type poolSource struct{ p *smppclient.Pool }
+
+func (p poolSource) Sessions() []session.Info {
+	var out []session.Info
+	for _, si := range p.p.Sessions() {
+		out = append(out, session.Info{
+			ID: si.ID, Side: session.SideUpstream, Owner: p.p.Name(), Bind: si.Bind, State: si.State,
+			Since: si.BoundSince, InFlight: si.InFlight, Window: si.Window, Requests: si.Submits, LastError: si.LastError,
+		})
+	}
+	return out
+}
+
+func (p poolSource) Kick(string) bool { return false }

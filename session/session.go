@@ -1,0 +1,89 @@
+// Package session is the live registry of the proxy's sessions, on both
+// sides: the ESME sessions bound to the proxy and the proxy's own binds to
+// upstream SMSCs. It is what the admin API lists and kicks. Each side
+// registers a Source; the registry itself holds no session state, so it
+// can never disagree with the server or the pools.
+package session
+
+import (
+	"errors"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Sides.
+const (
+	SideESME     = "esme"
+	SideUpstream = "upstream"
+)
+
+// ErrNotFound is returned by Kick for an unknown session id.
+var ErrNotFound = errors.New("session: not found")
+
+// Info describes one live session.
+type Info struct {
+	ID   string `json:"id"`
+	Side string `json:"side"`
+	// Owner is the account (ESME side) or the upstream name.
+	Owner     string    `json:"owner"`
+	Bind      string    `json:"bind"`
+	Remote    string    `json:"remote,omitempty"`
+	State     string    `json:"state"`
+	Since     time.Time `json:"since,omitempty"`
+	InFlight  int       `json:"in_flight"`
+	Window    int       `json:"window,omitempty"`
+	Requests  uint64    `json:"requests"`
+	LastError string    `json:"last_error,omitempty"`
+}
+
+// Source lists one side's sessions and can close one of them.
+type Source interface {
+	Sessions() []Info
+	// Kick closes the session with id; false if it has no such session.
+	Kick(id string) bool
+}
+
+// Registry aggregates Sources.
+type Registry struct {
+	mu      sync.Mutex
+	sources []Source
+}
+
+// Add registers a source.
+func (r *Registry) Add(s Source) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.sources = append(r.sources, s)
+}
+
+func (r *Registry) list() []Source {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Source(nil), r.sources...)
+}
+
+// List returns every live session, ESME side first, then by id.
+func (r *Registry) List() []Info {
+	var out []Info
+	for _, s := range r.list() {
+		out = append(out, s.Sessions()...)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Side != out[j].Side {
+			return out[i].Side < out[j].Side
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out
+}
+
+// Kick closes the session with id.
+func (r *Registry) Kick(id string) error {
+	for _, s := range r.list() {
+		if s.Kick(id) {
+			return nil
+		}
+	}
+	return ErrNotFound
+}

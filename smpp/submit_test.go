@@ -1,0 +1,158 @@
+package smpp
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+)
+
+func TestParseSubmitRoundTripsAndStripsOnlyTheKeyTLV(t *testing.T) {
+	f := SubmitFields{Src: "ACME", Dst: "447700900001", DataCoding: 0xF5, ShortMessage: []byte{0x00, 0xFF, 0x10},
+		TLVs: []TLV{{Tag: 0x1400, Value: []byte("key-1\x00")}, {Tag: 0x0204, Value: []byte{0, 7}}}}
+	frame := EncodeSubmit(42, f)
+	s, err := ParseSubmit(frame)
+	if err != nil {
+		t.Fatalf("ParseSubmit = %v", err)
+	}
+	if string(s.DstAddr) != f.Dst || s.DataCoding != 0xF5 || !bytes.Equal(s.ShortMessage, f.ShortMessage) {
+		t.Fatalf("ParseSubmit fields = dst %q dc %#x sm %x, want %q %#x %x", s.DstAddr, s.DataCoding, s.ShortMessage, f.Dst, 0xF5, f.ShortMessage)
+	}
+	if got := s.Frame(42); !bytes.Equal(got, frame) {
+		t.Fatalf("Frame(42) is not byte-identical to the input:\n got %x\nwant %x", got, frame)
+	}
+	out := s.Frame(7, 0x1400)
+	o, err := ParseSubmit(out)
+	if err != nil {
+		t.Fatalf("ParseSubmit(stripped) = %v", err)
+	}
+	if _, ok := o.TLV(0x1400); ok {
+		t.Errorf("stripped frame still carries the key TLV")
+	}
+	if v, ok := o.TLV(0x0204); !ok || !bytes.Equal(v, []byte{0, 7}) {
+		t.Errorf("stripped frame lost TLV 0x0204: %x %v", v, ok)
+	}
+	if o.Header.Sequence != 7 || int(o.Header.Length) != len(out) {
+		t.Errorf("stripped header = %+v (len %d), want seq 7 and matching length", o.Header, len(out))
+	}
+}
+
+func TestSegmentIdentity(t *testing.T) {
+	udh8 := []byte{0x05, 0x00, 0x03, 0x2A, 0x03, 0x02, 'h', 'i'}
+	udh16 := []byte{0x06, 0x08, 0x04, 0x01, 0x02, 0x04, 0x03, 'h'}
+	tests := map[string]struct {
+		f    SubmitFields
+		want string
+	}{
+		"plain":      {SubmitFields{ShortMessage: []byte("hello")}, ""},
+		"udh 8-bit":  {SubmitFields{EsmClass: 0x40, ShortMessage: udh8}, "2/3"},
+		"udh 16-bit": {SubmitFields{EsmClass: 0x40, ShortMessage: udh16}, "3/4"},
+		"udhi unset": {SubmitFields{ShortMessage: udh8}, ""},
+		"sar tlvs":   {SubmitFields{ShortMessage: []byte("x"), TLVs: []TLV{{0x020C, []byte{0, 9}}, {0x020E, []byte{5}}, {0x020F, []byte{4}}}}, "4/5"},
+		"broken udh": {SubmitFields{EsmClass: 0x40, ShortMessage: []byte{0x09, 0x00}}, ""},
+	}
+	for name, tc := range tests {
+		s, err := ParseSubmit(EncodeSubmit(1, tc.f))
+		if err != nil {
+			t.Fatalf("%s: ParseSubmit = %v", name, err)
+		}
+		if got := s.Segment().String(); got != tc.want {
+			t.Errorf("%s: Segment() = %q, want %q", name, got, tc.want)
+		}
+	}
+}
+
+func TestFingerprint(t *testing.T) {
+	base := SubmitFields{Src: "A", Dst: "4477", ShortMessage: []byte("code 1234"), TLVs: []TLV{{0x1400, []byte("k")}}}
+	fp := func(f SubmitFields, seq uint32) [32]byte {
+		s, err := ParseSubmit(EncodeSubmit(seq, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.Fingerprint()
+	}
+	ref := fp(base, 1)
+	same := base
+	same.Validity, same.Schedule = "000001000000000R", "000000000100000R"
+	same.TLVs = []TLV{{0x1400, []byte("other-key")}}
+	if fp(same, 99) != ref {
+		t.Errorf("fingerprint changed with sequence, validity, schedule or key TLV; it must not")
+	}
+	diff := base
+	diff.ShortMessage = []byte("code 9999")
+	if fp(diff, 1) == ref {
+		t.Errorf("fingerprint equal for different text")
+	}
+	dst := base
+	dst.Dst = "4478"
+	if fp(dst, 1) == ref {
+		t.Errorf("fingerprint equal for different destination")
+	}
+	// A renewed concatenation reference is not a different message.
+	a := SubmitFields{EsmClass: 0x40, ShortMessage: []byte{0x05, 0x00, 0x03, 0x01, 0x02, 0x01, 'x'}}
+	b := a
+	b.ShortMessage = []byte{0x05, 0x00, 0x03, 0x77, 0x02, 0x01, 'x'}
+	if fp(a, 1) != fp(b, 1) {
+		t.Errorf("fingerprint differs only by concatenation reference; it must not")
+	}
+}
+
+func TestParseSubmitRefusesMalformedBodies(t *testing.T) {
+	good := EncodeSubmit(1, SubmitFields{Dst: "1", ShortMessage: []byte("abc"), TLVs: []TLV{{0x1400, []byte("k")}}})
+	tests := map[string]struct {
+		frame []byte
+		want  Status
+	}{
+		"truncated mandatory": {good[:HeaderLen+3], StatusInvCmdLen},
+		"sm_length past body": {smPastBody(), StatusInvMsgLen},
+		"broken tlv":          {append(append([]byte{}, good...), 0x14, 0x00, 0x00), StatusInvOptParStream},
+	}
+	for name, tc := range tests {
+		_, err := ParseSubmit(tc.frame)
+		var fe *FieldError
+		if !errors.As(err, &fe) || fe.Status != tc.want {
+			t.Errorf("%s: ParseSubmit error = %v, want status %v", name, err, tc.want)
+		}
+	}
+}
+
+// smPastBody is a submit whose sm_length says 3 but carries 1 octet.
+func smPastBody() []byte {
+	b := EncodeSubmit(1, SubmitFields{Dst: "1", ShortMessage: []byte("abc")})
+	b = b[:len(b)-2]
+	PutHeader(b, Header{Length: uint32(len(b)), ID: CmdSubmitSM, Sequence: 1})
+	return b
+}
+
+func FuzzParseSubmit(f *testing.F) {
+	f.Add(EncodeSubmit(1, SubmitFields{Src: "a", Dst: "b", ShortMessage: []byte("hello"), TLVs: []TLV{{0x1400, []byte("k")}}}))
+	f.Add(EncodeSubmit(2, SubmitFields{EsmClass: 0x40, ShortMessage: []byte{0x05, 0x00, 0x03, 0x01, 0x02, 0x01, 'x'}}))
+	f.Add([]byte{0, 0, 0, 16, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 1})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		s, err := ParseSubmit(b)
+		if err != nil {
+			return
+		}
+		_ = s.Segment()
+		_ = s.Fingerprint()
+		out := s.Frame(5, 0x1400)
+		if _, err := ParseSubmit(out); err != nil {
+			t.Fatalf("re-encoded frame does not parse: %v", err)
+		}
+	})
+}
+
+func FuzzReadFrame(f *testing.F) {
+	f.Add([]byte{0, 0, 0, 16, 0, 0, 0, 0x15, 0, 0, 0, 0, 0, 0, 0, 1})
+	f.Add([]byte{0, 0, 0, 8, 0, 0, 0, 0x15})
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 1})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		frame, err := ReadFrame(bytes.NewReader(b), 1024)
+		if err != nil {
+			return
+		}
+		if len(frame) < HeaderLen || len(frame) > 1024 || int(ParseHeader(frame).Length) != len(frame) {
+			t.Fatalf("ReadFrame returned a frame of %d bytes with header length %d", len(frame), ParseHeader(frame).Length)
+		}
+		_, _ = Decode(frame)
+	})
+}
