@@ -1,0 +1,362 @@
+package dedup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/smppproxy/smppproxy/smpp"
+	"github.com/smppproxy/smppproxy/state"
+)
+
+// fakeForwarder answers from a script and counts forwards. It journals
+// before "writing", as the real router does.
+type fakeForwarder struct {
+	mu      sync.Mutex
+	calls   int
+	answer  func(n int) Result
+	release chan struct{} // if non-nil, Forward blocks until closed
+	ids     atomic.Int64
+}
+
+func (f *fakeForwarder) Forward(ctx context.Context, a *Attempt) Result {
+	f.mu.Lock()
+	f.calls++
+	n := f.calls
+	f.mu.Unlock()
+	if err := a.Journal("up", "up/s1", uint32(n)); err != nil {
+		return Result{Kind: NotSent, Status: smpp.StatusSysErr, Err: err}
+	}
+	if f.release != nil {
+		<-f.release
+	}
+	if f.answer != nil {
+		r := f.answer(n)
+		r.Upstream, r.Session, r.Sequence = "up", "up/s1", uint32(n)
+		return r
+	}
+	return Result{Kind: Answered, Status: smpp.StatusOK, MessageID: fmt.Sprintf("m%d", f.ids.Add(1)), Upstream: "up"}
+}
+
+func (f *fakeForwarder) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls
+}
+
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
+
+func newEngine(t *testing.T, f *fakeForwarder) (*Engine, *state.MemStore, *clock) {
+	t.Helper()
+	c := &clock{t: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
+	st := state.NewMem(c.now)
+	return New(Config{Store: st, Forwarder: f, Now: c.now, InstanceID: "test"}), st, c
+}
+
+func submit(t *testing.T, key, text string, extra ...smpp.TLV) *smpp.Submit {
+	t.Helper()
+	f := smpp.SubmitFields{Src: "SHOP", Dst: "447700900123", ShortMessage: []byte(text)}
+	if key != "" {
+		f.TLVs = append(f.TLVs, smpp.TLV{Tag: smpp.DefaultIdempotencyTag, Value: []byte(key)})
+	}
+	f.TLVs = append(f.TLVs, extra...)
+	s, err := smpp.ParseSubmit(smpp.EncodeSubmit(1, f))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+var ctx = context.Background()
+
+func TestDecisionTable(t *testing.T) {
+	unknownSt := smpp.Status(0x08)
+	conflictSt := smpp.StatusKeyConflict
+	tests := map[string]struct {
+		first   func(n int) Result // upstream answer to the first submit
+		dupText string             // text of the duplicate ("" = same)
+		advance time.Duration      // clock moved between the two
+		want    Answer             // answer to the duplicate
+		wantFwd int                // forwards in total
+		wantRec state.SubmitState
+	}{
+		"accepted → replay same id": {
+			want: Answer{Status: 0, MessageID: "m1", Outcome: OutReplayed}, wantFwd: 1, wantRec: state.Accepted,
+		},
+		"rejected → same error replayed": {
+			first: func(int) Result { return Result{Kind: Answered, Status: smpp.StatusInvDstAdr} },
+			want:  Answer{Status: smpp.StatusInvDstAdr, Outcome: OutReplayed}, wantFwd: 1, wantRec: state.Rejected,
+		},
+		"unknown → unknown_status, not forwarded": {
+			first: func(int) Result { return Result{Kind: Ambiguous, Err: errors.New("timeout")} },
+			want:  Answer{Status: unknownSt, Outcome: OutUnknown}, wantFwd: 1, wantRec: state.Unknown,
+		},
+		"retryable (temporary upstream error) → forwarded again": {
+			first: func(n int) Result {
+				if n == 1 {
+					return Result{Kind: Answered, Status: smpp.StatusMsgQFul}
+				}
+				return Result{Kind: Answered, Status: 0, MessageID: "m-retry"}
+			},
+			want: Answer{Status: 0, MessageID: "m-retry", Outcome: OutForwarded}, wantFwd: 2, wantRec: state.Accepted,
+		},
+		"retryable (no bind) → forwarded again": {
+			first: func(n int) Result {
+				if n == 1 {
+					return Result{Kind: NotSent, Status: smpp.StatusSysErr}
+				}
+				return Result{Kind: Answered, Status: 0, MessageID: "m2"}
+			},
+			want: Answer{Status: 0, MessageID: "m2", Outcome: OutForwarded}, wantFwd: 2, wantRec: state.Accepted,
+		},
+		"fingerprint differs → conflict, nothing forwarded": {
+			dupText: "other text",
+			want:    Answer{Status: conflictSt, Outcome: OutConflict}, wantFwd: 1, wantRec: state.Accepted,
+		},
+		"conflict beats unknown": {
+			first:   func(int) Result { return Result{Kind: Ambiguous} },
+			dupText: "other text",
+			want:    Answer{Status: conflictSt, Outcome: OutConflict}, wantFwd: 1, wantRec: state.Unknown,
+		},
+		"expired → a new operation": {
+			advance: 73 * time.Hour,
+			want:    Answer{Status: 0, MessageID: "m2", Outcome: OutForwarded}, wantFwd: 2, wantRec: state.Accepted,
+		},
+		"expired conflict → a new operation too": {
+			advance: 73 * time.Hour, dupText: "other text",
+			want: Answer{Status: 0, MessageID: "m2", Outcome: OutForwarded}, wantFwd: 2, wantRec: state.Accepted,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			f := &fakeForwarder{answer: tc.first}
+			e, st, clk := newEngine(t, f)
+			p := Policy{}
+			e.Submit(ctx, "shop", p, submit(t, "otp-1", "code 1234"))
+			clk.add(tc.advance)
+			text := "code 1234"
+			if tc.dupText != "" {
+				text = tc.dupText
+			}
+			got := e.Submit(ctx, "shop", p, submit(t, "otp-1", text))
+			if got.Status != tc.want.Status || got.MessageID != tc.want.MessageID || got.Outcome != tc.want.Outcome {
+				t.Errorf("Decide(duplicate) = {%v %q %s}, want {%v %q %s}", got.Status, got.MessageID, got.Outcome, tc.want.Status, tc.want.MessageID, tc.want.Outcome)
+			}
+			if n := f.count(); n != tc.wantFwd {
+				t.Errorf("forwards = %d, want %d", n, tc.wantFwd)
+			}
+			rec, err := st.Get(ctx, state.Key{Account: "shop", Key: "k:otp-1"})
+			if err != nil || rec.State != tc.wantRec {
+				t.Errorf("record = %v (%v), want state %s", rec, err, tc.wantRec)
+			}
+		})
+	}
+}
+
+func TestSentOwnerIsJoinedByConcurrentDuplicates(t *testing.T) {
+	f := &fakeForwarder{release: make(chan struct{})}
+	e, _, _ := newEngine(t, f)
+	const n = 50
+	answers := make(chan Answer, n)
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			answers <- e.Submit(ctx, "shop", Policy{InflightWait: 5 * time.Second}, submit(t, "otp-7", "code 7"))
+		}()
+	}
+	for f.count() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(20 * time.Millisecond)
+	close(f.release)
+	wg.Wait()
+	close(answers)
+	for a := range answers {
+		if a.Status != 0 || a.MessageID != "m1" {
+			t.Errorf("answer = {%v %q %s}, want {0 m1}", a.Status, a.MessageID, a.Outcome)
+		}
+	}
+	if c := f.count(); c != 1 {
+		t.Errorf("forwards = %d, want 1", c)
+	}
+}
+
+func TestSentByAnotherOwnerTimesOutWithThrottled(t *testing.T) {
+	f := &fakeForwarder{}
+	e, st, clk := newEngine(t, f)
+	s := submit(t, "k9", "text")
+	// Another proxy instance owns the record and is still waiting upstream.
+	_, _, err := st.Create(ctx, &state.Record{Key: state.Key{Account: "shop", Key: "k:k9"}, Fingerprint: s.Fingerprint(), State: state.Sent, Owner: "other/1", Expires: clk.now().Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	got := e.Submit(ctx, "shop", Policy{InflightWait: 100 * time.Millisecond}, s)
+	if got.Status != smpp.StatusThrottled || f.count() != 0 {
+		t.Errorf("Submit while another owner is in flight = %v (forwards %d), want ESME_RTHROTTLED and no forward", got.Status, f.count())
+	}
+	if el := time.Since(start); el < 100*time.Millisecond {
+		t.Errorf("answered after %v, want to wait inflight_wait (100ms) first", el)
+	}
+}
+
+func TestSentByAnotherOwnerIsJoinedWhenItResolves(t *testing.T) {
+	f := &fakeForwarder{}
+	e, st, clk := newEngine(t, f)
+	s := submit(t, "k10", "text")
+	k := state.Key{Account: "shop", Key: "k:k10"}
+	if _, _, err := st.Create(ctx, &state.Record{Key: k, Fingerprint: s.Fingerprint(), State: state.Sent, Owner: "other/1", Expires: clk.now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		time.Sleep(30 * time.Millisecond)
+		_, _ = st.Update(ctx, k, func(r *state.Record) error { r.State, r.MessageID = state.Accepted, "other-id"; return nil })
+	}()
+	got := e.Submit(ctx, "shop", Policy{InflightWait: 2 * time.Second}, s)
+	if got.Status != 0 || got.MessageID != "other-id" || got.Outcome != OutJoined {
+		t.Errorf("Submit = {%v %q %s}, want {0 other-id joined}", got.Status, got.MessageID, got.Outcome)
+	}
+}
+
+func TestKeyPolicies(t *testing.T) {
+	long := make([]byte, 256)
+	for i := range long {
+		long[i] = 'x'
+	}
+	tests := map[string]struct {
+		p          Policy
+		key        string
+		wantStatus smpp.Status
+		wantOut    string
+		twiceFwd   int // forwards after submitting the same thing twice
+	}{
+		"tlv key dedups":               {Policy{}, "a", 0, OutReplayed, 1},
+		"missing key, forward":         {Policy{}, "", 0, OutUntracked, 2},
+		"missing key, reject":          {Policy{MissingKey: MissingReject}, "", smpp.StatusMissingTLV, OutInvalid, 0},
+		"missing key, fingerprint":     {Policy{MissingKey: MissingFingerprint}, "", 0, OutReplayed, 1},
+		"fingerprint policy":           {Policy{Key: KeyFingerprint}, "", 0, OutReplayed, 1},
+		"none policy":                  {Policy{Key: KeyNone}, "a", 0, OutUntracked, 2},
+		"key of 256 octets is refused": {Policy{}, string(long), smpp.StatusInvTLVVal, OutInvalid, 0},
+		"key of NULs only is refused":  {Policy{}, "\x00", smpp.StatusInvTLVVal, OutInvalid, 0},
+		"trailing NUL trimmed, dedups": {Policy{}, "abc\x00", 0, OutReplayed, 1},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			f := &fakeForwarder{}
+			e, _, _ := newEngine(t, f)
+			e.Submit(ctx, "shop", tc.p, submit(t, tc.key, "hello"))
+			got := e.Submit(ctx, "shop", tc.p, submit(t, tc.key, "hello"))
+			if got.Status != tc.wantStatus || got.Outcome != tc.wantOut {
+				t.Errorf("second Submit = {%v %s}, want {%v %s}", got.Status, got.Outcome, tc.wantStatus, tc.wantOut)
+			}
+			if f.count() != tc.twiceFwd {
+				t.Errorf("forwards = %d, want %d", f.count(), tc.twiceFwd)
+			}
+		})
+	}
+}
+
+func TestFingerprintWindow(t *testing.T) {
+	f := &fakeForwarder{}
+	e, _, clk := newEngine(t, f)
+	p := Policy{Key: KeyFingerprint, FingerprintWindow: time.Minute}
+	e.Submit(ctx, "shop", p, submit(t, "", "same text"))
+	clk.add(30 * time.Second)
+	e.Submit(ctx, "shop", p, submit(t, "", "same text"))
+	if f.count() != 1 {
+		t.Fatalf("inside the window: forwards = %d, want 1", f.count())
+	}
+	clk.add(31 * time.Second)
+	e.Submit(ctx, "shop", p, submit(t, "", "same text"))
+	if f.count() != 2 {
+		t.Errorf("outside the window: forwards = %d, want 2", f.count())
+	}
+}
+
+func TestSegmentsAreSeparateRecords(t *testing.T) {
+	f := &fakeForwarder{}
+	e, _, _ := newEngine(t, f)
+	seg := func(i byte) *smpp.Submit {
+		s, err := smpp.ParseSubmit(smpp.EncodeSubmit(1, smpp.SubmitFields{Dst: "1", EsmClass: 0x40,
+			ShortMessage: []byte{0x05, 0x00, 0x03, 0x11, 0x03, i, 'p', i},
+			TLVs:         []smpp.TLV{{Tag: smpp.DefaultIdempotencyTag, Value: []byte("long-1")}}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	ids := map[string]bool{}
+	for i := byte(1); i <= 3; i++ {
+		a := e.Submit(ctx, "shop", Policy{}, seg(i))
+		if a.Status != 0 || a.Outcome != OutForwarded {
+			t.Fatalf("segment %d: %v %s, want forwarded", i, a.Status, a.Outcome)
+		}
+		ids[a.MessageID] = true
+	}
+	if len(ids) != 3 || f.count() != 3 {
+		t.Fatalf("3 segments gave %d ids and %d forwards, want 3 and 3", len(ids), f.count())
+	}
+	again := e.Submit(ctx, "shop", Policy{}, seg(2))
+	if again.MessageID != "m2" || again.Outcome != OutReplayed {
+		t.Errorf("retry of segment 2 = {%q %s}, want {m2 replayed}", again.MessageID, again.Outcome)
+	}
+}
+
+func TestStoreFailureRefusesAndForwardsNothing(t *testing.T) {
+	f := &fakeForwarder{}
+	e, st, _ := newEngine(t, f)
+	st.FailWrites(errors.New("disk full"))
+	got := e.Submit(ctx, "shop", Policy{}, submit(t, "k", "t"))
+	if got.Status != smpp.StatusSysErr || f.count() != 0 {
+		t.Errorf("Submit with a failing store = %v (forwards %d), want ESME_RSYSERR and 0 forwards", got.Status, f.count())
+	}
+}
+
+func TestRecoverTurnsSentIntoUnknown(t *testing.T) {
+	f := &fakeForwarder{}
+	e, st, clk := newEngine(t, f)
+	s := submit(t, "k", "t")
+	k := state.Key{Account: "shop", Key: "k:k"}
+	if _, _, err := st.Create(ctx, &state.Record{Key: k, Fingerprint: s.Fingerprint(), State: state.Sent, Owner: "dead/1", Expires: clk.now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	n, err := e.Recover(ctx)
+	if err != nil || n != 1 {
+		t.Fatalf("Recover = %d, %v; want 1, nil", n, err)
+	}
+	got := e.Submit(ctx, "shop", Policy{}, s)
+	if got.Status != smpp.StatusSysErr || got.Outcome != OutUnknown || f.count() != 0 {
+		t.Errorf("retry after restart = {%v %s} forwards %d; want unknown_status, not forwarded", got.Status, got.Outcome, f.count())
+	}
+}
+
+func TestJournalIsWrittenBeforeTheForward(t *testing.T) {
+	f := &fakeForwarder{release: make(chan struct{})}
+	e, st, _ := newEngine(t, f)
+	done := make(chan Answer)
+	go func() { done <- e.Submit(ctx, "shop", Policy{}, submit(t, "j", "t")) }()
+	for f.count() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	rec, err := st.Get(ctx, state.Key{Account: "shop", Key: "k:j"})
+	if err != nil || rec.State != state.Sent || rec.Session != "up/s1" || rec.Sequence != 1 {
+		t.Errorf("record while in flight = %+v (%v), want sent with session up/s1 seq 1", rec, err)
+	}
+	if r, err := st.BySession(ctx, "up/s1", 1); err != nil || r.Key.Key != "k:j" {
+		t.Errorf("BySession(up/s1, 1) = %v, %v; want the record", r, err)
+	}
+	close(f.release)
+	<-done
+}

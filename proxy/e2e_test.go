@@ -1,0 +1,279 @@
+package proxy
+
+import (
+	"bytes"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/smppproxy/smppproxy/sim"
+	"github.com/smppproxy/smppproxy/smpp"
+	"github.com/smppproxy/smppproxy/state"
+)
+
+// Issue #2, test 1: same key resubmitted on the same session → one
+// upstream submit; the retry gets the same message_id with its own
+// sequence_number.
+func TestRetryOnSameSessionIsReplayed(t *testing.T) {
+	smsc := startSim(t, sim.Config{})
+	app := startProxy(t, testConfig(t, smsc.Addr(), t.TempDir()))
+	c := dialESME(t, app.Addr())
+	if st := c.bind(smpp.CmdBindTransceiver, "shop", "secret"); st != 0 {
+		t.Fatalf("bind = %v, want 0", st)
+	}
+	first := c.submit(10, keyed("otp-1", "Your code is 123456"))
+	retry := c.submit(11, keyed("otp-1", "Your code is 123456"))
+	if first.Status != 0 || first.ID == "" {
+		t.Fatalf("first submit = %+v, want status 0 with an id", first)
+	}
+	if retry.Status != 0 || retry.ID != first.ID || retry.Seq != 11 {
+		t.Errorf("retry = %+v, want status 0, id %q, sequence 11", retry, first.ID)
+	}
+	if n := smsc.Total(); n != 1 {
+		t.Errorf("submits at the SMSC = %d, want 1", n)
+	}
+}
+
+// Issue #2, test 2: resubmitted after the ESME disconnects and binds again.
+func TestRetryAfterReconnectIsReplayed(t *testing.T) {
+	smsc := startSim(t, sim.Config{})
+	app := startProxy(t, testConfig(t, smsc.Addr(), t.TempDir()))
+	c := dialESME(t, app.Addr())
+	c.bind(smpp.CmdBindTransmitter, "shop", "secret")
+	first := c.submit(1, keyed("order-77", "Payment received"))
+	_ = c.c.Close()
+
+	c2 := dialESME(t, app.Addr())
+	if st := c2.bind(smpp.CmdBindTransmitter, "shop", "secret"); st != 0 {
+		t.Fatalf("rebind = %v", st)
+	}
+	retry := c2.submit(1, keyed("order-77", "Payment received"))
+	if retry.Status != 0 || retry.ID != first.ID {
+		t.Errorf("retry after reconnect = %+v, want id %q", retry, first.ID)
+	}
+	if n := smsc.Total(); n != 1 {
+		t.Errorf("submits at the SMSC = %d, want 1", n)
+	}
+}
+
+// Issue #2, test 3: 50 concurrent submits of one key from 5 sessions →
+// exactly one upstream submit, all 50 answers carry the same message_id.
+func TestConcurrentDuplicatesFromFiveSessions(t *testing.T) {
+	smsc := startSim(t, sim.Config{Fault: func(sim.Call) sim.Action { return sim.Action{Delay: 50 * time.Millisecond} }})
+	app := startProxy(t, testConfig(t, smsc.Addr(), t.TempDir()))
+	var conns []*esmeConn
+	for range 5 {
+		c := dialESME(t, app.Addr())
+		if st := c.bind(smpp.CmdBindTransceiver, "shop", "secret"); st != 0 {
+			t.Fatalf("bind = %v", st)
+		}
+		conns = append(conns, c)
+	}
+	var wg sync.WaitGroup
+	answers := make(chan resp, 50)
+	for i := range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			answers <- conns[i%5].submit(uint32(100+i), keyed("otp-race", "Code 999111"))
+		}()
+	}
+	wg.Wait()
+	close(answers)
+	ids := map[string]int{}
+	for a := range answers {
+		if a.Status != 0 {
+			t.Errorf("answer status = %v, want 0", a.Status)
+		}
+		ids[a.ID]++
+	}
+	if len(ids) != 1 {
+		t.Errorf("distinct message ids = %v, want exactly one", ids)
+	}
+	if n := smsc.Total(); n != 1 {
+		t.Errorf("submits at the SMSC = %d, want 1", n)
+	}
+}
+
+// Issue #2, test 4: same key, different text → conflict status, nothing
+// forwarded.
+func TestSameKeyOtherTextIsConflict(t *testing.T) {
+	smsc := startSim(t, sim.Config{})
+	app := startProxy(t, testConfig(t, smsc.Addr(), t.TempDir()))
+	c := dialESME(t, app.Addr())
+	c.bind(smpp.CmdBindTransceiver, "shop", "secret")
+	c.submit(1, keyed("k-1", "first text"))
+	got := c.submit(2, keyed("k-1", "second text"))
+	if got.Status != smpp.StatusKeyConflict {
+		t.Errorf("conflicting submit = %v, want %v", got.Status, smpp.StatusKeyConflict)
+	}
+	if n := smsc.Total(); n != 1 {
+		t.Errorf("submits at the SMSC = %d, want 1", n)
+	}
+}
+
+// Issue #2, test 5: proxy stopped and started on the same data dir → a
+// retry is answered from the store.
+func TestRetryAfterProxyRestartIsAnsweredFromStore(t *testing.T) {
+	smsc := startSim(t, sim.Config{})
+	dir := t.TempDir()
+	cfg := testConfig(t, smsc.Addr(), dir)
+	app := startProxy(t, cfg)
+	c := dialESME(t, app.Addr())
+	c.bind(smpp.CmdBindTransceiver, "shop", "secret")
+	first := c.submit(1, keyed("restart-1", "hello"))
+	app.Close()
+
+	app2 := startProxy(t, testConfig(t, smsc.Addr(), dir))
+	c2 := dialESME(t, app2.Addr())
+	c2.bind(smpp.CmdBindTransceiver, "shop", "secret")
+	retry := c2.submit(5, keyed("restart-1", "hello"))
+	if retry.Status != 0 || retry.ID != first.ID {
+		t.Errorf("retry after restart = %+v, want id %q", retry, first.ID)
+	}
+	if n := smsc.Total(); n != 1 {
+		t.Errorf("submits at the SMSC = %d, want 1", n)
+	}
+}
+
+// Issue #2, test 6: a 3-segment concatenated message sharing one key → 3
+// upstream submits; retrying any segment replays that segment's own id.
+func TestConcatenatedSegmentsShareOneKey(t *testing.T) {
+	smsc := startSim(t, sim.Config{})
+	app := startProxy(t, testConfig(t, smsc.Addr(), t.TempDir()))
+	c := dialESME(t, app.Addr())
+	c.bind(smpp.CmdBindTransceiver, "shop", "secret")
+	seg := func(i byte) smpp.SubmitFields {
+		f := keyed("long-1", "")
+		f.EsmClass = 0x40
+		f.ShortMessage = append([]byte{0x05, 0x00, 0x03, 0x42, 0x03, i}, bytes.Repeat([]byte{'a' + i}, 100)...)
+		return f
+	}
+	ids := map[byte]string{}
+	for i := byte(1); i <= 3; i++ {
+		r := c.submit(uint32(i), seg(i))
+		if r.Status != 0 {
+			t.Fatalf("segment %d = %v", i, r.Status)
+		}
+		ids[i] = r.ID
+	}
+	if ids[1] == ids[2] || ids[2] == ids[3] || ids[1] == ids[3] {
+		t.Fatalf("segments got ids %v, want three different ids", ids)
+	}
+	for _, i := range []byte{2, 1, 3} {
+		r := c.submit(uint32(10+i), seg(i))
+		if r.ID != ids[i] {
+			t.Errorf("retry of segment %d = %q, want %q", i, r.ID, ids[i])
+		}
+	}
+	if n := smsc.Total(); n != 3 {
+		t.Errorf("submits at the SMSC = %d, want 3", n)
+	}
+}
+
+// Issue #2, test 7: the simulator drops the response → after
+// response_timeout the original is answered with unknown_status, the record
+// is unknown, a retry gets unknown_status too and is not forwarded again.
+func TestDroppedResponseBecomesUnknown(t *testing.T) {
+	smsc := startSim(t, sim.Config{Fault: func(c sim.Call) sim.Action { return sim.Action{Drop: c.KeyCount == 1} }})
+	app := startProxy(t, testConfig(t, smsc.Addr(), t.TempDir()))
+	c := dialESME(t, app.Addr())
+	c.bind(smpp.CmdBindTransceiver, "shop", "secret")
+	start := time.Now()
+	first := c.submit(1, keyed("lost-1", "code 42"))
+	if first.Status != smpp.StatusSysErr {
+		t.Fatalf("original = %v, want unknown_status 0x08", first.Status)
+	}
+	if el := time.Since(start); el < 400*time.Millisecond {
+		t.Errorf("answered after %v, want after response_timeout (500ms)", el)
+	}
+	rec, err := app.Store().Get(t.Context(), state.Key{Account: "shop", Key: "k:lost-1"})
+	if err != nil || rec.State != state.Unknown {
+		t.Fatalf("record = %+v, %v; want unknown", rec, err)
+	}
+	retry := c.submit(2, keyed("lost-1", "code 42"))
+	if retry.Status != smpp.StatusSysErr {
+		t.Errorf("retry = %v, want unknown_status 0x08", retry.Status)
+	}
+	if n := smsc.Total(); n != 1 {
+		t.Errorf("submits at the SMSC = %d, want 1 (never resent)", n)
+	}
+}
+
+// The key TLV is stripped before forwarding unless the upstream asks for it.
+func TestKeyTLVIsStrippedUpstream(t *testing.T) {
+	var mu sync.Mutex
+	var seen []bool
+	smsc := startSim(t, sim.Config{Fault: func(c sim.Call) sim.Action {
+		_, has := c.Submit.TLV(smpp.DefaultIdempotencyTag)
+		mu.Lock()
+		seen = append(seen, has)
+		mu.Unlock()
+		return sim.Action{}
+	}})
+	app := startProxy(t, testConfig(t, smsc.Addr(), t.TempDir()))
+	c := dialESME(t, app.Addr())
+	c.bind(smpp.CmdBindTransceiver, "shop", "secret")
+	c.submit(1, keyed("strip-1", "x"))
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 1 || seen[0] {
+		t.Errorf("key TLV seen at the SMSC: %v, want stripped", seen)
+	}
+}
+
+// Issue #2, test 8: protocol errors each get the SPEC status and the proxy
+// keeps serving other sessions.
+func TestProtocolErrorsDoNotDisturbOtherSessions(t *testing.T) {
+	smsc := startSim(t, sim.Config{})
+	app := startProxy(t, testConfig(t, smsc.Addr(), t.TempDir()))
+	good := dialESME(t, app.Addr())
+	good.bind(smpp.CmdBindTransceiver, "shop", "secret")
+
+	tests := map[string]struct {
+		setup func(c *esmeConn)
+		frame []byte
+		want  smpp.Status
+		cmd   uint32
+	}{
+		"submit before bind": {frame: smpp.EncodeSubmit(3, keyed("a", "b")), want: smpp.StatusInvBndSts, cmd: smpp.CmdSubmitSM | smpp.RespBit},
+		"submit on RX bind": {setup: func(c *esmeConn) { c.bind(smpp.CmdBindReceiver, "shop", "secret") },
+			frame: smpp.EncodeSubmit(3, keyed("a", "b")), want: smpp.StatusInvBndSts, cmd: smpp.CmdSubmitSM | smpp.RespBit},
+		"unknown command id":   {frame: smpp.EncodeSimple(0x00000777, 0, 3, nil), want: smpp.StatusInvCmdID, cmd: smpp.CmdGenericNack},
+		"command_length 8":     {frame: []byte{0, 0, 0, 8, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 3}, want: smpp.StatusInvCmdLen, cmd: smpp.CmdGenericNack},
+		"command_length 70000": {frame: []byte{0, 1, 0x11, 0x70, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 3}, want: smpp.StatusInvCmdLen, cmd: smpp.CmdGenericNack},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			c := dialESME(t, app.Addr())
+			if tc.setup != nil {
+				tc.setup(c)
+			}
+			f, err := c.call(tc.frame, 3*time.Second)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			r := parseResp(f)
+			if r.Status != tc.want || r.Cmd != tc.cmd || r.Seq != 3 {
+				t.Errorf("%s: got cmd 0x%08X status %v seq %d, want cmd 0x%08X status %v seq 3", name, r.Cmd, r.Status, r.Seq, tc.cmd, tc.want)
+			}
+		})
+	}
+	t.Run("wrong password", func(t *testing.T) {
+		c := dialESME(t, app.Addr())
+		if st := c.bind(smpp.CmdBindTransceiver, "shop", "wrong"); st != smpp.StatusBindFail {
+			t.Errorf("bind with a wrong password = %v, want ESME_RBINDFAIL", st)
+		}
+		select {
+		case <-c.done:
+		case <-time.After(2 * time.Second):
+			t.Errorf("connection still open after a failed bind")
+		}
+	})
+	for i := range 3 {
+		if r := good.submit(uint32(50+i), keyed(fmt.Sprintf("after-%d", i), "ok")); r.Status != 0 {
+			t.Errorf("the good session after protocol errors: %v, want 0", r.Status)
+		}
+	}
+}
