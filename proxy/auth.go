@@ -18,22 +18,13 @@ import (
 // enforced by the server from the Principal.
 type accountAuth struct {
 	accounts map[string]*config.Account
-	nets     map[string][]netip.Prefix
 	app      *App
 }
 
 func newAccountAuth(app *App, accts []config.Account) *accountAuth {
-	a := &accountAuth{accounts: map[string]*config.Account{}, nets: map[string][]netip.Prefix{}, app: app}
+	a := &accountAuth{accounts: map[string]*config.Account{}, app: app}
 	for i := range accts {
-		acc := &accts[i]
-		a.accounts[acc.SystemID] = acc
-		for _, n := range acc.AllowedNetworks {
-			if p, err := netip.ParsePrefix(n); err == nil {
-				a.nets[acc.SystemID] = append(a.nets[acc.SystemID], p.Masked())
-			} else if ip, err := netip.ParseAddr(n); err == nil {
-				a.nets[acc.SystemID] = append(a.nets[acc.SystemID], netip.PrefixFrom(ip, ip.BitLen()))
-			}
-		}
+		a.accounts[accts[i].SystemID] = &accts[i]
 	}
 	return a
 }
@@ -48,19 +39,9 @@ func (a *accountAuth) Authenticate(_ context.Context, r smppserver.BindRequest) 
 		log.Warn("bind refused: unknown system_id")
 		return nil, smpp.StatusBindFail
 	}
-	if nets := a.nets[acc.SystemID]; len(nets) > 0 {
-		ip := remoteIP(r.Remote)
-		allowed := false
-		for _, n := range nets {
-			if n.Contains(ip) {
-				allowed = true
-				break
-			}
-		}
-		if !allowed {
-			log.Warn("bind refused: address not in allowed_networks")
-			return nil, smpp.StatusBindFail
-		}
+	if !acc.Allows(remoteIP(r.Remote)) {
+		log.Warn("bind refused: address not in allowed_networks")
+		return nil, smpp.StatusBindFail
 	}
 	if acc.PasswordHash != "" {
 		if bcrypt.CompareHashAndPassword([]byte(acc.PasswordHash), []byte(r.Password)) != nil {

@@ -1,0 +1,403 @@
+// Package config is the proxy's YAML configuration: the schema of SPEC §8,
+// its defaults, and validation whose every error names the file, the line
+// and the path of the offending value:
+//
+//	config: proxy.yaml:12: accounts[0].idempotency.key: must be one of tlv, fingerprint, none (got "tvl")
+//
+// Unknown keys are errors. All problems of a file are reported together as
+// one *Errors. The configuration is read once, by cmd, with Load or Parse and
+// passed down as values; this package keeps no state of its own.
+//
+// Durations are Go duration strings ("10s", "72h"); SMPP statuses and TLV
+// tags are hex ("0x58", "0x00000400") or decimal integers.
+//
+// A value that is absent from the file gets its default; a value written
+// explicitly is kept, even when it is zero. That is how an upstream's
+// "weight: 0" (a backup) differs from no weight at all (weight 1).
+package config
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"strings"
+	"time"
+)
+
+// Config is the whole configuration file.
+type Config struct {
+	Listen          Listen     `yaml:"listen"`
+	Admin           Admin      `yaml:"admin"`
+	Store           Store      `yaml:"store"`
+	Log             Log        `yaml:"log"`
+	ShutdownTimeout Duration   `yaml:"shutdown_timeout"` // drain time on SIGTERM; default 10s
+	ProxySystemID   string     `yaml:"proxy_system_id"`  // system_id in the proxy's bind_*_resp; default "smppproxy"
+	Accounts        []Account  `yaml:"accounts"`
+	Upstreams       []Upstream `yaml:"upstreams"`
+	MORoutes        []MORoute  `yaml:"mo_routes"`
+	DefaultAccount  string     `yaml:"default_account"` // receives MO that no mo_routes prefix matches; "" = none
+
+	src *source // where the configuration was parsed from; nil when built in Go
+}
+
+// Listen is the ESME-facing SMPP listener.
+type Listen struct {
+	Address     string     `yaml:"address"`      // host:port; default "0.0.0.0:2775"
+	TLS         *ListenTLS `yaml:"tls"`          // optional second, TLS listener; nil = none
+	BindTimeout Duration   `yaml:"bind_timeout"` // from connect to a successful bind; default 10s
+	MaxPDUSize  int        `yaml:"max_pdu_size"` // largest accepted command_length; default 65536
+	EnquireLink Duration   `yaml:"enquire_link"` // idle time before the proxy sends enquire_link; default 30s
+}
+
+// ListenTLS is the optional TLS listener. Cert and Key are PEM file paths;
+// they are read by cmd, not checked here.
+type ListenTLS struct {
+	Address string `yaml:"address"` // default "0.0.0.0:3550"
+	Cert    string `yaml:"cert"`
+	Key     string `yaml:"key"`
+}
+
+// Admin is the HTTP admin endpoint (/metrics, /healthz, /readyz, /api/v1/).
+type Admin struct {
+	Address   string `yaml:"address"`    // default "127.0.0.1:9775"
+	TokenFile string `yaml:"token_file"` // file holding the bearer token; "" = no token
+}
+
+// Store is the durable record store.
+type Store struct {
+	Backend   string   `yaml:"backend"`   // "badger" (the only one so far)
+	Path      string   `yaml:"path"`      // default "./data"
+	Retention Duration `yaml:"retention"` // default key retention; default 72h
+}
+
+// Log configures the process logger.
+type Log struct {
+	Format          string `yaml:"format"`           // "text" (default) or "json"
+	Level           string `yaml:"level"`            // "debug", "info" (default), "warn", "error"
+	RedactAddresses bool   `yaml:"redact_addresses"` // mask phone numbers in logs; default true
+}
+
+// Store backends, log formats and levels.
+const (
+	BackendBadger = "badger"
+
+	LogText = "text"
+	LogJSON = "json"
+)
+
+// Account is an ESME identity and its policy.
+type Account struct {
+	SystemID        string        `yaml:"system_id"`        // required, at most 15 octets
+	Password        string        `yaml:"password"`         // plain text, at most 8 octets; warned about
+	PasswordHash    string        `yaml:"password_hash"`    // bcrypt; exactly one of Password and PasswordHash is set
+	AllowedNetworks []string      `yaml:"allowed_networks"` // CIDRs or bare IPs; empty = any address (see Allows)
+	MaxBinds        int           `yaml:"max_binds"`        // concurrent binds of the account; default 4
+	Throughput      int           `yaml:"throughput"`       // submits per second over all sessions; 0 = unlimited (default)
+	Window          int           `yaml:"window"`           // outstanding submits per session; default 50
+	Route           []string      `yaml:"route"`            // upstream names, at least one
+	MessageID       MessageIDMode `yaml:"message_id"`       // default passthrough
+	DLRRetention    Duration      `yaml:"dlr_retention"`    // how long undelivered receipts are queued; default 72h
+	DLRRedelivery   Duration      `yaml:"dlr_redelivery"`   // redelivery of an unacknowledged receipt; default 10s
+	Idempotency     Idempotency   `yaml:"idempotency"`
+}
+
+// MessageIDMode says which message_id an ESME is given.
+type MessageIDMode string
+
+// Message id modes.
+const (
+	MessageIDPassthrough MessageIDMode = "passthrough" // the upstream's message_id
+	MessageIDProxy       MessageIDMode = "proxy"       // a proxy-issued id; receipts are rewritten to it
+)
+
+// Idempotency is an account's deduplication policy (SPEC §3, §5).
+type Idempotency struct {
+	Key               KeyPolicy        `yaml:"key"`                // default tlv
+	TLVTag            Tag              `yaml:"tlv_tag"`            // default 0x1400
+	MissingKey        MissingKeyPolicy `yaml:"missing_key"`        // default forward
+	Retention         Duration         `yaml:"retention"`          // 0 in the file = store.retention; after Parse never 0
+	FingerprintWindow Duration         `yaml:"fingerprint_window"` // default 60s
+	InflightWait      Duration         `yaml:"inflight_wait"`      // default 3s
+	ConflictStatus    Status           `yaml:"conflict_status"`    // default 0x00000400
+	UnknownStatus     Status           `yaml:"unknown_status"`     // default 0x00000008
+	OnUnknown         UnknownPolicy    `yaml:"on_unknown"`         // default hold
+	UnknownTimeout    Duration         `yaml:"unknown_timeout"`    // for resend_after; default 0
+}
+
+// KeyPolicy says where an account's idempotency key comes from.
+type KeyPolicy string
+
+// Key policies.
+const (
+	KeyTLV         KeyPolicy = "tlv"
+	KeyFingerprint KeyPolicy = "fingerprint"
+	KeyNone        KeyPolicy = "none"
+)
+
+// MissingKeyPolicy says what happens to a submit without the key TLV.
+type MissingKeyPolicy string
+
+// Missing-key policies.
+const (
+	MissingForward     MissingKeyPolicy = "forward"
+	MissingReject      MissingKeyPolicy = "reject"
+	MissingFingerprint MissingKeyPolicy = "fingerprint"
+)
+
+// UnknownPolicy says what happens to a record whose outcome is unknown.
+type UnknownPolicy string
+
+// Unknown-outcome policies.
+const (
+	UnknownHold        UnknownPolicy = "hold"
+	UnknownResendAfter UnknownPolicy = "resend_after"
+	UnknownResend      UnknownPolicy = "resend"
+)
+
+// Upstream is an SMSC the proxy binds to.
+type Upstream struct {
+	Name            string   `yaml:"name"`    // required, unique; letters, digits, '-', '_', '.'
+	Address         string   `yaml:"address"` // host:port
+	TLS             bool     `yaml:"tls"`
+	SystemID        string   `yaml:"system_id"`   // required, at most 15 octets
+	Password        string   `yaml:"password"`    // at most 8 octets
+	SystemType      string   `yaml:"system_type"` // at most 12 octets
+	Bind            BindMode `yaml:"bind"`        // default transceiver
+	Binds           int      `yaml:"binds"`       // parallel sessions; default 1
+	Window          int      `yaml:"window"`      // outstanding requests per session; default 10
+	Throughput      int      `yaml:"throughput"`  // submits per second over all binds; 0 = unlimited (default)
+	Weight          int      `yaml:"weight"`      // share of a route; default 1; 0 = backup only
+	ResponseTimeout Duration `yaml:"response_timeout"`
+	RouteWait       Duration `yaml:"route_wait"`
+	EnquireLink     Duration `yaml:"enquire_link"`
+	RespIDFormat    IDFormat `yaml:"resp_id_format"`    // how submit_sm_resp writes message ids; default as-is
+	ReceiptIDFormat IDFormat `yaml:"receipt_id_format"` // how receipts write them; default as-is
+	ForwardKeyTLV   bool     `yaml:"forward_key_tlv"`   // keep the key TLV on forwarded submits
+	EchoTLV         Tag      `yaml:"echo_tlv"`          // TLV the upstream echoes in receipts; 0 = none
+	Retry           Retry    `yaml:"retry"`
+}
+
+// BindMode is the kind of session(s) the proxy holds to an upstream.
+type BindMode string
+
+// Upstream bind modes.
+const (
+	BindTransceiver         BindMode = "transceiver"
+	BindTransmitter         BindMode = "transmitter"
+	BindTransmitterReceiver BindMode = "transmitter+receiver" // a TX and an RX session per bind
+)
+
+// IDFormat is how an upstream writes message ids.
+type IDFormat string
+
+// Message id formats.
+const (
+	IDAsIs IDFormat = "as-is"
+	IDHex  IDFormat = "hex"
+	IDDec  IDFormat = "dec"
+)
+
+// Retry bounds the retries of a submit the upstream answered with a
+// temporary error.
+type Retry struct {
+	Attempts int      `yaml:"attempts"` // total attempts, the first included; default 3
+	Budget   Duration `yaml:"budget"`   // total time for all attempts; default 5s
+}
+
+// MORoute sends mobile-originated messages whose destination address starts
+// with Prefix to Account.
+type MORoute struct {
+	Prefix  string `yaml:"prefix"`
+	Account string `yaml:"account"`
+}
+
+// Default returns a configuration with every top-level default applied and
+// no accounts, upstreams or MO routes. It is not valid as it is: add at
+// least one account and one upstream (see AccountDefaults and
+// UpstreamDefaults) before calling Validate.
+func Default() *Config {
+	return &Config{
+		Listen: Listen{
+			Address:     "0.0.0.0:2775",
+			BindTimeout: Duration(10 * time.Second),
+			MaxPDUSize:  65536,
+			EnquireLink: Duration(30 * time.Second),
+		},
+		Admin: Admin{Address: "127.0.0.1:9775"},
+		Store: Store{
+			Backend:   BackendBadger,
+			Path:      "./data",
+			Retention: Duration(72 * time.Hour),
+		},
+		Log:             Log{Format: LogText, Level: "info", RedactAddresses: true},
+		ShutdownTimeout: Duration(10 * time.Second),
+		ProxySystemID:   "smppproxy",
+	}
+}
+
+// AccountDefaults returns an Account with every default applied; set at
+// least SystemID, a password and Route. Idempotency.Retention is the default
+// store retention (72h).
+func AccountDefaults() Account {
+	return Account{
+		MaxBinds:      4,
+		Window:        50,
+		MessageID:     MessageIDPassthrough,
+		DLRRetention:  Duration(72 * time.Hour),
+		DLRRedelivery: Duration(10 * time.Second),
+		Idempotency: Idempotency{
+			Key:               KeyTLV,
+			TLVTag:            0x1400,
+			MissingKey:        MissingForward,
+			Retention:         Duration(72 * time.Hour),
+			FingerprintWindow: Duration(60 * time.Second),
+			InflightWait:      Duration(3 * time.Second),
+			ConflictStatus:    0x00000400,
+			UnknownStatus:     0x00000008,
+			OnUnknown:         UnknownHold,
+		},
+	}
+}
+
+// UpstreamDefaults returns an Upstream with every default applied; set at
+// least Name, Address and SystemID.
+func UpstreamDefaults() Upstream {
+	return Upstream{
+		Bind:            BindTransceiver,
+		Binds:           1,
+		Window:          10,
+		Weight:          1,
+		ResponseTimeout: Duration(10 * time.Second),
+		RouteWait:       Duration(2 * time.Second),
+		EnquireLink:     Duration(30 * time.Second),
+		RespIDFormat:    IDAsIs,
+		ReceiptIDFormat: IDAsIs,
+		Retry:           Retry{Attempts: 3, Budget: Duration(5 * time.Second)},
+	}
+}
+
+// setDefaults is called by the decoder on every list element and pointer it
+// allocates, before the file's values are decoded into it.
+func (a *Account) setDefaults() {
+	*a = AccountDefaults()
+	a.Idempotency.Retention = 0 // resolved to store.retention after decoding
+}
+
+func (u *Upstream) setDefaults() { *u = UpstreamDefaults() }
+
+func (t *ListenTLS) setDefaults() { t.Address = "0.0.0.0:3550" }
+
+// Load reads and parses the configuration file at path. See Parse.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return Parse(data, path)
+}
+
+// Parse parses and validates a configuration; name is the file name used in
+// errors. Absent values get their defaults. When anything is wrong the error
+// is an *Errors listing every problem found, each with its line.
+func Parse(data []byte, name string) (*Config, error) {
+	cfg := Default()
+	d := newDecoder(name, len(data))
+	if !d.document(data, cfg) {
+		return nil, newErrors(d.errs)
+	}
+	for i := range cfg.Accounts {
+		if cfg.Accounts[i].Idempotency.Retention == 0 {
+			cfg.Accounts[i].Idempotency.Retention = cfg.Store.Retention
+		}
+	}
+	cfg.src = &d.source
+	errs := d.errs
+	for _, e := range cfg.check() {
+		// A value that could not be decoded was already reported; its
+		// default would only draw a second, confusing complaint.
+		if !within(e.Path, d.errs) {
+			errs = append(errs, e)
+		}
+	}
+	if len(errs) > 0 {
+		return nil, newErrors(errs)
+	}
+	return cfg, nil
+}
+
+// within reports whether path is at or below the path of one of errs (an
+// error about the whole file covers every path).
+func within(path string, errs []Error) bool {
+	for _, e := range errs {
+		if e.Path == "" || path == e.Path || strings.HasPrefix(path, e.Path+".") || strings.HasPrefix(path, e.Path+"[") {
+			return true
+		}
+	}
+	return false
+}
+
+// Validate checks c as Parse does. For a configuration built in Go the
+// errors carry paths but no lines.
+func (c *Config) Validate() error {
+	if errs := c.check(); len(errs) > 0 {
+		return newErrors(errs)
+	}
+	return nil
+}
+
+// Account returns the account with that system_id, or nil.
+func (c *Config) Account(systemID string) *Account {
+	for i := range c.Accounts {
+		if c.Accounts[i].SystemID == systemID {
+			return &c.Accounts[i]
+		}
+	}
+	return nil
+}
+
+// Upstream returns the upstream with that name, or nil.
+func (c *Config) Upstream(name string) *Upstream {
+	for i := range c.Upstreams {
+		if c.Upstreams[i].Name == name {
+			return &c.Upstreams[i]
+		}
+	}
+	return nil
+}
+
+// Allows reports whether a bind from ip is allowed by AllowedNetworks; an
+// empty list allows every address. IPv4-mapped IPv6 addresses are compared
+// as IPv4.
+func (a *Account) Allows(ip netip.Addr) bool {
+	if len(a.AllowedNetworks) == 0 {
+		return true
+	}
+	ip = ip.Unmap()
+	for _, s := range a.AllowedNetworks {
+		if p, err := parsePrefix(s); err == nil && p.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// parsePrefix reads a CIDR, or a bare IP meaning /32 or /128.
+func parsePrefix(s string) (netip.Prefix, error) {
+	s = strings.TrimSpace(s)
+	if strings.Contains(s, "/") {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return netip.Prefix{}, err
+		}
+		if p.Addr().Is4In6() && p.Bits() >= 96 {
+			p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+		}
+		return p.Masked(), nil
+	}
+	ip, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	ip = ip.Unmap()
+	return netip.PrefixFrom(ip, ip.BitLen()), nil
+}
