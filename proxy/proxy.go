@@ -91,7 +91,7 @@ func New(opts Options) (*App, error) {
 			SystemID: u.SystemID, Password: u.Password, SystemType: u.SystemType,
 			Bind: string(u.Bind), Binds: u.Binds, Window: u.Window, Throughput: float64(u.Throughput),
 			ResponseTimeout: u.ResponseTimeout.Std(), RouteWait: u.RouteWait.Std(), EnquireLink: u.EnquireLink.Std(),
-			InstanceID: opts.InstanceID, Logger: log.With("upstream", u.Name),
+			InstanceID: opts.InstanceID, Logger: log,
 		})
 		a.pools = append(a.pools, p)
 		byName[u.Name] = p
