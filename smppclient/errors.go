@@ -1,0 +1,79 @@
+package smppclient
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Errors returned by Submit; compare with errors.Is.
+var (
+	// ErrNotSent: nothing of the request was written. It wraps the cause:
+	// ErrNoSession, ErrBusy, ErrClosed, the beforeWrite error, the context
+	// error, or the write error.
+	ErrNotSent = errors.New("smppclient: not sent")
+	// ErrNoSession: no bound transmitting session within RouteWait.
+	ErrNoSession = errors.New("smppclient: no bound session")
+	// ErrBusy: sessions are bound but every window was full, or the
+	// throughput cap left no token, for RouteWait.
+	ErrBusy = errors.New("smppclient: all sessions busy")
+	// ErrClosed: the pool is closed.
+	ErrClosed = errors.New("smppclient: pool closed")
+	// ErrTimeout: the request was written and no response came within
+	// ResponseTimeout. The outcome is unknown.
+	ErrTimeout = errors.New("smppclient: response timeout")
+	// ErrSessionLost: the session closed after the request was (possibly)
+	// written and before its response. The outcome is unknown.
+	ErrSessionLost = errors.New("smppclient: session lost")
+)
+
+// errSessionClosed is the cause wrapped in ErrNotSent when the chosen
+// session closed before the request reached the socket.
+var errSessionClosed = errors.New("smppclient: session closed before the write")
+
+// Ambiguous reports whether err leaves the outcome of a Submit unknown: the
+// request was or may have been written and no response was received.
+func Ambiguous(err error) bool {
+	if err == nil || errors.Is(err, ErrNotSent) {
+		return false
+	}
+	return errors.Is(err, ErrTimeout) || errors.Is(err, ErrSessionLost)
+}
+
+func notSent(cause error) error {
+	return fmt.Errorf("%w: %w", ErrNotSent, cause)
+}
+
+// CloseReason is the one reason a session closed. Its String is used in
+// logs and is meant as a metric label.
+type CloseReason int
+
+// Close reasons.
+const (
+	ReasonNone          CloseReason = iota
+	ReasonPoolClosed                // Pool.Close
+	ReasonPeerClosed                // the upstream closed the connection
+	ReasonPeerUnbind                // the upstream sent unbind
+	ReasonIdleTimeout               // nothing received for 3×EnquireLink
+	ReasonReadError                 // a read failed
+	ReasonWriteError                // a write failed or timed out
+	ReasonProtocolError             // an invalid command_length
+	reasonCount
+)
+
+var reasonNames = [...]string{
+	ReasonNone:          "none",
+	ReasonPoolClosed:    "pool_closed",
+	ReasonPeerClosed:    "peer_closed",
+	ReasonPeerUnbind:    "peer_unbind",
+	ReasonIdleTimeout:   "idle_timeout",
+	ReasonReadError:     "read_error",
+	ReasonWriteError:    "write_error",
+	ReasonProtocolError: "protocol_error",
+}
+
+func (r CloseReason) String() string {
+	if r >= 0 && r < reasonCount {
+		return reasonNames[r]
+	}
+	return fmt.Sprintf("CloseReason(%d)", int(r))
+}

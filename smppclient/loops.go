@@ -1,0 +1,245 @@
+package smppclient
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"runtime/debug"
+	"time"
+
+	"github.com/linxGnu/gosmpp/pdu"
+
+	"github.com/smppproxy/smppproxy/smpp"
+)
+
+// send queues a control frame; false if the session is closed.
+func (s *session) send(frame []byte, after CloseReason) bool {
+	select {
+	case s.writeq <- &writeReq{frame: frame, after: after}:
+		return true
+	case <-s.dead:
+		return false
+	}
+}
+
+// writeLoop owns every write to the socket. It sends enquire_link when
+// nothing was received for EnquireLink.
+func (s *session) writeLoop() {
+	defer s.wg.Done()
+	defer close(s.writerDone)
+	defer s.drainQueue()
+	el := s.p.cfg.EnquireLink
+	t := time.NewTimer(el)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.dead:
+			return
+		case req := <-s.writeq:
+			if !s.write(req) {
+				return
+			}
+		case <-t.C:
+			idle := time.Since(time.Unix(0, s.lastRecv.Load()))
+			if idle < el {
+				t.Reset(el - idle)
+				continue
+			}
+			s.mu.Lock()
+			seq := s.nextSeqLocked()
+			s.mu.Unlock()
+			if !s.write(&writeReq{frame: smpp.EncodeSimple(smpp.CmdEnquireLink, smpp.StatusOK, seq, nil)}) {
+				return
+			}
+			s.p.stats.enquireLinks.Add(1)
+			t.Reset(el)
+		}
+	}
+}
+
+// write writes one frame; false when the session is closing.
+func (s *session) write(req *writeReq) bool {
+	if req.ctx != nil {
+		if err := req.ctx.Err(); err != nil {
+			req.done <- writeResult{err: err}
+			return true
+		}
+	}
+	var n int
+	var err error
+	if len(req.frame) > 0 {
+		_ = s.conn.SetWriteDeadline(time.Now().Add(s.p.cfg.ResponseTimeout))
+		n, err = s.conn.Write(req.frame)
+	}
+	if req.done != nil {
+		if err == nil {
+			s.submits.Add(1)
+			s.p.stats.written.Add(1)
+		}
+		req.done <- writeResult{n: n, err: err}
+	}
+	if err != nil {
+		s.close(ReasonWriteError, err)
+		return false
+	}
+	if req.after != ReasonNone {
+		s.close(req.after, nil)
+		return false
+	}
+	return true
+}
+
+// drainQueue tells every queued request that it was not written.
+func (s *session) drainQueue() {
+	for {
+		select {
+		case req := <-s.writeq:
+			if req.done != nil {
+				req.done <- writeResult{err: errSessionClosed}
+			}
+		default:
+			return
+		}
+	}
+}
+
+func (s *session) readLoop() {
+	defer s.wg.Done()
+	idle := 3 * s.p.cfg.EnquireLink
+	for {
+		_ = s.conn.SetReadDeadline(time.Now().Add(idle))
+		frame, err := smpp.ReadFrame(s.conn, s.p.cfg.MaxPDUSize)
+		if err != nil {
+			s.close(readReason(err), err)
+			return
+		}
+		s.lastRecv.Store(time.Now().UnixNano())
+		h := smpp.ParseHeader(frame)
+		if h.IsResponse() {
+			s.onResponse(h, frame)
+		} else {
+			s.onRequest(h, frame)
+		}
+	}
+}
+
+func readReason(err error) CloseReason {
+	var ne net.Error
+	switch {
+	case errors.Is(err, smpp.ErrBadLength):
+		return ReasonProtocolError
+	case errors.As(err, &ne) && ne.Timeout():
+		return ReasonIdleTimeout
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return ReasonPeerClosed
+	}
+	return ReasonReadError
+}
+
+func (s *session) onResponse(h smpp.Header, frame []byte) {
+	switch h.ID {
+	case smpp.CmdEnquireLink | smpp.RespBit:
+		return
+	case smpp.CmdUnbind | smpp.RespBit:
+		s.unboundOnce.Do(func() { close(s.unbound) })
+		return
+	}
+	r := Response{Status: h.Status, Frame: frame, Session: s.id, Sequence: h.Sequence}
+	if h.Status == smpp.StatusOK {
+		r.MessageID = messageID(frame)
+	}
+	s.mu.Lock()
+	pd, ok := s.pending[h.Sequence]
+	delete(s.pending, h.Sequence)
+	s.mu.Unlock()
+	if !ok {
+		s.p.stats.lateResponses.Add(1)
+		s.log.Warn("late or unmatched response dropped", "seq", h.Sequence, "command", fmt.Sprintf("0x%08X", h.ID), "status", h.Status)
+		if f := s.p.cfg.OnLateResponse; f != nil {
+			f(s.id, h.Sequence, r)
+		}
+		return
+	}
+	s.p.stats.responses.Add(1)
+	s.p.noteStatus(s, h.Status == smpp.StatusThrottled)
+	s.log.Debug("response", "seq", h.Sequence, "status", h.Status)
+	pd.ch <- result{resp: r}
+}
+
+// messageID returns the message_id of a submit_sm_resp, data_sm_resp or
+// query_sm_resp, "" for anything else or an undecodable frame.
+func messageID(frame []byte) string {
+	switch smpp.ParseHeader(frame).ID {
+	case smpp.CmdSubmitSM | smpp.RespBit, smpp.CmdDataSM | smpp.RespBit, smpp.CmdQuerySM | smpp.RespBit:
+	default:
+		return ""
+	}
+	p, err := smpp.Decode(frame)
+	if err != nil {
+		return ""
+	}
+	switch r := p.(type) {
+	case *pdu.SubmitSMResp:
+		return r.MessageID
+	case *pdu.DataSMResp:
+		return r.MessageID
+	case *pdu.QuerySMResp:
+		return r.MessageID
+	}
+	return ""
+}
+
+func (s *session) onRequest(h smpp.Header, frame []byte) {
+	switch h.ID {
+	case smpp.CmdEnquireLink:
+		s.send(smpp.EncodeSimple(smpp.CmdEnquireLink|smpp.RespBit, smpp.StatusOK, h.Sequence, nil), ReasonNone)
+	case smpp.CmdUnbind:
+		s.ending.CompareAndSwap(int32(ReasonNone), int32(ReasonPeerUnbind))
+		s.send(smpp.EncodeSimple(smpp.CmdUnbind|smpp.RespBit, smpp.StatusOK, h.Sequence, nil), ReasonPeerUnbind)
+	case smpp.CmdDeliverSM, smpp.CmdDataSM:
+		s.deliver(h, frame)
+	case smpp.CmdAlertNotif: // has no response
+		s.log.Debug("alert_notification ignored", "seq", h.Sequence)
+	default:
+		s.log.Warn("unsupported request from upstream", "seq", h.Sequence, "command", fmt.Sprintf("0x%08X", h.ID))
+		s.send(smpp.GenericNack(smpp.StatusInvCmdID, h.Sequence), ReasonNone)
+	}
+}
+
+// deliver hands a deliver_sm/data_sm to OnDeliver in its own goroutine and
+// answers with its status; beyond Window running calls it answers 0x58.
+func (s *session) deliver(h smpp.Header, frame []byte) {
+	respID := h.ID | smpp.RespBit
+	select {
+	case s.deliverSem <- struct{}{}:
+	default:
+		s.p.stats.deliverRefused.Add(1)
+		s.log.Warn("delivery refused: window full", "seq", h.Sequence)
+		s.send(smpp.EncodeSimple(respID, smpp.StatusThrottled, h.Sequence, []byte{0}), ReasonNone)
+		return
+	}
+	s.p.stats.deliveries.Add(1)
+	s.wg.Go(func() {
+		st := s.callOnDeliver(frame)
+		if s.ctx.Err() == nil {
+			s.send(smpp.EncodeSimple(respID, st, h.Sequence, []byte{0}), ReasonNone)
+		}
+		<-s.deliverSem // after the response is queued: shutdown relies on it
+	})
+}
+
+func (s *session) callOnDeliver(frame []byte) (st smpp.Status) {
+	f := s.p.cfg.OnDeliver
+	if f == nil {
+		return smpp.StatusOK
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			s.p.stats.deliverPanics.Add(1)
+			s.log.Error("OnDeliver panicked", "panic", r, "stack", string(debug.Stack()))
+			st = smpp.StatusSysErr
+		}
+	}()
+	return f(s.ctx, Delivery{Upstream: s.p.cfg.Name, Session: s.id, Frame: frame})
+}

@@ -1,0 +1,251 @@
+package smppclient
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// Pool is the set of sessions bound to one upstream. Its methods are safe
+// for concurrent use.
+type Pool struct {
+	cfg     Config
+	log     *slog.Logger
+	limiter *rate.Limiter // nil: unlimited throughput
+	ctx     context.Context
+	cancel  context.CancelFunc // stops the bind loops; called by Close
+	loops   sync.WaitGroup     // bind loops (each waits for its session's teardown)
+	active  sync.WaitGroup     // Submit calls holding a window slot, drained by Close
+	nextID  atomic.Uint64
+	stats   counters
+
+	mu      sync.Mutex
+	started bool
+	closed  bool
+	slots   []*session    // current session of each bind slot; nil before the first attempt
+	wake    chan struct{} // closed (and cleared) to wake Submit calls waiting for a slot
+	rr      int           // round-robin start for picking a session
+}
+
+// New returns a pool for cfg; Start binds it.
+func New(cfg Config) *Pool {
+	cfg = cfg.withDefaults()
+	if cfg.InstanceID == "" {
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		cfg.InstanceID = hex.EncodeToString(b[:])
+	}
+	n := cfg.Binds
+	if cfg.Bind == BindTXRX {
+		n *= 2
+	}
+	p := &Pool{
+		cfg:   cfg,
+		log:   cfg.Logger.With("upstream", cfg.Name),
+		slots: make([]*session, n),
+	}
+	if cfg.Throughput > 0 {
+		p.limiter = rate.NewLimiter(rate.Limit(cfg.Throughput), burst(cfg.Throughput))
+	}
+	p.ctx, p.cancel = context.WithCancel(context.Background())
+	return p
+}
+
+// Name returns the upstream name.
+func (p *Pool) Name() string { return p.cfg.Name }
+
+// Start starts every bind slot in the background; each rebinds with
+// back-off until Close. Calling it again, or after Close, does nothing.
+func (p *Pool) Start() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.started || p.closed {
+		return
+	}
+	p.started = true
+	for i := range p.slots {
+		p.loops.Add(1)
+		go p.bindLoop(i)
+	}
+}
+
+// Close stops taking requests, waits for the ones in flight to be answered,
+// unbinds every session (waiting UnbindWait at most for unbind_resp) and
+// waits for every goroutine of the pool to end. When ctx ends first the
+// sessions are closed at once, pending requests get ErrSessionLost, and
+// Close returns ctx.Err() once the goroutines are gone.
+func (p *Pool) Close(ctx context.Context) error {
+	p.mu.Lock()
+	already := p.closed
+	p.closed = true
+	p.wakeLocked()
+	p.mu.Unlock()
+	p.cancel() // no new binds; connecting sessions give up
+	if already {
+		p.loops.Wait()
+		return nil
+	}
+	var err error
+	drained := make(chan struct{})
+	go func() { p.active.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	p.mu.Lock()
+	var bound []*session
+	for _, s := range p.slots {
+		if s != nil && s.state == StateBound {
+			bound = append(bound, s)
+		}
+	}
+	p.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, s := range bound {
+		wg.Go(func() { s.shutdown(ctx) })
+	}
+	wg.Wait()
+	p.loops.Wait()
+	<-drained // every session is gone, so every Submit has let go of its slot
+	if err == nil {
+		err = ctx.Err()
+	}
+	return err
+}
+
+// Up returns the number of bound sessions that can transmit.
+func (p *Pool) Up() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, s := range p.slots {
+		if s != nil && s.tx && s.state == StateBound {
+			n++
+		}
+	}
+	return n
+}
+
+// Sessions describes the current session of every bind slot.
+func (p *Pool) Sessions() []SessionInfo {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]SessionInfo, 0, len(p.slots))
+	for _, s := range p.slots {
+		if s == nil {
+			continue
+		}
+		out = append(out, SessionInfo{
+			ID: s.id, State: s.state, Bind: s.bind, InFlight: s.inFlight, Window: p.cfg.Window,
+			BoundSince: s.boundSince, LastError: s.lastErr, Submits: s.submits.Load(),
+		})
+	}
+	return out
+}
+
+// wakeLocked wakes every Submit waiting for a slot.
+func (p *Pool) wakeLocked() {
+	if p.wake != nil {
+		close(p.wake)
+		p.wake = nil
+	}
+}
+
+// noteStatus applies the throttle back-off of s after a response.
+func (p *Pool) noteStatus(s *session, throttled bool) {
+	if throttled {
+		p.stats.throttled.Add(1)
+		p.mu.Lock()
+		s.throttlePause = min(throttleMax, max(throttleMin, 2*s.throttlePause))
+		s.pausedUntil = time.Now().Add(s.throttlePause)
+		pause := s.throttlePause
+		p.mu.Unlock()
+		s.throttled.Store(true)
+		p.log.Debug("upstream throttled: pausing session", "session", s.id, "pause", pause)
+		return
+	}
+	if s.throttled.Swap(false) {
+		p.mu.Lock()
+		s.throttlePause = 0
+		p.mu.Unlock()
+	}
+}
+
+func (p *Pool) bindLoop(slot int) {
+	defer p.loops.Done()
+	bind := p.cfg.Bind
+	if bind == BindTXRX {
+		bind = BindTransmitter
+		if slot >= p.cfg.Binds {
+			bind = BindReceiver
+		}
+	}
+	for attempt := 0; ; {
+		if p.ctx.Err() != nil {
+			return
+		}
+		s := p.newSession(bind)
+		p.mu.Lock()
+		if prev := p.slots[slot]; prev != nil {
+			s.lastErr = prev.lastErr // until this attempt binds
+		}
+		p.slots[slot] = s
+		p.mu.Unlock()
+		if err := s.connect(p.ctx); err != nil {
+			p.mu.Lock()
+			s.state, s.lastErr = StateClosed, err.Error()
+			p.mu.Unlock()
+			if p.ctx.Err() != nil {
+				return
+			}
+			p.stats.bindFailures.Add(1)
+			p.log.Warn("bind failed", "session", s.id, "bind", bind, "attempt", attempt+1, "err", err)
+		} else {
+			p.stats.binds.Add(1)
+			attempt = 0
+			s.start()
+			if p.markBound(s) {
+				p.log.Info("bound", "session", s.id, "bind", bind)
+			} else {
+				ctx, cancel := context.WithTimeout(context.Background(), 2*p.cfg.UnbindWait)
+				s.shutdown(ctx)
+				cancel()
+			}
+			s.wait()
+		}
+		attempt++
+		t := time.NewTimer(p.cfg.Backoff(attempt))
+		select {
+		case <-t.C:
+		case <-p.ctx.Done():
+			t.Stop()
+			return
+		}
+	}
+}
+
+func (p *Pool) newSession(bind string) *session {
+	id := fmt.Sprintf("%s/%s/%d", p.cfg.Name, p.cfg.InstanceID, p.nextID.Add(1))
+	return newSession(p, id, bind)
+}
+
+// markBound makes a freshly bound session eligible, unless the pool was
+// closed or the session already dropped.
+func (p *Pool) markBound(s *session) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed || s.state != StateConnecting {
+		return false
+	}
+	s.state, s.boundSince, s.lastErr = StateBound, time.Now(), ""
+	p.wakeLocked()
+	return true
+}
