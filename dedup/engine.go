@@ -247,7 +247,7 @@ func (e *Engine) decide(ctx context.Context, account string, p Policy, k state.K
 			return Answer{Status: smpp.StatusSysErr, Outcome: OutStoreErr, Key: k}
 		}
 		if created {
-			a := e.forward(ctx, log, account, p, k, me, sub, seg)
+			a := e.forward(ctx, log, account, p, k, me, sub, seg, now)
 			if !tracked && a.Outcome == OutForwarded {
 				a.Outcome = OutUntracked
 			}
@@ -265,29 +265,21 @@ func (e *Engine) decide(ctx context.Context, account string, p Policy, k state.K
 			log.Info("duplicate replayed rejection", "status", smpp.Status(existing.Status).String())
 			return Answer{Status: smpp.Status(existing.Status), Outcome: OutReplayed, Key: k}
 		case state.Unknown:
-			log.Info("duplicate of an unknown outcome; not forwarded", "status", p.UnknownStatus.String())
-			return Answer{Status: p.UnknownStatus, Outcome: OutUnknown, Key: k}
+			why := e.resendUnknown(p, existing)
+			if why == "" {
+				log.Info("duplicate of an unknown outcome; not forwarded", "status", p.UnknownStatus.String(), "policy", p.OnUnknown)
+				return Answer{Status: p.UnknownStatus, Outcome: OutUnknown, Key: k}
+			}
+			a, again := e.takeover(ctx, log, account, p, k, fp, me, sub, seg, state.Unknown, why)
+			if !again {
+				return a
+			}
 		case state.Sent:
 			return e.waitOther(ctx, log, p, k)
 		case state.Retryable:
-			_, err := e.cfg.Store.Update(ctx, k, func(r *state.Record) error {
-				if r.State != state.Retryable || r.Fingerprint != fp {
-					return state.ErrAbort
-				}
-				r.State, r.Owner, r.Updated = state.Sent, me, e.now()
-				r.Attempts++
-				r.History = append(r.History, state.Event{At: r.Updated, State: state.Sent, Note: "retry takes over a retryable record"})
-				return nil
-			})
-			switch {
-			case err == nil:
-				log.Info("retryable record taken over; forwarding again")
-				return e.forward(ctx, log, account, p, k, me, sub, seg)
-			case errors.Is(err, state.ErrAbort), errors.Is(err, state.ErrNotFound):
-				continue // someone else moved it; decide again
-			default:
-				log.Error("store refused the takeover; nothing forwarded", "err", err)
-				return Answer{Status: smpp.StatusSysErr, Outcome: OutStoreErr, Key: k}
+			a, again := e.takeover(ctx, log, account, p, k, fp, me, sub, seg, state.Retryable, noteRetake)
+			if !again {
+				return a
 			}
 		default:
 			return Answer{Status: smpp.StatusSysErr, Outcome: OutStoreErr, Key: k}
@@ -295,6 +287,120 @@ func (e *Engine) decide(ctx context.Context, account string, p Policy, k state.K
 	}
 	return Answer{Status: smpp.StatusThrottled, Outcome: OutThrottled, Key: k}
 }
+
+// Notes recorded in the history when a record is taken over.
+const (
+	noteRetake          = "retry takes over a retryable record"
+	noteResendAfter     = "on_unknown resend_after: retry forwards again"
+	noteResend          = "on_unknown resend: retry forwards again (upstream deduplicates)"
+	noteValidityExpired = "validity period over; not sent"
+)
+
+// resendUnknown returns the reason a retry of an unknown record may forward
+// again under the account's on_unknown policy, or "" to hold.
+func (e *Engine) resendUnknown(p Policy, r *state.Record) string {
+	switch p.OnUnknown {
+	case OnUnknownResend:
+		return noteResend
+	case OnUnknownResendAfter:
+		if e.now().Sub(r.Updated) < p.UnknownTimeout {
+			return ""
+		}
+		for _, ev := range r.History {
+			if ev.Note == noteResendAfter {
+				return "" // resent once already: at-least-once, not at-least-many
+			}
+		}
+		return noteResendAfter
+	}
+	return ""
+}
+
+// takeover makes this submit the owner of a record in state from and
+// forwards it. again=true: someone else moved the record; decide anew.
+func (e *Engine) takeover(ctx context.Context, log *slog.Logger, account string, p Policy, k state.Key, fp [32]byte, me string, sub *smpp.Submit, seg smpp.Segment, from state.SubmitState, note string) (Answer, bool) {
+	expired := false
+	_, err := e.cfg.Store.Update(ctx, k, func(r *state.Record) error {
+		if r.State != from || r.Fingerprint != fp {
+			return state.ErrAbort
+		}
+		r.Updated = e.now()
+		if dl, ok := validityDeadline(sub, r.Created); ok && !r.Updated.Before(dl) {
+			// An OTP that can no longer be used must not be sent late.
+			expired = true
+			r.State, r.Status = state.Rejected, uint32(smpp.StatusInvExpiry)
+			r.History = append(r.History, state.Event{At: r.Updated, State: state.Rejected, Status: r.Status, Note: noteValidityExpired})
+			return nil
+		}
+		r.State, r.Owner = state.Sent, me
+		r.Attempts++
+		r.History = append(r.History, state.Event{At: r.Updated, State: state.Sent, Note: note})
+		return nil
+	})
+	switch {
+	case err == nil && expired:
+		log.Info("retry after the validity period; not forwarded", "status", smpp.StatusInvExpiry.String())
+		return Answer{Status: smpp.StatusInvExpiry, Outcome: OutRejected, Key: k}, false
+	case err == nil:
+		log.Info("record taken over; forwarding again", "from", string(from), "reason", note)
+		rec, gerr := e.cfg.Store.Get(ctx, k)
+		created := e.now()
+		if gerr == nil {
+			created = rec.Created
+		}
+		return e.forward(ctx, log, account, p, k, me, sub, seg, created), false
+	case errors.Is(err, state.ErrAbort), errors.Is(err, state.ErrNotFound):
+		return Answer{}, true
+	default:
+		log.Error("store refused the takeover; nothing forwarded", "err", err)
+		return Answer{Status: smpp.StatusSysErr, Outcome: OutStoreErr, Key: k}, false
+	}
+}
+
+// validityDeadline is the end of the submit's validity period, relative
+// times counted from created (when the proxy first received the message).
+func validityDeadline(sub *smpp.Submit, created time.Time) (time.Time, bool) {
+	t, ok, err := smpp.ParseTime(sub.ValidityPeriod, created)
+	if err != nil || !ok {
+		return time.Time{}, false
+	}
+	return t, true
+}
+
+// Resolve settles an unknown record by an operator: with a message id it
+// becomes accepted (retries are answered with that id); with notSent it
+// becomes retryable (the next retry forwards it). Only unknown records can
+// be resolved; ErrNotUnknown otherwise.
+func (e *Engine) Resolve(ctx context.Context, k state.Key, messageID string, notSent bool, who string) (*state.Record, error) {
+	if (messageID == "") == !notSent {
+		return nil, errors.New("dedup: resolve needs exactly one of a message id or not-sent")
+	}
+	r, err := e.cfg.Store.Update(ctx, k, func(r *state.Record) error {
+		if r.State != state.Unknown {
+			return fmt.Errorf("%w (state %s)", ErrNotUnknown, r.State)
+		}
+		r.Updated = e.now()
+		ev := state.Event{At: r.Updated, Note: "resolved by " + who}
+		if notSent {
+			r.State, r.Status = state.Retryable, uint32(smpp.StatusSysErr)
+			ev.Note += ": not sent"
+		} else {
+			r.State, r.MessageID, r.Status = state.Accepted, messageID, 0
+			ev.MessageID = messageID
+		}
+		ev.State = r.State
+		r.History = append(r.History, ev)
+		return nil
+	})
+	if err == nil {
+		e.log.Info("unknown record resolved", "account", k.Account, "key", k.Key, "segment", k.Segment, "state", string(r.State), "message_id", r.MessageID, "by", who)
+		e.cfg.Metrics.resolve(k.Account, string(r.State))
+	}
+	return r, err
+}
+
+// ErrNotUnknown is returned by Resolve for a record that is not unknown.
+var ErrNotUnknown = errors.New("dedup: record is not unknown")
 
 // waitOther waits (bounded by inflight_wait) for an owner in another
 // process, or one that was already deciding when this submit arrived with
@@ -330,13 +436,13 @@ func (e *Engine) waitOther(ctx context.Context, log *slog.Logger, p Policy, k st
 
 // forward sends the owned record upstream and persists the outcome before
 // answering.
-func (e *Engine) forward(ctx context.Context, log *slog.Logger, account string, p Policy, k state.Key, me string, sub *smpp.Submit, seg smpp.Segment) Answer {
+func (e *Engine) forward(ctx context.Context, log *slog.Logger, account string, p Policy, k state.Key, me string, sub *smpp.Submit, seg smpp.Segment, created time.Time) Answer {
 	var keyTag uint16
 	if p.Key == KeyTLV {
 		keyTag = p.TLVTag
 	}
 	att := &Attempt{
-		Account: account, Submit: sub, Segment: seg, KeyTag: keyTag,
+		Account: account, Key: k.Key, Submit: sub, Segment: seg, KeyTag: keyTag,
 		Journal: func(upstream, session string, seq uint32) error {
 			_, err := e.cfg.Store.Update(ctx, k, func(r *state.Record) error {
 				if r.Owner != me || r.State != state.Sent {
@@ -348,6 +454,9 @@ func (e *Engine) forward(ctx context.Context, log *slog.Logger, account string, 
 			})
 			return err
 		},
+	}
+	if dl, ok := validityDeadline(sub, created); ok {
+		att.Deadline = dl
 	}
 	res := e.cfg.Forwarder.Forward(context.WithoutCancel(ctx), att)
 	log = log.With("upstream", res.Upstream, "upstream_session", res.Session, "upstream_sequence", res.Sequence)
@@ -391,6 +500,9 @@ func (e *Engine) forward(ctx context.Context, log *slog.Logger, account string, 
 			note = "not sent: " + errString(res.Err)
 		case Ambiguous:
 			note = "ambiguous: " + errString(res.Err)
+		}
+		if res.Attempts > 1 {
+			note += fmt.Sprintf(" after %d attempts", res.Attempts)
 		}
 		r.History = append(r.History, state.Event{At: r.Updated, State: next, Status: uint32(res.Status), Session: res.Session, Sequence: res.Sequence, MessageID: r.MessageID, Note: note})
 		return nil

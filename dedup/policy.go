@@ -22,6 +22,15 @@ const (
 	MissingForward     = "forward"
 	MissingReject      = "reject"
 	MissingFingerprint = "fingerprint"
+
+	// OnUnknownHold answers unknown_status until the record is resolved.
+	OnUnknownHold = "hold"
+	// OnUnknownResendAfter lets one client retry forward again once the
+	// record has been unknown for UnknownTimeout (at-least-once opt-in).
+	OnUnknownResendAfter = "resend_after"
+	// OnUnknownResend lets every client retry forward again at once: for an
+	// upstream that deduplicates by the forwarded key TLV itself.
+	OnUnknownResend = "resend"
 )
 
 // Policy is an account's idempotency policy. Zero fields take the SPEC
@@ -35,6 +44,8 @@ type Policy struct {
 	InflightWait      time.Duration
 	ConflictStatus    smpp.Status
 	UnknownStatus     smpp.Status
+	OnUnknown         string
+	UnknownTimeout    time.Duration
 }
 
 func (p Policy) withDefaults() Policy {
@@ -62,6 +73,9 @@ func (p Policy) withDefaults() Policy {
 	if p.UnknownStatus == 0 {
 		p.UnknownStatus = smpp.StatusSysErr
 	}
+	if p.OnUnknown == "" {
+		p.OnUnknown = OnUnknownHold
+	}
 	return p
 }
 
@@ -82,12 +96,17 @@ const (
 // Attempt is one forward of a submit owned by this engine.
 type Attempt struct {
 	Account string
+	// Key is the record key (for logs).
+	Key     string
 	Submit  *smpp.Submit
 	Segment smpp.Segment
 	// KeyTag is the tag of the idempotency key TLV (0 when the policy does
 	// not use one); the forwarder strips it unless the upstream is
 	// configured to receive it.
 	KeyTag uint16
+	// Deadline, when set, is the end of the message's validity period: no
+	// (re)try may start after it.
+	Deadline time.Time
 	// Journal must be called with the chosen upstream session and sequence
 	// number before any byte is written; if it fails nothing may be written.
 	Journal func(upstream, session string, seq uint32) error
@@ -101,7 +120,9 @@ type Result struct {
 	Upstream  string
 	Session   string
 	Sequence  uint32
-	Err       error
+	// Attempts is how many tries the forwarder made.
+	Attempts int
+	Err      error
 }
 
 // Forwarder sends an Attempt upstream (smppclient behind a router).

@@ -102,10 +102,13 @@ func New(opts Options) (*App, error) {
 	for _, acc := range cfg.Accounts {
 		for _, name := range acc.Route {
 			u := upCfg[name]
-			routes[acc.SystemID] = append(routes[acc.SystemID], route.Member{Upstream: byName[name], Weight: u.Weight, ForwardKeyTLV: u.ForwardKeyTLV})
+			routes[acc.SystemID] = append(routes[acc.SystemID], route.Member{
+				Upstream: byName[name], Weight: u.Weight, ForwardKeyTLV: u.ForwardKeyTLV,
+				Attempts: u.Retry.Attempts, Budget: u.Retry.Budget.Std(),
+			})
 		}
 	}
-	a.engine = dedup.New(dedup.Config{Store: st, Forwarder: route.New(routes), Logger: log, Metrics: dedup.NewMetrics(reg), InstanceID: opts.InstanceID})
+	a.engine = dedup.New(dedup.Config{Store: st, Forwarder: route.New(route.Config{Routes: routes, Logger: log}), Logger: log, Metrics: dedup.NewMetrics(reg), InstanceID: opts.InstanceID})
 	n, err := a.engine.Recover(context.Background())
 	if err != nil {
 		_ = st.Close()
@@ -151,6 +154,7 @@ func policyOf(p *smppserver.Principal) dedup.Policy {
 		Retention: id.Retention.Std(), FingerprintWindow: id.FingerprintWindow.Std(),
 		InflightWait: id.InflightWait.Std(), ConflictStatus: smpp.Status(id.ConflictStatus),
 		UnknownStatus: smpp.Status(id.UnknownStatus),
+		OnUnknown:     string(id.OnUnknown), UnknownTimeout: id.UnknownTimeout.Std(),
 	}
 }
 

@@ -24,6 +24,7 @@ const (
 	StatusInvEsmClass     Status = 0x00000043
 	StatusSubmitFail      Status = 0x00000045
 	StatusThrottled       Status = 0x00000058
+	StatusInvExpiry       Status = 0x00000062
 	StatusXTAppn          Status = 0x00000064
 	StatusXPAppn          Status = 0x00000065
 	StatusInvOptParStream Status = 0x000000C0
@@ -63,6 +64,7 @@ var statusTable = map[Status]statusInfo{
 	StatusInvEsmClass:     {"ESME_RINVESMCLASS", false},
 	StatusSubmitFail:      {"ESME_RSUBMITFAIL", false},
 	StatusThrottled:       {"ESME_RTHROTTLED", true},
+	StatusInvExpiry:       {"ESME_RINVEXPIRY", false},
 	StatusXTAppn:          {"ESME_RX_T_APPN", true},
 	StatusXPAppn:          {"ESME_RX_P_APPN", false},
 	StatusInvOptParStream: {"ESME_RINVOPTPARSTREAM", false},
