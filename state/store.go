@@ -109,7 +109,7 @@ type Store interface {
 	// one of any number of concurrent Creates of one key returns
 	// created=true. When a live record exists, it is returned (a copy) with
 	// created=false and nothing is written. An expired record counts as
-	// absent and is replaced.
+	// absent and is replaced. On created=true, existing is nil.
 	Create(ctx context.Context, rec *Record) (existing *Record, created bool, err error)
 
 	// Get returns a copy of the live record under k, or ErrNotFound.
@@ -119,7 +119,9 @@ type Store interface {
 	// and durably stores the result. fn must not block or do I/O; it runs
 	// while other writers wait. If fn returns an error, nothing is written
 	// and Update returns (the unchanged record, that error). ErrNotFound if
-	// there is no live record.
+	// there is no live record. fn must not change rec.Key (Update then
+	// fails and writes nothing). On success Update returns the stored
+	// record.
 	Update(ctx context.Context, k Key, fn func(*Record) error) (*Record, error)
 
 	// ByMessageID returns the record that upstream accepted with id.

@@ -1,0 +1,492 @@
+package state
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// BadgerOptions configures OpenBadger. Zero values are documented per field.
+type BadgerOptions struct {
+	// Path is the database directory, created if missing. Required unless
+	// InMemory.
+	Path string
+	// InMemory keeps everything in memory (nothing is durable); for
+	// benchmarks and throwaway demos only.
+	InMemory bool
+	// Logger receives Badger's errors and warnings; its informational
+	// chatter is logged at debug level. Nil discards everything.
+	Logger *slog.Logger
+	// MaxBatch is the most write requests committed in one transaction
+	// (one fsync). Zero means 256.
+	MaxBatch int
+	// QueueSize bounds the requests waiting for the committer; a writer
+	// blocks (honouring its context) while it is full. Zero means
+	// 4 × MaxBatch.
+	QueueSize int
+	// GCInterval is the period of value-log garbage collection. Zero
+	// means 10 minutes; negative disables it.
+	GCInterval time.Duration
+	// Now is the clock that decides expiry (tests inject one). Nil means
+	// time.Now.
+	Now func() time.Time
+	// MinFreeBytes: while the file system holding Path has less free
+	// space than this, writes fail with ErrDiskFull. Badger writes through
+	// memory-mapped files, and a store into a mapped page the file system
+	// cannot allocate kills the process (SIGBUS) instead of returning an
+	// error; this guard turns a filling disk into clean refusals first.
+	// Zero means 512 MiB; negative disables the guard.
+	MinFreeBytes int64
+
+	// tune, when set (by tests in this package), adjusts Badger's options.
+	tune func(badger.Options) badger.Options
+	// diskFree, when set (by tests in this package), replaces the
+	// free-space probe.
+	diskFree func(path string) (uint64, bool)
+}
+
+// ErrDiskFull: BadgerStore refused a write because the disk is (nearly)
+// full; see BadgerOptions.MinFreeBytes. Nothing was written.
+var ErrDiskFull = errors.New("state: disk full")
+
+// BadgerStats counts the committer's work since OpenBadger.
+type BadgerStats struct {
+	// Ops is the number of write requests (Create, Update) handled.
+	Ops uint64
+	// Commits is the number of transactions committed, each one fsync.
+	// Ops/Commits is the group-commit factor.
+	Commits uint64
+	// Failed is the number of write requests answered with an error
+	// because their transaction could not be committed (or FailWrites).
+	Failed uint64
+}
+
+// BadgerStore is the production Store on Badger (github.com/dgraph-io/badger).
+//
+// Writes go through group commit: Create and Update enqueue a request on a
+// bounded channel and a single committer goroutine applies up to MaxBatch
+// of them in one read-write transaction, in arrival order, so that a
+// request sees the writes of the requests before it (of two Creates of
+// one key in one batch exactly one wins). The transaction is committed
+// once, with SyncWrites, and only then is every waiter released with its
+// own result. If the commit fails, every request of the batch gets the
+// (wrapped) error and must be treated as not written. As with any failed
+// fsync that is all a caller can know: Badger applies a batch to its
+// memtable before syncing its log, so after a failed sync the records may
+// still be visible to reads, or even survive a restart.
+//
+// Update's fn runs on the committer goroutine: it must be quick and must
+// not call the Store (an Update or Create from fn deadlocks).
+//
+// Keys: records, the message-id index and the journal index share one
+// keyspace; the layout is described next to recordKey in codec.go.
+//
+// Context: a writer honours ctx only while waiting to enqueue. Once its
+// request is enqueued it waits for the outcome, whatever ctx does, so that
+// the answer is always the truth (a request that was committed is never
+// reported as failed).
+//
+// Expiry: a record is absent for every method once the injected clock
+// passes its Expires; Badger also drops it (and its index entries) by TTL.
+// Badger's TTL is real wall-clock time: it is set to now + (Expires −
+// Now()) rounded up, so an injected clock only shifts when disk space is
+// reclaimed, never what the Store answers.
+type BadgerStore struct {
+	db       *badger.DB
+	log      *slog.Logger
+	now      func() time.Time
+	maxBatch int
+	path     string
+	minFree  int64                            // <= 0: no guard
+	diskFree func(path string) (uint64, bool) // free bytes, ok
+	lowDisk  bool                             // committer only: last guard verdict
+
+	reqs          chan *request
+	committerDone chan struct{}
+	stopGC        chan struct{}
+	gcDone        chan struct{}
+
+	mu       sync.Mutex
+	closed   bool
+	inflight sync.WaitGroup // readers and writers between enter and exit
+
+	closeOnce sync.Once
+	closeErr  error
+
+	fail atomic.Pointer[error] // FailWrites
+
+	ops, commits, failed atomic.Uint64
+}
+
+var _ Store = (*BadgerStore)(nil)
+
+// OpenBadger opens (or creates) the database and starts the committer
+// and, unless disabled, the value-log GC.
+func OpenBadger(opts BadgerOptions) (*BadgerStore, error) {
+	if opts.Path == "" && !opts.InMemory {
+		return nil, errors.New("state: OpenBadger needs a Path")
+	}
+	if opts.MaxBatch <= 0 {
+		opts.MaxBatch = 256
+	}
+	if opts.QueueSize <= 0 {
+		opts.QueueSize = 4 * opts.MaxBatch
+	}
+	if opts.GCInterval == 0 {
+		opts.GCInterval = 10 * time.Minute
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.MinFreeBytes == 0 {
+		opts.MinFreeBytes = 512 << 20
+	}
+	if opts.InMemory {
+		opts.MinFreeBytes = -1
+	}
+	if opts.diskFree == nil {
+		opts.diskFree = diskFree
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	bo := badger.DefaultOptions(opts.Path).
+		WithInMemory(opts.InMemory).
+		WithSyncWrites(true).
+		WithLogger(badgerLogger{log}).
+		WithMetricsEnabled(false).
+		// The committer is the only writer: there is nothing to detect.
+		WithDetectConflicts(false)
+	if opts.InMemory {
+		bo.Dir, bo.ValueDir = "", ""
+	}
+	if opts.tune != nil {
+		bo = opts.tune(bo)
+	}
+	db, err := badger.Open(bo)
+	if err != nil {
+		return nil, fmt.Errorf("state: open badger %q: %w", opts.Path, err)
+	}
+	s := &BadgerStore{
+		db:            db,
+		log:           log,
+		now:           opts.Now,
+		maxBatch:      opts.MaxBatch,
+		path:          opts.Path,
+		minFree:       opts.MinFreeBytes,
+		diskFree:      opts.diskFree,
+		reqs:          make(chan *request, opts.QueueSize),
+		committerDone: make(chan struct{}),
+		stopGC:        make(chan struct{}),
+		gcDone:        make(chan struct{}),
+	}
+	go s.commitLoop()
+	if opts.GCInterval > 0 && !opts.InMemory {
+		go s.gcLoop(opts.GCInterval)
+	} else {
+		close(s.gcDone)
+	}
+	return s, nil
+}
+
+// FailWrites is a fault-injection hook for tests: after FailWrites(err)
+// the committer fails every batch with an error wrapping err and writes
+// nothing, as when the disk is full. FailWrites(nil) restores normal
+// writes.
+func (s *BadgerStore) FailWrites(err error) {
+	if err == nil {
+		s.fail.Store(nil)
+		return
+	}
+	s.fail.Store(&err)
+}
+
+// Stats returns the committer's counters.
+func (s *BadgerStore) Stats() BadgerStats {
+	return BadgerStats{Ops: s.ops.Load(), Commits: s.commits.Load(), Failed: s.failed.Load()}
+}
+
+// enter admits one call unless ctx is done or the store is closed; every
+// successful enter is paired with exit. Close waits for the calls inside.
+func (s *BadgerStore) enter(ctx context.Context) error {
+	if err := ctxErr(ctx); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	s.inflight.Add(1)
+	return nil
+}
+
+func (s *BadgerStore) exit() { s.inflight.Done() }
+
+// Create implements Store. On created=true, existing is nil.
+func (s *BadgerStore) Create(ctx context.Context, rec *Record) (*Record, bool, error) {
+	if rec == nil {
+		return nil, false, errNilRecord
+	}
+	r := newCreateRequest(rec)
+	if err := s.submit(ctx, r); err != nil {
+		return nil, false, err
+	}
+	return r.res, r.created, r.err
+}
+
+// newCreateRequest prepares a Create. It encodes in the caller's
+// goroutine: the committer is the bottleneck.
+func newCreateRequest(rec *Record) *request {
+	return &request{
+		key:     recordKey(rec.Key),
+		val:     encodeRecord(nil, rec),
+		expires: rec.Expires,
+		idx:     indexKeys(rec),
+		done:    make(chan struct{}),
+	}
+}
+
+// Update implements Store. fn runs on the committer goroutine, so it must
+// be quick and must not call the Store.
+func (s *BadgerStore) Update(ctx context.Context, k Key, fn func(*Record) error) (*Record, error) {
+	r := &request{key: recordKey(k), fn: fn, done: make(chan struct{})}
+	if err := s.submit(ctx, r); err != nil {
+		return nil, err
+	}
+	return r.res, r.err
+}
+
+// submit enqueues r (or gives up when ctx is done first) and waits for
+// its outcome.
+func (s *BadgerStore) submit(ctx context.Context, r *request) error {
+	if err := s.enter(ctx); err != nil {
+		return err
+	}
+	select {
+	case s.reqs <- r:
+		s.exit()
+	case <-ctx.Done():
+		s.exit()
+		return fmt.Errorf("state: %w", ctx.Err())
+	}
+	<-r.done // deliberately not ctx: see the type's comment
+	return nil
+}
+
+// Get implements Store.
+func (s *BadgerStore) Get(ctx context.Context, k Key) (*Record, error) {
+	if err := s.enter(ctx); err != nil {
+		return nil, err
+	}
+	defer s.exit()
+	var rec *Record
+	err := s.db.View(func(txn *badger.Txn) (err error) {
+		rec, err = readRecord(txn, recordKey(k))
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if rec == nil || rec.Expired(s.now()) {
+		return nil, ErrNotFound
+	}
+	return rec, nil
+}
+
+// ByMessageID implements Store.
+func (s *BadgerStore) ByMessageID(ctx context.Context, upstream, id string) (*Record, error) {
+	return s.byIndex(ctx, messageKey(upstream, id), func(r *Record) bool {
+		return hasMessage(r, upstream, id)
+	})
+}
+
+// BySession implements Store.
+func (s *BadgerStore) BySession(ctx context.Context, sess string, seq uint32) (*Record, error) {
+	return s.byIndex(ctx, journalKey(sess, seq), func(r *Record) bool {
+		return hasJournal(r, sess, seq)
+	})
+}
+
+func (s *BadgerStore) byIndex(ctx context.Context, ik []byte, match func(*Record) bool) (*Record, error) {
+	if err := s.enter(ctx); err != nil {
+		return nil, err
+	}
+	defer s.exit()
+	var rec *Record
+	err := s.db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(ik)
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("state: read index: %w", err)
+		}
+		rk, err := item.ValueCopy(nil)
+		if err != nil {
+			return fmt.Errorf("state: read index: %w", err)
+		}
+		rec, err = readRecord(txn, rk)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if rec == nil || rec.Expired(s.now()) || !match(rec) {
+		return nil, ErrNotFound
+	}
+	return rec, nil
+}
+
+// Scan implements Store. fn is called inside one read transaction (a
+// consistent snapshot); Close waits for Scan to return.
+func (s *BadgerStore) Scan(ctx context.Context, fn func(*Record) bool) error {
+	if err := s.enter(ctx); err != nil {
+		return err
+	}
+	defer s.exit()
+	now := s.now()
+	return s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{
+			PrefetchValues: true,
+			PrefetchSize:   100,
+			Prefix:         []byte(prefixRecord),
+		})
+		defer it.Close()
+		n := 0
+		for it.Rewind(); it.Valid(); it.Next() {
+			if n++; n%256 == 0 {
+				if err := ctxErr(ctx); err != nil {
+					return err
+				}
+			}
+			var rec *Record
+			err := it.Item().Value(func(v []byte) (err error) {
+				rec, err = decodeRecord(v)
+				return err
+			})
+			if err != nil {
+				return fmt.Errorf("state: scan %q: %w", it.Item().Key(), err)
+			}
+			if rec.Expired(now) {
+				continue
+			}
+			if !fn(rec) {
+				return nil
+			}
+		}
+		return nil
+	})
+}
+
+// Close stops accepting calls, lets every enqueued write finish (each
+// gets its true outcome), stops the GC and closes Badger. Calls after
+// Close return ErrClosed; closing again returns the first Close's result.
+func (s *BadgerStore) Close() error {
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.closed = true
+		s.mu.Unlock()
+		s.inflight.Wait() // no call is reading or enqueuing any more
+		close(s.reqs)
+		<-s.committerDone
+		close(s.stopGC)
+		<-s.gcDone
+		if err := s.db.Close(); err != nil {
+			s.closeErr = fmt.Errorf("state: close badger: %w", err)
+		}
+	})
+	return s.closeErr
+}
+
+func (s *BadgerStore) gcLoop(every time.Duration) {
+	defer close(s.gcDone)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stopGC:
+			return
+		case <-t.C:
+		}
+		// Each successful run rewrote one value-log file; go on while
+		// there is garbage, unless Close is waiting.
+		for {
+			err := s.db.RunValueLogGC(0.5)
+			if err != nil {
+				if !errors.Is(err, badger.ErrNoRewrite) {
+					s.log.Warn("state: value log GC", "err", err)
+				}
+				break
+			}
+			select {
+			case <-s.stopGC:
+				return
+			default:
+			}
+		}
+	}
+}
+
+// readRecord returns the record stored under key, expired or not, or nil.
+func readRecord(txn *badger.Txn, key []byte) (*Record, error) {
+	item, err := txn.Get(key)
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("state: read %q: %w", key, err)
+	}
+	var rec *Record
+	err = item.Value(func(v []byte) (err error) {
+		rec, err = decodeRecord(v)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("state: read %q: %w", key, err)
+	}
+	return rec, nil
+}
+
+// readIndex reports whether the index entry ik points at record key rk.
+func readIndex(txn *badger.Txn, ik, rk []byte) (bool, error) {
+	item, err := txn.Get(ik)
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("state: read index %q: %w", ik, err)
+	}
+	var same bool
+	err = item.Value(func(v []byte) error {
+		same = bytes.Equal(v, rk)
+		return nil
+	})
+	return same, err
+}
+
+// badgerLogger routes Badger's logging to slog: errors and warnings as
+// such, everything else at debug level.
+type badgerLogger struct{ l *slog.Logger }
+
+func (b badgerLogger) Errorf(f string, a ...any)   { b.logf(slog.LevelError, f, a) }
+func (b badgerLogger) Warningf(f string, a ...any) { b.logf(slog.LevelWarn, f, a) }
+func (b badgerLogger) Infof(f string, a ...any)    { b.logf(slog.LevelDebug, f, a) }
+func (b badgerLogger) Debugf(f string, a ...any)   { b.logf(slog.LevelDebug, f, a) }
+
+func (b badgerLogger) logf(level slog.Level, f string, a []any) {
+	ctx := context.Background()
+	if !b.l.Enabled(ctx, level) {
+		return
+	}
+	b.l.Log(ctx, level, "badger: "+strings.TrimSpace(fmt.Sprintf(f, a...)))
+}

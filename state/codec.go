@@ -1,0 +1,311 @@
+package state
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Record encoding, shared by every backend that stores bytes.
+//
+// Version 1 layout (all integers are Go varints from encoding/binary;
+// "str" is a uvarint length followed by that many bytes; "time" is a uvarint
+// n where n == 0 means the zero time, otherwise n-1 is the nanosecond part,
+// followed by a varint of Unix seconds):
+//
+//	byte    version (1)
+//	str     Key.Account, str Key.Key, str Key.Segment
+//	[32]    Fingerprint
+//	str     State, str Owner, str Upstream, str Session
+//	uvarint Sequence
+//	str     MessageID
+//	uvarint Status
+//	varint  Attempts
+//	time    Created, time Updated, time Expires
+//	uvarint len(History), then per event:
+//	        time At, str State, uvarint Status, str Session,
+//	        uvarint Sequence, str MessageID, str Note
+//
+// Nothing may follow the last field. A new field means a new version; the
+// decoder keeps reading every older version it knows. Decoded times are in
+// UTC without a monotonic reading.
+const recordVersion1 = 1
+
+// errCorrupt is wrapped by every decoding error.
+var errCorrupt = errors.New("state: corrupt record")
+
+// encodeRecord appends the current binary encoding of r to dst.
+func encodeRecord(dst []byte, r *Record) []byte {
+	dst = append(dst, recordVersion1)
+	dst = appendString(dst, r.Key.Account)
+	dst = appendString(dst, r.Key.Key)
+	dst = appendString(dst, r.Key.Segment)
+	dst = append(dst, r.Fingerprint[:]...)
+	dst = appendString(dst, string(r.State))
+	dst = appendString(dst, r.Owner)
+	dst = appendString(dst, r.Upstream)
+	dst = appendString(dst, r.Session)
+	dst = binary.AppendUvarint(dst, uint64(r.Sequence))
+	dst = appendString(dst, r.MessageID)
+	dst = binary.AppendUvarint(dst, uint64(r.Status))
+	dst = binary.AppendVarint(dst, int64(r.Attempts))
+	dst = appendTime(dst, r.Created)
+	dst = appendTime(dst, r.Updated)
+	dst = appendTime(dst, r.Expires)
+	dst = binary.AppendUvarint(dst, uint64(len(r.History)))
+	for i := range r.History {
+		e := &r.History[i]
+		dst = appendTime(dst, e.At)
+		dst = appendString(dst, string(e.State))
+		dst = binary.AppendUvarint(dst, uint64(e.Status))
+		dst = appendString(dst, e.Session)
+		dst = binary.AppendUvarint(dst, uint64(e.Sequence))
+		dst = appendString(dst, e.MessageID)
+		dst = appendString(dst, e.Note)
+	}
+	return dst
+}
+
+// decodeRecord decodes what encodeRecord wrote. It copies everything it
+// keeps, so b may be reused afterwards.
+func decodeRecord(b []byte) (*Record, error) {
+	if len(b) == 0 {
+		return nil, fmt.Errorf("%w: empty", errCorrupt)
+	}
+	if b[0] != recordVersion1 {
+		return nil, fmt.Errorf("%w: unknown version %d", errCorrupt, b[0])
+	}
+	d := decoder{b: b[1:]}
+	r := &Record{}
+	r.Key.Account = d.str()
+	r.Key.Key = d.str()
+	r.Key.Segment = d.str()
+	d.bytes(r.Fingerprint[:])
+	r.State = SubmitState(d.str())
+	r.Owner = d.str()
+	r.Upstream = d.str()
+	r.Session = d.str()
+	r.Sequence = d.u32()
+	r.MessageID = d.str()
+	r.Status = d.u32()
+	r.Attempts = d.int()
+	r.Created = d.time()
+	r.Updated = d.time()
+	r.Expires = d.time()
+	n := d.uvarint()
+	// Every event takes at least 7 bytes: a cheap bound that keeps a
+	// corrupt count from allocating gigabytes.
+	if d.err == nil && n > uint64(len(d.b)/7) {
+		d.fail("history length %d", n)
+	}
+	if d.err == nil && n > 0 {
+		r.History = make([]Event, n)
+		for i := range r.History {
+			e := &r.History[i]
+			e.At = d.time()
+			e.State = SubmitState(d.str())
+			e.Status = d.u32()
+			e.Session = d.str()
+			e.Sequence = d.u32()
+			e.MessageID = d.str()
+			e.Note = d.str()
+		}
+	}
+	if d.err == nil && len(d.b) != 0 {
+		d.fail("%d trailing bytes", len(d.b))
+	}
+	if d.err != nil {
+		return nil, d.err
+	}
+	return r, nil
+}
+
+func appendString(dst []byte, s string) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(s)))
+	return append(dst, s...)
+}
+
+func appendTime(dst []byte, t time.Time) []byte {
+	if t.IsZero() {
+		return append(dst, 0)
+	}
+	dst = binary.AppendUvarint(dst, uint64(t.Nanosecond())+1)
+	return binary.AppendVarint(dst, t.Unix())
+}
+
+// decoder reads fields from b; the first error sticks and every later
+// read returns a zero value.
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) fail(format string, args ...any) {
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: "+format, append([]any{errCorrupt}, args...)...)
+	}
+}
+
+func (d *decoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail("bad uvarint")
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) varint() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.fail("bad varint")
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) u32() uint32 {
+	v := d.uvarint()
+	if v > 1<<32-1 {
+		d.fail("%d overflows uint32", v)
+		return 0
+	}
+	return uint32(v)
+}
+
+func (d *decoder) int() int {
+	v := d.varint()
+	if int64(int(v)) != v {
+		d.fail("%d overflows int", v)
+		return 0
+	}
+	return int(v)
+}
+
+func (d *decoder) str() string {
+	n := d.uvarint()
+	if d.err != nil {
+		return ""
+	}
+	if n > uint64(len(d.b)) {
+		d.fail("string length %d beyond end", n)
+		return ""
+	}
+	s := string(d.b[:n])
+	d.b = d.b[n:]
+	return s
+}
+
+func (d *decoder) bytes(dst []byte) {
+	if d.err != nil {
+		return
+	}
+	if len(d.b) < len(dst) {
+		d.fail("truncated")
+		return
+	}
+	copy(dst, d.b)
+	d.b = d.b[len(dst):]
+}
+
+func (d *decoder) time() time.Time {
+	ns := d.uvarint()
+	if ns == 0 || d.err != nil {
+		return time.Time{}
+	}
+	sec := d.varint()
+	if ns-1 >= uint64(time.Second) {
+		d.fail("nanoseconds %d out of range", ns-1)
+		return time.Time{}
+	}
+	return time.Unix(sec, int64(ns-1)).UTC()
+}
+
+// Key layout of byte-oriented backends (Badger). Every component is
+// escaped so that it contains no 0x00 byte: 0x00 becomes 0x01 0x01 and
+// 0x01 becomes 0x01 0x02. A 0x00 therefore always separates components and
+// two different tuples never share a key (idempotency keys are client
+// bytes and may contain anything).
+//
+//	r/<account>\x00<key>\x00<segment>      → encoded Record
+//	m/<upstream>\x00<message_id>           → record key (index)
+//	j/<session>\x00<sequence, 4 bytes BE>  → record key (journal index)
+//
+// Index entries carry the TTL of their record. Lookups through an index
+// always load the record and check that it still has those fields, so a
+// stale index entry is never an answer.
+const (
+	prefixRecord  = "r/"
+	prefixMessage = "m/"
+	prefixJournal = "j/"
+)
+
+func appendEscaped(dst []byte, s string) []byte {
+	if !strings.ContainsAny(s, "\x00\x01") {
+		return append(dst, s...)
+	}
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case 0x00:
+			dst = append(dst, 0x01, 0x01)
+		case 0x01:
+			dst = append(dst, 0x01, 0x02)
+		default:
+			dst = append(dst, c)
+		}
+	}
+	return dst
+}
+
+func recordKey(k Key) []byte {
+	b := make([]byte, 0, len(prefixRecord)+len(k.Account)+len(k.Key)+len(k.Segment)+2)
+	b = append(b, prefixRecord...)
+	b = appendEscaped(b, k.Account)
+	b = append(b, 0)
+	b = appendEscaped(b, k.Key)
+	b = append(b, 0)
+	return appendEscaped(b, k.Segment)
+}
+
+func messageKey(upstream, id string) []byte {
+	b := make([]byte, 0, len(prefixMessage)+len(upstream)+len(id)+1)
+	b = append(b, prefixMessage...)
+	b = appendEscaped(b, upstream)
+	b = append(b, 0)
+	return appendEscaped(b, id)
+}
+
+func journalKey(session string, seq uint32) []byte {
+	b := make([]byte, 0, len(prefixJournal)+len(session)+5)
+	b = append(b, prefixJournal...)
+	b = appendEscaped(b, session)
+	b = append(b, 0)
+	return binary.BigEndian.AppendUint32(b, seq)
+}
+
+// indexKeys returns the index keys under which r must be found: the
+// message index once it has a MessageID, the journal index once it has a
+// Session. r may be nil.
+func indexKeys(r *Record) [][]byte {
+	if r == nil {
+		return nil
+	}
+	var ks [][]byte
+	if r.MessageID != "" {
+		ks = append(ks, messageKey(r.Upstream, r.MessageID))
+	}
+	if r.Session != "" {
+		ks = append(ks, journalKey(r.Session, r.Sequence))
+	}
+	return ks
+}

@@ -1,0 +1,138 @@
+package state
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+)
+
+func codecSample() *Record {
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
+	return &Record{
+		Key:         Key{Account: "acme", Key: "k\x00\x01\xff", Segment: "1/2"},
+		Fingerprint: [32]byte{1, 2, 3, 31: 0xff},
+		State:       Unknown,
+		Owner:       "owner",
+		Upstream:    "smsc",
+		Session:     "smsc/1",
+		Sequence:    1<<32 - 1,
+		MessageID:   "abc",
+		Status:      0xC4,
+		Attempts:    -3,
+		Created:     time.Date(1969, 7, 20, 20, 17, 40, 999999999, time.UTC),
+		Updated:     t0,
+		History: []Event{
+			{At: t0, State: Sent, Session: "smsc/1", Sequence: 9, Note: "n"},
+			{State: Unknown, Status: 8, MessageID: "x"},
+		},
+	}
+}
+
+func TestRecordCodecRoundTrip(t *testing.T) {
+	for _, want := range []*Record{codecSample(), {}} {
+		b := encodeRecord(nil, want)
+		got, err := decodeRecord(b)
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Errorf("decodeRecord(encodeRecord(%+v)) = %+v, %v", want, got, err)
+		}
+	}
+}
+
+func TestRecordCodecTimes(t *testing.T) {
+	local := time.Date(2026, 5, 6, 7, 8, 9, 10, time.FixedZone("X", 3600))
+	r := &Record{Created: local, Updated: time.Now()}
+	got, err := decodeRecord(encodeRecord(nil, r))
+	if err != nil || !got.Created.Equal(local) || got.Created.Location() != time.UTC || !got.Updated.Equal(r.Updated) {
+		t.Errorf("decodeRecord(encodeRecord(%v, %v)) = %v, %v, %v; want the same instants in UTC",
+			r.Created, r.Updated, got.Created, got.Updated, err)
+	}
+}
+
+func TestRecordCodecRejectsDamage(t *testing.T) {
+	b := encodeRecord(nil, codecSample())
+	for n := range len(b) {
+		if r, err := decodeRecord(b[:n]); !errors.Is(err, errCorrupt) {
+			t.Errorf("decodeRecord(first %d of %d bytes) = %+v, %v; want errCorrupt", n, len(b), r, err)
+		}
+	}
+	if r, err := decodeRecord(append(b, 0)); !errors.Is(err, errCorrupt) {
+		t.Errorf("decodeRecord(trailing byte) = %+v, %v; want errCorrupt", r, err)
+	}
+	v2 := append([]byte{2}, b[1:]...)
+	if r, err := decodeRecord(v2); !errors.Is(err, errCorrupt) {
+		t.Errorf("decodeRecord(version 2) = %+v, %v; want errCorrupt", r, err)
+	}
+}
+
+func FuzzDecodeRecord(f *testing.F) {
+	f.Add(encodeRecord(nil, codecSample()))
+	f.Add(encodeRecord(nil, &Record{}))
+	f.Add([]byte{1})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := decodeRecord(b)
+		if err != nil {
+			return
+		}
+		again := encodeRecord(nil, r)
+		r2, err := decodeRecord(again)
+		if err != nil || !reflect.DeepEqual(r, r2) {
+			t.Fatalf("re-decoding %x = %+v, %v; want %+v", again, r2, err, r)
+		}
+		if !bytes.Equal(encodeRecord(nil, r2), again) {
+			t.Fatalf("encoding is not stable for %+v", r)
+		}
+	})
+}
+
+func TestKeyEscaping(t *testing.T) {
+	tests := []struct {
+		k    Key
+		want string
+	}{
+		{Key{"a", "b", ""}, "r/a\x00b\x00"},
+		{Key{"a", "b\x00c", "1/2"}, "r/a\x00b\x01\x01c\x001/2"},
+		{Key{"a\x01", "", ""}, "r/a\x01\x02\x00\x00"},
+	}
+	for _, tc := range tests {
+		if got := string(recordKey(tc.k)); got != tc.want {
+			t.Errorf("recordKey(%q) = %q, want %q", tc.k, got, tc.want)
+		}
+	}
+	if got, want := string(journalKey("s\x00", 0x01020304)), "j/s\x01\x01\x00\x01\x02\x03\x04"; got != want {
+		t.Errorf("journalKey = %q, want %q", got, want)
+	}
+	if got, want := string(messageKey("u", "m")), "m/u\x00m"; got != want {
+		t.Errorf("messageKey = %q, want %q", got, want)
+	}
+}
+
+// The binary codec against encoding/json on a typical record: the
+// committer decodes and encodes on its single goroutine.
+func BenchmarkRecordCodec(b *testing.B) {
+	r := codecSample()
+	r.History = r.History[:1]
+	bin := encodeRecord(nil, r)
+	js, _ := json.Marshal(r)
+	b.Logf("sizes: binary %d bytes, json %d bytes", len(bin), len(js))
+	b.Run("binary", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := decodeRecord(encodeRecord(nil, r)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("json", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			v, _ := json.Marshal(r)
+			var got Record
+			if err := json.Unmarshal(v, &got); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

@@ -1,0 +1,129 @@
+package state
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// A batch bigger than one Badger transaction is split; every request still
+// gets its true outcome, and a request sees the writes of earlier requests
+// committed in an earlier part of the batch.
+func TestBadgerSplitsTooBigBatch(t *testing.T) {
+	s, err := OpenBadger(BadgerOptions{
+		Path:       t.TempDir(),
+		MaxBatch:   512,
+		GCInterval: -1,
+		tune: func(o badger.Options) badger.Options {
+			// ~150 KiB per transaction.
+			return o.WithMemTableSize(1 << 20).WithValueThreshold(64 << 10)
+		},
+	})
+	if err != nil {
+		t.Fatalf("OpenBadger = %v", err)
+	}
+	defer s.Close()
+
+	now := time.Now()
+	note := strings.Repeat("n", 1024)
+	rec := func(i int, owner string) *Record {
+		return &Record{
+			Key: Key{Account: "acme", Key: fmt.Sprintf("k%d", i)}, State: Sent, Owner: owner,
+			Upstream: "smsc", Session: "smsc/1", Sequence: uint32(i), MessageID: fmt.Sprintf("m%d", i),
+			Created: now, Updated: now, Expires: now.Add(time.Hour),
+			History: []Event{{At: now, State: Sent, Note: note}},
+		}
+	}
+	const n = 400
+	batch := make([]*request, 0, n+1)
+	for i := range n {
+		batch = append(batch, newCreateRequest(rec(i, "first")))
+	}
+	batch = append(batch, newCreateRequest(rec(0, "second"))) // a duplicate of the first one
+	s.runBatch(batch)                                         // the committer is idle: nobody else writes
+
+	for i, r := range batch[:n] {
+		if r.err != nil || !r.created {
+			t.Errorf("request %d = %v, %v; want created", i, r.created, r.err)
+		}
+	}
+	if dup := batch[n]; dup.err != nil || dup.created || dup.res == nil || dup.res.Owner != "first" {
+		t.Errorf("duplicate in a later part = %+v, %v, %v; want the first owner's record", dup.res, dup.created, dup.err)
+	}
+	st := s.Stats()
+	t.Logf("%d requests in %d commits", st.Ops, st.Commits)
+	if st.Commits < 2 || st.Failed != 0 {
+		t.Errorf("Stats() = %+v after a %d-request batch of ~1 KiB records; want ≥ 2 commits", st, n)
+	}
+	ctx := context.Background()
+	for i := range n {
+		if got, err := s.BySession(ctx, "smsc/1", uint32(i)); err != nil || got.Owner != "first" {
+			t.Errorf("BySession(smsc/1, %d) = %+v, %v; want owner first", i, got, err)
+		}
+	}
+}
+
+// Badger's TTL follows the store's clock offset, not the absolute Expires:
+// an injected clock years away from real time must not make Badger drop
+// (or keep forever) a record.
+func TestBadgerTTLFromStoreClock(t *testing.T) {
+	wall := time.Now()
+	for _, now := range []time.Time{wall.AddDate(-5, 0, 0), wall, wall.AddDate(5, 0, 0)} {
+		st := stager{now: now, wall: wall}
+		got := int64(st.expiresAt(now.Add(time.Hour)))
+		want := wall.Add(time.Hour).Unix()
+		if got < want || got > want+2 {
+			t.Errorf("expiresAt(now+1h) with clock %v = %d, want %d..%d", now, got, want, want+2)
+		}
+	}
+	if got := (&stager{now: wall, wall: wall}).expiresAt(time.Time{}); got != 0 {
+		t.Errorf("expiresAt(zero) = %d, want 0 (no TTL)", got)
+	}
+}
+
+// A nearly full disk refuses writes with ErrDiskFull (instead of letting
+// Badger fault on a memory-mapped page); reads go on, and writes resume
+// once space is back.
+func TestBadgerDiskFullGuard(t *testing.T) {
+	var free atomic.Uint64
+	free.Store(1 << 30)
+	s, err := OpenBadger(BadgerOptions{
+		Path:         t.TempDir(),
+		MinFreeBytes: 512 << 20,
+		diskFree:     func(string) (uint64, bool) { return free.Load(), true },
+	})
+	if err != nil {
+		t.Fatalf("OpenBadger = %v", err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	now := time.Now()
+	rec := func(k string) *Record {
+		return &Record{Key: Key{Account: "a", Key: k}, State: Sent, Created: now, Expires: now.Add(time.Hour)}
+	}
+	if _, created, err := s.Create(ctx, rec("before")); err != nil || !created {
+		t.Fatalf("Create(before) = %v, %v; want created", created, err)
+	}
+
+	free.Store(100 << 20)
+	if _, created, err := s.Create(ctx, rec("during")); !errors.Is(err, ErrDiskFull) || created {
+		t.Errorf("Create(during) with 100 MiB free = %v, %v; want ErrDiskFull", created, err)
+	}
+	if _, err := s.Update(ctx, rec("before").Key, func(r *Record) error { r.Owner = "x"; return nil }); !errors.Is(err, ErrDiskFull) {
+		t.Errorf("Update(before) with 100 MiB free = %v; want ErrDiskFull", err)
+	}
+	if got, err := s.Get(ctx, rec("before").Key); err != nil || got.Owner != "" {
+		t.Errorf("Get(before) with 100 MiB free = %+v, %v; want the unchanged record", got, err)
+	}
+
+	free.Store(600 << 20)
+	if _, created, err := s.Create(ctx, rec("during")); err != nil || !created {
+		t.Errorf("Create(during) once space is back = %v, %v; want created", created, err)
+	}
+}

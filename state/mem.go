@@ -1,0 +1,248 @@
+package state
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// MemStore is an in-memory Store for tests: one mutex and three maps.
+// Records are kept in their encoded form, so what comes back has gone
+// through the same encoding as with BadgerStore (times in UTC, no
+// monotonic reading, no shared slices). Nothing survives the process.
+type MemStore struct {
+	now func() time.Time
+
+	mu     sync.Mutex
+	closed bool
+	fail   error          // set by FailWrites
+	recs   map[Key][]byte // encoded records, expired ones included
+	byMsg  map[string]Key // messageKey → record key
+	bySess map[string]Key // journalKey → record key
+}
+
+var _ Store = (*MemStore)(nil)
+
+// NewMem returns an empty MemStore whose notion of "now" (for Expires) is
+// now, or time.Now when now is nil.
+func NewMem(now func() time.Time) *MemStore {
+	if now == nil {
+		now = time.Now
+	}
+	return &MemStore{
+		now:    now,
+		recs:   make(map[Key][]byte),
+		byMsg:  make(map[string]Key),
+		bySess: make(map[string]Key),
+	}
+}
+
+// FailWrites is a fault-injection hook for tests: after FailWrites(err)
+// every Create and Update fails with an error wrapping err and writes
+// nothing, as when a disk is full. FailWrites(nil) restores normal writes.
+func (s *MemStore) FailWrites(err error) {
+	s.mu.Lock()
+	s.fail = err
+	s.mu.Unlock()
+}
+
+// Create implements Store. On created=true, existing is nil.
+func (s *MemStore) Create(ctx context.Context, rec *Record) (*Record, bool, error) {
+	if rec == nil {
+		return nil, false, errNilRecord
+	}
+	if err := ctxErr(ctx); err != nil {
+		return nil, false, err
+	}
+	val := encodeRecord(nil, rec)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.writableLocked(); err != nil {
+		return nil, false, err
+	}
+	old, err := s.getLocked(rec.Key)
+	if err != nil {
+		return nil, false, err
+	}
+	if old != nil && !old.Expired(s.now()) {
+		return old, false, nil
+	}
+	s.putLocked(rec.Key, val, old, rec)
+	return nil, true, nil
+}
+
+// Get implements Store.
+func (s *MemStore) Get(ctx context.Context, k Key) (*Record, error) {
+	if err := ctxErr(ctx); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	return s.liveLocked(k)
+}
+
+// Update implements Store.
+func (s *MemStore) Update(ctx context.Context, k Key, fn func(*Record) error) (*Record, error) {
+	if err := ctxErr(ctx); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.writableLocked(); err != nil {
+		return nil, err
+	}
+	cur, err := s.liveLocked(k)
+	if err != nil {
+		return nil, err
+	}
+	next, err := runUpdate(cur, fn)
+	if err != nil {
+		return cur, err
+	}
+	val := encodeRecord(nil, next)
+	s.putLocked(k, val, cur, next)
+	return decodeRecord(val)
+}
+
+// ByMessageID implements Store.
+func (s *MemStore) ByMessageID(ctx context.Context, upstream, id string) (*Record, error) {
+	return s.byIndex(ctx, s.byMsg, messageKey(upstream, id), func(r *Record) bool {
+		return hasMessage(r, upstream, id)
+	})
+}
+
+// BySession implements Store.
+func (s *MemStore) BySession(ctx context.Context, sess string, seq uint32) (*Record, error) {
+	return s.byIndex(ctx, s.bySess, journalKey(sess, seq), func(r *Record) bool {
+		return hasJournal(r, sess, seq)
+	})
+}
+
+func (s *MemStore) byIndex(ctx context.Context, idx map[string]Key, ik []byte, match func(*Record) bool) (*Record, error) {
+	if err := ctxErr(ctx); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	k, ok := idx[string(ik)]
+	if !ok {
+		return nil, ErrNotFound
+	}
+	r, err := s.liveLocked(k)
+	if err != nil {
+		return nil, err
+	}
+	if !match(r) {
+		return nil, ErrNotFound
+	}
+	return r, nil
+}
+
+// Scan implements Store. It decodes a snapshot under the lock and calls fn
+// without it.
+func (s *MemStore) Scan(ctx context.Context, fn func(*Record) bool) error {
+	if err := ctxErr(ctx); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return ErrClosed
+	}
+	now := s.now()
+	live := make([]*Record, 0, len(s.recs))
+	for _, v := range s.recs {
+		r, err := decodeRecord(v)
+		if err != nil {
+			s.mu.Unlock()
+			return err
+		}
+		if !r.Expired(now) {
+			live = append(live, r)
+		}
+	}
+	s.mu.Unlock()
+	for i, r := range live {
+		if i%256 == 255 {
+			if err := ctxErr(ctx); err != nil {
+				return err
+			}
+		}
+		if !fn(r) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// Close implements Store. Closing twice is harmless.
+func (s *MemStore) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *MemStore) writableLocked() error {
+	if s.closed {
+		return ErrClosed
+	}
+	if s.fail != nil {
+		return writeRefused(s.fail)
+	}
+	return nil
+}
+
+// getLocked returns the stored record under k, expired or not, or nil.
+func (s *MemStore) getLocked(k Key) (*Record, error) {
+	v, ok := s.recs[k]
+	if !ok {
+		return nil, nil
+	}
+	return decodeRecord(v)
+}
+
+// liveLocked returns the live record under k or ErrNotFound.
+func (s *MemStore) liveLocked(k Key) (*Record, error) {
+	r, err := s.getLocked(k)
+	if err != nil {
+		return nil, err
+	}
+	if r == nil || r.Expired(s.now()) {
+		return nil, ErrNotFound
+	}
+	return r, nil
+}
+
+// putLocked stores val (the encoding of next) under k and moves the index
+// entries from old (the previous record under k, or nil) to next. An index
+// entry that another record has taken over since is left alone.
+func (s *MemStore) putLocked(k Key, val []byte, old, next *Record) {
+	s.recs[k] = val
+	if old != nil {
+		if old.MessageID != "" && !hasMessage(next, old.Upstream, old.MessageID) {
+			ik := string(messageKey(old.Upstream, old.MessageID))
+			if s.byMsg[ik] == k {
+				delete(s.byMsg, ik)
+			}
+		}
+		if old.Session != "" && !hasJournal(next, old.Session, old.Sequence) {
+			ik := string(journalKey(old.Session, old.Sequence))
+			if s.bySess[ik] == k {
+				delete(s.bySess, ik)
+			}
+		}
+	}
+	if next.MessageID != "" {
+		s.byMsg[string(messageKey(next.Upstream, next.MessageID))] = k
+	}
+	if next.Session != "" {
+		s.bySess[string(journalKey(next.Session, next.Sequence))] = k
+	}
+}
