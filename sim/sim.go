@@ -73,10 +73,11 @@ type Simulator struct {
 	total atomic.Int64
 	wg    sync.WaitGroup
 
-	mu     sync.Mutex
-	perKey map[string]int
-	perSec map[int64]int
-	closed chan struct{}
+	mu       sync.Mutex
+	perKey   map[string]int
+	accepted map[string]int
+	perSec   map[int64]int
+	closed   chan struct{}
 }
 
 // Start listens on addr ("127.0.0.1:0" for tests) and serves.
@@ -88,7 +89,7 @@ func Start(addr string, cfg Config) (*Simulator, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Simulator{cfg: cfg, ln: ln, perKey: map[string]int{}, perSec: map[int64]int{}, closed: make(chan struct{})}
+	s := &Simulator{cfg: cfg, ln: ln, perKey: map[string]int{}, accepted: map[string]int{}, perSec: map[int64]int{}, closed: make(chan struct{})}
 	s.next.Store(1000)
 	s.srv = &smppserver.Server{
 		SystemID:    "smscsim",
@@ -144,6 +145,24 @@ func (s *Simulator) Count(key string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.perKey[key]
+}
+
+// Accepted is how many submits carrying key were answered with status 0.
+func (s *Simulator) Accepted(key string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.accepted[key]
+}
+
+// TotalAccepted is the number of submits answered with status 0.
+func (s *Simulator) TotalAccepted() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, v := range s.accepted {
+		n += v
+	}
+	return n
 }
 
 // Counts is a copy of the per-key counts.
@@ -254,6 +273,9 @@ func (s *Simulator) serve(ctx context.Context, w smppserver.ResponseWriter, r *s
 	if s.cfg.HexIDs {
 		id = strconv.FormatUint(idn, 16)
 	}
+	s.mu.Lock()
+	s.accepted[key]++
+	s.mu.Unlock()
 	_ = w.WriteFrame(smpp.SubmitResp(smpp.StatusOK, r.Header.Sequence, id))
 	if s.cfg.DLRDelay > 0 && sub.RegisteredDelivery&0x01 != 0 {
 		s.wg.Add(1)

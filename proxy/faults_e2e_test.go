@@ -1,0 +1,196 @@
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/smppproxy/smppproxy/config"
+	"github.com/smppproxy/smppproxy/sim"
+	"github.com/smppproxy/smppproxy/smpp"
+	"github.com/smppproxy/smppproxy/state"
+)
+
+// Issue #3, test 2: temporary upstream errors are retried inside the proxy.
+func TestTemporaryErrorsAreRetriedInternally(t *testing.T) {
+	smsc := startSim(t, sim.Config{Fault: func(c sim.Call) sim.Action {
+		if c.KeyCount <= 2 {
+			return sim.Action{Status: smpp.StatusMsgQFul}
+		}
+		return sim.Action{}
+	}})
+	app := startProxy(t, testConfig(t, smsc.Addr(), t.TempDir()))
+	c := dialESME(t, app.Addr())
+	c.bind(smpp.CmdBindTransceiver, "shop", "secret")
+	r := c.submit(1, keyed("tmp-1", "hello"))
+	if r.Status != 0 || r.ID == "" {
+		t.Fatalf("submit = %+v, want success after the SMSC's two 0x14", r)
+	}
+	if got := smsc.TotalAccepted(); got != 1 {
+		t.Errorf("messages accepted at the SMSC = %d, want 1", got)
+	}
+	if got := smsc.Total(); got != 3 {
+		t.Errorf("submits seen by the SMSC = %d, want 3 (two refused, one accepted)", got)
+	}
+}
+
+func TestThrottledForeverIsBoundedThenRetryable(t *testing.T) {
+	var throttle sync.Mutex
+	throttling := true
+	smsc := startSim(t, sim.Config{Fault: func(c sim.Call) sim.Action {
+		throttle.Lock()
+		defer throttle.Unlock()
+		if throttling {
+			return sim.Action{Status: smpp.StatusThrottled}
+		}
+		return sim.Action{}
+	}})
+	cfg := testConfig(t, smsc.Addr(), t.TempDir())
+	cfg.Upstreams[0].Retry = config.Retry{Attempts: 3, Budget: config.Duration(5 * time.Second)}
+	app := startProxy(t, cfg)
+	c := dialESME(t, app.Addr())
+	c.bind(smpp.CmdBindTransceiver, "shop", "secret")
+	r := c.submit(1, keyed("thr-1", "hello"))
+	if r.Status != smpp.StatusThrottled {
+		t.Fatalf("submit = %v, want 0x58 relayed", r.Status)
+	}
+	if got := smsc.Total(); got != 3 {
+		t.Errorf("attempts at the SMSC = %d, want retry.attempts = 3", got)
+	}
+	rec, err := app.Store().Get(t.Context(), state.Key{Account: "shop", Key: "k:thr-1"})
+	if err != nil || rec.State != state.Retryable {
+		t.Fatalf("record = %+v, %v; want retryable", rec, err)
+	}
+	throttle.Lock()
+	throttling = false
+	throttle.Unlock()
+	if r := c.submit(2, keyed("thr-1", "hello")); r.Status != 0 || r.ID == "" {
+		t.Errorf("later retry = %+v, want forwarded and accepted", r)
+	}
+	if got := smsc.TotalAccepted(); got != 1 {
+		t.Errorf("accepted at the SMSC = %d, want 1", got)
+	}
+}
+
+// Issue #3, test 3: the upstream connection is cut while 20 submits are in
+// flight.
+func TestConnectionCutWithTwentyInFlight(t *testing.T) {
+	for _, policy := range []config.UnknownPolicy{config.UnknownHold, config.UnknownResendAfter} {
+		t.Run(string(policy), func(t *testing.T) {
+			var slow sync.Mutex
+			slowing := true
+			smsc := startSim(t, sim.Config{Fault: func(c sim.Call) sim.Action {
+				slow.Lock()
+				defer slow.Unlock()
+				if slowing {
+					return sim.Action{Delay: 5 * time.Second}
+				}
+				return sim.Action{}
+			}})
+			cfg := testConfig(t, smsc.Addr(), t.TempDir())
+			cfg.Upstreams[0].ResponseTimeout = config.Duration(10 * time.Second)
+			cfg.Accounts[0].Idempotency.OnUnknown = policy
+			cfg.Accounts[0].Idempotency.UnknownTimeout = config.Duration(400 * time.Millisecond)
+			app := startProxy(t, cfg)
+			c := dialESME(t, app.Addr())
+			c.bind(smpp.CmdBindTransceiver, "shop", "secret")
+			var wg sync.WaitGroup
+			first := make([]resp, 20)
+			for i := range 20 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					first[i] = c.submit(uint32(i+1), keyed(fmt.Sprintf("cut-%d", i), fmt.Sprintf("text %d", i)))
+				}()
+			}
+			deadline := time.Now().Add(5 * time.Second)
+			for smsc.Total() < 20 && time.Now().Before(deadline) {
+				time.Sleep(5 * time.Millisecond)
+			}
+			slow.Lock()
+			slowing = false
+			slow.Unlock()
+			smsc.KickAll()
+			wg.Wait()
+			for i, r := range first {
+				if r.Status != smpp.StatusSysErr {
+					t.Errorf("submit %d after the cut = %v, want unknown_status 0x08", i, r.Status)
+				}
+			}
+			if err := app.WaitUpstreams(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			for i := range 20 {
+				if r := c.submit(uint32(100+i), keyed(fmt.Sprintf("cut-%d", i), fmt.Sprintf("text %d", i))); r.Status != smpp.StatusSysErr {
+					t.Errorf("immediate retry %d = %v, want unknown_status", i, r.Status)
+				}
+			}
+			if got := smsc.Total(); got != 20 {
+				t.Fatalf("submits at the SMSC after immediate retries = %d, want 20", got)
+			}
+			time.Sleep(500 * time.Millisecond) // past unknown_timeout
+			for round := range 2 {
+				for i := range 20 {
+					r := c.submit(uint32(200+20*round+i), keyed(fmt.Sprintf("cut-%d", i), fmt.Sprintf("text %d", i)))
+					if policy == config.UnknownHold && r.Status != smpp.StatusSysErr {
+						t.Errorf("hold: retry %d = %v, want unknown_status", i, r.Status)
+					}
+					if policy == config.UnknownResendAfter && r.Status != 0 {
+						t.Errorf("resend_after: retry %d round %d = %v, want accepted", i, round, r.Status)
+					}
+				}
+			}
+			want := int64(20)
+			if policy == config.UnknownResendAfter {
+				want = 40 // each resent once, and only once
+			}
+			if got := smsc.Total(); got != want {
+				t.Errorf("submits at the SMSC = %d, want %d", got, want)
+			}
+		})
+	}
+}
+
+// Issue #3, test 5: fingerprint mode.
+func TestFingerprintModeWindow(t *testing.T) {
+	smsc := startSim(t, sim.Config{})
+	cfg := testConfig(t, smsc.Addr(), t.TempDir())
+	cfg.Accounts[0].Idempotency.Key = config.KeyFingerprint
+	cfg.Accounts[0].Idempotency.FingerprintWindow = config.Duration(700 * time.Millisecond)
+	app := startProxy(t, cfg)
+	c := dialESME(t, app.Addr())
+	c.bind(smpp.CmdBindTransceiver, "shop", "secret")
+	a := c.submit(1, keyed("", "Your code is 4711"))
+	b := c.submit(2, keyed("", "Your code is 4711"))
+	if a.Status != 0 || b.ID != a.ID || smsc.Total() != 1 {
+		t.Fatalf("inside the window: ids %q %q, SMSC got %d; want one SMS", a.ID, b.ID, smsc.Total())
+	}
+	time.Sleep(800 * time.Millisecond)
+	cc := c.submit(3, keyed("", "Your code is 4711"))
+	if cc.Status != 0 || cc.ID == a.ID || smsc.Total() != 2 {
+		t.Errorf("outside the window: id %q (first %q), SMSC got %d; want a second SMS", cc.ID, a.ID, smsc.Total())
+	}
+}
+
+// Issue #3, test 6: the store refusing a write → 0x08, nothing forwarded.
+func TestStoreWriteFailureForwardsNothing(t *testing.T) {
+	smsc := startSim(t, sim.Config{})
+	app := startProxy(t, testConfig(t, smsc.Addr(), t.TempDir()))
+	f, ok := app.Store().(interface{ FailWrites(error) })
+	if !ok {
+		t.Fatal("store has no FailWrites hook")
+	}
+	f.FailWrites(errors.New("disk full"))
+	c := dialESME(t, app.Addr())
+	c.bind(smpp.CmdBindTransceiver, "shop", "secret")
+	for i := range 5 {
+		if r := c.submit(uint32(i+1), keyed(fmt.Sprintf("df-%d", i), "x")); r.Status != smpp.StatusSysErr {
+			t.Errorf("submit with a failing store = %v, want ESME_RSYSERR", r.Status)
+		}
+	}
+	if n := smsc.Total(); n != 0 {
+		t.Errorf("submits at the SMSC = %d, want 0", n)
+	}
+}
