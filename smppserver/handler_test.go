@@ -1,0 +1,188 @@
+package smppserver
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"testing"
+
+	"github.com/smppproxy/smppproxy/smpp"
+)
+
+// unbind is answered with unbind_resp, and the connection is closed right
+// after it is flushed.
+func TestUnbind(t *testing.T) {
+	t.Parallel()
+	rec := newRecorder()
+	srv := newTestServer(nil)
+	srv.OnSession = rec.hook
+	addr := RunLocalServer(t, srv)
+	c := dialESME(t, addr)
+	c.mustBind(smpp.CmdBindTransceiver, "shop")
+	s := sessionOf(t, srv, c)
+	seq := c.send(smpp.CmdUnbind, nil)
+	c.expect("unbind", smpp.CmdUnbind|smpp.RespBit, seq, smpp.StatusOK)
+	c.expectClosed("after unbind_resp")
+	if got := waitClosed(t, s); got != ReasonUnbind {
+		t.Errorf("CloseReason() = %v, want %v", got, ReasonUnbind)
+	}
+}
+
+func TestHandlerFailures(t *testing.T) {
+	t.Parallel()
+	tests := map[string]struct {
+		handler    HandlerFunc
+		cmd        uint32
+		resp       uint32
+		wantPanics uint64
+	}{
+		"submit_sm, handler writes nothing": {
+			handler: func(context.Context, ResponseWriter, *Request) {},
+			cmd:     smpp.CmdSubmitSM, resp: smpp.CmdSubmitSM | smpp.RespBit,
+		},
+		"query_sm, handler writes nothing": {
+			handler: func(context.Context, ResponseWriter, *Request) {},
+			cmd:     smpp.CmdQuerySM, resp: smpp.CmdQuerySM | smpp.RespBit,
+		},
+		"alert_notification, handler writes nothing": {
+			handler: func(context.Context, ResponseWriter, *Request) {},
+			cmd:     smpp.CmdAlertNotif, resp: smpp.CmdGenericNack,
+		},
+		"submit_sm, handler panics": {
+			handler: func(context.Context, ResponseWriter, *Request) { panic("boom") },
+			cmd:     smpp.CmdSubmitSM, resp: smpp.CmdSubmitSM | smpp.RespBit,
+			wantPanics: 1,
+		},
+		"submit_sm, handler panics with a nil error": {
+			handler: func(context.Context, ResponseWriter, *Request) { panic(error(nil)) },
+			cmd:     smpp.CmdSubmitSM, resp: smpp.CmdSubmitSM | smpp.RespBit,
+			wantPanics: 1,
+		},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			srv := newTestServer(HandlerFunc(func(ctx context.Context, w ResponseWriter, r *Request) {
+				if string(r.Frame[smpp.HeaderLen:]) == "\x00ok" {
+					okHandler(ctx, w, r)
+					return
+				}
+				tt.handler(ctx, w, r)
+			}))
+			addr := RunLocalServer(t, srv)
+			c := dialESME(t, addr)
+			c.mustBind(smpp.CmdBindTransceiver, "shop")
+			seq := c.send(tt.cmd, nil)
+			c.expect(name, tt.resp, seq, smpp.StatusSysErr)
+			if got := srv.Panics(); got != tt.wantPanics {
+				t.Errorf("%s: Panics() = %d, want %d", name, got, tt.wantPanics)
+			}
+			if got := srv.Unwritten(); got != 1 {
+				t.Errorf("%s: Unwritten() = %d, want 1", name, got)
+			}
+			// The session and the server keep serving.
+			seq = c.send(smpp.CmdSubmitSM, []byte("\x00ok"))
+			c.expect(name+": next submit on the same session", smpp.CmdSubmitSM|smpp.RespBit, seq, smpp.StatusOK)
+			other := dialESME(t, addr)
+			other.mustBind(smpp.CmdBindTransceiver, "shop")
+		})
+	}
+}
+
+func TestResponseWriterWritesOnce(t *testing.T) {
+	t.Parallel()
+	errs := make(chan [3]error, 1)
+	written := make(chan [2]bool, 1)
+	srv := newTestServer(HandlerFunc(func(_ context.Context, w ResponseWriter, r *Request) {
+		before := w.Written()
+		var e [3]error
+		e[0] = w.WriteStatus(smpp.StatusInvDstAdr)
+		e[1] = w.WriteStatus(smpp.StatusOK)
+		e[2] = w.WriteFrame(smpp.SubmitResp(smpp.StatusOK, r.Header.Sequence, "late"))
+		written <- [2]bool{before, w.Written()}
+		errs <- e
+	}))
+	addr := RunLocalServer(t, srv)
+	c := dialESME(t, addr)
+	c.mustBind(smpp.CmdBindTransceiver, "shop")
+	c.submit("first write wins", smpp.StatusInvDstAdr)
+	e := <-errs
+	if e[0] != nil || !errors.Is(e[1], ErrAlreadyWritten) || !errors.Is(e[2], ErrAlreadyWritten) {
+		t.Errorf("write errors = %v, want [nil %v %v]", e, ErrAlreadyWritten, ErrAlreadyWritten)
+	}
+	if w := <-written; w != [2]bool{false, true} {
+		t.Errorf("Written() before/after = %v, want [false true]", w)
+	}
+	c.expectOpen("after extra writes") // nothing else was sent
+	if got := srv.Unwritten(); got != 0 {
+		t.Errorf("Unwritten() = %d, want 0", got)
+	}
+}
+
+func TestChainOrder(t *testing.T) {
+	var calls []string
+	mw := func(name string) Middleware {
+		return func(next Handler) Handler {
+			return HandlerFunc(func(ctx context.Context, w ResponseWriter, r *Request) {
+				calls = append(calls, name)
+				next.ServeSMPP(ctx, w, r)
+			})
+		}
+	}
+	h := Chain(HandlerFunc(func(context.Context, ResponseWriter, *Request) { calls = append(calls, "handler") }),
+		mw("auth"), mw("ratelimit"), mw("dedup"))
+	h.ServeSMPP(context.Background(), nil, nil)
+	if want := []string{"auth", "ratelimit", "dedup", "handler"}; !reflect.DeepEqual(calls, want) {
+		t.Errorf("Chain call order = %v, want %v", calls, want)
+	}
+}
+
+func TestStatusResponse(t *testing.T) {
+	tests := map[string]struct {
+		id       uint32
+		wantID   uint32
+		wantBody []byte
+	}{
+		"submit_sm":          {smpp.CmdSubmitSM, smpp.CmdSubmitSM | smpp.RespBit, []byte{0}},
+		"data_sm":            {smpp.CmdDataSM, smpp.CmdDataSM | smpp.RespBit, []byte{0}},
+		"deliver_sm":         {smpp.CmdDeliverSM, smpp.CmdDeliverSM | smpp.RespBit, []byte{0}},
+		"bind_transceiver":   {smpp.CmdBindTransceiver, smpp.CmdBindTransceiver | smpp.RespBit, []byte{0}},
+		"query_sm":           {smpp.CmdQuerySM, smpp.CmdQuerySM | smpp.RespBit, []byte{}},
+		"cancel_sm":          {smpp.CmdCancelSM, smpp.CmdCancelSM | smpp.RespBit, []byte{}},
+		"unbind":             {smpp.CmdUnbind, smpp.CmdUnbind | smpp.RespBit, []byte{}},
+		"alert_notification": {smpp.CmdAlertNotif, smpp.CmdGenericNack, []byte{}},
+		"outbind":            {smpp.CmdOutbind, smpp.CmdGenericNack, []byte{}},
+	}
+	for name, tt := range tests {
+		b := StatusResponse(smpp.Header{ID: tt.id, Sequence: 99}, smpp.StatusThrottled)
+		h := smpp.ParseHeader(b)
+		want := smpp.Header{Length: uint32(smpp.HeaderLen + len(tt.wantBody)), ID: tt.wantID, Status: smpp.StatusThrottled, Sequence: 99}
+		if h != want || !reflect.DeepEqual(b[smpp.HeaderLen:], tt.wantBody) {
+			t.Errorf("StatusResponse(%s) = %+v body %x, want %+v body %x", name, h, b[smpp.HeaderLen:], want, tt.wantBody)
+		}
+	}
+}
+
+// A panicking Authenticator refuses the bind like a handler panic fails a
+// request: recovered, counted, and the server keeps serving.
+func TestAuthenticatorPanic(t *testing.T) {
+	t.Parallel()
+	srv := newTestServer(nil)
+	srv.Auth = AuthFunc(func(ctx context.Context, r BindRequest) (*Principal, smpp.Status) {
+		if r.SystemID == "crash" {
+			panic("auth backend exploded")
+		}
+		return testAuth(ctx, r)
+	})
+	addr := RunLocalServer(t, srv)
+	c := dialESME(t, addr)
+	if h, _ := c.bind(smpp.CmdBindTransceiver, "crash", password); h.Status != smpp.StatusBindFail {
+		t.Fatalf("bind with a panicking Authenticator: status = %v, want %v", h.Status.String(), smpp.StatusBindFail.String())
+	}
+	c.expectClosed("after a panicking Authenticator")
+	if got := srv.Panics(); got != 1 {
+		t.Errorf("Panics() = %d, want 1", got)
+	}
+	other := dialESME(t, addr)
+	other.mustBind(smpp.CmdBindTransceiver, "shop")
+}

@@ -1,0 +1,116 @@
+package smppserver
+
+import (
+	"net"
+	"testing"
+	"time"
+
+	"github.com/smppproxy/smppproxy/smpp"
+)
+
+// OnSession reports every bound session once up, once down with the
+// reason it ended.
+func TestOnSession(t *testing.T) {
+	t.Parallel()
+	tests := map[string]struct {
+		end  func(t *testing.T, c *esme, s *Session)
+		want CloseReason
+	}{
+		"unbind": {
+			end: func(t *testing.T, c *esme, _ *Session) {
+				seq := c.send(smpp.CmdUnbind, nil)
+				c.expect("unbind", smpp.CmdUnbind|smpp.RespBit, seq, smpp.StatusOK)
+			},
+			want: ReasonUnbind,
+		},
+		"client closes": {
+			end:  func(_ *testing.T, c *esme, _ *Session) { _ = c.conn.Close() },
+			want: ReasonClientClosed,
+		},
+		"client half-closes": {
+			end:  func(_ *testing.T, c *esme, _ *Session) { _ = c.conn.(*net.TCPConn).CloseWrite() },
+			want: ReasonClientClosed,
+		},
+		"kick": {
+			end:  func(_ *testing.T, _ *esme, s *Session) { s.Kick() },
+			want: ReasonKicked,
+		},
+		"bad command_length": {
+			end: func(_ *testing.T, c *esme, _ *Session) {
+				hdr := make([]byte, smpp.HeaderLen)
+				smpp.PutHeader(hdr, smpp.Header{Length: 9, ID: smpp.CmdSubmitSM, Sequence: 9})
+				c.write(hdr)
+			},
+			want: ReasonProtocolError,
+		},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			rec := newRecorder()
+			srv := newTestServer(nil)
+			srv.OnSession = rec.hook
+			addr := RunLocalServer(t, srv)
+			c := dialESME(t, addr)
+			c.mustBind(smpp.CmdBindReceiver, "shop")
+			s := sessionOf(t, srv, c)
+			up := rec.next(t)
+			if want := (sessionEvent{id: s.ID(), up: true, account: "shop", bind: BindReceiver}); up != want {
+				t.Errorf("%s: OnSession up = %+v, want %+v", name, up, want)
+			}
+			tt.end(t, c, s)
+			down := rec.next(t)
+			if want := (sessionEvent{id: s.ID(), up: false, account: "shop", bind: BindReceiver, reason: tt.want}); down != want {
+				t.Errorf("%s: OnSession down = %+v, want %+v", name, down, want)
+			}
+			if got := s.CloseReason(); got != tt.want {
+				t.Errorf("%s: CloseReason() = %v, want %v", name, got, tt.want)
+			}
+			if srv.Session(s.ID()) != nil {
+				t.Errorf("%s: Server.Session(%s) still returns the closed session", name, s.ID())
+			}
+			rec.none(t, name)
+		})
+	}
+}
+
+// Sessions that never bind are not reported.
+func TestOnSessionIgnoresUnboundSessions(t *testing.T) {
+	t.Parallel()
+	rec := newRecorder()
+	srv := newTestServer(nil)
+	srv.OnSession = rec.hook
+	srv.BindTimeout = 300 * time.Millisecond
+	addr := RunLocalServer(t, srv)
+	timedOut := dialESME(t, addr)
+	timedOut.expectClosed("unbound session")
+	refused := dialESME(t, addr)
+	if h, _ := refused.bind(smpp.CmdBindTransceiver, "shop", "wrong"); h.Status != smpp.StatusBindFail {
+		t.Fatalf("bind with a wrong password: status = %v, want %v", h.Status.String(), smpp.StatusBindFail.String())
+	}
+	refused.expectClosed("refused bind")
+	rec.none(t, "unbound sessions")
+}
+
+// A hook may kick the session it is told about.
+func TestOnSessionHookKicks(t *testing.T) {
+	t.Parallel()
+	rec := newRecorder()
+	srv := newTestServer(nil)
+	srv.OnSession = func(s *Session, up bool) {
+		rec.hook(s, up)
+		if up {
+			s.Kick()
+		}
+	}
+	addr := RunLocalServer(t, srv)
+	c := dialESME(t, addr)
+	c.send(smpp.CmdBindTransceiver, bindBody("shop", password))
+	drainUntilClosed(t, c, "session kicked by its hook")
+	if ev := rec.next(t); !ev.up {
+		t.Errorf("first OnSession = %+v, want up", ev)
+	}
+	if ev := rec.next(t); ev.up || ev.reason != ReasonKicked {
+		t.Errorf("second OnSession = %+v, want down with %v", ev, ReasonKicked)
+	}
+}

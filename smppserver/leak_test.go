@@ -1,0 +1,70 @@
+package smppserver
+
+import (
+	"context"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/smppproxy/smppproxy/smpp"
+)
+
+// After Close, no goroutine of the server is left: not the accept loop,
+// nor any session's reader, writer, handler, bind timer or pending request.
+// Not parallel: it counts the process's goroutines.
+func TestNoGoroutineLeakAfterClose(t *testing.T) {
+	baseline := runtime.NumGoroutine()
+
+	g := newGatedHandler(2) // a handler that waits on its context
+	srv := newTestServer(g)
+	srv.EnquireLink = 50 * time.Millisecond
+	addr := RunLocalServer(t, srv)
+
+	unbound := dialESME(t, addr)
+	unbound.expectOpen("unbound session")
+	busy := dialESME(t, addr)
+	busy.mustBind(smpp.CmdBindTransceiver, "shop")
+	busy.send(smpp.CmdSubmitSM, submitBody("in flight"))
+	g.waitStarted(t, 1)
+	rx := dialESME(t, addr)
+	rx.mustBind(smpp.CmdBindReceiver, "shop")
+	pending := make(chan error, 1)
+	go func() {
+		_, err := sessionOf(t, srv, rx).Request(context.Background(), smpp.CmdDeliverSM, deliverBody("never answered"))
+		pending <- err
+	}()
+	rx.read()
+	for _, c := range []*esme{unbound, busy} {
+		c.expectOpen("before Close")
+	}
+
+	closed := make(chan error, 1)
+	go func() { closed <- srv.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatalf("Close() = %v", err)
+		}
+	case <-timeAfter():
+		g.abort()
+		t.Fatalf("Close did not return with a handler waiting on its context")
+	}
+	<-pending
+	for _, c := range []*esme{unbound, busy, rx} {
+		_ = c.conn.Close()
+	}
+
+	deadline := time.Now().Add(ioTimeout)
+	for {
+		n := runtime.NumGoroutine()
+		if n <= baseline {
+			break
+		}
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			buf = buf[:runtime.Stack(buf, true)]
+			t.Fatalf("goroutines after Close = %d, want at most %d (before the server started)\n%s", n, baseline, buf)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -1,0 +1,380 @@
+package smppserver
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/smppproxy/smppproxy/smpp"
+)
+
+// Errors of this package.
+var (
+	// ErrServerClosed is returned by Serve after Shutdown or Close.
+	ErrServerClosed = errors.New("smppserver: server closed")
+	// ErrAlreadyWritten is returned by a second write to a ResponseWriter.
+	ErrAlreadyWritten = errors.New("smppserver: response already written")
+	// ErrSessionClosed is returned when writing to a closed session.
+	ErrSessionClosed = errors.New("smppserver: session closed")
+)
+
+// BindType is the kind of bind an ESME holds.
+type BindType int
+
+// Bind types.
+const (
+	BindNone BindType = iota
+	BindTransmitter
+	BindReceiver
+	BindTransceiver
+)
+
+func (b BindType) String() string {
+	switch b {
+	case BindTransmitter:
+		return "TX"
+	case BindReceiver:
+		return "RX"
+	case BindTransceiver:
+		return "TRX"
+	}
+	return "unbound"
+}
+
+// CanTransmit reports whether the bind may submit.
+func (b BindType) CanTransmit() bool { return b == BindTransmitter || b == BindTransceiver }
+
+// CanReceive reports whether the bind may receive deliver_sm.
+func (b BindType) CanReceive() bool { return b == BindReceiver || b == BindTransceiver }
+
+// BindRequest is what an ESME presented in its bind.
+type BindRequest struct {
+	SystemID         string
+	Password         string
+	SystemType       string
+	InterfaceVersion byte
+	Type             BindType
+	Remote           net.Addr
+}
+
+// Principal is an authenticated account.
+type Principal struct {
+	Account string
+	// MaxBinds caps the account's concurrent sessions on this server (0 = no cap).
+	MaxBinds int
+	// Window caps outstanding requests per session (0 = Server.Window).
+	Window int
+	// Value carries the caller's account object (for example its config).
+	Value any
+}
+
+// Authenticator checks a bind. A non-zero status refuses the bind with it
+// (normally ESME_RBINDFAIL 0x0D) and the connection is closed.
+type Authenticator interface {
+	Authenticate(ctx context.Context, req BindRequest) (*Principal, smpp.Status)
+}
+
+// AuthFunc adapts a function to Authenticator.
+type AuthFunc func(ctx context.Context, req BindRequest) (*Principal, smpp.Status)
+
+// Authenticate calls f.
+func (f AuthFunc) Authenticate(ctx context.Context, req BindRequest) (*Principal, smpp.Status) {
+	return f(ctx, req)
+}
+
+// Server serves SMPP sessions. Zero values of the timeout fields mean the
+// documented defaults; set them before Serve.
+type Server struct {
+	Handler Handler
+	Auth    Authenticator
+	// SystemID is sent in bind responses (default "smppproxy").
+	SystemID string
+	// BindTimeout closes a connection not bound this long after connect (default 10s).
+	BindTimeout time.Duration
+	// EnquireLink: the server sends enquire_link after this long without
+	// traffic and closes a session from which nothing arrived for three
+	// times as long (default 30s).
+	EnquireLink time.Duration
+	// MaxPDUSize bounds command_length (default 64 KiB).
+	MaxPDUSize int
+	// Window bounds concurrently handled requests per session when the
+	// Principal does not (default 50). Requests beyond it get ESME_RTHROTTLED.
+	Window int
+	// WriteTimeout bounds one flush to the socket (default 10s).
+	WriteTimeout time.Duration
+	Logger       *slog.Logger
+	// OnSession is called when a session is bound (up=true) and when a
+	// bound session ends (up=false, CloseReason set), always in that order
+	// and from the session's reader goroutine. It must not block.
+	OnSession func(s *Session, up bool)
+
+	mu        sync.Mutex
+	listeners map[net.Listener]struct{}
+	sessions  map[*Session]struct{}
+	perAcct   map[string]int
+	closed    bool
+	connWG    sync.WaitGroup
+	nextID    atomic.Uint64
+	panics    atomic.Uint64
+	unwritten atomic.Uint64
+}
+
+func (s *Server) bindTimeout() time.Duration  { return durOr(s.BindTimeout, 10*time.Second) }
+func (s *Server) enquireLink() time.Duration  { return durOr(s.EnquireLink, 30*time.Second) }
+func (s *Server) writeTimeout() time.Duration { return durOr(s.WriteTimeout, 10*time.Second) }
+func (s *Server) maxPDU() int {
+	if s.MaxPDUSize > 0 {
+		return s.MaxPDUSize
+	}
+	return smpp.DefaultMaxPDUSize
+}
+func (s *Server) window() int {
+	if s.Window > 0 {
+		return s.Window
+	}
+	return 50
+}
+func (s *Server) systemID() string {
+	if s.SystemID != "" {
+		return s.SystemID
+	}
+	return "smppproxy"
+}
+func (s *Server) logger() *slog.Logger {
+	if s.Logger != nil {
+		return s.Logger
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+func durOr(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+// ListenAndServe listens on addr and serves.
+func (s *Server) ListenAndServe(addr string) error {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	return s.Serve(l)
+}
+
+// Serve accepts connections on l until Shutdown or Close, and returns
+// ErrServerClosed then. Temporary accept errors are retried with a capped
+// back-off (5ms doubling to 1s).
+func (s *Server) Serve(l net.Listener) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		_ = l.Close()
+		return ErrServerClosed
+	}
+	if s.listeners == nil {
+		s.listeners = make(map[net.Listener]struct{})
+	}
+	s.listeners[l] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.listeners, l)
+		s.mu.Unlock()
+	}()
+	var delay time.Duration
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			if s.isClosed() {
+				return ErrServerClosed
+			}
+			if retryableAccept(err) {
+				delay = min(max(delay*2, 5*time.Millisecond), time.Second)
+				s.logger().Warn("accept error; retrying", "err", err, "delay", delay)
+				time.Sleep(delay)
+				continue
+			}
+			return err
+		}
+		delay = 0
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			_ = c.Close()
+			return ErrServerClosed
+		}
+		s.connWG.Add(1)
+		s.mu.Unlock()
+		sess := newSession(s, c)
+		go func() {
+			defer s.connWG.Done()
+			sess.run()
+		}()
+	}
+}
+
+// retryableAccept reports accept errors worth retrying (timeouts,
+// file-descriptor exhaustion and the like).
+func retryableAccept(err error) bool {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return true
+	}
+	type temporary interface{ Temporary() bool }
+	t, ok := err.(temporary)
+	return ok && t.Temporary()
+}
+
+func (s *Server) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+func (s *Server) closeListenersLocked() {
+	s.closed = true
+	for l := range s.listeners {
+		_ = l.Close()
+	}
+}
+
+// Shutdown stops accepting, closes the sessions that are not bound, and
+// drains the bound ones: each is sent an unbind, new requests on it are
+// refused with ESME_RSYSERR, and once its requests in flight are answered
+// and the ESME's unbind_resp is in (or a second has passed) it is closed
+// after its queue is flushed. Shutdown returns nil when all sessions are
+// gone. If ctx ends first, the remaining sessions are closed as by Close and
+// ctx.Err() is returned.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.closeListenersLocked()
+	sessions := make([]*Session, 0, len(s.sessions))
+	for ss := range s.sessions {
+		sessions = append(sessions, ss)
+	}
+	s.mu.Unlock()
+	for _, ss := range sessions {
+		ss.beginShutdown()
+	}
+	done := make(chan struct{})
+	go func() {
+		s.connWG.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		s.closeAll(ReasonServerShutdown)
+		<-done
+		return ctx.Err()
+	}
+}
+
+// Close stops accepting and closes every connection at once. The context
+// of the requests in flight is cancelled; Close returns when their handlers
+// have returned.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.closeListenersLocked()
+	s.mu.Unlock()
+	s.closeAll(ReasonServerShutdown)
+	s.connWG.Wait()
+	return nil
+}
+
+func (s *Server) closeAll(r CloseReason) {
+	s.mu.Lock()
+	sessions := make([]*Session, 0, len(s.sessions))
+	for ss := range s.sessions {
+		sessions = append(sessions, ss)
+	}
+	s.mu.Unlock()
+	for _, ss := range sessions {
+		ss.close(r)
+	}
+}
+
+// Sessions returns the live sessions (bound or not yet bound).
+func (s *Server) Sessions() []*Session {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*Session, 0, len(s.sessions))
+	for ss := range s.sessions {
+		out = append(out, ss)
+	}
+	return out
+}
+
+// Session returns the live session with id, or nil.
+func (s *Server) Session(id string) *Session {
+	for _, ss := range s.Sessions() {
+		if ss.ID() == id {
+			return ss
+		}
+	}
+	return nil
+}
+
+// Panics returns how many panics in handlers and in the Authenticator were
+// recovered.
+func (s *Server) Panics() uint64 { return s.panics.Load() }
+
+// Unwritten returns how many requests the server answered with
+// ESME_RSYSERR because their handler returned without writing (panics
+// included).
+func (s *Server) Unwritten() uint64 { return s.unwritten.Load() }
+
+func (s *Server) track(ss *Session) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	if s.sessions == nil {
+		s.sessions = make(map[*Session]struct{})
+		s.perAcct = make(map[string]int)
+	}
+	s.sessions[ss] = struct{}{}
+	return true
+}
+
+func (s *Server) untrack(ss *Session) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.sessions, ss)
+}
+
+// admit counts a bind against the account's MaxBinds.
+func (s *Server) admit(p *Principal) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p.MaxBinds > 0 && s.perAcct[p.Account] >= p.MaxBinds {
+		return false
+	}
+	s.perAcct[p.Account]++
+	return true
+}
+
+func (s *Server) release(p *Principal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.perAcct[p.Account]--
+}
+
+// ReceiversOf returns the bound sessions of account that can receive.
+func (s *Server) ReceiversOf(account string) []*Session {
+	var out []*Session
+	for _, ss := range s.Sessions() {
+		if p := ss.Principal(); p != nil && p.Account == account && ss.BindType().CanReceive() && !ss.isClosing() {
+			out = append(out, ss)
+		}
+	}
+	return out
+}

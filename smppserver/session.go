@@ -1,0 +1,593 @@
+package smppserver
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/linxGnu/gosmpp/pdu"
+	"github.com/smppproxy/smppproxy/smpp"
+)
+
+// Session is one ESME connection. A reader goroutine decodes requests and
+// dispatches them (handlers run concurrently up to the window); a writer
+// goroutine alone owns the buffered socket writer, drains its bounded queue,
+// flushes, and sends enquire_link when the link is idle.
+type Session struct {
+	srv         *Server
+	conn        net.Conn
+	id          string
+	connectedAt time.Time
+
+	mu        sync.Mutex
+	bindType  BindType
+	principal *Principal
+	boundAt   time.Time
+	draining  bool
+	// bindExpired is set by the bind timer; a bind completing afterwards
+	// is dropped (the session is closing with ReasonBindTimeout).
+	bindExpired bool
+	closed      bool
+	reason      CloseReason
+
+	out       chan outFrame
+	done      chan struct{}
+	closeOnce sync.Once
+	handlers  sync.WaitGroup
+	sem       chan struct{}
+	ctx       context.Context
+	cancel    context.CancelFunc
+
+	seq       atomic.Uint32
+	pendMu    sync.Mutex
+	pending   map[uint32]chan []byte
+	lastRead  atomic.Int64
+	lastWrite atomic.Int64
+	requests  atomic.Uint64
+	inflight  atomic.Int64
+}
+
+type outFrame struct {
+	b          []byte
+	closeAfter CloseReason // non-zero: close the session once this frame is flushed
+}
+
+func newSession(srv *Server, c net.Conn) *Session {
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Session{
+		srv:         srv,
+		conn:        c,
+		id:          fmt.Sprintf("esme-%d", srv.nextID.Add(1)),
+		connectedAt: time.Now(),
+		out:         make(chan outFrame, 64),
+		done:        make(chan struct{}),
+		pending:     make(map[uint32]chan []byte),
+		ctx:         ctx,
+		cancel:      cancel,
+	}
+	now := time.Now().UnixNano()
+	s.lastRead.Store(now)
+	s.lastWrite.Store(now)
+	return s
+}
+
+// ID is the session's identifier, unique within the server's lifetime.
+func (s *Session) ID() string { return s.id }
+
+// RemoteAddr is the ESME's address.
+func (s *Session) RemoteAddr() net.Addr { return s.conn.RemoteAddr() }
+
+// Principal is the authenticated account, nil before bind.
+func (s *Session) Principal() *Principal {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.principal
+}
+
+// Account is the bound account's name ("" before bind).
+func (s *Session) Account() string {
+	if p := s.Principal(); p != nil {
+		return p.Account
+	}
+	return ""
+}
+
+// BindType is the session's bind.
+func (s *Session) BindType() BindType {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.bindType
+}
+
+// BoundAt is when the bind succeeded.
+func (s *Session) BoundAt() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.boundAt
+}
+
+// InFlight is the number of requests being handled.
+func (s *Session) InFlight() int { return int(s.inflight.Load()) }
+
+// Requests is the number of requests handed to the handler so far.
+func (s *Session) Requests() uint64 { return s.requests.Load() }
+
+// Done is closed when the session has ended.
+func (s *Session) Done() <-chan struct{} { return s.done }
+
+// CloseReason is why the session ended (ReasonNone while it lives).
+func (s *Session) CloseReason() CloseReason {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reason
+}
+
+// Kick closes the session at once.
+func (s *Session) Kick() { s.close(ReasonKicked) }
+
+func (s *Session) isClosing() bool {
+	select {
+	case <-s.done:
+		return true
+	default:
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.draining
+}
+
+func (s *Session) run() {
+	if !s.srv.track(s) {
+		_ = s.conn.Close()
+		return
+	}
+	log := s.srv.logger()
+	log.Debug("esme connected", "session", s.id, "remote", s.conn.RemoteAddr().String())
+	bindTimer := time.AfterFunc(s.srv.bindTimeout(), func() {
+		s.mu.Lock()
+		expired := s.bindType == BindNone
+		if expired {
+			s.bindExpired = true
+		}
+		s.mu.Unlock()
+		if expired {
+			s.close(ReasonBindTimeout)
+		}
+	})
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		s.writeLoop()
+	}()
+	reason := s.readLoop()
+	bindTimer.Stop()
+	s.close(reason)
+	// The reader, which reports the bind, has returned: the down call
+	// cannot overtake the up call.
+	if s.BindType() != BindNone && s.srv.OnSession != nil {
+		s.srv.OnSession(s, false)
+	}
+	<-writerDone
+	s.handlers.Wait()
+	log.Info("esme session closed", "session", s.id, "account", s.Account(), "reason", s.CloseReason().String())
+}
+
+func (s *Session) readLoop() CloseReason {
+	r := bufio.NewReaderSize(s.conn, 16<<10)
+	idle := 3 * s.srv.enquireLink()
+	for {
+		if s.BindType() == BindNone {
+			_ = s.conn.SetReadDeadline(s.connectedAt.Add(s.srv.bindTimeout()))
+		} else {
+			_ = s.conn.SetReadDeadline(time.Now().Add(idle))
+		}
+		frame, err := smpp.ReadFrame(r, s.srv.maxPDU())
+		if err != nil {
+			var le *smpp.LengthError
+			var ne net.Error
+			switch {
+			case errors.As(err, &le):
+				s.srv.logger().Warn("invalid command_length; closing", "session", s.id, "length", le.Header.Length, "sequence", le.Header.Sequence)
+				_ = s.enqueue(outFrame{b: smpp.GenericNack(smpp.StatusInvCmdLen, le.Header.Sequence), closeAfter: ReasonProtocolError})
+				<-s.done
+				return ReasonProtocolError
+			case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+				return ReasonClientClosed
+			case errors.As(err, &ne) && ne.Timeout():
+				if s.BindType() == BindNone {
+					return ReasonBindTimeout
+				}
+				return ReasonIdleTimeout
+			default:
+				return ReasonReadError
+			}
+		}
+		s.lastRead.Store(time.Now().UnixNano())
+		s.dispatch(frame)
+	}
+}
+
+func (s *Session) dispatch(frame []byte) {
+	h := smpp.ParseHeader(frame)
+	if h.IsResponse() {
+		s.pendMu.Lock()
+		ch := s.pending[h.Sequence]
+		delete(s.pending, h.Sequence)
+		s.pendMu.Unlock()
+		if ch != nil {
+			ch <- frame
+		}
+		return
+	}
+	if !smpp.Known(h.ID) {
+		_ = s.enqueue(outFrame{b: smpp.GenericNack(smpp.StatusInvCmdID, h.Sequence)})
+		return
+	}
+	switch h.ID {
+	case smpp.CmdEnquireLink:
+		_ = s.enqueue(outFrame{b: smpp.EncodeSimple(smpp.CmdEnquireLink|smpp.RespBit, smpp.StatusOK, h.Sequence, nil)})
+		return
+	case smpp.CmdBindReceiver, smpp.CmdBindTransmitter, smpp.CmdBindTransceiver:
+		s.handleBind(h, frame)
+		return
+	case smpp.CmdUnbind:
+		if s.BindType() == BindNone {
+			_ = s.enqueue(outFrame{b: StatusResponse(h, smpp.StatusInvBndSts)})
+			return
+		}
+		_ = s.enqueue(outFrame{b: smpp.EncodeSimple(smpp.CmdUnbind|smpp.RespBit, smpp.StatusOK, h.Sequence, nil), closeAfter: ReasonUnbind})
+		return
+	}
+	bt := s.BindType()
+	switch {
+	case bt == BindNone:
+		_ = s.enqueue(outFrame{b: StatusResponse(h, smpp.StatusInvBndSts)})
+		return
+	case (h.ID == smpp.CmdSubmitSM || h.ID == smpp.CmdSubmitMulti || h.ID == smpp.CmdDataSM) && !bt.CanTransmit():
+		_ = s.enqueue(outFrame{b: StatusResponse(h, smpp.StatusInvBndSts)})
+		return
+	}
+	select {
+	case s.sem <- struct{}{}:
+	default:
+		_ = s.enqueue(outFrame{b: StatusResponse(h, smpp.StatusThrottled)})
+		return
+	}
+	s.mu.Lock()
+	if s.draining {
+		s.mu.Unlock()
+		<-s.sem
+		_ = s.enqueue(outFrame{b: StatusResponse(h, smpp.StatusSysErr)})
+		return
+	}
+	s.handlers.Add(1)
+	s.mu.Unlock()
+	s.requests.Add(1)
+	s.inflight.Add(1)
+	go s.serve(h, frame)
+}
+
+func (s *Session) serve(h smpp.Header, frame []byte) {
+	w := &respWriter{s: s, h: h}
+	defer func() {
+		if v := recover(); v != nil {
+			s.srv.panics.Add(1)
+			s.srv.logger().Error("handler panic", "session", s.id, "sequence", h.Sequence, "panic", fmt.Sprint(v))
+		}
+		if !w.Written() {
+			s.srv.unwritten.Add(1)
+			_ = w.WriteStatus(smpp.StatusSysErr)
+		}
+		s.inflight.Add(-1)
+		<-s.sem
+		s.handlers.Done()
+	}()
+	if s.srv.Handler == nil {
+		_ = w.WriteStatus(smpp.StatusInvCmdID)
+		return
+	}
+	s.srv.Handler.ServeSMPP(s.ctx, w, &Request{Header: h, Frame: frame, Session: s})
+}
+
+func bindTypeOf(id uint32) BindType {
+	switch id {
+	case smpp.CmdBindTransmitter:
+		return BindTransmitter
+	case smpp.CmdBindReceiver:
+		return BindReceiver
+	default:
+		return BindTransceiver
+	}
+}
+
+func (s *Session) handleBind(h smpp.Header, frame []byte) {
+	log := s.srv.logger()
+	if s.BindType() != BindNone {
+		_ = s.enqueue(outFrame{b: s.bindResp(h, smpp.StatusAlyBnd, 0)})
+		return
+	}
+	p, err := smpp.Decode(frame)
+	br, ok := p.(*pdu.BindRequest)
+	if err != nil || !ok {
+		log.Warn("malformed bind; closing", "session", s.id, "sequence", h.Sequence)
+		_ = s.enqueue(outFrame{b: s.bindResp(h, smpp.StatusBindFail, 0), closeAfter: ReasonBindFailed})
+		return
+	}
+	req := BindRequest{
+		SystemID:         br.SystemID,
+		Password:         br.Password,
+		SystemType:       br.SystemType,
+		InterfaceVersion: br.InterfaceVersion,
+		Type:             bindTypeOf(h.ID),
+		Remote:           s.conn.RemoteAddr(),
+	}
+	principal, status := s.authenticate(req)
+	if status == smpp.StatusOK && principal == nil {
+		status = smpp.StatusBindFail
+	}
+	if status == smpp.StatusOK && !s.srv.admit(principal) {
+		log.Warn("bind refused: max_binds reached", "session", s.id, "account", principal.Account)
+		status = smpp.StatusBindFail
+	}
+	if status != smpp.StatusOK {
+		log.Warn("bind refused", "session", s.id, "system_id", req.SystemID, "remote", req.Remote.String(), "status", status.String())
+		_ = s.enqueue(outFrame{b: s.bindResp(h, status, 0), closeAfter: ReasonBindFailed})
+		return
+	}
+	win := principal.Window
+	if win <= 0 {
+		win = s.srv.window()
+	}
+	s.mu.Lock()
+	if s.closed || s.bindExpired {
+		// Closed (kicked, shut down, timed out) while authenticating:
+		// close() saw no bind, so the slot is given back here.
+		s.mu.Unlock()
+		s.srv.release(principal)
+		return
+	}
+	s.principal = principal
+	s.bindType = req.Type
+	s.boundAt = time.Now()
+	s.sem = make(chan struct{}, win)
+	s.mu.Unlock()
+	log.Info("esme bound", "session", s.id, "account", principal.Account, "bind", req.Type.String(), "remote", req.Remote.String())
+	if s.srv.OnSession != nil {
+		s.srv.OnSession(s, true)
+	}
+	_ = s.enqueue(outFrame{b: s.bindResp(h, smpp.StatusOK, req.InterfaceVersion)})
+}
+
+// authenticate runs the Authenticator; a panic in it is recovered, counted
+// and refuses the bind.
+func (s *Session) authenticate(req BindRequest) (p *Principal, st smpp.Status) {
+	if s.srv.Auth == nil {
+		return &Principal{Account: req.SystemID}, smpp.StatusOK
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			s.srv.panics.Add(1)
+			s.srv.logger().Error("authenticator panic", "session", s.id, "system_id", req.SystemID, "panic", fmt.Sprint(v))
+			p, st = nil, smpp.StatusBindFail
+		}
+	}()
+	return s.srv.Auth.Authenticate(s.ctx, req)
+}
+
+func (s *Session) bindResp(h smpp.Header, status smpp.Status, version byte) []byte {
+	body := append([]byte(s.srv.systemID()), 0)
+	if status == smpp.StatusOK && version >= 0x34 {
+		// sc_interface_version TLV
+		body = append(body, 0x02, 0x10, 0x00, 0x01, 0x34)
+	}
+	return smpp.EncodeSimple(h.ID|smpp.RespBit, status, h.Sequence, body)
+}
+
+func (s *Session) enqueue(f outFrame) error {
+	select {
+	case <-s.done:
+		return ErrSessionClosed
+	default:
+	}
+	select {
+	case s.out <- f:
+		return nil
+	case <-s.done:
+		return ErrSessionClosed
+	}
+}
+
+func (s *Session) writeLoop() {
+	bw := bufio.NewWriterSize(s.conn, 16<<10)
+	el := s.srv.enquireLink()
+	tick := time.NewTicker(max(el/2, time.Millisecond))
+	defer tick.Stop()
+	write := func(f outFrame) bool {
+		if _, err := bw.Write(f.b); err != nil {
+			s.close(ReasonWriteError)
+			return false
+		}
+		return true
+	}
+	for {
+		var closeAfter CloseReason
+		select {
+		case <-s.done:
+			return
+		case f := <-s.out:
+			if !write(f) {
+				return
+			}
+			closeAfter = f.closeAfter
+		drain:
+			for closeAfter == ReasonNone {
+				select {
+				case f := <-s.out:
+					if !write(f) {
+						return
+					}
+					closeAfter = f.closeAfter
+				default:
+					break drain
+				}
+			}
+		case <-tick.C:
+			if s.BindType() == BindNone {
+				continue
+			}
+			last := max(s.lastRead.Load(), s.lastWrite.Load())
+			if time.Since(time.Unix(0, last)) < el {
+				continue
+			}
+			if !write(outFrame{b: smpp.EncodeSimple(smpp.CmdEnquireLink, smpp.StatusOK, s.nextSeq(), nil)}) {
+				return
+			}
+		}
+		_ = s.conn.SetWriteDeadline(time.Now().Add(s.srv.writeTimeout()))
+		if err := bw.Flush(); err != nil {
+			s.close(ReasonWriteError)
+			return
+		}
+		s.lastWrite.Store(time.Now().UnixNano())
+		if closeAfter != ReasonNone {
+			s.close(closeAfter)
+			return
+		}
+	}
+}
+
+func (s *Session) nextSeq() uint32 {
+	for {
+		v := s.seq.Add(1) & 0x7FFFFFFF
+		if v != 0 {
+			return v
+		}
+	}
+}
+
+// Request sends a request PDU (such as deliver_sm) to the ESME and waits
+// for its response frame. body is the PDU body; the sequence number is the
+// session's own.
+func (s *Session) Request(ctx context.Context, id uint32, body []byte) ([]byte, error) {
+	ch, forget, err := s.send(id, body)
+	if err != nil {
+		return nil, err
+	}
+	defer forget()
+	select {
+	case f := <-ch:
+		return f, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-s.done:
+		return nil, ErrSessionClosed
+	}
+}
+
+// send queues a request PDU with the session's next sequence number and
+// returns the channel its response will arrive on; forget drops the
+// registration.
+func (s *Session) send(id uint32, body []byte) (resp <-chan []byte, forget func(), err error) {
+	seq := s.nextSeq()
+	ch := make(chan []byte, 1)
+	s.pendMu.Lock()
+	s.pending[seq] = ch
+	s.pendMu.Unlock()
+	forget = func() {
+		s.pendMu.Lock()
+		delete(s.pending, seq)
+		s.pendMu.Unlock()
+	}
+	if err := s.enqueue(outFrame{b: smpp.EncodeSimple(id, smpp.StatusOK, seq, body)}); err != nil {
+		forget()
+		return nil, nil, err
+	}
+	return ch, forget, nil
+}
+
+// unbindGrace bounds how long a draining session waits for the ESME's
+// unbind_resp once its requests in flight are answered.
+const unbindGrace = time.Second
+
+// beginShutdown refuses new requests and, for a bound session, starts the
+// drain; an unbound session is closed at once.
+func (s *Session) beginShutdown() {
+	s.mu.Lock()
+	s.draining = true
+	bound := s.bindType != BindNone
+	s.mu.Unlock()
+	if !bound {
+		s.close(ReasonServerShutdown)
+		return
+	}
+	go s.drain()
+}
+
+// drain sends unbind to the ESME, waits for the requests in flight to be
+// answered and for the unbind_resp (at most unbindGrace), then closes once
+// everything queued is flushed. The unbind is queued before anything else
+// so that it always goes out before the close.
+func (s *Session) drain() {
+	resp, forget, err := s.send(smpp.CmdUnbind, nil)
+	s.handlers.Wait()
+	if err != nil {
+		return // already closed
+	}
+	defer forget()
+	t := time.NewTimer(unbindGrace)
+	defer t.Stop()
+	select {
+	case <-resp:
+	case <-t.C:
+	case <-s.done:
+		return
+	}
+	_ = s.enqueue(outFrame{closeAfter: ReasonServerShutdown})
+}
+
+// close ends the session once: it records r, gives back the bind's
+// max_binds slot (before the socket closes, so that a client reconnecting
+// on EOF can bind again), cancels the context of the handlers in flight and
+// closes the connection. OnSession is told later, by run.
+func (s *Session) close(r CloseReason) {
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.closed = true
+		s.reason = r
+		p := s.principal
+		bound := s.bindType != BindNone
+		s.mu.Unlock()
+		if bound {
+			s.srv.release(p)
+		}
+		s.srv.untrack(s)
+		s.cancel()
+		close(s.done)
+		_ = s.conn.Close()
+	})
+}
+
+type respWriter struct {
+	s       *Session
+	h       smpp.Header
+	written atomic.Bool
+}
+
+func (w *respWriter) WriteFrame(b []byte) error {
+	if !w.written.CompareAndSwap(false, true) {
+		return ErrAlreadyWritten
+	}
+	return w.s.enqueue(outFrame{b: b})
+}
+
+func (w *respWriter) WriteStatus(st smpp.Status) error {
+	return w.WriteFrame(StatusResponse(w.h, st))
+}
+
+func (w *respWriter) Written() bool { return w.written.Load() }

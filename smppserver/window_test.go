@@ -1,0 +1,105 @@
+package smppserver
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/smppproxy/smppproxy/smpp"
+)
+
+// gatedHandler answers each submit_sm with status 0 once the gate of its
+// sequence number is closed; it reports on started when it begins.
+// abort releases every handler (without an answer) when a test fails while
+// handlers wait on a context that never ends.
+type gatedHandler struct {
+	gates     map[uint32]chan struct{} // fixed before the first request
+	started   chan uint32
+	stop      chan struct{}
+	abortOnce sync.Once
+}
+
+func newGatedHandler(seqs ...uint32) *gatedHandler {
+	g := &gatedHandler{gates: make(map[uint32]chan struct{}), started: make(chan uint32, 16), stop: make(chan struct{})}
+	for _, s := range seqs {
+		g.gates[s] = make(chan struct{})
+	}
+	return g
+}
+
+func (g *gatedHandler) ServeSMPP(ctx context.Context, w ResponseWriter, r *Request) {
+	g.started <- r.Header.Sequence
+	if gate, ok := g.gates[r.Header.Sequence]; ok {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return
+		case <-g.stop:
+			return
+		}
+	}
+	okHandler(ctx, w, r)
+}
+
+func (g *gatedHandler) abort() { g.abortOnce.Do(func() { close(g.stop) }) }
+
+func (g *gatedHandler) waitStarted(t *testing.T, n int) {
+	t.Helper()
+	for range n {
+		select {
+		case <-g.started:
+		case <-timeAfter():
+			t.Fatalf("handler not started")
+		}
+	}
+}
+
+// With a window of 2, a third outstanding submit is throttled at once;
+// the two in flight are handled concurrently and answered as they finish.
+func TestWindow(t *testing.T) {
+	t.Parallel()
+	g := newGatedHandler(2, 3) // the bind is sequence 1
+	srv := newTestServer(g)
+	addr := RunLocalServer(t, srv)
+	c := dialESME(t, addr)
+	c.mustBind(smpp.CmdBindTransceiver, "narrow") // Principal.Window = 2
+
+	seq1 := c.send(smpp.CmdSubmitSM, submitBody("one"))
+	seq2 := c.send(smpp.CmdSubmitSM, submitBody("two"))
+	g.waitStarted(t, 2) // both run at the same time
+	s := sessionOf(t, srv, c)
+	if got := s.InFlight(); got != 2 {
+		t.Errorf("InFlight() = %d, want 2", got)
+	}
+
+	seq3 := c.send(smpp.CmdSubmitSM, submitBody("three"))
+	c.expect("third submit beyond the window", smpp.CmdSubmitSM|smpp.RespBit, seq3, smpp.StatusThrottled)
+	c.expectOpen("window full") // session management is not windowed
+
+	close(g.gates[seq2])
+	c.expect("second submit, released first", smpp.CmdSubmitSM|smpp.RespBit, seq2, smpp.StatusOK)
+	close(g.gates[seq1])
+	c.expect("first submit, released last", smpp.CmdSubmitSM|smpp.RespBit, seq1, smpp.StatusOK)
+
+	waitFor(t, "InFlight() = 0", func() bool { return s.InFlight() == 0 })
+	c.submit("submit once the window is free", smpp.StatusOK)
+	if got := s.Requests(); got != 3 {
+		t.Errorf("Requests() = %d, want 3 (the throttled one is not handed to the handler)", got)
+	}
+}
+
+// Server.Window applies when the Principal sets none.
+func TestServerWindowDefault(t *testing.T) {
+	t.Parallel()
+	g := newGatedHandler(2) // the bind is sequence 1
+	srv := newTestServer(g)
+	srv.Window = 1
+	addr := RunLocalServer(t, srv)
+	c := dialESME(t, addr)
+	c.mustBind(smpp.CmdBindTransceiver, "shop")
+	seq := c.send(smpp.CmdSubmitSM, submitBody("one"))
+	g.waitStarted(t, 1)
+	c.submit("second submit with Server.Window = 1", smpp.StatusThrottled)
+	close(g.gates[seq])
+	c.expect("first submit", smpp.CmdSubmitSM|smpp.RespBit, seq, smpp.StatusOK)
+}
