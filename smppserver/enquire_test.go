@@ -7,7 +7,7 @@ import (
 	"github.com/smppproxy/smppproxy/smpp"
 )
 
-const enquireLink = 100 * time.Millisecond
+const enquireLink = 250 * time.Millisecond
 
 // The server sends enquire_link after EnquireLink without traffic, and a
 // session that answers it stays up past 3 × EnquireLink.

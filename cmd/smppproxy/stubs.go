@@ -1,6 +1,0 @@
-package main
-
-import "github.com/urfave/cli/v2"
-
-func demoCommand() *cli.Command  { return &cli.Command{Name: "demo"} }
-func benchCommand() *cli.Command { return &cli.Command{Name: "bench"} }
