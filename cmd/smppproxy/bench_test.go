@@ -1,0 +1,105 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/smppproxy/smppproxy/sim"
+	"github.com/smppproxy/smppproxy/smpp"
+)
+
+func TestBenchPlan(t *testing.T) {
+	for _, tt := range []struct {
+		count    int
+		d        float64
+		wantDups int
+	}{{100, 0, 0}, {100, 0.1, 10}, {1000, 0.25, 250}, {1, 0.5, 0}} {
+		plan, dups := benchPlan(tt.count, tt.d)
+		if len(plan) != tt.count || dups != tt.wantDups {
+			t.Errorf("benchPlan(%d, %v) = %d submits, %d duplicates; want %d, %d", tt.count, tt.d, len(plan), dups, tt.count, tt.wantDups)
+		}
+		fresh := 0
+		for i, k := range plan {
+			switch {
+			case k == fresh:
+				fresh++
+			case k > fresh:
+				t.Fatalf("benchPlan(%d, %v)[%d] = key %d, before key %d was sent", tt.count, tt.d, i, k, fresh)
+			}
+		}
+		if fresh+dups != tt.count {
+			t.Errorf("benchPlan(%d, %v): %d new keys + %d duplicates != %d", tt.count, tt.d, fresh, dups, tt.count)
+		}
+	}
+}
+
+func TestRunBench(t *testing.T) {
+	s, err := sim.Start("127.0.0.1:0", sim.Config{SystemID: "b", Password: "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	r, err := runBench(ctx, benchOptions{Target: s.Addr(), SystemID: "b", Password: "p", Binds: 2, Window: 5, Count: 300, Duplicates: 0.1, KeyTag: smpp.DefaultIdempotencyTag, KeyPrefix: "t-"})
+	if err != nil {
+		t.Fatalf("runBench: %v", err)
+	}
+	if r.Answered != 300 || r.Errors != 0 || r.Statuses["ESME_ROK"] != 300 {
+		t.Errorf("runBench = %d answered, %d errors, statuses %v; want 300 ESME_ROK", r.Answered, r.Errors, r.Statuses)
+	}
+	if r.DuplicateSubmits != 30 {
+		t.Errorf("DuplicateSubmits = %d, want 30", r.DuplicateSubmits)
+	}
+	if got := s.Total(); got != 300 {
+		t.Errorf("sim.Total() = %d, want 300", got)
+	}
+	if got := len(s.Counts()); got != 270 {
+		t.Errorf("distinct keys at the simulator = %d, want 270", got)
+	}
+	if r.Throughput <= 0 || r.LatencyMS.P50 <= 0 || r.LatencyMS.Max < r.LatencyMS.P99 || r.LatencyMS.P99 < r.LatencyMS.P50 {
+		t.Errorf("throughput %v, latency %+v", r.Throughput, r.LatencyMS)
+	}
+	var out bytes.Buffer
+	if err := printBenchJSON(&out, []benchResult{r}); err != nil {
+		t.Fatal(err)
+	}
+	var back benchResult
+	if err := json.Unmarshal(out.Bytes(), &back); err != nil || back.Answered != 300 {
+		t.Errorf("JSON round trip: %v, %+v", err, back)
+	}
+
+	if _, err := runBench(ctx, benchOptions{Target: s.Addr(), SystemID: "b", Password: "wrong", Binds: 1, Window: 1, Count: 1}); err == nil {
+		t.Error("runBench with a wrong password: no error")
+	}
+}
+
+func TestEmbeddedBench(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	runs, err := runEmbeddedBench(ctx, benchOptions{Binds: 2, Window: 10, Count: 400, Duplicates: 0.1, KeyTag: smpp.DefaultIdempotencyTag, Timeout: 5 * time.Second}, nil)
+	if err != nil {
+		t.Fatalf("runEmbeddedBench: %v", err)
+	}
+	direct, via := runs[0], runs[1]
+	for _, r := range runs {
+		if r.Answered != 400 || r.Errors != 0 || r.Statuses["ESME_ROK"] != 400 {
+			t.Errorf("%s: %d answered, %d errors, statuses %v; want 400 ESME_ROK", r.Label, r.Answered, r.Errors, r.Statuses)
+		}
+	}
+	if *direct.ReachedSMSC != 400 || *via.ReachedSMSC != 360 {
+		t.Errorf("reached the SMSC: direct %d, through the proxy %d; want 400, 360", *direct.ReachedSMSC, *via.ReachedSMSC)
+	}
+	if *via.DuplicatesAtSMSC != 0 || *direct.DuplicatesAtSMSC == 0 {
+		t.Errorf("keys at the SMSC twice: direct %d, through the proxy %d; want some, 0", *direct.DuplicatesAtSMSC, *via.DuplicatesAtSMSC)
+	}
+	var out bytes.Buffer
+	printBenchComparison(&out, direct, via)
+	if !strings.Contains(out.String(), "through smppproxy") {
+		t.Errorf("comparison output:\n%s", out.String())
+	}
+}
