@@ -128,6 +128,16 @@ func TestDecisionTable(t *testing.T) {
 			dupText: "other text",
 			want:    Answer{Status: conflictSt, Outcome: OutConflict}, wantFwd: 1, wantRec: state.Unknown,
 		},
+		"conflict beats rejected": {
+			first:   func(int) Result { return Result{Kind: Answered, Status: smpp.StatusInvDstAdr} },
+			dupText: "other text",
+			want:    Answer{Status: conflictSt, Outcome: OutConflict}, wantFwd: 1, wantRec: state.Rejected,
+		},
+		"conflict beats retryable": {
+			first:   func(int) Result { return Result{Kind: NotSent, Status: smpp.StatusSysErr} },
+			dupText: "other text",
+			want:    Answer{Status: conflictSt, Outcome: OutConflict}, wantFwd: 1, wantRec: state.Retryable,
+		},
 		"expired → a new operation": {
 			advance: 73 * time.Hour,
 			want:    Answer{Status: 0, MessageID: "m2", Outcome: OutForwarded}, wantFwd: 2, wantRec: state.Accepted,
@@ -209,6 +219,24 @@ func TestSentByAnotherOwnerTimesOutWithThrottled(t *testing.T) {
 	}
 	if el := time.Since(start); el < 100*time.Millisecond {
 		t.Errorf("answered after %v, want to wait inflight_wait (100ms) first", el)
+	}
+}
+
+func TestConflictWhileSent(t *testing.T) {
+	f := &fakeForwarder{release: make(chan struct{})}
+	e, _, _ := newEngine(t, f)
+	done := make(chan Answer)
+	go func() { done <- e.Submit(ctx, "shop", Policy{}, submit(t, "s1", "original")) }()
+	for f.count() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	got := e.Submit(ctx, "shop", Policy{}, submit(t, "s1", "other content"))
+	if got.Status != smpp.StatusKeyConflict || got.Outcome != OutConflict {
+		t.Errorf("other content while the owner is in flight = {%v %s}, want conflict", got.Status, got.Outcome)
+	}
+	close(f.release)
+	if a := <-done; a.Status != 0 || f.count() != 1 {
+		t.Errorf("owner = %v, forwards %d; want 0 and 1", a.Status, f.count())
 	}
 }
 
