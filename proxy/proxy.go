@@ -48,6 +48,7 @@ type App struct {
 	engine   *dedup.Engine
 	pools    []*smppclient.Pool
 	server   *smppserver.Server
+	instr    *instruments // metrics in the request path (metrics.go)
 	Sessions session.Registry
 
 	mu        sync.Mutex
@@ -98,17 +99,19 @@ func New(opts Options) (*App, error) {
 		upCfg[u.Name] = u
 		a.Sessions.Add(poolSource{p})
 	}
+	a.instr = newInstruments(a.pools, st)
 	routes := map[string][]route.Member{}
 	for _, acc := range cfg.Accounts {
 		for _, name := range acc.Route {
 			u := upCfg[name]
 			routes[acc.SystemID] = append(routes[acc.SystemID], route.Member{
-				Upstream: byName[name], Weight: u.Weight, ForwardKeyTLV: u.ForwardKeyTLV,
+				Upstream: a.instr.upstream(byName[name]), Weight: u.Weight, ForwardKeyTLV: u.ForwardKeyTLV,
 				Attempts: u.Retry.Attempts, Budget: u.Retry.Budget.Std(),
 			})
 		}
 	}
-	a.engine = dedup.New(dedup.Config{Store: st, Forwarder: route.New(route.Config{Routes: routes, Logger: log}), Logger: log, Metrics: dedup.NewMetrics(reg), InstanceID: opts.InstanceID})
+	a.instr.router = route.New(route.Config{Routes: routes, Logger: log})
+	a.engine = dedup.New(dedup.Config{Store: a.instr.engineStore(st), Forwarder: a.instr.router, Logger: log, Metrics: dedup.NewMetrics(reg), InstanceID: opts.InstanceID})
 	n, err := a.engine.Recover(context.Background())
 	if err != nil {
 		_ = st.Close()

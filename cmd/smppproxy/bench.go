@@ -423,6 +423,10 @@ func runEmbeddedBench(ctx context.Context, o benchOptions, log *slog.Logger) ([]
 	up.Name, up.Address, up.SystemID, up.Password = "smsc", s.Addr(), benchSMSCUser, benchSMSCPass
 	up.Binds, up.Window = o.Binds, o.Window
 	up.ResponseTimeout = config.Duration(o.Timeout)
+	// A benchmark measures; it must not shed load because some binds are
+	// still coming up or the machine is busy.
+	up.RouteWait = config.Duration(o.Timeout)
+	acc.Idempotency.InflightWait = config.Duration(o.Timeout)
 	up.ForwardKeyTLV = true // so the simulator counts per key
 	cfg.Accounts, cfg.Upstreams = []config.Account{acc}, []config.Upstream{up}
 	if err := cfg.Validate(); err != nil {

@@ -1,6 +1,7 @@
 // Command smppproxy is an idempotent SMPP proxy: legacy ESMEs bind to it as
 // to an SMSC, and a retried submit_sm never becomes a second SMS. This
-// package is wiring only: flags, configuration, signals.
+// package is wiring only: flags, configuration, signals, and the admin
+// commands, which talk to a running proxy over its admin API.
 package main
 
 import (
@@ -11,7 +12,16 @@ import (
 )
 
 func main() {
-	app := &cli.App{
+	if err := newApp().Run(os.Args); err != nil {
+		fmt.Fprintln(os.Stderr, "smppproxy:", err)
+		os.Exit(1)
+	}
+}
+
+// newApp is the command line (tests run it in process with their own
+// Writer).
+func newApp() *cli.App {
+	return &cli.App{
 		Name:  "smppproxy",
 		Usage: "an SMPP proxy that makes submit_sm idempotent",
 		Commands: []*cli.Command{
@@ -20,10 +30,9 @@ func main() {
 			simCommand(),
 			benchCommand(),
 			configCommand(),
+			sessionsCommand(),
+			keysCommand(),
+			statsCommand(),
 		},
-	}
-	if err := app.Run(os.Args); err != nil {
-		fmt.Fprintln(os.Stderr, "smppproxy:", err)
-		os.Exit(1)
 	}
 }

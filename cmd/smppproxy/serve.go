@@ -2,15 +2,26 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
+	"reflect"
+	"sync/atomic"
 	"syscall"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/urfave/cli/v2"
 
+	"github.com/smppproxy/smppproxy/admin"
 	"github.com/smppproxy/smppproxy/config"
+	"github.com/smppproxy/smppproxy/logx"
 	"github.com/smppproxy/smppproxy/proxy"
 )
 
@@ -20,47 +31,178 @@ func serveCommand() *cli.Command {
 		Usage: "run the proxy",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "config", Aliases: []string{"c"}, Usage: "configuration file (YAML)", Required: true},
+			&cli.DurationFlag{Name: "records-every", Value: time.Minute, Usage: "period of the store scan behind the records-by-state metric"},
 		},
 		Action: func(c *cli.Context) error {
 			cfg, err := config.Load(c.String("config"))
 			if err != nil {
 				return err
 			}
-			log := newLogger(cfg.Log)
-			for _, w := range cfg.Warnings() {
-				log.Warn(w)
-			}
-			app, err := proxy.New(proxy.Options{Config: cfg, Logger: log})
-			if err != nil {
-				return err
-			}
-			if err := app.Start(); err != nil {
-				app.Close()
-				return err
-			}
-			sig := make(chan os.Signal, 1)
-			signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
-			s := <-sig
-			log.Info("shutting down", "signal", s.String(), "timeout", cfg.ShutdownTimeout.Std())
-			ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout.Std())
-			defer cancel()
-			if err := app.Shutdown(ctx); err != nil {
-				return fmt.Errorf("shutdown: %w", err)
-			}
-			log.Info("stopped")
-			return nil
+			return serve(c.String("config"), cfg, c.Duration("records-every"), os.Stderr)
 		},
 	}
 }
 
-func newLogger(l config.Log) *slog.Logger {
+// serve runs the proxy until SIGTERM or SIGINT, then shuts it down
+// gracefully: the admin API reports not ready, the SMPP listeners close, the
+// ESMEs are unbound, submits in flight get their upstream answers (persisted
+// before the ESME is answered), the upstream binds are unbound and the store
+// is closed. A second signal cuts the drain short. SIGHUP re-reads the
+// configuration and reports whether accounts changed, but does not apply
+// them (see the README).
+func serve(path string, cfg *config.Config, recordsEvery time.Duration, logOut io.Writer) error {
+	log := newLogger(cfg.Log, logOut)
+	// From the start: a SIGHUP during start-up must not kill the process
+	// (its default action), and a SIGTERM then shuts down once started.
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	defer signal.Stop(sig)
+	for _, w := range cfg.Warnings() {
+		log.Warn(w)
+	}
+	var token string
+	if cfg.Admin.TokenFile != "" {
+		t, err := admin.ReadToken(cfg.Admin.TokenFile)
+		if err != nil {
+			return err
+		}
+		token = t
+	}
+	adminLn, err := net.Listen("tcp", cfg.Admin.Address)
+	if err != nil {
+		return fmt.Errorf("admin: listen %s: %w", cfg.Admin.Address, err)
+	}
+	defer adminLn.Close()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	app, err := proxy.New(proxy.Options{Config: cfg, Logger: log, Registerer: reg})
+	if err != nil {
+		return err
+	}
+	metrics, err := app.RegisterMetrics(reg, proxy.MetricsOptions{RecordsEvery: recordsEvery})
+	if err != nil {
+		app.Close()
+		return err
+	}
+	var stopping atomic.Bool
+	httpSrv := &http.Server{
+		Handler: admin.NewHandler(admin.Config{
+			Sessions: &app.Sessions, Store: app.Store(), Resolver: app.Engine(), Gatherer: reg,
+			Ready: func() error {
+				if stopping.Load() {
+					return errors.New("shutting down")
+				}
+				return app.Ready()
+			},
+			Token: token, Logger: log.With("component", "admin"),
+		}),
+		ReadHeaderTimeout: 5 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	httpDone := make(chan struct{})
+	go func() {
+		defer close(httpDone)
+		if err := httpSrv.Serve(adminLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("admin server failed", "err", err)
+		}
+	}()
+	if err := app.Start(); err != nil {
+		app.Close()
+		_ = httpSrv.Close()
+		return err
+	}
+	log.Info("admin API listening", "address", adminLn.Addr().String(), "token", token != "")
+	scanCtx, stopScan := context.WithCancel(context.Background())
+	scanDone := make(chan struct{})
+	go func() {
+		defer close(scanDone)
+		metrics.Run(scanCtx)
+	}()
+
+	var s os.Signal
+	for s = range sig {
+		if s != syscall.SIGHUP {
+			break
+		}
+		checkReload(log, path, cfg)
+	}
+
+	timeout := cfg.ShutdownTimeout.Std()
+	log.Info("shutting down", "signal", s.String(), "timeout", timeout)
+	stopping.Store(true)
+	stopScan()
+	<-scanDone
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	go func() {
+		// A second SIGTERM/SIGINT ends the drain at once; SIGHUP is ignored.
+		for s := range sig {
+			if s != syscall.SIGHUP {
+				log.Warn("second signal: closing the remaining sessions now", "signal", s.String())
+				cancel()
+				return
+			}
+		}
+	}()
+	// Last resort: a drain that outlives twice its budget is a bug; every
+	// acknowledged record is already synced, so exiting is safe.
+	watchdog := time.AfterFunc(2*timeout+time.Second, func() {
+		log.Error("shutdown did not finish in twice shutdown_timeout; exiting")
+		os.Exit(1)
+	})
+	defer watchdog.Stop()
+	err = app.Shutdown(ctx)
+	hctx, hcancel := context.WithTimeout(context.Background(), time.Second)
+	defer hcancel()
+	_ = httpSrv.Shutdown(hctx)
+	<-httpDone
+	switch {
+	case err == nil:
+		log.Info("stopped")
+		return nil
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		// The drain ran out of time: the remaining sessions were closed, and
+		// everything acknowledged was persisted before it was acknowledged.
+		log.Warn("stopped; the drain was cut short and the remaining sessions were closed", "err", err)
+		return nil
+	default:
+		return fmt.Errorf("shutdown: %w", err)
+	}
+}
+
+// checkReload answers SIGHUP: the configuration is re-read and validated,
+// and the log says whether accounts changed. Nothing is applied: accounts
+// are bound into sessions, limiters and the request chain when the proxy
+// starts (see the README), so a change needs a restart.
+func checkReload(log *slog.Logger, path string, running *config.Config) {
+	next, err := config.Load(path)
+	if err != nil {
+		log.Error("SIGHUP: configuration invalid; nothing changed", "err", err)
+		return
+	}
+	if reflect.DeepEqual(accountsOf(next), accountsOf(running)) {
+		log.Info("SIGHUP: configuration valid; accounts and upstreams unchanged")
+		return
+	}
+	log.Warn("SIGHUP: configuration valid but accounts or upstreams changed; restart to apply (no hot reload)")
+}
+
+func accountsOf(c *config.Config) any {
+	return []any{c.Accounts, c.Upstreams}
+}
+
+func newLogger(l config.Log, w io.Writer) *slog.Logger {
 	var lvl slog.Level
 	_ = lvl.UnmarshalText([]byte(l.Level))
 	opts := &slog.HandlerOptions{Level: lvl}
+	var h slog.Handler
 	if l.Format == config.LogJSON {
-		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+		h = slog.NewJSONHandler(w, opts)
+	} else {
+		h = slog.NewTextHandler(w, opts)
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+	return slog.New(logx.NewHandler(h, logx.Options{RedactAddresses: l.RedactAddresses}))
 }
 
 func configCommand() *cli.Command {

@@ -1,0 +1,386 @@
+// Package admin is the proxy's operator endpoint over HTTP: Prometheus
+// metrics, liveness and readiness probes, and the JSON API under /api/v1/
+// that the smppproxy CLI uses (sessions, records, operator resolution,
+// stats), plus a Client for that API.
+//
+// Routes:
+//
+//	GET  /healthz                 200 while the process serves HTTP
+//	GET  /readyz                  200 once Config.Ready says so, else 503
+//	GET  /metrics                 Prometheus text format from Config.Gatherer
+//	GET  /api/v1/sessions         SessionList
+//	POST /api/v1/sessions/kick    {"id": ID} → KickResult; 404 for an unknown id
+//	GET  /api/v1/keys             ?account=A&state=S&limit=N → RecordList
+//	GET  /api/v1/keys/show        ?account=A&key=K[&segment=S] → RecordList
+//	POST /api/v1/keys/resolve     ResolveRequest → Record
+//	GET  /api/v1/stats            Stats
+//
+// With Config.Token set, /metrics and /api/v1/ need "Authorization: Bearer
+// TOKEN" (compared in constant time); anything else is answered 401 before
+// the request is looked at. The probes stay open: they reveal nothing and
+// orchestrators call them without credentials.
+package admin
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/smppproxy/smppproxy/dedup"
+	"github.com/smppproxy/smppproxy/session"
+	"github.com/smppproxy/smppproxy/state"
+)
+
+// Sessions lists and kicks live sessions (*session.Registry).
+type Sessions interface {
+	List() []session.Info
+	Kick(id string) error
+}
+
+// Resolver settles unknown records (*dedup.Engine).
+type Resolver interface {
+	Resolve(ctx context.Context, k state.Key, messageID string, notSent bool, who string) (*state.Record, error)
+}
+
+// Defaults of Config's limits.
+const (
+	DefaultListLimit = 100
+	MaxListLimit     = 10_000
+)
+
+// Config configures NewHandler. Sessions, Store and Resolver are required.
+type Config struct {
+	Sessions Sessions
+	Store    state.Store
+	Resolver Resolver
+	// Gatherer serves /metrics and feeds /api/v1/stats (nil = an empty
+	// registry).
+	Gatherer prometheus.Gatherer
+	// Ready decides /readyz (nil = always ready).
+	Ready func() error
+	// Token, when not empty, is the bearer token /metrics and /api/v1/
+	// require.
+	Token string
+	// ScanCap bounds the records a listing visits (0 =
+	// state.DefaultScanCap); a listing that stops there says Truncated.
+	ScanCap int
+	Logger  *slog.Logger
+}
+
+// ReadToken reads a bearer token from a file: its content without
+// surrounding white space, which must not be empty.
+func ReadToken(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("admin: token file: %w", err)
+	}
+	t := strings.TrimSpace(string(b))
+	if t == "" {
+		return "", fmt.Errorf("admin: token file %s is empty", path)
+	}
+	return t, nil
+}
+
+type handler struct {
+	cfg Config
+	log *slog.Logger
+}
+
+// NewHandler returns the admin endpoint.
+func NewHandler(cfg Config) http.Handler {
+	if cfg.Gatherer == nil {
+		cfg.Gatherer = prometheus.NewRegistry()
+	}
+	if cfg.ScanCap <= 0 {
+		cfg.ScanCap = state.DefaultScanCap
+	}
+	h := &handler{cfg: cfg, log: cfg.Logger}
+	if h.log == nil {
+		h.log = slog.New(slog.DiscardHandler)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /readyz", h.readyz)
+	mux.Handle("GET /metrics", h.auth(promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{ErrorLog: slogPrinter{h.log}})))
+	api := http.NewServeMux()
+	api.HandleFunc("GET /api/v1/sessions", h.sessions)
+	api.HandleFunc("POST /api/v1/sessions/kick", h.kick)
+	api.HandleFunc("GET /api/v1/keys", h.listKeys)
+	api.HandleFunc("GET /api/v1/keys/show", h.showKey)
+	api.HandleFunc("POST /api/v1/keys/resolve", h.resolve)
+	api.HandleFunc("GET /api/v1/stats", h.stats)
+	api.HandleFunc("/api/v1/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "no such API endpoint: "+r.Method+" "+r.URL.Path)
+	})
+	mux.Handle("/api/v1/", h.auth(api))
+	return mux
+}
+
+// auth lets a request through only with the bearer token (when one is set).
+func (h *handler) auth(next http.Handler) http.Handler {
+	if h.cfg.Token == "" {
+		return next
+	}
+	want := sha256.Sum256([]byte(h.cfg.Token))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		scheme, got, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+		ok := strings.EqualFold(scheme, "Bearer") // the scheme is case-insensitive (RFC 9110)
+		sum := sha256.Sum256([]byte(got))
+		// Hashing first makes the comparison constant-time in the token's
+		// length too.
+		if !ok || subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
+			h.log.Warn("admin request refused: missing or wrong bearer token", "remote", r.RemoteAddr, "method", r.Method, "path", r.URL.Path)
+			w.Header().Set("WWW-Authenticate", `Bearer realm="smppproxy"`)
+			writeError(w, http.StatusUnauthorized, "missing or wrong bearer token")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (h *handler) readyz(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if h.cfg.Ready != nil {
+		if err := h.cfg.Ready(); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = fmt.Fprintf(w, "not ready: %v\n", err)
+			return
+		}
+	}
+	_, _ = w.Write([]byte("ready\n"))
+}
+
+func (h *handler) sessions(w http.ResponseWriter, _ *http.Request) {
+	list := h.cfg.Sessions.List()
+	if list == nil {
+		list = []session.Info{}
+	}
+	writeJSON(w, http.StatusOK, SessionList{Sessions: list})
+}
+
+func (h *handler) kick(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		ID string `json:"id"`
+	}
+	if !readJSON(w, r, &req) {
+		return
+	}
+	if req.ID == "" {
+		writeError(w, http.StatusBadRequest, "id is required")
+		return
+	}
+	if err := h.cfg.Sessions.Kick(req.ID); err != nil {
+		if errors.Is(err, session.ErrNotFound) {
+			writeError(w, http.StatusNotFound, fmt.Sprintf("no session %q that can be kicked", req.ID))
+			return
+		}
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	h.log.Info("session kicked by operator", "session", req.ID, "remote", r.RemoteAddr)
+	writeJSON(w, http.StatusOK, KickResult{Kicked: req.ID})
+}
+
+func (h *handler) listKeys(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	account, st := q.Get("account"), q.Get("state")
+	if st != "" && !validState(st) {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("state must be one of sent, accepted, rejected, unknown, retryable (got %q)", st))
+		return
+	}
+	limit := DefaultListLimit
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > MaxListLimit {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("limit must be a number from 1 to %d (got %q)", MaxListLimit, v))
+			return
+		}
+		limit = n
+	}
+	out := RecordList{Records: []Record{}}
+	visited := 0
+	err := h.cfg.Store.Scan(r.Context(), func(rec *state.Record) bool {
+		if visited++; visited > h.cfg.ScanCap {
+			out.Truncated = true
+			return false
+		}
+		if (account != "" && rec.Key.Account != account) || (st != "" && string(rec.State) != st) {
+			return true
+		}
+		if len(out.Records) == limit {
+			out.Truncated = true
+			return false
+		}
+		out.Records = append(out.Records, NewRecord(rec))
+		return true
+	})
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func validState(s string) bool {
+	switch state.SubmitState(s) {
+	case state.Sent, state.Accepted, state.Rejected, state.Unknown, state.Retryable:
+		return true
+	}
+	return false
+}
+
+// showKey answers every record of a key: the one segment asked for, or
+// the whole message (segment "" or, for a concatenated message, each part).
+func (h *handler) showKey(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	account, key := q.Get("account"), q.Get("key")
+	if account == "" || key == "" {
+		writeError(w, http.StatusBadRequest, "account and key are required")
+		return
+	}
+	segment, oneSegment := q.Get("segment"), q.Has("segment")
+	out := RecordList{Records: []Record{}}
+	for _, sk := range storedKeys(key) {
+		rec, err := h.cfg.Store.Get(r.Context(), state.Key{Account: account, Key: sk, Segment: segment})
+		switch {
+		case err == nil:
+			out.Records = append(out.Records, NewRecord(rec))
+			writeJSON(w, http.StatusOK, out)
+			return
+		case !errors.Is(err, state.ErrNotFound):
+			writeError(w, http.StatusInternalServerError, err.Error())
+			return
+		}
+	}
+	if !oneSegment {
+		// The parts of a concatenated message: bounded scan.
+		want := map[string]bool{}
+		for _, sk := range storedKeys(key) {
+			want[sk] = true
+		}
+		visited := 0
+		err := h.cfg.Store.Scan(r.Context(), func(rec *state.Record) bool {
+			if visited++; visited > h.cfg.ScanCap {
+				out.Truncated = true
+				return false
+			}
+			if rec.Key.Account == account && want[rec.Key.Key] {
+				out.Records = append(out.Records, NewRecord(rec))
+			}
+			return true
+		})
+		if err != nil {
+			writeError(w, http.StatusInternalServerError, err.Error())
+			return
+		}
+	}
+	if len(out.Records) == 0 {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no record for account %q key %q", account, key))
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (h *handler) resolve(w http.ResponseWriter, r *http.Request) {
+	var req ResolveRequest
+	if !readJSON(w, r, &req) {
+		return
+	}
+	switch {
+	case req.Account == "" || req.Key == "":
+		writeError(w, http.StatusBadRequest, "account and key are required")
+		return
+	case (req.MessageID == "") == !req.NotSent:
+		writeError(w, http.StatusBadRequest, "exactly one of message_id and not_sent is required")
+		return
+	}
+	var k state.Key
+	found := false
+	for _, sk := range storedKeys(req.Key) {
+		k = state.Key{Account: req.Account, Key: sk, Segment: req.Segment}
+		_, err := h.cfg.Store.Get(r.Context(), k)
+		if err == nil {
+			found = true
+			break
+		}
+		if !errors.Is(err, state.ErrNotFound) {
+			writeError(w, http.StatusInternalServerError, err.Error())
+			return
+		}
+	}
+	if !found {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no record for account %q key %q segment %q", req.Account, req.Key, req.Segment))
+		return
+	}
+	by := req.By
+	if by == "" {
+		by = "operator"
+	}
+	who := fmt.Sprintf("%s (admin API from %s)", by, r.RemoteAddr)
+	rec, err := h.cfg.Resolver.Resolve(r.Context(), k, req.MessageID, req.NotSent, who)
+	switch {
+	case err == nil:
+	case errors.Is(err, state.ErrNotFound):
+		writeError(w, http.StatusNotFound, err.Error())
+		return
+	case errors.Is(err, dedup.ErrNotUnknown):
+		writeError(w, http.StatusConflict, err.Error())
+		return
+	default:
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, NewRecord(rec))
+}
+
+func (h *handler) stats(w http.ResponseWriter, _ *http.Request) {
+	s, err := BuildStats(h.cfg.Gatherer)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, s)
+}
+
+const maxBody = 64 << 10
+
+func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		writeError(w, http.StatusBadRequest, "bad request body: "+err.Error())
+		return false
+	}
+	return true
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, code int, msg string) {
+	writeJSON(w, code, Error{Error: msg})
+}
+
+// slogPrinter adapts a slog.Logger to promhttp's ErrorLog.
+type slogPrinter struct{ l *slog.Logger }
+
+func (p slogPrinter) Println(v ...any) { p.l.Error("metrics: " + fmt.Sprint(v...)) }

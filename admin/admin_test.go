@@ -1,0 +1,250 @@
+package admin_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/smppproxy/smppproxy/admin"
+	"github.com/smppproxy/smppproxy/config"
+	"github.com/smppproxy/smppproxy/esme"
+	"github.com/smppproxy/smppproxy/proxy"
+	"github.com/smppproxy/smppproxy/sim"
+	"github.com/smppproxy/smppproxy/smpp"
+	"github.com/smppproxy/smppproxy/state"
+)
+
+// stack is a proxy on a real Badger store with one upstream (a simulator
+// that never answers keys starting with "lost") and its admin endpoint,
+// all on 127.0.0.1.
+type stack struct {
+	app   *proxy.App
+	admin *httptest.Server
+	esme  *esme.Client
+}
+
+func startStack(t *testing.T, token string) *stack {
+	t.Helper()
+	smsc, err := sim.Start("127.0.0.1:0", sim.Config{Fault: func(c sim.Call) sim.Action {
+		return sim.Action{Drop: strings.HasPrefix(c.Key, "lost")}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(smsc.Close)
+	cfg := config.Default()
+	cfg.Listen.Address = "127.0.0.1:0"
+	cfg.Store.Path = t.TempDir()
+	acc := config.AccountDefaults()
+	acc.SystemID, acc.Password, acc.Route = "shop", "secret", []string{"smsc"}
+	cfg.Accounts = []config.Account{acc}
+	up := config.UpstreamDefaults()
+	up.Name, up.Address, up.SystemID, up.Password = "smsc", smsc.Addr(), "proxy", "pw"
+	up.ResponseTimeout = config.Duration(200 * time.Millisecond)
+	up.ForwardKeyTLV = true // the simulator decides by key
+	cfg.Upstreams = []config.Upstream{up}
+
+	reg := prometheus.NewRegistry()
+	app, err := proxy.New(proxy.Options{Config: cfg, Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := app.RegisterMetrics(reg, proxy.MetricsOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := app.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(app.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := app.WaitUpstreams(ctx); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(admin.NewHandler(admin.Config{
+		Sessions: &app.Sessions, Store: app.Store(), Resolver: app.Engine(), Gatherer: reg, Ready: app.Ready, Token: token,
+	}))
+	t.Cleanup(srv.Close)
+	c, err := esme.Dial(ctx, app.Addr(), esme.Options{SystemID: "shop", Password: "secret", Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return &stack{app: app, admin: srv, esme: c}
+}
+
+func (s *stack) submit(t *testing.T, key string) esme.Resp {
+	t.Helper()
+	r, err := s.esme.Submit(t.Context(), esme.Submit{Src: "SHOP", Dst: "447700900123", Key: key, Text: []byte("hello")})
+	if err != nil {
+		t.Fatalf("submit %s: %v", key, err)
+	}
+	return r
+}
+
+// Issue #5, test 6: a wrong or missing token gets 401 and changes nothing.
+func TestWrongOrMissingTokenIs401AndChangesNothing(t *testing.T) {
+	const token = "s3cr3t-admin-token"
+	s := startStack(t, token)
+	if r := s.submit(t, "lost-1"); r.Status != smpp.StatusSysErr {
+		t.Fatalf("submit of a dropped key: status %v, want ESME_RSYSERR (unknown)", r.Status)
+	}
+	id := s.app.Sessions.List()[0].ID // ESME side sorts first
+
+	requests := []struct{ method, path, body string }{
+		{"GET", "/metrics", ""},
+		{"GET", "/api/v1/sessions", ""},
+		{"GET", "/api/v1/stats", ""},
+		{"GET", "/api/v1/keys?state=unknown", ""},
+		{"GET", "/api/v1/keys/show?account=shop&key=lost-1", ""},
+		{"POST", "/api/v1/sessions/kick", `{"id":"` + id + `"}`},
+		{"POST", "/api/v1/keys/resolve", `{"account":"shop","key":"lost-1","message_id":"999"}`},
+		{"GET", "/api/v1/nothing-here", ""},
+	}
+	for _, auth := range []string{"", "Bearer wrong", "Bearer " + token + "x", token, "Basic " + token, "Bearer"} {
+		for _, rq := range requests {
+			req, _ := http.NewRequest(rq.method, s.admin.URL+rq.path, strings.NewReader(rq.body))
+			if auth != "" {
+				req.Header.Set("Authorization", auth)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") == "" {
+				t.Errorf("%s %s with Authorization %q = %d %s, want 401 with WWW-Authenticate", rq.method, rq.path, auth, resp.StatusCode, body)
+			}
+			if strings.Contains(string(body), "smppproxy_") || strings.Contains(string(body), "lost-1") {
+				t.Errorf("%s %s with Authorization %q leaked data: %s", rq.method, rq.path, auth, body)
+			}
+		}
+	}
+	// Nothing changed: the session lives, the record is still unknown.
+	select {
+	case <-s.esme.Done():
+		t.Fatalf("session was closed by an unauthenticated kick: %v", s.esme.Err())
+	default:
+	}
+	if rec, err := s.app.Store().Get(t.Context(), state.Key{Account: "shop", Key: "k:lost-1"}); err != nil || rec.State != state.Unknown {
+		t.Fatalf("record after unauthenticated resolve: %v, %v; want unknown", rec, err)
+	}
+	// The probes need no token; the right token opens everything.
+	for _, p := range []string{"/healthz", "/readyz"} {
+		resp, err := http.Get(s.admin.URL + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("GET %s without token = %d, want 200", p, resp.StatusCode)
+		}
+	}
+	cl := &admin.Client{BaseURL: s.admin.URL, Token: token}
+	if _, err := cl.Sessions(t.Context()); err != nil {
+		t.Fatalf("Sessions with the right token: %v", err)
+	}
+	bad := &admin.Client{BaseURL: s.admin.URL, Token: "nope"}
+	if _, err := bad.Sessions(t.Context()); !errors.Is(err, admin.ErrUnauthorized) {
+		t.Fatalf("Sessions with a wrong token: %v, want ErrUnauthorized", err)
+	}
+}
+
+func TestAPIErrors(t *testing.T) {
+	s := startStack(t, "")
+	cl := &admin.Client{BaseURL: s.admin.URL}
+	s.submit(t, "ok-1")
+	ctx := t.Context()
+	status := func(err error) int {
+		var ae *admin.APIError
+		if errors.As(err, &ae) {
+			return ae.StatusCode
+		}
+		return 0
+	}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want int
+	}{
+		{"kick unknown id", cl.Kick(ctx, "esme-999"), 404},
+		{"kick upstream bind", cl.Kick(ctx, s.app.Sessions.List()[1].ID), 404},
+		{"show unknown key", second(cl.Key(ctx, "shop", "nope", nil)), 404},
+		{"list bad state", second(cl.Keys(ctx, "", "lost", 0)), 400},
+		{"resolve accepted record", second(cl.Resolve(ctx, admin.ResolveRequest{Account: "shop", Key: "ok-1", MessageID: "1"})), 409},
+		{"resolve unknown key", second(cl.Resolve(ctx, admin.ResolveRequest{Account: "shop", Key: "nope", NotSent: true})), 404},
+		{"resolve both", second(cl.Resolve(ctx, admin.ResolveRequest{Account: "shop", Key: "ok-1", MessageID: "1", NotSent: true})), 400},
+		{"resolve neither", second(cl.Resolve(ctx, admin.ResolveRequest{Account: "shop", Key: "ok-1"})), 400},
+	} {
+		if got := status(tc.err); got != tc.want {
+			t.Errorf("%s: %v (HTTP %d), want HTTP %d", tc.name, tc.err, got, tc.want)
+		}
+	}
+	if rec, _ := s.app.Store().Get(ctx, state.Key{Account: "shop", Key: "k:ok-1"}); rec == nil || rec.State != state.Accepted || len(rec.History) != 3 {
+		t.Fatalf("refused calls changed the record: %+v", rec)
+	}
+}
+
+func second[T any](_ T, err error) error { return err }
+
+func TestKeysListShowResolveAndStats(t *testing.T) {
+	s := startStack(t, "")
+	cl := &admin.Client{BaseURL: s.admin.URL}
+	ctx := t.Context()
+	first := s.submit(t, "otp-1")
+	s.submit(t, "otp-1") // replayed
+	s.submit(t, "lost-1")
+
+	l, err := cl.Keys(ctx, "shop", "unknown", 0)
+	if err != nil || len(l.Records) != 1 || l.Records[0].Key != "lost-1" || l.Records[0].Kind != "tlv" {
+		t.Fatalf("Keys(shop, unknown) = %+v, %v; want just lost-1", l, err)
+	}
+	if l, err := cl.Keys(ctx, "", "", 1); err != nil || len(l.Records) != 1 || !l.Truncated {
+		t.Fatalf("Keys(limit 1) = %+v, %v; want 1 record, truncated", l, err)
+	}
+	got, err := cl.Key(ctx, "shop", "otp-1", nil)
+	if err != nil || len(got.Records) != 1 {
+		t.Fatalf("Key(otp-1) = %+v, %v", got, err)
+	}
+	r := got.Records[0]
+	if r.State != "accepted" || r.MessageID != first.MessageID || r.Upstream != "smsc" || len(r.History) != 3 {
+		t.Fatalf("Key(otp-1) = %+v, want accepted %s via smsc with 3 events", r, first.MessageID)
+	}
+	// The stored form of the key finds it too.
+	if got, err := cl.Key(ctx, "shop", "k:otp-1", nil); err != nil || got.Records[0].Key != "otp-1" {
+		t.Fatalf("Key(k:otp-1) = %+v, %v", got, err)
+	}
+
+	res, err := cl.Resolve(ctx, admin.ResolveRequest{Account: "shop", Key: "lost-1", MessageID: "777", By: "tester"})
+	if err != nil || res.State != "accepted" || res.MessageID != "777" {
+		t.Fatalf("Resolve(lost-1) = %+v, %v", res, err)
+	}
+	if last := res.History[len(res.History)-1]; !strings.Contains(last.Note, "tester") || last.MessageID != "777" {
+		t.Errorf("resolution event %+v does not name the operator and the id", last)
+	}
+	if r := s.submit(t, "lost-1"); r.Status != 0 || r.MessageID != "777" {
+		t.Fatalf("retry after resolve: status %v id %q, want 0 and 777", r.Status, r.MessageID)
+	}
+
+	st, err := cl.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]float64{"forwarded": 1, "replayed": 2, "unknown": 1}
+	for o, n := range want {
+		if st.Submits[o] != n {
+			t.Errorf("stats submits[%s] = %v, want %v (all: %v)", o, st.Submits[o], n, st.Submits)
+		}
+	}
+	if st.ESMESessions["shop"] != 1 || st.Upstreams["smsc"] == nil || st.Upstreams["smsc"].Bound != 1 || st.Resolved["accepted"] != 1 {
+		t.Errorf("stats = %+v", st)
+	}
+}

@@ -1,0 +1,202 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/user"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/smppproxy/smppproxy/admin"
+)
+
+func keysCommand() *cli.Command {
+	segmentFlag := func() cli.Flag {
+		return &cli.StringFlag{Name: "segment", Usage: "segment of a concatenated message, `N/TOTAL` (default: every segment for show, the unsegmented record for resolve)"}
+	}
+	return &cli.Command{
+		Name:  "keys",
+		Usage: "records of idempotency keys, their history, operator resolution (admin API)",
+		Subcommands: []*cli.Command{
+			{
+				Name:      "show",
+				Usage:     "show a key's record(s) and history of transitions",
+				ArgsUsage: "ACCOUNT KEY",
+				Flags:     adminFlags(segmentFlag()),
+				Action: func(c *cli.Context) error {
+					args, err := positional(c, 2, "ACCOUNT KEY")
+					if err != nil {
+						return err
+					}
+					cl, err := adminClient(c)
+					if err != nil {
+						return err
+					}
+					var seg *string
+					if c.IsSet("segment") {
+						s := c.String("segment")
+						seg = &s
+					}
+					list, err := cl.Key(c.Context, args[0], args[1], seg)
+					if err != nil {
+						return err
+					}
+					if c.Bool("json") {
+						return printJSON(c.App.Writer, list)
+					}
+					for i, r := range list.Records {
+						if i > 0 {
+							fmt.Fprintln(c.App.Writer)
+						}
+						printRecord(c.App.Writer, r)
+					}
+					return nil
+				},
+			},
+			{
+				Name:  "list",
+				Usage: "list records, filtered by account and state",
+				Flags: adminFlags(
+					&cli.StringFlag{Name: "account", Usage: "only this `ACCOUNT`"},
+					&cli.StringFlag{Name: "state", Usage: "only this `STATE`: sent, accepted, rejected, unknown, retryable"},
+					&cli.IntFlag{Name: "limit", Value: admin.DefaultListLimit, Usage: fmt.Sprintf("at most `N` records (max %d)", admin.MaxListLimit)},
+				),
+				Action: func(c *cli.Context) error {
+					if _, err := positional(c, 0, ""); err != nil {
+						return err
+					}
+					cl, err := adminClient(c)
+					if err != nil {
+						return err
+					}
+					list, err := cl.Keys(c.Context, c.String("account"), c.String("state"), c.Int("limit"))
+					if err != nil {
+						return err
+					}
+					if c.Bool("json") {
+						return printJSON(c.App.Writer, list)
+					}
+					printRecords(c.App.Writer, list)
+					return nil
+				},
+			},
+			{
+				Name:      "resolve",
+				Usage:     "settle an unknown record: --message-id ID (the SMSC has it: accepted) or --not-sent (retryable: the next retry forwards it)",
+				ArgsUsage: "ACCOUNT KEY",
+				Flags: adminFlags(
+					&cli.StringFlag{Name: "message-id", Usage: "the SMSC's message `ID` for it"},
+					&cli.BoolFlag{Name: "not-sent", Usage: "the SMSC never got it"},
+					segmentFlag(),
+					&cli.StringFlag{Name: "by", Usage: "operator `NAME` recorded in the history (default: user@host)"},
+				),
+				Action: func(c *cli.Context) error {
+					args, err := positional(c, 2, "ACCOUNT KEY --message-id ID | --not-sent")
+					if err != nil {
+						return err
+					}
+					if (c.String("message-id") == "") == !c.Bool("not-sent") {
+						return errors.New("keys resolve: give exactly one of --message-id ID and --not-sent")
+					}
+					cl, err := adminClient(c)
+					if err != nil {
+						return err
+					}
+					by := c.String("by")
+					if by == "" {
+						by = operatorName()
+					}
+					r, err := cl.Resolve(c.Context, admin.ResolveRequest{
+						Account: args[0], Key: args[1], Segment: c.String("segment"),
+						MessageID: c.String("message-id"), NotSent: c.Bool("not-sent"), By: by,
+					})
+					if err != nil {
+						return err
+					}
+					if c.Bool("json") {
+						return printJSON(c.App.Writer, r)
+					}
+					printRecord(c.App.Writer, r)
+					return nil
+				},
+			},
+		},
+	}
+}
+
+func operatorName() string {
+	name := "operator"
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		name = u.Username
+	}
+	if h, err := os.Hostname(); err == nil {
+		name += "@" + h
+	}
+	return name
+}
+
+const timeLayout = "2006-01-02 15:04:05.000"
+
+func printRecord(w io.Writer, r admin.Record) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "account\t%s\n", r.Account)
+	fmt.Fprintf(tw, "key\t%s (%s)\n", r.Key, r.Kind)
+	fmt.Fprintf(tw, "segment\t%s\n", dash(r.Segment))
+	fmt.Fprintf(tw, "state\t%s\n", r.State)
+	fmt.Fprintf(tw, "message id\t%s\n", dash(r.MessageID))
+	fmt.Fprintf(tw, "status\t%s\n", statusText(r))
+	fmt.Fprintf(tw, "upstream\t%s\n", dash(r.Upstream))
+	fmt.Fprintf(tw, "journal\tsession %s sequence %d\n", dash(r.Session), r.Sequence)
+	fmt.Fprintf(tw, "attempts\t%d\n", r.Attempts)
+	fmt.Fprintf(tw, "created\t%s\n", r.Created.Local().Format(timeLayout))
+	fmt.Fprintf(tw, "updated\t%s\n", r.Updated.Local().Format(timeLayout))
+	fmt.Fprintf(tw, "expires\t%s\n", r.Expires.Local().Format(timeLayout))
+	fmt.Fprintf(tw, "fingerprint\t%s\n", r.Fingerprint)
+	_ = tw.Flush()
+	if len(r.History) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nHISTORY")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "AT\tSTATE\tSTATUS\tSESSION\tSEQ\tMESSAGE ID\tNOTE")
+	for _, e := range r.History {
+		st := "-"
+		if e.Status != 0 {
+			st = e.StatusName
+		}
+		seq := "-"
+		if e.Sequence != 0 {
+			seq = fmt.Sprint(e.Sequence)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.At.Local().Format(timeLayout), e.State, st, dash(e.Session), seq, dash(e.MessageID), dash(e.Note))
+	}
+	_ = tw.Flush()
+}
+
+func printRecords(w io.Writer, l admin.RecordList) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ACCOUNT\tKEY\tSEGMENT\tSTATE\tMESSAGE ID\tSTATUS\tUPSTREAM\tUPDATED")
+	now := time.Now()
+	for _, r := range l.Records {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s ago\n", r.Account, r.Key, dash(r.Segment), r.State, dash(r.MessageID), statusText(r), dash(r.Upstream), age(r.Updated, now))
+	}
+	_ = tw.Flush()
+	fmt.Fprintf(w, "%d record(s)", len(l.Records))
+	if l.Truncated {
+		fmt.Fprint(w, ", truncated: there may be more (narrow with --account/--state or raise --limit)")
+	}
+	fmt.Fprintln(w)
+}
+
+// statusText is the record's last status: "-" when there is none (status 0
+// of a record that was never accepted).
+func statusText(r admin.Record) string {
+	if r.Status == 0 && r.State != "accepted" {
+		return "-"
+	}
+	return fmt.Sprintf("0x%08X %s", r.Status, r.StatusName)
+}

@@ -1,0 +1,225 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/smppproxy/smppproxy/esme"
+	"github.com/smppproxy/smppproxy/sim"
+	"github.com/smppproxy/smppproxy/state"
+)
+
+// newChild is the test binary run as `smppproxy` (see TestMain).
+func newChild(args ...string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "SMPPPROXY_TEST_MAIN=1")
+	return cmd
+}
+
+// waitExit waits for the child to exit within d and returns its exit code.
+func waitExit(t *testing.T, p *proxyProcess, d time.Duration) int {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- p.cmd.Wait() }()
+	select {
+	case err := <-done:
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return ee.ExitCode()
+		}
+		if err != nil {
+			t.Fatalf("wait: %v", err)
+		}
+		return 0
+	case <-time.After(d):
+		t.Fatalf("the proxy did not exit within %v", d)
+		return -1
+	}
+}
+
+// Issue #5, test 5: SIGTERM in the middle of a windowed load. The process
+// exits 0 within shutdown_timeout, and every submit the ESMEs saw
+// acknowledged is in the store, accepted with the id they were given.
+func TestSIGTERMDuringWindowedLoadLosesNoAck(t *testing.T) {
+	if testing.Short() {
+		t.Skip("subprocess test")
+	}
+	smsc, err := sim.Start("127.0.0.1:0", sim.Config{Fault: func(c sim.Call) sim.Action {
+		return sim.Action{Delay: time.Duration(c.N%4) * 5 * time.Millisecond}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer smsc.Close()
+	const timeout = 5 * time.Second
+	p := startOps(t, smsc.Addr(), opsOptions{shutdownTimeout: timeout, responseTimeout: 2 * time.Second})
+
+	var mu sync.Mutex
+	acked := map[string]string{} // key → message id the ESME saw
+	var wg sync.WaitGroup
+	for w := range 3 {
+		c := dialAs(t, p.listen, "secret", esme.BindTRX)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// A window of 20 submits in flight per session until the
+			// session ends.
+			var inflight sync.WaitGroup
+			for i := 0; ; i++ {
+				key := fmt.Sprintf("w%d-%d", w, i)
+				ch := c.SubmitAsync(context.Background(), esme.Submit{Src: "SHOP", Dst: "447700900123", Key: key, Text: []byte("notice " + key)})
+				inflight.Add(1)
+				go func() {
+					defer inflight.Done()
+					res := <-ch
+					if res.Err == nil && res.Resp.Status == 0 {
+						mu.Lock()
+						acked[key] = res.Resp.MessageID
+						mu.Unlock()
+					}
+				}()
+				select {
+				case <-c.Done():
+					inflight.Wait()
+					return
+				default:
+				}
+			}
+		}()
+	}
+	for {
+		mu.Lock()
+		n := len(acked)
+		mu.Unlock()
+		if n >= 300 {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	start := time.Now()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	code := waitExit(t, p.proxyProcess, timeout+5*time.Second)
+	took := time.Since(start)
+	wg.Wait()
+	logText, _ := os.ReadFile(p.logPath)
+	if code != 0 {
+		t.Fatalf("exit code %d after SIGTERM, want 0; log tail:\n%s", code, tail(string(logText), 20))
+	}
+	if took > timeout {
+		t.Errorf("shutdown took %v, more than shutdown_timeout %v", took, timeout)
+	}
+	if !strings.Contains(string(logText), "stopped") {
+		t.Errorf("no clean stop in the log:\n%s", tail(string(logText), 20))
+	}
+
+	st, err := state.OpenBadger(state.BadgerOptions{Path: filepath.Join(p.dir, "data")})
+	if err != nil {
+		t.Fatalf("open the store after exit: %v", err)
+	}
+	defer st.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	for key, id := range acked {
+		rec, err := st.Get(context.Background(), state.Key{Account: "shop", Key: "k:" + key})
+		if err != nil || rec.State != state.Accepted || rec.MessageID != id {
+			t.Errorf("acknowledged %s (id %s): store has %+v, %v", key, id, rec, err)
+		}
+	}
+	t.Logf("%d submits acknowledged; SIGTERM to exit 0 in %v", len(acked), took.Round(time.Millisecond))
+}
+
+// Issue #5, test 4: a submit whose text is an OTP code, at debug level in
+// JSON: neither the code, nor any password (account, upstream, a wrong one
+// tried in a bind), nor the admin token, nor the full phone number appears
+// in any log line. Decisions are logged with their key.
+func TestLogsNeverCarryTextPasswordsOrNumbers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("subprocess test")
+	}
+	const (
+		otp       = "482915"
+		password  = "Pw9137xq"
+		upstream  = "Up5521zk"
+		wrongPass = "Wr4410qq"
+		token     = "adm-tok-66120"
+		number    = "447700900123"
+	)
+	smsc, err := sim.Start("127.0.0.1:0", sim.Config{SystemID: "proxy", Password: upstream})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer smsc.Close()
+	p := startOps(t, smsc.Addr(), opsOptions{logFormat: "json", logLevel: "debug", password: password, upstreamPass: upstream, token: token})
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if c, err := esme.Dial(ctx, p.listen, esme.Options{SystemID: "shop", Password: wrongPass, Timeout: 5 * time.Second}); err == nil {
+		c.Close()
+		t.Fatal("a bind with a wrong password succeeded")
+	}
+	c := dialAs(t, p.listen, password, esme.BindTRX)
+	for range 2 { // forwarded, then replayed
+		r, err := c.Submit(ctx, esme.Submit{Src: "BANK", Dst: number, Key: "login-7", Text: []byte("Your code is " + otp)})
+		if err != nil || r.Status != 0 {
+			t.Fatalf("submit: %+v, %v", r, err)
+		}
+	}
+	mustCLI(t, "keys", "show", "shop", "login-7", "--admin", p.adminURL, "--token-file", p.tokenFile)
+	// SIGHUP re-reads the configuration without dropping the session.
+	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for b, _ := os.ReadFile(p.logPath); !strings.Contains(string(b), "SIGHUP: configuration valid"); b, _ = os.ReadFile(p.logPath) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no SIGHUP answer in the log:\n%s", tail(string(b), 10))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if r, err := c.Submit(ctx, esme.Submit{Src: "BANK", Dst: number, Key: "login-7", Text: []byte("Your code is " + otp)}); err != nil || r.Status != 0 {
+		t.Fatalf("submit after SIGHUP: %+v, %v", r, err)
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := waitExit(t, p.proxyProcess, 10*time.Second); code != 0 {
+		t.Errorf("exit code %d", code)
+	}
+	raw, err := os.ReadFile(p.logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logText := string(raw)
+	lines := strings.Split(strings.TrimSpace(logText), "\n")
+	for _, secret := range []string{otp, password, upstream, wrongPass, token, number} {
+		for _, l := range lines {
+			if strings.Contains(l, secret) {
+				t.Errorf("log line carries %q: %s", secret, l)
+			}
+		}
+	}
+	for _, want := range []string{`"key":"k:login-7"`, `"outcome":"forwarded"`, "duplicate replayed", "bind refused: wrong password"} {
+		if !strings.Contains(logText, want) {
+			t.Errorf("log lacks %s; %d lines:\n%s", want, len(lines), tail(logText, 30))
+		}
+	}
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

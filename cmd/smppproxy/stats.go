@@ -1,0 +1,154 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/smppproxy/smppproxy/admin"
+)
+
+func statsCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "stats",
+		Usage: "the counters that matter at a glance (admin API)",
+		Flags: adminFlags(),
+		Action: func(c *cli.Context) error {
+			if _, err := positional(c, 0, ""); err != nil {
+				return err
+			}
+			cl, err := adminClient(c)
+			if err != nil {
+				return err
+			}
+			s, err := cl.Stats(c.Context)
+			if err != nil {
+				return err
+			}
+			if c.Bool("json") {
+				return printJSON(c.App.Writer, s)
+			}
+			printStats(c.App.Writer, s, time.Now())
+			return nil
+		},
+	}
+}
+
+// Outcomes in the order of SPEC §9, then any others the engine counts.
+var outcomeOrder = []string{"forwarded", "replayed", "joined", "conflict", "unknown", "rejected", "throttled", "untracked", "retryable", "invalid", "store_error"}
+
+func printStats(w io.Writer, s *admin.Stats, now time.Time) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	total := 0.0
+	for _, v := range s.Submits {
+		total += v
+	}
+	fmt.Fprintf(tw, "SUBMITS\t%s\n", num(total))
+	for _, o := range ordered(s.Submits, outcomeOrder) {
+		fmt.Fprintf(tw, "  %s\t%s\n", o, num(s.Submits[o]))
+	}
+	if len(s.SubmitsByAccount) > 1 {
+		for _, acc := range slices.Sorted(maps.Keys(s.SubmitsByAccount)) {
+			var parts []string
+			for _, o := range ordered(s.SubmitsByAccount[acc], outcomeOrder) {
+				parts = append(parts, o+" "+num(s.SubmitsByAccount[acc][o]))
+			}
+			fmt.Fprintf(tw, "  account %s\t%s\n", acc, strings.Join(parts, ", "))
+		}
+	}
+	if len(s.Resolved) > 0 {
+		fmt.Fprintf(tw, "RESOLVED BY OPERATOR\t%s\n", joinCounts(s.Resolved, nil))
+	}
+
+	esme := 0.0
+	for _, v := range s.ESMESessions {
+		esme += v
+	}
+	fmt.Fprintf(tw, "ESME SESSIONS\t%s", num(esme))
+	if len(s.ESMESessions) > 0 {
+		fmt.Fprintf(tw, " (%s)", joinCounts(s.ESMESessions, nil))
+	}
+	fmt.Fprintln(tw)
+	if len(s.ESMEClosed) > 0 {
+		fmt.Fprintf(tw, "  closed\t%s\n", joinCounts(s.ESMEClosed, nil))
+	}
+
+	fmt.Fprintf(tw, "UPSTREAMS\t%d\n", len(s.Upstreams))
+	for _, name := range slices.Sorted(maps.Keys(s.Upstreams)) {
+		u := s.Upstreams[name]
+		line := fmt.Sprintf("%s bound, %s in flight, %s written", num(u.Bound), num(u.InFlight), num(u.Written))
+		if u.MeanLatencySeconds > 0 {
+			line += fmt.Sprintf(", mean latency %s", time.Duration(u.MeanLatencySeconds*float64(time.Second)).Round(10*time.Microsecond))
+		}
+		fmt.Fprintf(tw, "  %s\t%s\n", name, line)
+		if len(u.Responses) > 0 {
+			fmt.Fprintf(tw, "    responses\t%s\n", joinCounts(u.Responses, []string{"ESME_ROK"}))
+		}
+		if len(u.Failed) > 0 {
+			fmt.Fprintf(tw, "    no answer\t%s\n", joinCounts(u.Failed, nil))
+		}
+	}
+	if s.RouteRetries > 0 {
+		fmt.Fprintf(tw, "  internal retries\t%s\n", num(s.RouteRetries))
+	}
+
+	fmt.Fprintf(tw, "STORE\t%s writes in %s commits", num(s.Store.WriteOps), num(s.Store.Commits))
+	if s.Store.Commits > 0 {
+		fmt.Fprintf(tw, " (%.1f per fsync)", s.Store.WriteOps/s.Store.Commits)
+	}
+	fmt.Fprintf(tw, ", %s failed\n", num(s.Store.Failed))
+	if s.Records != nil {
+		when := ""
+		if s.RecordsScannedAt != nil {
+			when = fmt.Sprintf(" (counted %s ago)", age(*s.RecordsScannedAt, now))
+		}
+		fmt.Fprintf(tw, "  records%s\t%s\n", when, joinCounts(s.Records, []string{"sent", "accepted", "rejected", "unknown", "retryable"}))
+	}
+	if s.Receipts != nil {
+		fmt.Fprintf(tw, "RECEIPTS\t%s\n", joinCounts(s.Receipts, []string{"routed", "queued", "duplicate", "unmatched"}))
+	}
+	if s.ReceiptQueue != nil {
+		fmt.Fprintf(tw, "  queued per account\t%s\n", joinCounts(s.ReceiptQueue, nil))
+	}
+	_ = tw.Flush()
+}
+
+// ordered returns m's keys: those of order first (when present), then the
+// rest sorted.
+func ordered(m map[string]float64, order []string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, k := range order {
+		if _, ok := m[k]; ok {
+			out = append(out, k)
+			seen[k] = true
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if !seen[k] {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+func joinCounts(m map[string]float64, order []string) string {
+	var parts []string
+	for _, k := range ordered(m, order) {
+		parts = append(parts, k+" "+num(m[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func num(v float64) string {
+	if v == float64(int64(v)) {
+		return fmt.Sprint(int64(v))
+	}
+	return fmt.Sprintf("%.2f", v)
+}

@@ -1,0 +1,90 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/smppproxy/smppproxy/esme"
+	"github.com/smppproxy/smppproxy/sim"
+	"github.com/smppproxy/smppproxy/smppserver"
+)
+
+// RegisterMetrics counts closed sessions by reason through OnSession and
+// keeps a hook that was already there; Ready follows the upstream binds.
+func TestRegisterMetricsAndReady(t *testing.T) {
+	smsc := startSim(t, sim.Config{})
+	cfg := testConfig(t, smsc.Addr(), t.TempDir())
+	reg := prometheus.NewRegistry()
+	app, err := New(Options{Config: cfg, Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(app.Close)
+	var ups, downs atomic.Int32
+	app.server.OnSession = func(_ *smppserver.Session, up bool) {
+		if up {
+			ups.Add(1)
+		} else {
+			downs.Add(1)
+		}
+	}
+	if _, err := app.RegisterMetrics(reg, MetricsOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := app.RegisterMetrics(reg, MetricsOptions{}); err == nil {
+		t.Fatal("registering twice on one registry succeeded")
+	}
+	if err := app.Ready(); !errors.Is(err, ErrNotReady) {
+		t.Fatalf("Ready before Start = %v, want ErrNotReady", err)
+	}
+	if err := app.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := app.WaitUpstreams(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := app.Ready(); err != nil {
+		t.Fatalf("Ready with the upstream bound = %v", err)
+	}
+	c, err := esme.Dial(ctx, app.Addr(), esme.Options{SystemID: "shop", Password: "secret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Unbind(ctx); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for downs.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if ups.Load() != 1 || downs.Load() != 1 {
+		t.Fatalf("earlier hook saw %d up, %d down; want 1 and 1", ups.Load(), downs.Load())
+	}
+	n, err := testutil.GatherAndCount(reg, "smppproxy_esme_sessions_closed_total")
+	if err != nil || n == 0 {
+		t.Fatalf("sessions_closed_total: %d series, %v", n, err)
+	}
+	mfs, _ := reg.Gather()
+	for _, mf := range mfs {
+		if mf.GetName() != "smppproxy_esme_sessions_closed_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			want := 0.0
+			if m.GetLabel()[0].GetValue() == "unbind" {
+				want = 1
+			}
+			if got := m.GetCounter().GetValue(); got != want {
+				t.Errorf("sessions_closed_total{reason=%q} = %v, want %v", m.GetLabel()[0].GetValue(), got, want)
+			}
+		}
+	}
+}

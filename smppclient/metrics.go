@@ -1,0 +1,146 @@
+package smppclient
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics exports upstream pools to Prometheus (subsystem "upstream"). It is
+// a prometheus.Collector: the pools' counters and sessions are read from
+// Stats and Sessions at scrape time; request latency and responses by
+// status are observed by the pools returned by Instrument. Register it on
+// an injected Registerer.
+type Metrics struct {
+	pools []*Pool
+
+	latency   *prometheus.HistogramVec
+	responses *prometheus.CounterVec
+
+	sessions, inFlight                                 *prometheus.Desc
+	binds, bindFailures, written, failed, late, closed *prometheus.Desc
+	deliveries, deliverRefused, deliverPanics, enquire *prometheus.Desc
+}
+
+var _ prometheus.Collector = (*Metrics)(nil)
+
+// NewMetrics returns the collector for pools.
+func NewMetrics(pools ...*Pool) *Metrics {
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc("smppproxy_upstream_"+name, help, append([]string{"upstream"}, labels...), nil)
+	}
+	return &Metrics{
+		pools: pools,
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "smppproxy", Subsystem: "upstream", Name: "request_seconds",
+			Help:    "Time from writing a request to an upstream to its response, by upstream (answered requests only).",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 15), // 1ms … 16s
+		}, []string{"upstream"}),
+		responses: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "smppproxy", Subsystem: "upstream", Name: "responses_total",
+			Help: "Responses to forwarded requests by upstream and SMPP status name.",
+		}, []string{"upstream", "status"}),
+		sessions:       d("sessions", "Upstream binds by upstream, bind type and state (connecting, bound).", "bind", "state"),
+		inFlight:       d("in_flight", "Requests written to the upstream and not yet answered."),
+		binds:          d("binds_total", "Successful binds."),
+		bindFailures:   d("bind_failures_total", "Failed dial, TLS or bind attempts."),
+		written:        d("requests_written_total", "Requests written to the upstream."),
+		failed:         d("requests_failed_total", "Requests without an upstream answer, by reason (timeout and session_lost are ambiguous; the others were not sent).", "reason"),
+		late:           d("late_responses_total", "Responses that came after their request had timed out."),
+		closed:         d("sessions_closed_total", "Upstream sessions closed, by reason.", "reason"),
+		deliveries:     d("deliveries_total", "deliver_sm and data_sm received from the upstream."),
+		deliverRefused: d("deliveries_refused_total", "deliver_sm and data_sm answered ESME_RTHROTTLED because the window was full."),
+		deliverPanics:  d("delivery_panics_total", "Panics in the delivery handler that were recovered."),
+		enquire:        d("enquire_links_total", "enquire_link requests sent."),
+	}
+}
+
+// Instrument returns p with Submit observed by m: the latency from the
+// moment the request is about to be written (after the journal) to its
+// response, and the response's status. Every other method is p's.
+func (m *Metrics) Instrument(p *Pool) *InstrumentedPool {
+	return &InstrumentedPool{Pool: p, m: m}
+}
+
+// InstrumentedPool is a Pool whose Submit is observed by a Metrics.
+type InstrumentedPool struct {
+	*Pool
+	m *Metrics
+}
+
+// Submit is Pool.Submit, observed.
+func (ip *InstrumentedPool) Submit(ctx context.Context, prefer string, build func(seq uint32) []byte, beforeWrite func(session string, seq uint32) error) (Response, error) {
+	var written time.Time
+	resp, err := ip.Pool.Submit(ctx, prefer, build, func(session string, seq uint32) error {
+		if beforeWrite != nil {
+			if err := beforeWrite(session, seq); err != nil {
+				return err
+			}
+		}
+		written = time.Now()
+		return nil
+	})
+	if err == nil {
+		name := ip.Name()
+		if !written.IsZero() {
+			ip.m.latency.WithLabelValues(name).Observe(time.Since(written).Seconds())
+		}
+		ip.m.responses.WithLabelValues(name, resp.Status.String()).Inc()
+	}
+	return resp, err
+}
+
+// Describe implements prometheus.Collector.
+func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
+	m.latency.Describe(ch)
+	m.responses.Describe(ch)
+	for _, d := range []*prometheus.Desc{m.sessions, m.inFlight, m.binds, m.bindFailures, m.written, m.failed,
+		m.late, m.closed, m.deliveries, m.deliverRefused, m.deliverPanics, m.enquire} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
+	m.latency.Collect(ch)
+	m.responses.Collect(ch)
+	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	for _, p := range m.pools {
+		name := p.Name()
+		type group struct{ bind, state string }
+		n := map[group]int{}
+		inflight := 0
+		for _, s := range p.Sessions() {
+			if s.State == StateClosed {
+				continue
+			}
+			n[group{s.Bind, s.State}]++
+			inflight += s.InFlight
+		}
+		for g, c := range n {
+			ch <- prometheus.MustNewConstMetric(m.sessions, prometheus.GaugeValue, float64(c), name, g.bind, g.state)
+		}
+		ch <- prometheus.MustNewConstMetric(m.inFlight, prometheus.GaugeValue, float64(inflight), name)
+
+		st := p.Stats()
+		counter(m.binds, st.Binds, name)
+		counter(m.bindFailures, st.BindFailures, name)
+		counter(m.written, st.Written, name)
+		counter(m.failed, st.Timeouts, name, "timeout")
+		counter(m.failed, st.SessionLost, name, "session_lost")
+		counter(m.failed, st.NoSession, name, "no_session")
+		counter(m.failed, st.Busy, name, "busy")
+		counter(m.failed, st.NotSentOther, name, "not_sent_other")
+		counter(m.late, st.LateResponses, name)
+		for r := ReasonNone + 1; r < reasonCount; r++ {
+			counter(m.closed, st.Closed[r], name, r.String())
+		}
+		counter(m.deliveries, st.Deliveries, name)
+		counter(m.deliverRefused, st.DeliverRefused, name)
+		counter(m.deliverPanics, st.DeliverPanics, name)
+		counter(m.enquire, st.EnquireLinks, name)
+	}
+}
