@@ -270,7 +270,17 @@ func (a *App) WaitUpstreams(ctx context.Context) error {
 func (a *App) Shutdown(ctx context.Context) error {
 	var err error
 	a.closeOnce.Do(func() {
+		// Past the deadline, requests still waiting for an upstream answer
+		// must not hold the exit for another response_timeout: closing the
+		// pools fails them as session lost, so they are persisted unknown
+		// while the store is still open.
+		stop := context.AfterFunc(ctx, func() {
+			for _, p := range a.pools {
+				_ = p.Close(ctx)
+			}
+		})
 		err = a.server.Shutdown(ctx)
+		stop()
 		a.wg.Wait()
 		for _, p := range a.pools {
 			if e := p.Close(ctx); e != nil && err == nil {
