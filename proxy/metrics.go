@@ -101,15 +101,6 @@ func (a *App) registerMetrics(reg prometheus.Registerer, o MetricsOptions, in *i
 			return nil, fmt.Errorf("proxy: register metrics: %w", err)
 		}
 	}
-	prev := a.server.OnSession
-	a.server.OnSession = func(s *smppserver.Session, isUp bool) {
-		if prev != nil {
-			prev(s, isUp)
-		}
-		if !isUp {
-			srv.SessionClosed(s)
-		}
-	}
 	return &Metrics{app: a, store: sm, every: o.RecordsEvery}, nil
 }
 

@@ -6,22 +6,21 @@ import (
 
 // Metrics exports a Server to Prometheus (subsystem "esme"). It is a
 // prometheus.Collector: live sessions, recovered panics and unanswered
-// requests are read from the Server at scrape time; sessions closed by
-// reason are counted by SessionClosed, which the caller wires to
-// Server.OnSession. Register it on an injected Registerer.
+// requests and sessions closed by reason are read from the Server at
+// scrape time. Register it on an injected Registerer.
 type Metrics struct {
 	srv       *Server
 	sessions  *prometheus.Desc
 	inFlight  *prometheus.Desc
 	panics    *prometheus.Desc
 	unwritten *prometheus.Desc
-	closed    *prometheus.CounterVec
+	closed    *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*Metrics)(nil)
 
-// NewMetrics returns the collector for s. Every reason a bound session can
-// close with starts at 0, so that rate() works from the first scrape.
+// NewMetrics returns the collector for s. Every close reason is exported
+// from 0, so that rate() works from the first scrape.
 func NewMetrics(s *Server) *Metrics {
 	m := &Metrics{
 		srv: s,
@@ -35,24 +34,11 @@ func NewMetrics(s *Server) *Metrics {
 			"Panics in request handlers and the authenticator that were recovered.", nil, nil),
 		unwritten: prometheus.NewDesc("smppproxy_esme_unanswered_total",
 			"Requests answered ESME_RSYSERR by the server because their handler wrote nothing (panics included).", nil, nil),
-		closed: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "smppproxy", Subsystem: "esme", Name: "sessions_closed_total",
-			Help: "Bound ESME sessions that ended, by close reason.",
-		}, []string{"reason"}),
-	}
-	for r := range reasonNames {
-		// OnSession reports bound sessions only: these never occur.
-		if r := CloseReason(r); r != ReasonNone && r != ReasonBindTimeout && r != ReasonBindFailed {
-			m.closed.WithLabelValues(r.String())
-		}
+		closed: prometheus.NewDesc("smppproxy_esme_sessions_closed_total",
+			"ESME sessions that ended, by close reason (bind_timeout and bind_failed never bound).",
+			[]string{"reason"}, nil),
 	}
 	return m
-}
-
-// SessionClosed counts ss under its CloseReason. Call it from
-// Server.OnSession with up=false.
-func (m *Metrics) SessionClosed(ss *Session) {
-	m.closed.WithLabelValues(ss.CloseReason().String()).Inc()
 }
 
 // Describe implements prometheus.Collector.
@@ -61,7 +47,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.inFlight
 	ch <- m.panics
 	ch <- m.unwritten
-	m.closed.Describe(ch)
+	ch <- m.closed
 }
 
 // Collect implements prometheus.Collector.
@@ -82,5 +68,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(m.panics, prometheus.CounterValue, float64(m.srv.Panics()))
 	ch <- prometheus.MustNewConstMetric(m.unwritten, prometheus.CounterValue, float64(m.srv.Unwritten()))
-	m.closed.Collect(ch)
+	for r, n := range m.srv.ClosedCounts() {
+		ch <- prometheus.MustNewConstMetric(m.closed, prometheus.CounterValue, float64(n), r.String())
+	}
 }

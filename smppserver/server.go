@@ -120,6 +120,7 @@ type Server struct {
 	connWG    sync.WaitGroup
 	nextID    atomic.Uint64
 	panics    atomic.Uint64
+	closedBy  [len(reasonNames)]atomic.Uint64
 	unwritten atomic.Uint64
 }
 
@@ -320,6 +321,18 @@ func (s *Server) Session(id string) *Session {
 		}
 	}
 	return nil
+}
+
+// ClosedCounts returns how many sessions ended, by reason, bound or not
+// (bind_timeout and bind_failed are sessions that never bound).
+func (s *Server) ClosedCounts() map[CloseReason]uint64 {
+	out := make(map[CloseReason]uint64, len(s.closedBy))
+	for r := range s.closedBy {
+		if r != int(ReasonNone) {
+			out[CloseReason(r)] = s.closedBy[r].Load()
+		}
+	}
+	return out
 }
 
 // Panics returns how many panics in handlers and in the Authenticator were

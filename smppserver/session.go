@@ -566,6 +566,9 @@ func (s *Session) close(r CloseReason) {
 		if bound {
 			s.srv.release(p)
 		}
+		if int(r) < len(s.srv.closedBy) {
+			s.srv.closedBy[r].Add(1)
+		}
 		s.srv.untrack(s)
 		s.cancel()
 		close(s.done)
