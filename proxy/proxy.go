@@ -244,6 +244,16 @@ func (a *App) Addr() string {
 	return a.listeners[0].Addr().String()
 }
 
+// TLSAddr is the TLS listener's address, "" without one.
+func (a *App) TLSAddr() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.listeners) < 2 {
+		return ""
+	}
+	return a.listeners[1].Addr().String()
+}
+
 // WaitUpstreams waits until every pool has at least one bound session.
 func (a *App) WaitUpstreams(ctx context.Context) error {
 	for {

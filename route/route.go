@@ -1,16 +1,17 @@
 // Package route sends an owned submit to an upstream: it picks an upstream
 // of the account's route by weight among the healthy ones (weight 0 =
-// backup, used only while every weighted upstream is down), keeps all
-// segments of one concatenated message on one upstream, and adapts
-// smppclient's outcomes to the dedup engine's (answered, not sent,
-// ambiguous).
+// backup, used only while every weighted upstream is down; an upstream that
+// keeps failing cools down and is left out while another is up), keeps all
+// segments of one concatenated message on one upstream and, when it can
+// list its binds, on one bind of it, retries temporary errors within
+// bounds, and adapts smppclient's outcomes to the dedup engine's (answered,
+// not sent, ambiguous).
 package route
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
 	"math/rand/v2"
 	"sync/atomic"
@@ -21,7 +22,10 @@ import (
 	"github.com/smppproxy/smppproxy/smppclient"
 )
 
-// Upstream is the part of an smppclient.Pool the router needs.
+// Upstream is the part of an smppclient.Pool the router needs. An Upstream
+// that can also list its binds (Sessions() []smppclient.SessionInfo, as a
+// Pool and any wrapper embedding one can) gets all segments of one
+// concatenated message on one bind; otherwise only on one upstream.
 type Upstream interface {
 	Name() string
 	Up() int
@@ -52,13 +56,38 @@ type Config struct {
 	Logger  *slog.Logger
 	// Sleep waits d or until ctx ends (injectable for tests).
 	Sleep func(ctx context.Context, d time.Duration)
+	// Now is the clock of the health tracking and the segment memory
+	// (injectable for tests; default time.Now).
+	Now func() time.Time
+
+	// FailThreshold is how many failures in a row (response timeouts,
+	// sessions lost after the write, temporary errors other than 0x58)
+	// make an upstream cool down: Pick leaves it out while another member
+	// of the route is up (default 5).
+	FailThreshold int
+	// Cooldown is the first cool-down; each further failure right after
+	// one doubles it, up to MaxCooldown (defaults 1s and 30s).
+	Cooldown, MaxCooldown time.Duration
+	// StickyTTL is how long the upstream and bind of a concatenated
+	// message are remembered for its later segments (default 2m).
+	StickyTTL time.Duration
 }
+
+// Defaults of Config.
+const (
+	DefaultFailThreshold = 5
+	DefaultCooldown      = time.Second
+	DefaultMaxCooldown   = 30 * time.Second
+	DefaultStickyTTL     = 2 * time.Minute
+)
 
 // Router implements dedup.Forwarder over per-account routes.
 type Router struct {
 	cfg     Config
 	routes  map[string][]Member
 	retries atomic.Uint64
+	sticky  stickyTable
+	healths map[string]*health // by upstream name; written only by New
 }
 
 var _ dedup.Forwarder = (*Router)(nil)
@@ -81,7 +110,30 @@ func New(cfg Config) *Router {
 			}
 		}
 	}
-	return &Router{cfg: cfg, routes: cfg.Routes}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.FailThreshold <= 0 {
+		cfg.FailThreshold = DefaultFailThreshold
+	}
+	if cfg.Cooldown <= 0 {
+		cfg.Cooldown = DefaultCooldown
+	}
+	if cfg.MaxCooldown < cfg.Cooldown {
+		cfg.MaxCooldown = max(DefaultMaxCooldown, cfg.Cooldown)
+	}
+	if cfg.StickyTTL <= 0 {
+		cfg.StickyTTL = DefaultStickyTTL
+	}
+	r := &Router{cfg: cfg, routes: cfg.Routes, sticky: stickyTable{ttl: cfg.StickyTTL}, healths: map[string]*health{}}
+	for _, ms := range cfg.Routes {
+		for _, m := range ms {
+			if name := m.Upstream.Name(); r.healths[name] == nil {
+				r.healths[name] = &health{}
+			}
+		}
+	}
+	return r
 }
 
 // DefaultBackoff is 50ms doubling per retry, capped at 1s, with ±50% jitter.
@@ -94,89 +146,63 @@ func DefaultBackoff(n int) time.Duration {
 // Retries is how many internal retries of temporary errors were made.
 func (r *Router) Retries() uint64 { return r.retries.Load() }
 
-// Pick chooses the member for an attempt. segKey identifies the message a
-// segment belongs to; all segments with one segKey get the same member
-// while the set of healthy members does not change.
-// Upstreams named in avoid are left out while another healthy member exists.
-func (r *Router) Pick(account string, seg smpp.Segment, segKey string, avoid map[string]bool) (Member, bool) {
-	all := r.routes[account]
-	if len(all) == 0 {
-		return Member{}, false
-	}
-	ms := all
-	if len(avoid) > 0 {
-		var rest []Member
-		for _, m := range all {
-			if !avoid[m.Upstream.Name()] && m.Upstream.Up() > 0 {
-				rest = append(rest, m)
-			}
-		}
-		if len(rest) > 0 {
-			ms = rest
-		}
-	}
-	var pool []Member
-	total := 0
-	for _, m := range ms {
-		if m.Weight > 0 && m.Upstream.Up() > 0 {
-			pool = append(pool, m)
-			total += m.Weight
-		}
-	}
-	if len(pool) == 0 {
-		for _, m := range ms {
-			if m.Weight == 0 && m.Upstream.Up() > 0 {
-				pool = append(pool, m)
-				total++
-			}
-		}
-	}
-	if len(pool) == 0 {
-		// Nothing is up: take the first member and let it wait route_wait.
-		return ms[0], true
-	}
-	var n int
-	if seg.Total > 0 {
-		h := fnv.New32a()
-		h.Write([]byte(segKey))
-		n = int(h.Sum32() % uint32(total))
-	} else {
-		n = rand.IntN(total)
-	}
-	for _, m := range pool {
-		w := max(m.Weight, 1)
-		if n < w {
-			return m, true
-		}
-		n -= w
-	}
-	return pool[len(pool)-1], true
-}
-
 // Forward sends the attempt and classifies the outcome. A temporary error
 // (0x08, 0x14, 0x58, 0x64) is retried on another upstream of the route when
 // there is one (else on the same upstream, whose pool avoids a throttled
 // bind), with exponential back-off and jitter, bounded by the first
 // member's Attempts and Budget and by the attempt's validity deadline.
+// Every outcome feeds the upstream's health (see Config.FailThreshold). A
+// segment of a concatenated message goes to the upstream and the bind its
+// earlier segments went to while that upstream qualifies and that bind is
+// up (the bind is a preference: when its window is full the pool uses
+// another bind of the same upstream). When nothing was sent because the
+// chosen upstream had no free slot (or throughput token, or bind) for its
+// route_wait, the submit tries the next member of the route that
+// qualifies, waiting its route_wait in turn (not a segment, which stays on
+// its upstream); the 0x58 (or 0x08) comes when every qualifying member
+// was tried. So back-pressure is per route: a submit gets 0x58 only when
+// every upstream it may use stayed full for its route_wait.
 func (r *Router) Forward(ctx context.Context, a *dedup.Attempt) dedup.Result {
 	segKey := a.Account + "\x00" + string(a.Submit.SrcAddr) + "\x00" + string(a.Submit.DstAddr)
+	var msgKey string
+	if a.Segment.Total > 0 {
+		msgKey = messageKey(segKey, a.Segment)
+	}
 	start := time.Now()
 	avoid := map[string]bool{}
 	var attempts int
 	var budget time.Duration
-	for n := 1; ; n++ {
-		m, ok := r.Pick(a.Account, a.Segment, segKey, avoid)
+	n := 0 // attempts answered by an upstream
+	for tries := 1; ; tries++ {
+		m, prefer, ok := r.pick(a.Account, a.Segment, segKey, msgKey, avoid)
 		if !ok {
 			return dedup.Result{Kind: dedup.NotSent, Status: smpp.StatusSysErr, Err: errors.New("route: account has no route")}
 		}
-		if n == 1 {
+		if tries == 1 {
 			attempts, budget = max(m.Attempts, 1), m.Budget
 		}
-		res := r.try(ctx, a, m)
-		res.Attempts = n
+		res := r.try(ctx, a, m, prefer)
+		res.Attempts = tries
+		r.observe(a, res)
+		if msgKey != "" && res.Session != "" {
+			r.sticky.put(msgKey, res.Upstream, res.Session, r.cfg.Now())
+		}
+		if res.Kind == dedup.NotSent {
+			// Nothing was sent. When the upstream had no free slot (or no
+			// bind) for route_wait, another member with room takes it: the
+			// route is only full when all of it is.
+			full := errors.Is(res.Err, smppclient.ErrBusy) || errors.Is(res.Err, smppclient.ErrNoSession)
+			avoid[res.Upstream] = true
+			if full && msgKey == "" && ctx.Err() == nil && r.overflowTarget(a.Account, avoid) {
+				r.cfg.Logger.Debug("upstream full: overflowing to another upstream of the route", "account", a.Account, "key", a.Key, "upstream", res.Upstream)
+				continue
+			}
+			return res
+		}
 		if res.Kind != dedup.Answered || !res.Status.Temporary() {
 			return res
 		}
+		n++
 		why := ""
 		pause := r.cfg.Backoff(n)
 		switch {
@@ -200,13 +226,21 @@ func (r *Router) Forward(ctx context.Context, a *dedup.Attempt) dedup.Result {
 	}
 }
 
-func (r *Router) try(ctx context.Context, a *dedup.Attempt, m Member) dedup.Result {
+// observe feeds an outcome to the upstream's health tracking.
+func (r *Router) observe(a *dedup.Attempt, res dedup.Result) {
+	if d, tripped := r.health(res.Upstream).observe(classify(res), r.cfg.Now(), &r.cfg); tripped {
+		r.cfg.Logger.Warn("upstream keeps failing: cooling down", "upstream", res.Upstream, "for", d,
+			"account", a.Account, "key", a.Key, "last_status", res.Status.String(), "err", res.Err)
+	}
+}
+
+func (r *Router) try(ctx context.Context, a *dedup.Attempt, m Member, prefer string) dedup.Result {
 	name := m.Upstream.Name()
 	var drop []uint16
 	if a.KeyTag != 0 && !m.ForwardKeyTLV {
 		drop = []uint16{a.KeyTag}
 	}
-	resp, err := m.Upstream.Submit(ctx, "",
+	resp, err := m.Upstream.Submit(ctx, prefer,
 		func(seq uint32) []byte { return a.Submit.Frame(seq, drop...) },
 		func(session string, seq uint32) error { return a.Journal(name, session, seq) })
 	res := dedup.Result{Upstream: name, Session: resp.Session, Sequence: resp.Sequence, Err: err}

@@ -1,0 +1,421 @@
+package proxy
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/smppproxy/smppproxy/config"
+	"github.com/smppproxy/smppproxy/esme"
+	"github.com/smppproxy/smppproxy/sim"
+	"github.com/smppproxy/smppproxy/smpp"
+	"github.com/smppproxy/smppproxy/state"
+)
+
+// Issue #6: fair limits and locked doors — the upstream throughput cap,
+// account max_binds, allowed_networks, bcrypt passwords, throughput and
+// window, and back-pressure when every upstream window is full.
+
+// Issue #6, test 2: an upstream with throughput 50 under a client offering
+// about 500 submits/s. The SMSC never sees more than the cap plus the
+// bucket's burst (10% of the rate) in any calendar second; the excess is
+// answered 0x58 within route_wait (and recorded retryable), or — with a
+// route_wait long enough and a client window — waits and is sent.
+//
+// Tolerance: cap + burst is exact at the proxy (a token bucket of rate r
+// and burst b grants at most b + r·T in any T); the simulator counts on
+// arrival, so a submit delayed across a second boundary could in theory
+// add one; we allow +2 for that.
+func TestUpstreamThroughputCap(t *testing.T) {
+	const capPerSecond = 50
+	const maxInSecond = capPerSecond + capPerSecond/10 + 2
+	setup := func(t *testing.T, routeWait time.Duration) (*sim.Simulator, *App) {
+		smsc := startSim(t, sim.Config{})
+		cfg := testConfig(t, smsc.Addr(), t.TempDir())
+		cfg.Upstreams[0].Throughput = capPerSecond
+		cfg.Upstreams[0].RouteWait = config.Duration(routeWait)
+		cfg.Upstreams[0].Binds, cfg.Upstreams[0].Window = 2, 50
+		cfg.Accounts[0].Window = 1000
+		return smsc, startProxy(t, cfg)
+	}
+
+	t.Run("excess gets 0x58", func(t *testing.T) {
+		const routeWait = 200 * time.Millisecond
+		smsc, app := setup(t, routeWait)
+		c := dialClients(t, app.Addr(), "shop", "secret", 1, 0)[0]
+
+		const offered, interval = 1000, 2 * time.Millisecond // 500/s for 2s
+		type answer struct {
+			r       esme.Result
+			elapsed time.Duration
+		}
+		answers := make(chan answer, offered)
+		var wg sync.WaitGroup
+		start := time.Now()
+		tick := time.NewTicker(interval)
+		for i := range offered {
+			<-tick.C
+			sent := time.Now()
+			ch := c.SubmitAsync(t.Context(), esme.Submit{Src: "SHOP", Dst: "447700900123", Key: fmt.Sprintf("tp-%d", i), Text: []byte("x")})
+			wg.Go(func() { answers <- answer{<-ch, time.Since(sent)} })
+		}
+		tick.Stop()
+		offeredFor := time.Since(start)
+		wg.Wait()
+		elapsed := time.Since(start)
+		close(answers)
+
+		var ok, throttled int
+		var slowest time.Duration
+		for a := range answers {
+			if a.r.Err != nil {
+				t.Fatalf("submit: %v", a.r.Err)
+			}
+			switch a.r.Resp.Status {
+			case smpp.StatusOK:
+				ok++
+			case smpp.StatusThrottled:
+				throttled++
+				slowest = max(slowest, a.elapsed)
+			default:
+				t.Errorf("answer %v, want 0 or 0x58", a.r.Resp.Status)
+			}
+		}
+		rate := float64(offered) / offeredFor.Seconds()
+		t.Logf("offered %d in %v (%.0f/s): %d accepted, %d throttled (slowest 0x58 after %v); SMSC max %d in one second",
+			offered, offeredFor.Round(time.Millisecond), rate, ok, throttled, slowest.Round(time.Millisecond), smsc.MaxPerSecond())
+		if rate < 4*capPerSecond {
+			t.Fatalf("the client offered only %.0f/s; the test needs well over the cap", rate)
+		}
+		if m := smsc.MaxPerSecond(); m > maxInSecond {
+			t.Errorf("SMSC saw %d submits in one second, want at most %d (cap %d + burst)", m, maxInSecond, capPerSecond)
+		}
+		if limit := int64(capPerSecond/10) + int64(capPerSecond*elapsed.Seconds()) + 2; smsc.Total() > limit {
+			t.Errorf("SMSC saw %d submits in %v, want at most %d", smsc.Total(), elapsed, limit)
+		}
+		if int64(ok) != smsc.Total() || throttled < offered/2 {
+			t.Errorf("accepted %d (SMSC saw %d), throttled %d of %d; want the SMSC's count accepted and most of the excess throttled",
+				ok, smsc.Total(), throttled, offered)
+		}
+		// A 0x58 comes at the latest after route_wait plus scheduling; a
+		// generous bound, since a loaded machine stalls, but far below what
+		// an unbounded queue would give (seconds, growing with the load).
+		if slowest > routeWait+2*time.Second {
+			t.Errorf("a 0x58 came %v after its submit, want within route_wait (%v) + slack", slowest, routeWait)
+		}
+		rec, err := app.Store().Get(t.Context(), state.Key{Account: "shop", Key: "k:tp-999"})
+		if err != nil || (rec.State != state.Retryable && rec.State != state.Accepted) {
+			t.Errorf("record of the last submit = %+v, %v; want retryable (or accepted)", rec, err)
+		}
+	})
+
+	t.Run("waits when route_wait allows", func(t *testing.T) {
+		smsc, app := setup(t, 10*time.Second)
+		// A client window of 20: the offered load is as fast as answers
+		// come back, far above the cap, and never beyond route_wait.
+		c := dialClients(t, app.Addr(), "shop", "secret", 1, 20)[0]
+		const n = 80
+		start := time.Now()
+		var chans []<-chan esme.Result
+		for i := range n {
+			chans = append(chans, c.SubmitAsync(t.Context(), esme.Submit{Src: "SHOP", Dst: "447700900123", Key: fmt.Sprintf("tw-%d", i), Text: []byte("x")}))
+		}
+		for _, ch := range chans {
+			if r := <-ch; r.Err != nil || r.Resp.Status != 0 {
+				t.Fatalf("submit = %+v, %v; want accepted after waiting for a token", r.Resp, r.Err)
+			}
+		}
+		elapsed := time.Since(start)
+		// n tokens at 50/s after a burst of 5 take (n-5)/50 s at least.
+		if min := time.Duration(float64(n-capPerSecond/10) / capPerSecond * float64(time.Second)); elapsed < min-50*time.Millisecond {
+			t.Errorf("%d submits took %v, faster than the cap allows (%v)", n, elapsed, min)
+		}
+		if m := smsc.MaxPerSecond(); m > maxInSecond {
+			t.Errorf("SMSC saw %d submits in one second, want at most %d", m, maxInSecond)
+		}
+	})
+}
+
+// Issue #6, test 3: account limits. The (max_binds+1)-th bind, a bind from
+// a network outside allowed_networks, and a wrong bcrypt password are each
+// refused 0x0D (and the connection closed); a burst over the account's
+// throughput gets 0x58 at once; beyond the account's window a session gets
+// 0x58 at once instead of a queue.
+func TestAccountLimits(t *testing.T) {
+	gate := make(chan struct{})
+	var gated atomic.Bool
+	smsc := startSim(t, sim.Config{Fault: func(c sim.Call) sim.Action {
+		if gated.Load() {
+			<-gate
+		}
+		return sim.Action{}
+	}})
+	cfg := testConfig(t, smsc.Addr(), t.TempDir())
+	hash, err := bcrypt.GenerateFromPassword([]byte("s3cret"), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shop := cfg.Accounts[0]
+	shop.Password, shop.PasswordHash = "", string(hash)
+	shop.MaxBinds, shop.Throughput, shop.Window = 2, 20, 200
+	branch := config.AccountDefaults()
+	branch.SystemID, branch.Password, branch.Route = "branch", "pw", []string{"smsc"}
+	branch.AllowedNetworks = []string{"10.0.0.0/8", "192.0.2.7"}
+	small := config.AccountDefaults()
+	small.SystemID, small.Password, small.Route = "small", "pw", []string{"smsc"}
+	small.Window = 4
+	cfg.Accounts = []config.Account{shop, branch, small}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	app := startProxy(t, cfg)
+
+	refused := func(t *testing.T, id, pw string) {
+		t.Helper()
+		c := dialESME(t, app.Addr())
+		if st := c.bind(smpp.CmdBindTransceiver, id, pw); st != smpp.StatusBindFail {
+			t.Errorf("bind as %s = %v, want ESME_RBINDFAIL", id, st)
+		}
+		select {
+		case <-c.done:
+		case <-time.After(3 * time.Second):
+			t.Errorf("bind as %s refused but the connection stayed open", id)
+		}
+	}
+
+	t.Run("max_binds", func(t *testing.T) {
+		first := dialESME(t, app.Addr())
+		second := dialESME(t, app.Addr())
+		for _, c := range []*esmeConn{first, second} {
+			if st := c.bind(smpp.CmdBindTransceiver, "shop", "s3cret"); st != 0 {
+				t.Fatalf("bind within max_binds = %v", st)
+			}
+		}
+		refused(t, "shop", "s3cret")
+		// Unbinding frees the slot for the next bind.
+		if f, err := first.call(smpp.EncodeSimple(smpp.CmdUnbind, 0, 2, nil), 3*time.Second); err != nil || smpp.ParseHeader(f).Status != 0 {
+			t.Fatalf("unbind = %v", err)
+		}
+		<-first.done
+		var again *esmeConn
+		waitFor(t, 3*time.Second, "the freed bind slot", func() bool {
+			again = dialESME(t, app.Addr())
+			return again.bind(smpp.CmdBindTransceiver, "shop", "s3cret") == 0
+		})
+		_ = again.c.Close()
+		_ = second.c.Close()
+	})
+	t.Run("allowed_networks", func(t *testing.T) { refused(t, "branch", "pw") })
+	t.Run("wrong bcrypt password", func(t *testing.T) { refused(t, "shop", "s3cre7") })
+	t.Run("unknown system_id", func(t *testing.T) { refused(t, "nobody", "pw") })
+
+	t.Run("throughput burst", func(t *testing.T) {
+		// Wait until every shop bind of the previous subtest is released.
+		var c *esme.Client
+		waitFor(t, 3*time.Second, "a shop bind", func() bool {
+			var err error
+			c, err = esme.Dial(t.Context(), app.Addr(), esme.Options{SystemID: "shop", Password: "s3cret"})
+			return err == nil
+		})
+		defer c.Close()
+		const n = 60
+		before := smsc.Total()
+		start := time.Now()
+		var chans []<-chan esme.Result
+		for i := range n {
+			chans = append(chans, c.SubmitAsync(t.Context(), esme.Submit{Src: "SHOP", Dst: "447700900123", Key: fmt.Sprintf("burst-%d", i), Text: []byte("x")}))
+		}
+		var ok, throttled int
+		for _, ch := range chans {
+			r := <-ch
+			switch {
+			case r.Err != nil:
+				t.Fatalf("submit: %v", r.Err)
+			case r.Resp.Status == 0:
+				ok++
+			case r.Resp.Status == smpp.StatusThrottled:
+				throttled++
+			default:
+				t.Errorf("burst answer %v, want 0 or 0x58", r.Resp.Status)
+			}
+		}
+		elapsed := time.Since(start)
+		// Throughput 20/s, burst 2: at most 2 + 20·elapsed pass.
+		if limit := 2 + int(20*elapsed.Seconds()) + 1; ok > limit || throttled == 0 || ok+throttled != n {
+			t.Errorf("burst of %d in %v: %d accepted, %d throttled; want at most %d accepted and the rest 0x58", n, elapsed, ok, throttled, limit)
+		}
+		if got := smsc.Total() - before; got != int64(ok) {
+			t.Errorf("SMSC received %d, want only the %d accepted (0x58 is answered by the proxy)", got, ok)
+		}
+	})
+
+	t.Run("window", func(t *testing.T) {
+		gated.Store(true)
+		released := false
+		release := func() {
+			if !released {
+				released = true
+				gated.Store(false)
+				close(gate)
+			}
+		}
+		defer release()
+		c := dialClients(t, app.Addr(), "small", "pw", 1, 0)[0]
+		before := smsc.Total()
+		var chans []<-chan esme.Result
+		for i := range 4 {
+			chans = append(chans, c.SubmitAsync(t.Context(), esme.Submit{Src: "S", Dst: "1", Key: fmt.Sprintf("win-%d", i), Text: []byte("x")}))
+		}
+		waitFor(t, 5*time.Second, "4 submits at the SMSC", func() bool { return smsc.Total()-before == 4 })
+		for i := 4; i < 10; i++ {
+			r, err := c.Submit(t.Context(), esme.Submit{Src: "S", Dst: "1", Key: fmt.Sprintf("win-%d", i), Text: []byte("x")})
+			if err != nil || r.Status != smpp.StatusThrottled {
+				t.Errorf("submit beyond window 4 = %+v, %v; want 0x58 at once", r, err)
+			}
+		}
+		release()
+		for _, ch := range chans {
+			if r := <-ch; r.Err != nil || r.Resp.Status != 0 {
+				t.Errorf("submit within the window = %+v, %v; want accepted", r.Resp, r.Err)
+			}
+		}
+		if got := smsc.Total() - before; got != 4 {
+			t.Errorf("SMSC received %d, want 4", got)
+		}
+	})
+}
+
+// Back-pressure: every bind of the route is at its window → a new submit
+// waits route_wait, then gets 0x58 (its record retryable, nothing sent);
+// under a flood the proxy holds at most sessions × account window submits
+// (goroutines bounded, nothing queued upstream); once the SMSC answers, the
+// held submits complete and a retry of a throttled key goes through.
+func TestBackPressureWhenEveryWindowIsFull(t *testing.T) {
+	gate := make(chan struct{})
+	var once sync.Once
+	release := func() { once.Do(func() { close(gate) }) }
+	defer release()
+	smsc := startSim(t, sim.Config{Fault: func(c sim.Call) sim.Action {
+		if c.KeyCount == 1 && len(c.Key) > 5 && c.Key[:5] == "held-" {
+			<-gate
+		}
+		return sim.Action{}
+	}})
+	const routeWait = 300 * time.Millisecond
+	cfg := testConfig(t, smsc.Addr(), t.TempDir())
+	up := &cfg.Upstreams[0]
+	up.Binds, up.Window = 2, 3
+	up.ForwardKeyTLV = true // the simulator sees the keys
+	up.RouteWait = config.Duration(routeWait)
+	up.ResponseTimeout = config.Duration(60 * time.Second)
+	const sessions, window = 10, 20
+	cfg.Accounts[0].Window = window
+	app := startProxy(t, cfg)
+	cs := dialClients(t, app.Addr(), "shop", "secret", sessions, window)
+
+	// Fill every upstream window: 2 binds × 3.
+	var held []<-chan esme.Result
+	for i := range 6 {
+		held = append(held, cs[0].SubmitAsync(t.Context(), esme.Submit{Src: "S", Dst: "1", Key: fmt.Sprintf("held-%d", i), Text: []byte("x")}))
+	}
+	waitFor(t, 5*time.Second, "6 submits held at the SMSC", func() bool { return smsc.Total() == 6 })
+
+	for i := range 3 {
+		start := time.Now()
+		r, err := cs[1].Submit(t.Context(), esme.Submit{Src: "S", Dst: "1", Key: fmt.Sprintf("late-%d", i), Text: []byte("x")})
+		el := time.Since(start)
+		if err != nil || r.Status != smpp.StatusThrottled {
+			t.Fatalf("submit with every window full = %+v, %v; want 0x58", r, err)
+		}
+		if el < routeWait || el > routeWait+3*time.Second {
+			t.Errorf("0x58 after %v, want after route_wait (%v), within a few seconds", el, routeWait)
+		}
+	}
+	rec, err := app.Store().Get(t.Context(), state.Key{Account: "shop", Key: "k:late-0"})
+	if err != nil || rec.State != state.Retryable {
+		t.Errorf("record of a submit refused for back-pressure = %+v, %v; want retryable", rec, err)
+	}
+
+	// Flood: every session keeps its window full for a while.
+	runtime.GC()
+	base := runtime.NumGoroutine()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	baseHeap := ms.HeapAlloc
+	stop := make(chan struct{})
+	var peakG atomic.Int64
+	var peakHeap atomic.Uint64
+	var sampler sync.WaitGroup
+	sampler.Go(func() {
+		tk := time.NewTicker(50 * time.Millisecond)
+		defer tk.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tk.C:
+			}
+			peakG.Store(max(peakG.Load(), int64(runtime.NumGoroutine())))
+			var m runtime.MemStats
+			runtime.ReadMemStats(&m)
+			peakHeap.Store(max(peakHeap.Load(), m.HeapAlloc))
+		}
+	})
+	const perSession = 60
+	var wg sync.WaitGroup
+	var throttled, other atomic.Int64
+	for si, c := range cs {
+		wg.Go(func() {
+			var chans []<-chan esme.Result
+			for i := range perSession {
+				chans = append(chans, c.SubmitAsync(t.Context(), esme.Submit{Src: "S", Dst: "1", Key: fmt.Sprintf("flood-%d-%d", si, i), Text: []byte("x")}))
+			}
+			for _, ch := range chans {
+				r := <-ch
+				if r.Err == nil && r.Resp.Status == smpp.StatusThrottled {
+					throttled.Add(1)
+				} else {
+					other.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(stop)
+	sampler.Wait()
+	if throttled.Load() != sessions*perSession || other.Load() != 0 {
+		t.Errorf("flood: %d answered 0x58, %d otherwise; want all %d 0x58", throttled.Load(), other.Load(), sessions*perSession)
+	}
+	if got := smsc.Total(); got != 6 {
+		t.Errorf("SMSC received %d during the flood, want still 6 (nothing queued upstream)", got)
+	}
+	// Per outstanding submit: the client's waiter and the proxy's handler
+	// (plus a timer goroutine or two); per session a fixed handful.
+	if limit := int64(base + sessions*window*4 + sessions*4); peakG.Load() > limit {
+		t.Errorf("goroutines peaked at %d under the flood (baseline %d), want at most %d: bounded by sessions × window", peakG.Load(), base, limit)
+	}
+	if peakHeap.Load() > baseHeap+64<<20 {
+		t.Errorf("heap peaked at %d MiB under the flood (baseline %d MiB)", peakHeap.Load()>>20, baseHeap>>20)
+	}
+	t.Logf("flood of %d: goroutines %d → peak %d; heap %d KiB → peak %d KiB",
+		sessions*perSession, base, peakG.Load(), baseHeap>>10, peakHeap.Load()>>10)
+
+	release()
+	for _, ch := range held {
+		if r := <-ch; r.Err != nil || r.Resp.Status != 0 {
+			t.Errorf("held submit = %+v, %v; want accepted once the SMSC answers", r.Resp, r.Err)
+		}
+	}
+	r, err := cs[1].Submit(t.Context(), esme.Submit{Src: "S", Dst: "1", Key: "late-0", Text: []byte("x")})
+	if err != nil || r.Status != 0 {
+		t.Errorf("retry of a throttled key = %+v, %v; want forwarded and accepted", r, err)
+	}
+	if n := smsc.Count("late-0"); n != 1 {
+		t.Errorf("SMSC received late-0 %d times, want once", n)
+	}
+}
