@@ -159,14 +159,16 @@ type Upstream struct {
 	Name            string   `yaml:"name"`    // required, unique; letters, digits, '-', '_', '.'
 	Address         string   `yaml:"address"` // host:port
 	TLS             bool     `yaml:"tls"`
-	SystemID        string   `yaml:"system_id"`   // required, at most 15 octets
-	Password        string   `yaml:"password"`    // at most 8 octets
-	SystemType      string   `yaml:"system_type"` // at most 12 octets
-	Bind            BindMode `yaml:"bind"`        // default transceiver
-	Binds           int      `yaml:"binds"`       // parallel sessions; default 1
-	Window          int      `yaml:"window"`      // outstanding requests per session; default 10
-	Throughput      int      `yaml:"throughput"`  // submits per second over all binds; 0 = unlimited (default)
-	Weight          int      `yaml:"weight"`      // share of a route; default 1; 0 = backup only
+	TLSCA           string   `yaml:"tls_ca"`          // PEM file of CAs trusted for this SMSC; "" = system roots
+	TLSServerName   string   `yaml:"tls_server_name"` // name checked in the SMSC's certificate; "" = host of address
+	SystemID        string   `yaml:"system_id"`       // required, at most 15 octets
+	Password        string   `yaml:"password"`        // at most 8 octets
+	SystemType      string   `yaml:"system_type"`     // at most 12 octets
+	Bind            BindMode `yaml:"bind"`            // default transceiver
+	Binds           int      `yaml:"binds"`           // parallel sessions; default 1
+	Window          int      `yaml:"window"`          // outstanding requests per session; default 10
+	Throughput      int      `yaml:"throughput"`      // submits per second over all binds; 0 = unlimited (default)
+	Weight          int      `yaml:"weight"`          // share of a route; default 1; 0 = backup only
 	ResponseTimeout Duration `yaml:"response_timeout"`
 	RouteWait       Duration `yaml:"route_wait"`
 	EnquireLink     Duration `yaml:"enquire_link"`

@@ -180,6 +180,12 @@ func (k *checker) upstream(c *Config, i int, names map[string]int) {
 		names[u.Name] = i
 	}
 	k.hostPort(p+".address", u.Address, true)
+	if !u.TLS && u.TLSCA != "" {
+		k.errorf(p+".tls_ca", "needs tls: true")
+	}
+	if !u.TLS && u.TLSServerName != "" {
+		k.errorf(p+".tls_server_name", "needs tls: true")
+	}
 	k.smppString(p+".system_id", u.SystemID, maxSystemID, true)
 	k.smppString(p+".password", u.Password, maxPassword, false)
 	k.smppString(p+".system_type", u.SystemType, maxSystemType, false)

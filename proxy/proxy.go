@@ -8,10 +8,12 @@ package proxy
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"sync"
 	"time"
 
@@ -83,9 +85,10 @@ func New(opts Options) (*App, error) {
 	byName := map[string]*smppclient.Pool{}
 	upCfg := map[string]config.Upstream{}
 	for _, u := range cfg.Upstreams {
-		var tc *tls.Config
-		if u.TLS {
-			tc = &tls.Config{ServerName: hostOf(u.Address)}
+		tc, err := upstreamTLS(u)
+		if err != nil {
+			_ = st.Close()
+			return nil, err
 		}
 		p := smppclient.New(smppclient.Config{
 			Name: u.Name, Address: u.Address, TLS: tc,
@@ -136,6 +139,31 @@ func New(opts Options) (*App, error) {
 	}
 	a.Sessions.Add(serverSource{a.server})
 	return a, nil
+}
+
+// upstreamTLS is the client TLS configuration of an upstream (nil for
+// plain TCP): the system roots or the tls_ca file, and tls_server_name or
+// the host of its address.
+func upstreamTLS(u config.Upstream) (*tls.Config, error) {
+	if !u.TLS {
+		return nil, nil
+	}
+	tc := &tls.Config{ServerName: hostOf(u.Address), MinVersion: tls.VersionTLS12}
+	if u.TLSServerName != "" {
+		tc.ServerName = u.TLSServerName
+	}
+	if u.TLSCA != "" {
+		pem, err := os.ReadFile(u.TLSCA)
+		if err != nil {
+			return nil, fmt.Errorf("proxy: upstream %s: tls_ca: %w", u.Name, err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("proxy: upstream %s: tls_ca %s: no PEM certificate in it", u.Name, u.TLSCA)
+		}
+		tc.RootCAs = pool
+	}
+	return tc, nil
 }
 
 func hostOf(addr string) string {
