@@ -50,6 +50,10 @@ type Config struct {
 	// InstanceID distinguishes owners across processes and restarts.
 	InstanceID string
 	Now        func() time.Time
+	// IDs normalises upstream message ids for receipt matching and issues
+	// proxy message ids (message_id: proxy). nil: ids are stored as the
+	// upstream wrote them and every account gets upstream ids.
+	IDs IDs
 }
 
 // Engine applies the submit decision table. Safe for concurrent use.
@@ -209,7 +213,7 @@ func (e *Engine) derive(p Policy, sub *smpp.Submit, fp [32]byte) (string, bool, 
 			if len(v) == 0 || len(v) > 255 {
 				return "", false, 0, smpp.StatusInvTLVVal
 			}
-			return "k:" + string(v), true, p.Retention, smpp.StatusOK
+			return KeyOfTLV(v), true, p.Retention, smpp.StatusOK
 		}
 		switch p.MissingKey {
 		case MissingReject:
@@ -238,7 +242,9 @@ func (e *Engine) decide(ctx context.Context, account string, p Policy, k state.K
 	rec := &state.Record{
 		Key: k, Fingerprint: fp, State: state.Sent, Owner: me,
 		Created: now, Updated: now, Expires: now.Add(retention), Attempts: 1,
-		History: []state.Event{{At: now, State: state.Sent, Note: "created"}},
+		ProxyID:  e.issueID(account),
+		AddrHash: state.HashAddrs(sub.SrcAddr, sub.DstAddr),
+		History:  []state.Event{{At: now, State: state.Sent, Note: "created"}},
 	}
 	for range 4 {
 		existing, created, err := e.cfg.Store.Create(ctx, rec)
@@ -259,8 +265,8 @@ func (e *Engine) decide(ctx context.Context, account string, p Policy, k state.K
 		}
 		switch existing.State {
 		case state.Accepted:
-			log.Info("duplicate replayed", "message_id", existing.MessageID, "upstream", existing.Upstream)
-			return Answer{Status: smpp.StatusOK, MessageID: existing.MessageID, Outcome: OutReplayed, Key: k}
+			log.Info("duplicate replayed", "message_id", existing.MessageID, "proxy_id", existing.ProxyID, "upstream", existing.Upstream)
+			return Answer{Status: smpp.StatusOK, MessageID: existing.ClientMessageID(), Outcome: OutReplayed, Key: k}
 		case state.Rejected:
 			log.Info("duplicate replayed rejection", "status", smpp.Status(existing.Status).String())
 			return Answer{Status: smpp.Status(existing.Status), Outcome: OutReplayed, Key: k}
@@ -367,41 +373,6 @@ func validityDeadline(sub *smpp.Submit, created time.Time) (time.Time, bool) {
 	return t, true
 }
 
-// Resolve settles an unknown record by an operator: with a message id it
-// becomes accepted (retries are answered with that id); with notSent it
-// becomes retryable (the next retry forwards it). Only unknown records can
-// be resolved; ErrNotUnknown otherwise.
-func (e *Engine) Resolve(ctx context.Context, k state.Key, messageID string, notSent bool, who string) (*state.Record, error) {
-	if (messageID == "") == !notSent {
-		return nil, errors.New("dedup: resolve needs exactly one of a message id or not-sent")
-	}
-	r, err := e.cfg.Store.Update(ctx, k, func(r *state.Record) error {
-		if r.State != state.Unknown {
-			return fmt.Errorf("%w (state %s)", ErrNotUnknown, r.State)
-		}
-		r.Updated = e.now()
-		ev := state.Event{At: r.Updated, Note: "resolved by " + who}
-		if notSent {
-			r.State, r.Status = state.Retryable, uint32(smpp.StatusSysErr)
-			ev.Note += ": not sent"
-		} else {
-			r.State, r.MessageID, r.Status = state.Accepted, messageID, 0
-			ev.MessageID = messageID
-		}
-		ev.State = r.State
-		r.History = append(r.History, ev)
-		return nil
-	})
-	if err == nil {
-		e.log.Info("unknown record resolved", "account", k.Account, "key", k.Key, "segment", k.Segment, "state", string(r.State), "message_id", r.MessageID, "by", who)
-		e.cfg.Metrics.resolve(k.Account, string(r.State))
-	}
-	return r, err
-}
-
-// ErrNotUnknown is returned by Resolve for a record that is not unknown.
-var ErrNotUnknown = errors.New("dedup: record is not unknown")
-
 // waitOther waits (bounded by inflight_wait) for an owner in another
 // process, or one that was already deciding when this submit arrived with
 // different timing, by polling the store.
@@ -422,8 +393,8 @@ func (e *Engine) waitOther(ctx context.Context, log *slog.Logger, p Policy, k st
 		}
 		switch r.State {
 		case state.Accepted:
-			log.Info("duplicate joined in-flight submit", "message_id", r.MessageID)
-			return Answer{Status: smpp.StatusOK, MessageID: r.MessageID, Outcome: OutJoined, Key: k}
+			log.Info("duplicate joined in-flight submit", "message_id", r.MessageID, "proxy_id", r.ProxyID)
+			return Answer{Status: smpp.StatusOK, MessageID: r.ClientMessageID(), Outcome: OutJoined, Key: k}
 		case state.Rejected, state.Retryable:
 			return Answer{Status: smpp.Status(r.Status), Outcome: OutJoined, Key: k}
 		case state.Unknown:
@@ -483,7 +454,7 @@ func (e *Engine) forward(ctx context.Context, log *slog.Logger, account string, 
 		next, a = state.Unknown, Answer{Status: p.UnknownStatus, Outcome: OutUnknown}
 	}
 	a.Key = k
-	_, err := e.cfg.Store.Update(context.WithoutCancel(ctx), k, func(r *state.Record) error {
+	stored, err := e.cfg.Store.Update(context.WithoutCancel(ctx), k, func(r *state.Record) error {
 		if r.Owner != me {
 			return fmt.Errorf("dedup: record no longer owned")
 		}
@@ -493,6 +464,7 @@ func (e *Engine) forward(ctx context.Context, log *slog.Logger, account string, 
 		}
 		if next == state.Accepted {
 			r.MessageID = res.MessageID
+			r.NormID = e.normID(r.Upstream, res.MessageID)
 		}
 		note := "upstream answered"
 		switch res.Kind {
@@ -512,11 +484,14 @@ func (e *Engine) forward(ctx context.Context, log *slog.Logger, account string, 
 		log.Error("store refused the outcome; answering ESME_RSYSERR", "err", err, "outcome", string(next))
 		return Answer{Status: smpp.StatusSysErr, Outcome: OutStoreErr, Key: k}
 	}
+	if next == state.Accepted {
+		a.MessageID = stored.ClientMessageID()
+	}
 	lvl := slog.LevelInfo
 	if next == state.Unknown {
 		lvl = slog.LevelWarn
 	}
-	log.Log(ctx, lvl, "submit decided", "outcome", a.Outcome, "state", string(next), "status", res.Status.String(), "message_id", res.MessageID, "reason", errString(res.Err))
+	log.Log(ctx, lvl, "submit decided", "outcome", a.Outcome, "state", string(next), "status", res.Status.String(), "message_id", res.MessageID, "proxy_id", stored.ProxyID, "reason", errString(res.Err))
 	return a
 }
 

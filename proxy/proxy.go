@@ -22,6 +22,7 @@ import (
 
 	"github.com/smppproxy/smppproxy/config"
 	"github.com/smppproxy/smppproxy/dedup"
+	"github.com/smppproxy/smppproxy/dlr"
 	"github.com/smppproxy/smppproxy/route"
 	"github.com/smppproxy/smppproxy/session"
 	"github.com/smppproxy/smppproxy/smpp"
@@ -50,6 +51,7 @@ type App struct {
 	engine   *dedup.Engine
 	pools    []*smppclient.Pool
 	server   *smppserver.Server
+	receipts *dlr.Service
 	instr    *instruments // metrics in the request path (metrics.go)
 	Sessions session.Registry
 
@@ -82,6 +84,12 @@ func New(opts Options) (*App, error) {
 		st = b
 	}
 	a.store = st
+	rs, err := newReceipts(cfg, st, log, reg)
+	if err != nil {
+		_ = st.Close()
+		return nil, fmt.Errorf("proxy: receipts: %w", err)
+	}
+	a.receipts = rs
 	byName := map[string]*smppclient.Pool{}
 	upCfg := map[string]config.Upstream{}
 	for _, u := range cfg.Upstreams {
@@ -96,6 +104,7 @@ func New(opts Options) (*App, error) {
 			Bind: string(u.Bind), Binds: u.Binds, Window: u.Window, Throughput: float64(u.Throughput),
 			ResponseTimeout: u.ResponseTimeout.Std(), RouteWait: u.RouteWait.Std(), EnquireLink: u.EnquireLink.Std(),
 			InstanceID: opts.InstanceID, Logger: log,
+			OnDeliver: rs.OnDeliver,
 		})
 		a.pools = append(a.pools, p)
 		byName[u.Name] = p
@@ -114,7 +123,7 @@ func New(opts Options) (*App, error) {
 		}
 	}
 	a.instr.router = route.New(route.Config{Routes: routes, Logger: log})
-	a.engine = dedup.New(dedup.Config{Store: a.instr.engineStore(st), Forwarder: a.instr.router, Logger: log, Metrics: dedup.NewMetrics(reg), InstanceID: opts.InstanceID})
+	a.engine = dedup.New(dedup.Config{Store: a.instr.engineStore(st), Forwarder: a.instr.router, Logger: log, Metrics: dedup.NewMetrics(reg), InstanceID: opts.InstanceID, IDs: rs.IDs()})
 	n, err := a.engine.Recover(context.Background())
 	if err != nil {
 		_ = st.Close()
@@ -127,6 +136,7 @@ func New(opts Options) (*App, error) {
 	chain := smppserver.Chain(smppserver.HandlerFunc(unsupported),
 		throughputLimit(cfg.Accounts),
 		a.engine.Middleware(policyOf),
+		rs.Middleware(requesters(byName)),
 	)
 	a.server = &smppserver.Server{
 		Handler:     chain,
@@ -136,7 +146,9 @@ func New(opts Options) (*App, error) {
 		EnquireLink: cfg.Listen.EnquireLink.Std(),
 		MaxPDUSize:  cfg.Listen.MaxPDUSize,
 		Logger:      log,
+		OnSession:   rs.OnSession,
 	}
+	rs.Attach(dlr.ServerReceivers(a.server), a.engine)
 	a.Sessions.Add(serverSource{a.server})
 	return a, nil
 }
@@ -220,12 +232,17 @@ func throughputLimit(accts []config.Account) smppserver.Middleware {
 // Engine exposes the idempotency engine (for counters).
 func (a *App) Engine() *dedup.Engine { return a.engine }
 
+// Receipts exposes the receipt and MO service (counters, unmatched
+// receipts).
+func (a *App) Receipts() *dlr.Service { return a.receipts }
+
 // Store exposes the store.
 func (a *App) Store() state.Store { return a.store }
 
 // Start starts the upstream pools and the SMPP listener(s). The listener
 // opens only once the store is open (it is, since New).
 func (a *App) Start() error {
+	a.receipts.Start()
 	for _, p := range a.pools {
 		p.Start()
 	}
@@ -325,6 +342,7 @@ func (a *App) Shutdown(ctx context.Context) error {
 				err = e
 			}
 		}
+		a.receipts.Close()
 		if e := a.store.Close(); e != nil && err == nil {
 			err = e
 		}
@@ -343,6 +361,7 @@ func (a *App) Close() {
 		for _, p := range a.pools {
 			_ = p.Close(ctx)
 		}
+		a.receipts.Close()
 		_ = a.store.Close()
 	})
 }

@@ -1,17 +1,20 @@
 // Package sim is an SMSC simulator for tests, the demo and benchmarks. It
 // is a real SMPP server (built on smppserver) that answers submit_sm with
-// message ids, optionally sends delivery receipts, and misbehaves on
-// request: it can drop or delay responses, answer with an error status, or
-// cut the connection (kfake-style control hooks). It counts what it
-// received per idempotency key so tests can assert that no key reached the
-// SMSC twice.
+// message ids, sends delivery receipts (after DLRDelay, or on demand with
+// SendReceipt; ids in the response's format or another one, with or
+// without the receipt TLVs; resent until the client accepts them, as SMSCs
+// do), sends MO on demand (SendMO), answers query_sm and cancel_sm for the
+// ids it issued, and misbehaves on request: it can drop or delay
+// responses, lose a response of an accepted message, answer with an error
+// status, or cut the connection (kfake-style control hooks). It counts what
+// it received per idempotency key so tests can assert that no key reached
+// the SMSC twice.
 package sim
 
 import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
 	"log/slog"
 	"net"
 	"strconv"
@@ -33,6 +36,10 @@ type Action struct {
 	Delay time.Duration
 	// Disconnect: close the connection instead of answering.
 	Disconnect bool
+	// LoseResponse: accept the message (a message id is issued and its
+	// receipt sent, as configured) but never answer: the response is
+	// lost on the way back.
+	LoseResponse bool
 }
 
 // Call describes one received submit_sm to a Fault hook.
@@ -59,6 +66,17 @@ type Config struct {
 	// DLRDelay, when > 0, sends a DELIVRD receipt that long after accepting
 	// a submit that asked for one (registered_delivery bit 0).
 	DLRDelay time.Duration
+	// ReceiptIDs is how receipts write message ids: "hex" or "dec"; ""
+	// writes them as the submit_sm_resp does (see HexIDs). Many SMSCs
+	// answer in hex and report in decimal, or the reverse.
+	ReceiptIDs string
+	// ReceiptTextOnly leaves receipted_message_id and message_state out
+	// of receipts: the id is only in the text's id: field.
+	ReceiptTextOnly bool
+	// ReceiptRetry is how long a receipt the client did not accept (no
+	// receiving session bound, an error status, no answer) is sent again,
+	// every 100ms, as SMSCs do (default 30s; negative: never).
+	ReceiptRetry time.Duration
 	// Fault decides per submit; nil = accept everything at once.
 	Fault  func(c Call) Action
 	Logger *slog.Logger
@@ -74,6 +92,12 @@ type Simulator struct {
 	wg    sync.WaitGroup
 
 	mu       sync.Mutex
+	messages map[string]message // accepted submits that asked for a receipt, by message id
+	rr       int
+	dlrOK    int
+	dlrTries int
+	queried  []string
+	sent     [][]byte
 	perKey   map[string]int
 	accepted map[string]int
 	perSec   map[int64]int
@@ -89,7 +113,10 @@ func Start(addr string, cfg Config) (*Simulator, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Simulator{cfg: cfg, ln: ln, perKey: map[string]int{}, accepted: map[string]int{}, perSec: map[int64]int{}, closed: make(chan struct{})}
+	if cfg.ReceiptRetry == 0 {
+		cfg.ReceiptRetry = 30 * time.Second
+	}
+	s := &Simulator{cfg: cfg, ln: ln, perKey: map[string]int{}, accepted: map[string]int{}, perSec: map[int64]int{}, messages: map[string]message{}, closed: make(chan struct{})}
 	s.next.Store(1000)
 	s.srv = &smppserver.Server{
 		SystemID:    "smscsim",
@@ -222,7 +249,7 @@ func (s *Simulator) serve(ctx context.Context, w smppserver.ResponseWriter, r *s
 	if r.Header.ID != smpp.CmdSubmitSM {
 		switch r.Header.ID {
 		case smpp.CmdQuerySM, smpp.CmdCancelSM:
-			_ = w.WriteStatus(smpp.StatusInvMsgID)
+			s.query(w, r)
 		default:
 			_ = w.WriteStatus(smpp.StatusInvCmdID)
 		}
@@ -258,7 +285,7 @@ func (s *Simulator) serve(ctx context.Context, w smppserver.ResponseWriter, r *s
 	case act.Disconnect:
 		r.Session.Kick()
 		return
-	case act.Drop:
+	case act.Drop && !act.LoseResponse:
 		select {
 		case <-r.Session.Done():
 		case <-s.closed:
@@ -275,53 +302,18 @@ func (s *Simulator) serve(ctx context.Context, w smppserver.ResponseWriter, r *s
 	}
 	s.mu.Lock()
 	s.accepted[key]++
-	s.mu.Unlock()
-	_ = w.WriteFrame(smpp.SubmitResp(smpp.StatusOK, r.Header.Sequence, id))
-	if s.cfg.DLRDelay > 0 && sub.RegisteredDelivery&0x01 != 0 {
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			s.sendReceipt(r.Session, sub, id)
-		}()
+	if sub.RegisteredDelivery&0x03 != 0 {
+		s.messages[id] = newMessage(sub, r.Session.Account())
 	}
-}
-
-func (s *Simulator) sendReceipt(sess *smppserver.Session, sub *smpp.Submit, id string) {
-	select {
-	case <-time.After(s.cfg.DLRDelay):
-	case <-s.closed:
+	s.mu.Unlock()
+	if act.LoseResponse {
+		s.autoReceipt(sub, id)
+		select {
+		case <-r.Session.Done():
+		case <-s.closed:
+		}
 		return
 	}
-	target := sess
-	if !sess.BindType().CanReceive() || sess.CloseReason() != smppserver.ReasonNone {
-		rx := s.srv.ReceiversOf(sess.Account())
-		if len(rx) == 0 {
-			return
-		}
-		target = rx[0]
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_, _ = target.Request(ctx, smpp.CmdDeliverSM, ReceiptBody(sub, id, "DELIVRD"))
-}
-
-// ReceiptBody builds a deliver_sm body carrying a delivery receipt for sub
-// (addresses swapped, esm_class 0x04, receipted_message_id and message_state
-// TLVs, and the conventional receipt text).
-func ReceiptBody(sub *smpp.Submit, id, stat string) []byte {
-	now := time.Now().Format("0601021504")
-	text := fmt.Sprintf("id:%s sub:001 dlvrd:001 submit date:%s done date:%s stat:%s err:000 text:", id, now, now, stat)
-	b := []byte{0} // service_type
-	b = append(b, sub.DstTON, sub.DstNPI)
-	b = append(append(b, sub.DstAddr...), 0)
-	b = append(b, sub.SrcTON, sub.SrcNPI)
-	b = append(append(b, sub.SrcAddr...), 0)
-	b = append(b, 0x04, 0, 0, 0, 0, 0, 0, 0, 0) // esm_class, pid, prio, sched "", validity "", reg, replace, dc, default id
-	b = append(b, byte(len(text)))
-	b = append(b, text...)
-	b = append(b, 0x00, 0x1E, 0, byte(len(id)+1))
-	b = append(append(b, id...), 0)
-	state := byte(2) // DELIVERED
-	b = append(b, 0x04, 0x27, 0, 1, state)
-	return b
+	_ = w.WriteFrame(smpp.SubmitResp(smpp.StatusOK, r.Header.Sequence, id))
+	s.autoReceipt(sub, id)
 }

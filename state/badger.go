@@ -108,6 +108,7 @@ type BadgerStore struct {
 	minFree  int64                            // <= 0: no guard
 	diskFree func(path string) (uint64, bool) // free bytes, ok
 	lowDisk  bool                             // committer only: last guard verdict
+	qseq     uint64                           // committer only: last queue sequence number
 
 	reqs          chan *request
 	committerDone chan struct{}
@@ -126,7 +127,10 @@ type BadgerStore struct {
 	ops, commits, failed atomic.Uint64
 }
 
-var _ Store = (*BadgerStore)(nil)
+var (
+	_ Store = (*BadgerStore)(nil)
+	_ Queue = (*BadgerStore)(nil)
+)
 
 // OpenBadger opens (or creates) the database and starts the committer
 // and, unless disabled, the value-log GC.
@@ -176,7 +180,13 @@ func OpenBadger(opts BadgerOptions) (*BadgerStore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("state: open badger %q: %w", opts.Path, err)
 	}
+	qseq, err := loadQueueSeq(db)
+	if err != nil {
+		_ = db.Close()
+		return nil, err
+	}
 	s := &BadgerStore{
+		qseq:          qseq,
 		db:            db,
 		log:           log,
 		now:           opts.Now,

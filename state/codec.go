@@ -28,17 +28,28 @@ import (
 //	        time At, str State, uvarint Status, str Session,
 //	        uvarint Sequence, str MessageID, str Note
 //
+// Version 2 (written since receipts were added) is version 1 with the
+// version byte 2 and, after the history:
+//
+//	str     NormID, str ProxyID
+//	[16]    AddrHash
+//	str     Delivery
+//	time    DeliveryAt
+//
 // Nothing may follow the last field. A new field means a new version; the
 // decoder keeps reading every older version it knows. Decoded times are in
 // UTC without a monotonic reading.
-const recordVersion1 = 1
+const (
+	recordVersion1 = 1
+	recordVersion2 = 2
+)
 
 // errCorrupt is wrapped by every decoding error.
 var errCorrupt = errors.New("state: corrupt record")
 
 // encodeRecord appends the current binary encoding of r to dst.
 func encodeRecord(dst []byte, r *Record) []byte {
-	dst = append(dst, recordVersion1)
+	dst = append(dst, recordVersion2)
 	dst = appendString(dst, r.Key.Account)
 	dst = appendString(dst, r.Key.Key)
 	dst = appendString(dst, r.Key.Segment)
@@ -65,7 +76,11 @@ func encodeRecord(dst []byte, r *Record) []byte {
 		dst = appendString(dst, e.MessageID)
 		dst = appendString(dst, e.Note)
 	}
-	return dst
+	dst = appendString(dst, r.NormID)
+	dst = appendString(dst, r.ProxyID)
+	dst = append(dst, r.AddrHash[:]...)
+	dst = appendString(dst, string(r.Delivery))
+	return appendTime(dst, r.DeliveryAt)
 }
 
 // decodeRecord decodes what encodeRecord wrote. It copies everything it
@@ -74,7 +89,8 @@ func decodeRecord(b []byte) (*Record, error) {
 	if len(b) == 0 {
 		return nil, fmt.Errorf("%w: empty", errCorrupt)
 	}
-	if b[0] != recordVersion1 {
+	version := b[0]
+	if version != recordVersion1 && version != recordVersion2 {
 		return nil, fmt.Errorf("%w: unknown version %d", errCorrupt, b[0])
 	}
 	d := decoder{b: b[1:]}
@@ -112,6 +128,13 @@ func decodeRecord(b []byte) (*Record, error) {
 			e.MessageID = d.str()
 			e.Note = d.str()
 		}
+	}
+	if version >= recordVersion2 {
+		r.NormID = d.str()
+		r.ProxyID = d.str()
+		d.bytes(r.AddrHash[:])
+		r.Delivery = DeliveryState(d.str())
+		r.DeliveryAt = d.time()
 	}
 	if d.err == nil && len(d.b) != 0 {
 		d.fail("%d trailing bytes", len(d.b))
@@ -238,8 +261,14 @@ func (d *decoder) time() time.Time {
 // bytes and may contain anything).
 //
 //	r/<account>\x00<key>\x00<segment>      → encoded Record
-//	m/<upstream>\x00<message_id>           → record key (index)
+//	m/<upstream>\x00<match id>             → record key (index, Record.MatchID)
 //	j/<session>\x00<sequence, 4 bytes BE>  → record key (journal index)
+//	p/<account>\x00<proxy id>              → record key (proxy id index)
+//	u/<upstream>\x00<addr hash>\x00<record key> → record key (unknown records
+//	                                         by addresses; only while Unknown)
+//	q/<queue>\x00<seq, 8 bytes BE>         → encoded QueueEntry
+//	d/<queue>\x00<dedup key>               → dedup marker of a queue entry
+//	x/qseq                                  → last queue sequence number
 //
 // Index entries carry the TTL of their record. Lookups through an index
 // always load the record and check that it still has those fields, so a
@@ -248,6 +277,11 @@ const (
 	prefixRecord  = "r/"
 	prefixMessage = "m/"
 	prefixJournal = "j/"
+	prefixProxyID = "p/"
+	prefixUnknown = "u/"
+	prefixQueue   = "q/"
+	prefixDedup   = "d/"
+	keyQueueSeq   = "x/qseq"
 )
 
 func appendEscaped(dst []byte, s string) []byte {
@@ -293,19 +327,54 @@ func journalKey(session string, seq uint32) []byte {
 	return binary.BigEndian.AppendUint32(b, seq)
 }
 
+func proxyIDKey(account, id string) []byte {
+	b := make([]byte, 0, len(prefixProxyID)+len(account)+len(id)+1)
+	b = append(b, prefixProxyID...)
+	b = appendEscaped(b, account)
+	b = append(b, 0)
+	return appendEscaped(b, id)
+}
+
+// unknownPrefix is the common prefix of the unknown-index entries of
+// upstream and h; unknownKey appends the record key.
+func unknownPrefix(upstream string, h [16]byte) []byte {
+	b := make([]byte, 0, len(prefixUnknown)+len(upstream)+40)
+	b = append(b, prefixUnknown...)
+	b = appendEscaped(b, upstream)
+	b = append(b, 0)
+	b = appendEscaped(b, string(h[:]))
+	return append(b, 0)
+}
+
+func unknownKey(upstream string, h [16]byte, k Key) []byte {
+	return append(unknownPrefix(upstream, h), recordKey(k)...)
+}
+
+// inUnknownIndex reports whether r belongs in the unknown index.
+func inUnknownIndex(r *Record) bool {
+	return r.State == Unknown && r.Upstream != "" && r.AddrHash != [16]byte{}
+}
+
 // indexKeys returns the index keys under which r must be found: the
 // message index once it has a MessageID, the journal index once it has a
-// Session. r may be nil.
+// Session, the proxy id index once it has a ProxyID, and the unknown index
+// while it is Unknown with an upstream and addresses. r may be nil.
 func indexKeys(r *Record) [][]byte {
 	if r == nil {
 		return nil
 	}
 	var ks [][]byte
-	if r.MessageID != "" {
-		ks = append(ks, messageKey(r.Upstream, r.MessageID))
+	if id := r.MatchID(); id != "" {
+		ks = append(ks, messageKey(r.Upstream, id))
 	}
 	if r.Session != "" {
 		ks = append(ks, journalKey(r.Session, r.Sequence))
+	}
+	if r.ProxyID != "" {
+		ks = append(ks, proxyIDKey(r.Key.Account, r.ProxyID))
+	}
+	if inUnknownIndex(r) {
+		ks = append(ks, unknownKey(r.Upstream, r.AddrHash, r.Key))
 	}
 	return ks
 }

@@ -20,6 +20,11 @@ func codecSample() *Record {
 		Session:     "smsc/1",
 		Sequence:    1<<32 - 1,
 		MessageID:   "abc",
+		NormID:      "2748",
+		ProxyID:     "p-1",
+		AddrHash:    [16]byte{0, 1, 15: 0xee},
+		Delivery:    DeliveryDelivered,
+		DeliveryAt:  t0.Add(time.Second),
 		Status:      0xC4,
 		Attempts:    -3,
 		Created:     time.Date(1969, 7, 20, 20, 17, 40, 999999999, time.UTC),
@@ -61,9 +66,9 @@ func TestRecordCodecRejectsDamage(t *testing.T) {
 	if r, err := decodeRecord(append(b, 0)); !errors.Is(err, errCorrupt) {
 		t.Errorf("decodeRecord(trailing byte) = %+v, %v; want errCorrupt", r, err)
 	}
-	v2 := append([]byte{2}, b[1:]...)
-	if r, err := decodeRecord(v2); !errors.Is(err, errCorrupt) {
-		t.Errorf("decodeRecord(version 2) = %+v, %v; want errCorrupt", r, err)
+	v3 := append([]byte{3}, b[1:]...)
+	if r, err := decodeRecord(v3); !errors.Is(err, errCorrupt) {
+		t.Errorf("decodeRecord(version 3) = %+v, %v; want errCorrupt", r, err)
 	}
 }
 
@@ -135,4 +140,49 @@ func BenchmarkRecordCodec(b *testing.B) {
 			}
 		}
 	})
+}
+
+// A record written by a version-1 store (before receipts) still decodes.
+func TestRecordCodecReadsVersion1(t *testing.T) {
+	want := codecSample()
+	want.NormID, want.ProxyID, want.AddrHash, want.Delivery, want.DeliveryAt = "", "", [16]byte{}, "", time.Time{}
+	b := encodeRecord(nil, want)
+	// A version-1 encoding is the version-2 one without its tail.
+	tail := len(encodeRecord(nil, &Record{})) - len(encodeRecordV1Empty())
+	v1 := append([]byte{recordVersion1}, b[1:len(b)-tail]...)
+	got, err := decodeRecord(v1)
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("decodeRecord(version 1) = %+v, %v; want %+v", got, err, want)
+	}
+}
+
+// encodeRecordV1Empty is the version-1 encoding of an empty record.
+func encodeRecordV1Empty() []byte {
+	return []byte{recordVersion1, 0, 0, 0, // key
+		0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, // fingerprint
+		0, 0, 0, 0, // state, owner, upstream, session
+		0, 0, 0, 0, // sequence, message id, status, attempts
+		0, 0, 0, // times
+		0, // history
+	}
+}
+
+func TestQueueEntryCodec(t *testing.T) {
+	for _, want := range []*QueueEntry{
+		{Queue: "shop\x00", Seq: 1 << 40, DedupKey: "smsc\x00123\x00delivered", Kind: "receipt", Upstream: "smsc",
+			MessageID: "123", Stat: "DELIVRD", Command: 5, Body: []byte{0, 1, 2},
+			Enqueued: time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC), Expires: time.Date(2026, 1, 5, 3, 4, 5, 6, time.UTC)},
+		{},
+	} {
+		b := encodeEntry(nil, want)
+		got, err := decodeEntry(b)
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Errorf("decodeEntry(encodeEntry(%+v)) = %+v, %v", want, got, err)
+		}
+		for n := range len(b) {
+			if _, err := decodeEntry(b[:n]); !errors.Is(err, errCorrupt) {
+				t.Errorf("decodeEntry(first %d of %d bytes) = %v; want errCorrupt", n, len(b), err)
+			}
+		}
+	}
 }

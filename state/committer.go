@@ -24,10 +24,16 @@ type request struct {
 
 	fn func(*Record) error // Update only
 
+	// op, when set, replaces the record logic: it reads through the stager
+	// and stages its own writes (queue operations).
+	op func(st *stager, r *request)
+
 	writes []write // staged by the committer
 
 	res     *Record
 	created bool
+	seq     uint64 // queue operations: the entry's sequence number
+	dup     bool   // Enqueue: a live dedup marker was found
 	err     error
 	done    chan struct{}
 }
@@ -83,6 +89,7 @@ func (s *BadgerStore) runBatch(batch []*request) {
 		overlay: make(map[string]write, 3*len(batch)),
 		now:     s.now(),
 		wall:    time.Now(),
+		qseq:    &s.qseq,
 	}
 	for _, r := range batch {
 		st.apply(r)
@@ -122,9 +129,14 @@ type stager struct {
 	overlay map[string]write
 	now     time.Time // the store's clock: decides expiry
 	wall    time.Time // real time: Badger's TTL is measured against it
+	qseq    *uint64   // the store's last queue sequence number (committer only)
 }
 
 func (st *stager) apply(r *request) {
+	if r.op != nil {
+		r.op(st, r)
+		return
+	}
 	old, err := st.record(r.key)
 	if err != nil {
 		r.err = err
@@ -196,6 +208,29 @@ func (st *stager) record(key []byte) (*Record, error) {
 		return decodeRecord(w.val)
 	}
 	return readRecord(st.txn, key)
+}
+
+// get returns the value under key as this batch sees it, or found=false.
+// The value may alias the overlay: do not modify it.
+func (st *stager) get(key []byte) (val []byte, found bool, err error) {
+	if w, ok := st.overlay[string(key)]; ok {
+		if w.del {
+			return nil, false, nil
+		}
+		return w.val, true, nil
+	}
+	item, err := st.txn.Get(key)
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("state: read %q: %w", key, err)
+	}
+	val, err = item.ValueCopy(nil)
+	if err != nil {
+		return nil, false, fmt.Errorf("state: read %q: %w", key, err)
+	}
+	return val, true, nil
 }
 
 // index reports whether index entry ik points at record key rk as this
@@ -306,7 +341,7 @@ func (s *BadgerStore) finish(reqs []*request, err error) {
 	}
 	for _, r := range reqs {
 		if err != nil {
-			r.res, r.created, r.err = nil, false, err
+			r.res, r.created, r.seq, r.dup, r.err = nil, false, 0, false, err
 		}
 		r.writes = nil
 		close(r.done)

@@ -29,9 +29,21 @@ func runUpdate(cur *Record, fn func(*Record) error) (next *Record, err error) {
 	return next, nil
 }
 
-// hasMessage reports whether r is the record that upstream accepted with id.
+// hasMessage reports whether r is the record that upstream accepted with id
+// (compared with its MatchID).
 func hasMessage(r *Record, upstream, id string) bool {
-	return r != nil && id != "" && r.Upstream == upstream && r.MessageID == id
+	return r != nil && id != "" && r.Upstream == upstream && r.MatchID() == id
+}
+
+// hasProxyID reports whether r is the record of account issued proxy id id.
+func hasProxyID(r *Record, account, id string) bool {
+	return r != nil && id != "" && r.Key.Account == account && r.ProxyID == id
+}
+
+// isUnknownAt reports whether r is an unknown record of upstream with
+// addresses h.
+func isUnknownAt(r *Record, upstream string, h [16]byte) bool {
+	return r != nil && inUnknownIndex(r) && r.Upstream == upstream && r.AddrHash == h
 }
 
 // hasJournal reports whether r is journaled on session sess with seq.

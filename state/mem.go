@@ -2,14 +2,17 @@ package state
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"sync"
 	"time"
 )
 
-// MemStore is an in-memory Store for tests: one mutex and three maps.
-// Records are kept in their encoded form, so what comes back has gone
-// through the same encoding as with BadgerStore (times in UTC, no
-// monotonic reading, no shared slices). Nothing survives the process.
+// MemStore is an in-memory Store and Queue for tests: one mutex and a few
+// maps. Records and queue entries are kept in their encoded form, so what
+// comes back has gone through the same encoding as with BadgerStore (times
+// in UTC, no monotonic reading, no shared slices). Nothing survives the
+// process.
 type MemStore struct {
 	now func() time.Time
 
@@ -17,11 +20,14 @@ type MemStore struct {
 	closed bool
 	fail   error          // set by FailWrites
 	recs   map[Key][]byte // encoded records, expired ones included
-	byMsg  map[string]Key // messageKey → record key
-	bySess map[string]Key // journalKey → record key
+	idx    map[string]Key // index key (same layout as BadgerStore's) → record key
+	queues memQueues
 }
 
-var _ Store = (*MemStore)(nil)
+var (
+	_ Store = (*MemStore)(nil)
+	_ Queue = (*MemStore)(nil)
+)
 
 // NewMem returns an empty MemStore whose notion of "now" (for Expires) is
 // now, or time.Now when now is nil.
@@ -32,8 +38,8 @@ func NewMem(now func() time.Time) *MemStore {
 	return &MemStore{
 		now:    now,
 		recs:   make(map[Key][]byte),
-		byMsg:  make(map[string]Key),
-		bySess: make(map[string]Key),
+		idx:    make(map[string]Key),
+		queues: newMemQueues(),
 	}
 }
 
@@ -109,19 +115,27 @@ func (s *MemStore) Update(ctx context.Context, k Key, fn func(*Record) error) (*
 
 // ByMessageID implements Store.
 func (s *MemStore) ByMessageID(ctx context.Context, upstream, id string) (*Record, error) {
-	return s.byIndex(ctx, s.byMsg, messageKey(upstream, id), func(r *Record) bool {
+	return s.byIndex(ctx, messageKey(upstream, id), func(r *Record) bool {
 		return hasMessage(r, upstream, id)
 	})
 }
 
 // BySession implements Store.
 func (s *MemStore) BySession(ctx context.Context, sess string, seq uint32) (*Record, error) {
-	return s.byIndex(ctx, s.bySess, journalKey(sess, seq), func(r *Record) bool {
+	return s.byIndex(ctx, journalKey(sess, seq), func(r *Record) bool {
 		return hasJournal(r, sess, seq)
 	})
 }
 
-func (s *MemStore) byIndex(ctx context.Context, idx map[string]Key, ik []byte, match func(*Record) bool) (*Record, error) {
+// ByProxyID implements Store.
+func (s *MemStore) ByProxyID(ctx context.Context, account, id string) (*Record, error) {
+	return s.byIndex(ctx, proxyIDKey(account, id), func(r *Record) bool {
+		return hasProxyID(r, account, id)
+	})
+}
+
+// UnknownByAddr implements Store.
+func (s *MemStore) UnknownByAddr(ctx context.Context, upstream string, h [16]byte) ([]*Record, error) {
 	if err := ctxErr(ctx); err != nil {
 		return nil, err
 	}
@@ -130,7 +144,39 @@ func (s *MemStore) byIndex(ctx context.Context, idx map[string]Key, ik []byte, m
 	if s.closed {
 		return nil, ErrClosed
 	}
-	k, ok := idx[string(ik)]
+	if h == ([16]byte{}) {
+		return nil, nil
+	}
+	prefix := string(unknownPrefix(upstream, h))
+	var out []*Record
+	for ik, k := range s.idx {
+		if !strings.HasPrefix(ik, prefix) {
+			continue
+		}
+		r, err := s.liveLocked(k)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if isUnknownAt(r, upstream, h) {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+func (s *MemStore) byIndex(ctx context.Context, ik []byte, match func(*Record) bool) (*Record, error) {
+	if err := ctxErr(ctx); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	k, ok := s.idx[string(ik)]
 	if !ok {
 		return nil, ErrNotFound
 	}
@@ -225,24 +271,16 @@ func (s *MemStore) liveLocked(k Key) (*Record, error) {
 // entry that another record has taken over since is left alone.
 func (s *MemStore) putLocked(k Key, val []byte, old, next *Record) {
 	s.recs[k] = val
-	if old != nil {
-		if old.MessageID != "" && !hasMessage(next, old.Upstream, old.MessageID) {
-			ik := string(messageKey(old.Upstream, old.MessageID))
-			if s.byMsg[ik] == k {
-				delete(s.byMsg, ik)
-			}
-		}
-		if old.Session != "" && !hasJournal(next, old.Session, old.Sequence) {
-			ik := string(journalKey(old.Session, old.Sequence))
-			if s.bySess[ik] == k {
-				delete(s.bySess, ik)
-			}
+	keep := map[string]bool{}
+	for _, ik := range indexKeys(next) {
+		keep[string(ik)] = true
+	}
+	for _, ik := range indexKeys(old) {
+		if !keep[string(ik)] && s.idx[string(ik)] == k {
+			delete(s.idx, string(ik))
 		}
 	}
-	if next.MessageID != "" {
-		s.byMsg[string(messageKey(next.Upstream, next.MessageID))] = k
-	}
-	if next.Session != "" {
-		s.bySess[string(journalKey(next.Session, next.Sequence))] = k
+	for ik := range keep {
+		s.idx[ik] = k
 	}
 }

@@ -1,15 +1,17 @@
 // Package state keeps the proxy's durable records: one Record per
 // (account, idempotency key, segment), the journal of what was written to
-// which upstream session, and the index from upstream message ids back to
-// records. Store is the small interface the rest of the proxy uses;
-// BadgerStore is the production backend (group commit: many concurrent
-// writers share one transaction and one fsync) and MemStore is the
-// in-memory backend for unit tests. Both pass the same conformance suite in
-// state/storetest.
+// which upstream session, the indexes from upstream message ids, proxy
+// message ids and (for unknown records) addresses back to records, and the
+// durable queues of receipts and MO waiting for an ESME. Store and Queue
+// are the small interfaces the rest of the proxy uses; BadgerStore is the
+// production backend of both (group commit: many concurrent writers share
+// one transaction and one fsync) and MemStore is the in-memory backend for
+// unit tests. Both pass the same conformance suite in state/storetest.
 package state
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"time"
 )
@@ -75,8 +77,25 @@ type Record struct {
 	Upstream string `json:"upstream,omitempty"`
 	Session  string `json:"session,omitempty"`
 	Sequence uint32 `json:"sequence,omitempty"`
-	// MessageID is the upstream's id once Accepted.
+	// MessageID is the upstream's id once Accepted, exactly as the
+	// upstream wrote it in its submit_sm_resp.
 	MessageID string `json:"message_id,omitempty"`
+	// NormID is MessageID normalised by the upstream's id formats (the
+	// form receipts are matched in). The message index is keyed by it
+	// when it is set, else by MessageID: see MatchID.
+	NormID string `json:"norm_id,omitempty"`
+	// ProxyID is the proxy-issued message id the ESME is given under
+	// message_id: proxy; empty when the ESME is given MessageID. See
+	// ClientMessageID.
+	ProxyID string `json:"proxy_id,omitempty"`
+	// AddrHash identifies the submit's source and destination addresses
+	// without storing them (HashAddrs); zero when unknown. It lets an
+	// unmatched receipt find an unknown record (SPEC §5).
+	AddrHash [16]byte `json:"-"`
+	// Delivery is what the last receipt said about the message, kept apart
+	// from the submit State; DeliveryAt is when the proxy received it.
+	Delivery   DeliveryState `json:"delivery,omitempty"`
+	DeliveryAt time.Time     `json:"delivery_at,omitzero"`
 	// Status is the last upstream status (the one replayed when Rejected
 	// or Retryable).
 	Status   uint32    `json:"status,omitempty"`
@@ -87,6 +106,67 @@ type Record struct {
 	// operation) and may be dropped by the backend.
 	Expires time.Time `json:"expires"`
 	History []Event   `json:"history,omitempty"`
+}
+
+// ClientMessageID is the message id the ESME was given in its
+// submit_sm_resp: ProxyID when the proxy issued one, else MessageID.
+func (r *Record) ClientMessageID() string {
+	if r.ProxyID != "" {
+		return r.ProxyID
+	}
+	return r.MessageID
+}
+
+// MatchID is the id the message index (ByMessageID) knows the record by:
+// NormID when set, else MessageID; "" before the record is accepted.
+func (r *Record) MatchID() string {
+	if r.MessageID == "" {
+		return ""
+	}
+	if r.NormID != "" {
+		return r.NormID
+	}
+	return r.MessageID
+}
+
+// HashAddrs returns the AddrHash of a submit from src to dst: the first 16
+// bytes of SHA-256 over both addresses. A receipt travels the other way,
+// so it matches HashAddrs(receipt destination, receipt source).
+func HashAddrs(src, dst []byte) [16]byte {
+	h := sha256.New()
+	h.Write(src)
+	h.Write([]byte{0})
+	h.Write(dst)
+	var out [16]byte
+	copy(out[:], h.Sum(nil))
+	return out
+}
+
+// DeliveryState is the delivery outcome a receipt reports (SPEC §4): the
+// SMPP message_state values.
+type DeliveryState string
+
+// Delivery states. The zero value means no receipt yet.
+const (
+	DeliveryEnroute       DeliveryState = "enroute"
+	DeliveryDelivered     DeliveryState = "delivered"
+	DeliveryExpired       DeliveryState = "expired"
+	DeliveryDeleted       DeliveryState = "deleted"
+	DeliveryUndeliverable DeliveryState = "undeliverable"
+	DeliveryAccepted      DeliveryState = "accepted"
+	DeliveryUnknown       DeliveryState = "unknown"
+	DeliveryRejected      DeliveryState = "rejected"
+	DeliverySkipped       DeliveryState = "skipped"
+)
+
+// Final reports whether d ends the message's life at the SMSC; enroute,
+// accepted and no state at all are intermediate.
+func (d DeliveryState) Final() bool {
+	switch d {
+	case "", DeliveryEnroute, DeliveryAccepted:
+		return false
+	}
+	return true
 }
 
 // Clone returns a deep copy.
@@ -124,8 +204,18 @@ type Store interface {
 	// record.
 	Update(ctx context.Context, k Key, fn func(*Record) error) (*Record, error)
 
-	// ByMessageID returns the record that upstream accepted with id.
+	// ByMessageID returns the record that upstream accepted with id, where
+	// id is compared with the record's MatchID (its NormID when set).
 	ByMessageID(ctx context.Context, upstream, id string) (*Record, error)
+
+	// ByProxyID returns the record of account that was issued proxy
+	// message id id (Record.ProxyID).
+	ByProxyID(ctx context.Context, account, id string) (*Record, error)
+
+	// UnknownByAddr returns every live record in state Unknown whose
+	// Upstream is upstream and whose AddrHash is h (in no particular
+	// order; none is not an error). A zero h matches nothing.
+	UnknownByAddr(ctx context.Context, upstream string, h [16]byte) ([]*Record, error)
 
 	// BySession returns the record journaled as written on upstream
 	// session sess with sequence number seq.

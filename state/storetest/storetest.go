@@ -43,6 +43,17 @@ func Run(t *testing.T, open Opener) {
 		{"ByMessageID", testByMessageID},
 		{"BySession", testBySession},
 		{"IndexTakenOver", testIndexTakenOver},
+		{"ByMessageIDUsesNormID", testNormID},
+		{"ByProxyID", testByProxyID},
+		{"UnknownByAddr", testUnknownByAddr},
+		{"QueueOrder", testQueueOrder},
+		{"QueueDedup", testQueueDedup},
+		{"QueueAck", testQueueAck},
+		{"QueueExpiry", testQueueExpiry},
+		{"QueuesAreExact", testQueuesAreExact},
+		{"QueueConcurrentEnqueue", testQueueConcurrent},
+		{"QueueFailWrites", testQueueFailWrites},
+		{"QueueClosed", testQueueClosed},
 		{"Scan", testScan},
 		{"CanceledContext", testCanceled},
 		{"FailWrites", testFailWrites},
@@ -107,6 +118,11 @@ func fullRecord(c *Clock) *state.Record {
 	r.Session = "smsc-a/2"
 	r.Sequence = 0xfffffffe
 	r.MessageID = "0badc0de"
+	r.NormID = "195936478"
+	r.ProxyID = "p-0001"
+	r.AddrHash = state.HashAddrs([]byte("SHOP"), []byte("447700900123"))
+	r.Delivery = state.DeliveryDelivered
+	r.DeliveryAt = now.Add(2 * time.Second)
 	r.Status = 0x58
 	r.Attempts = 2
 	r.Updated = now.Add(1500 * time.Millisecond)
@@ -125,7 +141,7 @@ func normal(r *state.Record) *state.Record {
 		return nil
 	}
 	c := r.Clone()
-	c.Created, c.Updated, c.Expires = c.Created.UTC(), c.Updated.UTC(), c.Expires.UTC()
+	c.Created, c.Updated, c.Expires, c.DeliveryAt = c.Created.UTC(), c.Updated.UTC(), c.Expires.UTC(), c.DeliveryAt.UTC()
 	if len(c.History) == 0 {
 		c.History = nil
 	}

@@ -1,0 +1,106 @@
+package dedup
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/smppproxy/smppproxy/smpp"
+	"github.com/smppproxy/smppproxy/state"
+)
+
+// IDs maps message ids for receipts (SPEC §4); dlr.IDs implements it.
+type IDs interface {
+	// NormalizeID returns id, as upstream wrote it in a submit_sm_resp,
+	// in the form receipts are matched in (stored as Record.NormID).
+	NormalizeID(upstream, id string) string
+	// IssueID returns a new proxy message id for a record of account, or
+	// "" when the account is given the upstream's ids (passthrough).
+	IssueID(account string) string
+}
+
+func (e *Engine) normID(upstream, id string) string {
+	if e.cfg.IDs == nil || id == "" {
+		return ""
+	}
+	if n := e.cfg.IDs.NormalizeID(upstream, id); n != id {
+		return n
+	}
+	return ""
+}
+
+func (e *Engine) issueID(account string) string {
+	if e.cfg.IDs == nil {
+		return ""
+	}
+	return e.cfg.IDs.IssueID(account)
+}
+
+// Resolve settles an unknown record by an operator: with a message id it
+// becomes accepted (retries are answered with that id); with notSent it
+// becomes retryable (the next retry forwards it). Only unknown records can
+// be resolved; ErrNotUnknown otherwise.
+func (e *Engine) Resolve(ctx context.Context, k state.Key, messageID string, notSent bool, who string) (*state.Record, error) {
+	if (messageID == "") == !notSent {
+		return nil, errors.New("dedup: resolve needs exactly one of a message id or not-sent")
+	}
+	r, err := e.cfg.Store.Update(ctx, k, func(r *state.Record) error {
+		if r.State != state.Unknown {
+			return fmt.Errorf("%w (state %s)", ErrNotUnknown, r.State)
+		}
+		r.Updated = e.now()
+		ev := state.Event{At: r.Updated, Note: "resolved by " + who}
+		if notSent {
+			r.State, r.Status = state.Retryable, uint32(smpp.StatusSysErr)
+			ev.Note += ": not sent"
+		} else {
+			r.State, r.MessageID, r.Status = state.Accepted, messageID, 0
+			r.NormID = e.normID(r.Upstream, messageID)
+			ev.MessageID = messageID
+		}
+		ev.State = r.State
+		r.History = append(r.History, ev)
+		return nil
+	})
+	if err == nil {
+		e.log.Info("unknown record resolved", "account", k.Account, "key", k.Key, "segment", k.Segment, "state", string(r.State), "message_id", r.MessageID, "by", who)
+		e.cfg.Metrics.resolve(k.Account, string(r.State))
+	}
+	return r, err
+}
+
+// ResolveFromReceipt settles an unknown record of upstream that a receipt
+// named (SPEC §5): it becomes accepted with messageID (as the upstream
+// would have written it in its submit_sm_resp), so retries are answered
+// with it. why is recorded in the history ("resolved by receipt: " + why).
+// ErrNotUnknown when the record is not unknown or was last written to
+// another upstream.
+func (e *Engine) ResolveFromReceipt(ctx context.Context, k state.Key, upstream, messageID, why string) (*state.Record, error) {
+	if messageID == "" {
+		return nil, errors.New("dedup: resolve from a receipt needs a message id")
+	}
+	r, err := e.cfg.Store.Update(ctx, k, func(r *state.Record) error {
+		if r.State != state.Unknown || r.Upstream != upstream {
+			return fmt.Errorf("%w (state %s, upstream %q)", ErrNotUnknown, r.State, r.Upstream)
+		}
+		r.Updated = e.now()
+		r.State, r.MessageID, r.Status = state.Accepted, messageID, 0
+		r.NormID = e.normID(upstream, messageID)
+		r.History = append(r.History, state.Event{At: r.Updated, State: state.Accepted, MessageID: messageID, Note: "resolved by receipt: " + why})
+		return nil
+	})
+	if err == nil {
+		e.log.Info("unknown record resolved by a receipt", "account", k.Account, "key", k.Key, "segment", k.Segment, "upstream", upstream, "message_id", messageID, "why", why)
+		e.cfg.Metrics.resolve(k.Account, string(r.State))
+	}
+	return r, err
+}
+
+// KeyOfTLV is the record key (state.Key.Key) of a submit whose
+// idempotency key TLV carried v (trailing NULs trimmed) under the tlv
+// policy; a receipt that echoes the key (echo_tlv) names its record by it.
+func KeyOfTLV(v []byte) string { return "k:" + string(bytes.TrimRight(v, "\x00")) }
+
+// ErrNotUnknown is returned by Resolve for a record that is not unknown.
+var ErrNotUnknown = errors.New("dedup: record is not unknown")

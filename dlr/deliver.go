@@ -1,0 +1,320 @@
+package dlr
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/smppproxy/smppproxy/smpp"
+	"github.com/smppproxy/smppproxy/smppserver"
+	"github.com/smppproxy/smppproxy/state"
+)
+
+// Receiver is a bound ESME session that can receive deliver_sm;
+// *smppserver.Session implements it.
+type Receiver interface {
+	ID() string
+	// Request sends a request PDU with body and returns the response
+	// frame (smppserver.Session.Request).
+	Request(ctx context.Context, id uint32, body []byte) ([]byte, error)
+	BoundAt() time.Time
+}
+
+// Receivers lists the bound receiving sessions of an account.
+type Receivers interface {
+	Receivers(account string) []Receiver
+}
+
+// ServerReceivers adapts an smppserver.Server (ReceiversOf) to Receivers.
+func ServerReceivers(srv *smppserver.Server) Receivers { return serverReceivers{srv} }
+
+type serverReceivers struct{ srv *smppserver.Server }
+
+func (r serverReceivers) Receivers(account string) []Receiver {
+	ss := r.srv.ReceiversOf(account)
+	out := make([]Receiver, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}
+
+// OnSession is smppserver.Server.OnSession: a newly bound receiving
+// session gets the account's queue at once (after BindSettle). It does
+// not block.
+//
+// The server calls OnSession before it queues the bind_resp, so a
+// deliver_sm sent from here could overtake the bind_resp; the dispatcher
+// therefore waits BindSettle after BoundAt before the first deliver_sm on
+// a session.
+func (s *Service) OnSession(ss *smppserver.Session, up bool) {
+	if up && ss.BindType().CanReceive() {
+		s.kick(ss.Account())
+	}
+}
+
+// hasReceiver reports whether account had a bound receiving session when
+// its dispatcher last looked (for the routed/queued outcome label).
+func (s *Service) hasReceiver(account string) bool {
+	d := s.accounts[account]
+	return d != nil && d.bound.Load() > 0
+}
+
+// dispatcher delivers one account's queue.
+type dispatcher struct {
+	s       *Service
+	account string
+	queue   string
+	pol     Account
+	kickc   chan struct{}
+	bound   atomic.Int32 // receiving sessions seen by the last pump
+
+	mu       sync.Mutex
+	inflight map[uint64]string    // entry seq → session id ("" while its Ack is being written)
+	done     map[uint64]bool      // acknowledged and deleted; pruned by the next List
+	perSess  map[string]int       // deliver_sm awaiting a response, per session id
+	backoff  map[uint64]time.Time // refused entries: not before
+	rr       int
+}
+
+func newDispatcher(s *Service, account string, pol Account) *dispatcher {
+	return &dispatcher{
+		s: s, account: account, queue: accountQueue(account), pol: pol,
+		kickc:    make(chan struct{}, 1),
+		inflight: map[uint64]string{}, done: map[uint64]bool{}, perSess: map[string]int{}, backoff: map[uint64]time.Time{},
+	}
+}
+
+func (d *dispatcher) wake() {
+	select {
+	case d.kickc <- struct{}{}:
+	default:
+	}
+}
+
+// idleTick bounds how long a dispatcher sleeps without a kick: a safety
+// net (expiry of back-offs, sessions bound without OnSession).
+const idleTick = time.Second
+
+func (d *dispatcher) run() {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-d.s.ctx.Done():
+			return
+		case <-d.kickc:
+		case <-t.C:
+		}
+		next := d.pump()
+		if !t.Stop() {
+			select {
+			case <-t.C:
+			default:
+			}
+		}
+		t.Reset(next)
+	}
+}
+
+// pump sends what can be sent now and returns how long to sleep at most.
+func (d *dispatcher) pump() time.Duration {
+	now := time.Now()
+	sleep := idleTick
+	var ready []Receiver
+	for _, r := range d.s.receivers(d.account) {
+		if at := r.BoundAt().Add(d.s.cfg.BindSettle); now.Before(at) {
+			sleep = min(sleep, at.Sub(now))
+			continue
+		}
+		ready = append(ready, r)
+	}
+	d.bound.Store(int32(len(ready)))
+	if len(ready) == 0 {
+		return sleep
+	}
+	sort.Slice(ready, func(i, j int) bool { return ready[i].ID() < ready[j].ID() })
+	win := d.s.cfg.DeliverWindow
+
+	d.mu.Lock()
+	free := 0
+	for _, r := range ready {
+		free += max(0, win-d.perSess[r.ID()])
+	}
+	limit := len(d.inflight) + len(d.backoff) + len(d.done) + free
+	// Entries acknowledged before this List are not in it: their ids can
+	// be forgotten afterwards. Those acknowledged while it runs may be in
+	// it and are skipped by done.
+	prune := make([]uint64, 0, len(d.done))
+	for seq := range d.done {
+		prune = append(prune, seq)
+	}
+	d.mu.Unlock()
+	if free == 0 {
+		return sleep
+	}
+	entries, err := d.s.q.List(d.s.ctx, d.queue, 0, limit)
+	if err != nil {
+		if d.s.ctx.Err() == nil {
+			d.s.log.Warn("dlr: reading the queue", "account", d.account, "err", err)
+		}
+		return sleep
+	}
+
+	var sends []assignment
+	d.mu.Lock()
+	for _, seq := range prune {
+		delete(d.done, seq)
+	}
+	for _, e := range entries {
+		if _, busy := d.inflight[e.Seq]; busy || d.done[e.Seq] {
+			continue
+		}
+		if nb, ok := d.backoff[e.Seq]; ok {
+			if now.Before(nb) {
+				sleep = min(sleep, nb.Sub(now))
+				continue
+			}
+			delete(d.backoff, e.Seq)
+		}
+		r := d.pickLocked(ready, win)
+		if r == nil {
+			break
+		}
+		d.inflight[e.Seq] = r.ID()
+		d.perSess[r.ID()]++
+		sends = append(sends, assignment{r, e})
+	}
+	d.mu.Unlock()
+	// One at a time, in queue order, each one handed to its session before
+	// the next is started: a session writes its deliver_sm in queue order.
+	for _, a := range sends {
+		queued := make(chan struct{})
+		d.s.wg.Add(1)
+		go func() {
+			defer d.s.wg.Done()
+			d.send(a.r, a.e, queued)
+		}()
+		select {
+		case <-queued:
+		case <-time.After(enqueueWait):
+		case <-d.s.ctx.Done():
+		}
+	}
+	return sleep
+}
+
+// assignment is one entry given to one session by pump.
+type assignment struct {
+	r Receiver
+	e *state.QueueEntry
+}
+
+// enqueueWait bounds how long pump waits for a session to take a
+// deliver_sm into its write queue before it starts the next one.
+const enqueueWait = time.Second
+
+// queuedSignal is the context given to Receiver.Request: its Done method
+// closes queued when first called. smppserver.Session.Request first queues
+// the frame for its writer and only then waits on ctx.Done(), so the first
+// call tells that the deliver_sm is queued, which lets the dispatcher keep
+// several deliver_sm in flight on a session and still have them written in
+// queue order. (smppserver has no API that queues a request and returns
+// before its response; a Session.Send doing that would replace this.)
+// Should the first call come earlier in some other Receiver, only the
+// order within the window suffers, never delivery.
+type queuedSignal struct {
+	context.Context
+	once   sync.Once
+	queued chan struct{}
+}
+
+func (c *queuedSignal) Done() <-chan struct{} {
+	c.fire()
+	return c.Context.Done()
+}
+
+func (c *queuedSignal) fire() { c.once.Do(func() { close(c.queued) }) }
+
+// pickLocked returns the next session round-robin with a free window slot.
+func (d *dispatcher) pickLocked(ready []Receiver, win int) Receiver {
+	for range ready {
+		d.rr++
+		r := ready[d.rr%len(ready)]
+		if d.perSess[r.ID()] < win {
+			return r
+		}
+	}
+	return nil
+}
+
+// send delivers one entry and settles it. On status 0 the session's
+// window slot is given back at once and the entry deleted from the queue
+// (it stays in inflight until then, and in done after, so it is never sent
+// again for one acknowledgement); otherwise it is left for redelivery.
+func (d *dispatcher) send(r Receiver, e *state.QueueEntry, queued chan struct{}) {
+	log := d.s.log.With("account", d.account, "session", r.ID(), "kind", e.Kind, "message_id", e.MessageID, "upstream", e.Upstream)
+	ctx, cancel := context.WithTimeout(d.s.ctx, d.pol.Redelivery)
+	sig := &queuedSignal{Context: ctx, queued: queued}
+	resp, err := r.Request(sig, e.Command, e.Body)
+	sig.fire() // returned without waiting (session closed)
+	cancel()
+	outcome := DelAcked
+	var st smpp.Status
+	switch {
+	case err == nil:
+		st = smpp.ParseHeader(resp).Status
+		if st != smpp.StatusOK {
+			outcome = DelRefused
+		}
+	case errors.Is(err, context.DeadlineExceeded):
+		outcome = DelTimeout
+	default:
+		outcome = DelLost
+	}
+	d.mu.Lock()
+	if d.perSess[r.ID()]--; d.perSess[r.ID()] <= 0 {
+		delete(d.perSess, r.ID())
+	}
+	if outcome == DelAcked {
+		d.inflight[e.Seq] = "" // acknowledged, being deleted
+	} else {
+		delete(d.inflight, e.Seq)
+		if outcome == DelRefused {
+			d.backoff[e.Seq] = time.Now().Add(d.pol.Redelivery)
+		}
+	}
+	d.mu.Unlock()
+	if outcome == DelAcked {
+		d.wake() // the window slot is free while the Ack is written
+		aerr := d.s.q.Ack(context.WithoutCancel(d.s.ctx), d.queue, e.Seq)
+		d.mu.Lock()
+		delete(d.inflight, e.Seq)
+		if aerr == nil {
+			d.done[e.Seq] = true
+		}
+		d.mu.Unlock()
+		if aerr != nil {
+			outcome = DelAckFailed
+			log.Error("dlr: acknowledged delivery not recorded; it will be delivered again", "err", aerr)
+		} else {
+			d.s.m.depth.WithLabelValues(d.account).Dec()
+		}
+	}
+	if d.s.ctx.Err() != nil && outcome != DelAcked {
+		return // shutting down: the entry stays queued
+	}
+	d.s.m.delivered(d.account, outcome)
+	switch outcome {
+	case DelAcked:
+		log.Debug("dlr: delivered")
+	case DelRefused:
+		log.Warn("dlr: ESME refused a deliver_sm; redelivery after dlr_redelivery", "status", st.String(), "redelivery", d.pol.Redelivery)
+	default:
+		log.Info("dlr: deliver_sm not acknowledged; will be delivered again", "outcome", outcome, "err", err)
+	}
+	d.wake()
+}

@@ -1,0 +1,187 @@
+package dlr
+
+import (
+	"crypto/rand"
+	"fmt"
+	"math/big"
+	"strings"
+)
+
+// Format is how an upstream writes message ids on one side (its
+// submit_sm_resp, or its receipts): config's resp_id_format and
+// receipt_id_format.
+type Format string
+
+// Id formats.
+const (
+	// AsIs: written the same way as on the other side (no conversion). With
+	// both sides as-is ids are compared byte for byte.
+	AsIs Format = "as-is"
+	// Hex: a hexadecimal number (any case, an optional 0x prefix).
+	Hex Format = "hex"
+	// Dec: a decimal number (leading zeros allowed).
+	Dec Format = "dec"
+)
+
+// effective resolves as-is against the other side's format.
+func effective(side, other Format) Format {
+	if side == "" || side == AsIs {
+		side = other
+	}
+	if side == "" {
+		return AsIs
+	}
+	return side
+}
+
+// parseNumber reads id in format f; ok=false for as-is or a malformed id.
+func parseNumber(id string, f Format) (*big.Int, bool) {
+	switch f {
+	case Hex:
+		id = strings.TrimPrefix(strings.TrimPrefix(id, "0x"), "0X")
+		if id == "" || strings.ContainsAny(id, "+-_") {
+			return nil, false
+		}
+		return new(big.Int).SetString(id, 16)
+	case Dec:
+		if id == "" || strings.ContainsAny(id, "+-_") {
+			return nil, false
+		}
+		return new(big.Int).SetString(id, 10)
+	}
+	return nil, false
+}
+
+// Normalize returns the canonical form of id written on one side in
+// format side, the other side being written in format other: the decimal
+// value of the number when the side's (effective) format is hex or dec,
+// else id itself. An id that does not parse in its format is returned
+// unchanged. Two ids of one message, one from a submit_sm_resp and one
+// from a receipt, normalise to the same string:
+//
+//	Normalize(respID, resp, receipt) == Normalize(receiptID, receipt, resp)
+func Normalize(id string, side, other Format) string {
+	f := effective(side, other)
+	if n, ok := parseNumber(id, f); ok {
+		return n.Text(10)
+	}
+	return id
+}
+
+// Convert rewrites id from format from into format to (each resolved
+// against the other). Same effective formats, as-is, or an id that does
+// not parse: id unchanged. Hex is written in lower case.
+func Convert(id string, from, to Format) string {
+	ef, et := effective(from, to), effective(to, from)
+	if ef == et {
+		return id
+	}
+	n, ok := parseNumber(id, ef)
+	if !ok {
+		return id
+	}
+	switch et {
+	case Hex:
+		return n.Text(16)
+	case Dec:
+		return n.Text(10)
+	}
+	return id
+}
+
+// ProxyIDStyle says what proxy-issued message ids look like.
+type ProxyIDStyle struct {
+	// Format is Hex (lower-case hex digits, the default) or Dec (decimal
+	// digits, never a leading zero).
+	Format Format
+	// Length in octets: 8..64; 0 means 20. A 20-digit hex id carries 80
+	// random bits.
+	Length int
+}
+
+func (p ProxyIDStyle) withDefaults() ProxyIDStyle {
+	if p.Format == "" || p.Format == AsIs {
+		p.Format = Hex
+	}
+	if p.Length == 0 {
+		p.Length = 20
+	}
+	return p
+}
+
+// Validate reports a style that cannot be issued.
+func (p ProxyIDStyle) Validate() error {
+	p = p.withDefaults()
+	if p.Format != Hex && p.Format != Dec {
+		return fmt.Errorf("dlr: proxy id format must be hex or dec (got %q)", p.Format)
+	}
+	if p.Length < 8 || p.Length > 64 {
+		return fmt.Errorf("dlr: proxy id length must be 8..64 octets (got %d)", p.Length)
+	}
+	return nil
+}
+
+// NewProxyID returns a random message id in style p (SMPP allows 64
+// octets; it has no spaces or NULs, so it fits receipt texts). Digits are
+// drawn from crypto/rand without bias.
+func NewProxyID(p ProxyIDStyle) string {
+	p = p.withDefaults()
+	digits, limit := "0123456789abcdef", byte(0)
+	if p.Format == Dec {
+		digits, limit = "0123456789", 250 // 250 = 25 × 10: no modulo bias
+	}
+	out := make([]byte, 0, p.Length)
+	var buf [32]byte
+	for len(out) < p.Length {
+		_, _ = rand.Read(buf[:])
+		for _, v := range buf {
+			if limit != 0 && v >= limit || len(out) == p.Length {
+				continue
+			}
+			d := digits[int(v)%len(digits)]
+			if len(out) == 0 && p.Format == Dec && d == '0' {
+				continue // a numeric id never starts with 0
+			}
+			out = append(out, d)
+		}
+	}
+	return string(out)
+}
+
+// IDs implements dedup.IDs from the receipt configuration: per upstream
+// id formats and per account proxy ids.
+type IDs struct {
+	upstreams map[string]Upstream
+	accounts  map[string]Account
+}
+
+// NormalizeID implements dedup.IDs: id as written in upstream's
+// submit_sm_resp, in canonical form.
+func (x *IDs) NormalizeID(upstream, id string) string {
+	u := x.upstreams[upstream]
+	return Normalize(id, u.RespIDFormat, u.ReceiptIDFormat)
+}
+
+// NormalizeReceiptID returns id as written in upstream's receipts, in
+// canonical form.
+func (x *IDs) NormalizeReceiptID(upstream, id string) string {
+	u := x.upstreams[upstream]
+	return Normalize(id, u.ReceiptIDFormat, u.RespIDFormat)
+}
+
+// RespIDFromReceipt converts an id written in upstream's receipts to the
+// way upstream writes it in a submit_sm_resp.
+func (x *IDs) RespIDFromReceipt(upstream, id string) string {
+	u := x.upstreams[upstream]
+	return Convert(id, u.ReceiptIDFormat, u.RespIDFormat)
+}
+
+// IssueID implements dedup.IDs: a new proxy id for an account with
+// message_id: proxy, "" otherwise.
+func (x *IDs) IssueID(account string) string {
+	a, ok := x.accounts[account]
+	if !ok || !a.ProxyIDs {
+		return ""
+	}
+	return NewProxyID(a.ProxyIDStyle)
+}

@@ -1,0 +1,209 @@
+package dlr
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/smppproxy/smppproxy/smpp"
+)
+
+// message is a byte-exact view of a deliver_sm or data_sm: the mandatory
+// fields before the user data are kept as bytes and re-emitted unchanged,
+// so re-encoding a message nobody modified gives the same body.
+type message struct {
+	cmd uint32
+	// head is the body up to (deliver_sm: excluding sm_length and
+	// short_message) the first TLV.
+	head           []byte
+	srcTON, srcNPI byte
+	src            []byte
+	dstTON, dstNPI byte
+	dst            []byte
+	esmClass       byte
+	sm             []byte // deliver_sm's short_message; nil for data_sm
+	tlvs           []smpp.TLV
+}
+
+// errNotDeliver is returned by parseMessage for another command.
+var errNotDeliver = errors.New("dlr: not a deliver_sm or data_sm")
+
+// parseMessage decodes a whole deliver_sm or data_sm frame. Slices alias
+// frame. A malformed frame returns a *smpp.FieldError with the status to
+// answer.
+func parseMessage(frame []byte) (*message, error) {
+	if len(frame) < smpp.HeaderLen {
+		return nil, &smpp.FieldError{Status: smpp.StatusInvCmdLen, Field: "header"}
+	}
+	h := smpp.ParseHeader(frame)
+	m := &message{cmd: h.ID}
+	b := frame[smpp.HeaderLen:]
+	off := 0
+	bad := func(field string) error { return &smpp.FieldError{Status: smpp.StatusInvCmdLen, Field: field} }
+	cstr := func(field string, max int) ([]byte, error) {
+		i := bytes.IndexByte(b[off:], 0)
+		if i < 0 || i >= max {
+			return nil, bad(field)
+		}
+		s := b[off : off+i]
+		off += i + 1
+		return s, nil
+	}
+	byte1 := func(field string) (byte, error) {
+		if off >= len(b) {
+			return 0, bad(field)
+		}
+		off++
+		return b[off-1], nil
+	}
+	var err error
+	step := func(f func() error) {
+		if err == nil {
+			err = f()
+		}
+	}
+	skipC := func(field string, max int) func() error {
+		return func() error { _, e := cstr(field, max); return e }
+	}
+	skip1 := func(field string) func() error {
+		return func() error { _, e := byte1(field); return e }
+	}
+	switch h.ID {
+	case smpp.CmdDeliverSM, smpp.CmdDataSM:
+	default:
+		return nil, errNotDeliver
+	}
+	step(skipC("service_type", 66))
+	step(func() (e error) { m.srcTON, e = byte1("source_addr_ton"); return })
+	step(func() (e error) { m.srcNPI, e = byte1("source_addr_npi"); return })
+	step(func() (e error) { m.src, e = cstr("source_addr", 66); return })
+	step(func() (e error) { m.dstTON, e = byte1("dest_addr_ton"); return })
+	step(func() (e error) { m.dstNPI, e = byte1("dest_addr_npi"); return })
+	step(func() (e error) { m.dst, e = cstr("destination_addr", 66); return })
+	step(func() (e error) { m.esmClass, e = byte1("esm_class"); return })
+	if h.ID == smpp.CmdDataSM {
+		step(skip1("registered_delivery"))
+		step(skip1("data_coding"))
+	} else {
+		step(skip1("protocol_id"))
+		step(skip1("priority_flag"))
+		step(skipC("schedule_delivery_time", 18))
+		step(skipC("validity_period", 18))
+		step(skip1("registered_delivery"))
+		step(skip1("replace_if_present_flag"))
+		step(skip1("data_coding"))
+		step(skip1("sm_default_msg_id"))
+	}
+	if err != nil {
+		return nil, err
+	}
+	m.head = b[:off]
+	if h.ID == smpp.CmdDeliverSM {
+		n, err := byte1("sm_length")
+		if err != nil {
+			return nil, err
+		}
+		if off+int(n) > len(b) {
+			return nil, &smpp.FieldError{Status: smpp.StatusInvMsgLen, Field: "sm_length"}
+		}
+		m.sm = b[off : off+int(n)]
+		off += int(n)
+	}
+	for rest := b[off:]; len(rest) > 0; {
+		if len(rest) < 4 {
+			return nil, &smpp.FieldError{Status: smpp.StatusInvOptParStream, Field: "tlv"}
+		}
+		tag, l := binary.BigEndian.Uint16(rest), int(binary.BigEndian.Uint16(rest[2:]))
+		if 4+l > len(rest) {
+			return nil, &smpp.FieldError{Status: smpp.StatusInvOptParStream, Field: "tlv"}
+		}
+		m.tlvs = append(m.tlvs, smpp.TLV{Tag: tag, Value: rest[4 : 4+l]})
+		rest = rest[4+l:]
+	}
+	return m, nil
+}
+
+// body encodes the message body (everything after the header).
+func (m *message) body() []byte {
+	n := len(m.head)
+	if m.cmd == smpp.CmdDeliverSM {
+		n += 1 + len(m.sm)
+	}
+	for _, t := range m.tlvs {
+		n += 4 + len(t.Value)
+	}
+	b := make([]byte, 0, n)
+	b = append(b, m.head...)
+	if m.cmd == smpp.CmdDeliverSM {
+		b = append(b, byte(len(m.sm)))
+		b = append(b, m.sm...)
+	}
+	for _, t := range m.tlvs {
+		b = binary.BigEndian.AppendUint16(b, t.Tag)
+		b = binary.BigEndian.AppendUint16(b, uint16(len(t.Value)))
+		b = append(b, t.Value...)
+	}
+	return b
+}
+
+// tlv returns the value of the first TLV with tag.
+func (m *message) tlv(tag uint16) ([]byte, bool) {
+	for _, t := range m.tlvs {
+		if t.Tag == tag {
+			return t.Value, true
+		}
+	}
+	return nil, false
+}
+
+// userData is short_message, or message_payload when short_message is
+// empty (always message_payload for data_sm).
+func (m *message) userData() []byte {
+	if len(m.sm) == 0 {
+		if v, ok := m.tlv(smpp.TagMessagePayload); ok {
+			return v
+		}
+	}
+	return m.sm
+}
+
+// setUserData replaces what userData returned with ud. short_message is
+// limited to 254 octets; longer user data there is refused.
+func (m *message) setUserData(ud []byte) error {
+	if len(m.sm) == 0 {
+		for i := range m.tlvs {
+			if m.tlvs[i].Tag == smpp.TagMessagePayload {
+				if len(ud) > 0xFFFF {
+					return fmt.Errorf("dlr: message_payload of %d octets", len(ud))
+				}
+				m.tlvs[i].Value = ud
+				return nil
+			}
+		}
+		if len(ud) == 0 {
+			return nil
+		}
+	}
+	if len(ud) > 254 || m.cmd != smpp.CmdDeliverSM {
+		return fmt.Errorf("dlr: short_message of %d octets", len(ud))
+	}
+	m.sm = ud
+	return nil
+}
+
+// setTLV replaces the value of the first TLV with tag (present or not).
+func (m *message) setTLV(tag uint16, v []byte) {
+	for i := range m.tlvs {
+		if m.tlvs[i].Tag == tag {
+			m.tlvs[i].Value = v
+			return
+		}
+	}
+}
+
+// isReceipt reports whether esm_class marks a delivery receipt or
+// acknowledgement (message type bits 2-5: 0x04 SMSC delivery receipt, 0x08
+// SME delivery ack, 0x10 SME manual/user ack, 0x20 intermediate
+// notification) rather than a mobile-originated message.
+func (m *message) isReceipt() bool { return m.esmClass&0x3C != 0 }

@@ -1,0 +1,212 @@
+package dlr
+
+import (
+	"bytes"
+	"time"
+
+	"github.com/smppproxy/smppproxy/smpp"
+	"github.com/smppproxy/smppproxy/state"
+)
+
+// ReceiptText is the conventional delivery receipt text (SMPP v3.4
+// Appendix B), which SMSCs write with small variations:
+//
+//	id:IIIIIIIIII sub:SSS dlvrd:DDD submit date:YYMMDDhhmm done date:YYMMDDhhmm stat:DDDDDDD err:E text:...
+//
+// Keys are matched without regard to case at the start of a word ("submit
+// date", "submit_date" and "submitdate" are one key); a value runs to the
+// next space. Parsing stops at "text:": what follows is the start of the
+// original message, which is never interpreted, kept or logged. The first
+// occurrence of a key wins.
+type ReceiptText struct {
+	ID, Sub, Dlvrd, SubmitDate, DoneDate, Stat, Err string
+	// idOff is the offset of ID's value in the parsed text, -1 when there
+	// is no id field.
+	idOff int
+}
+
+// HasID reports whether the text had an id field.
+func (r ReceiptText) HasID() bool { return r.idOff >= 0 }
+
+var receiptKeys = []struct {
+	key   string
+	field func(*ReceiptText) *string
+}{
+	{"id:", func(r *ReceiptText) *string { return &r.ID }},
+	{"sub:", func(r *ReceiptText) *string { return &r.Sub }},
+	{"dlvrd:", func(r *ReceiptText) *string { return &r.Dlvrd }},
+	{"submit date:", func(r *ReceiptText) *string { return &r.SubmitDate }},
+	{"submit_date:", func(r *ReceiptText) *string { return &r.SubmitDate }},
+	{"submitdate:", func(r *ReceiptText) *string { return &r.SubmitDate }},
+	{"done date:", func(r *ReceiptText) *string { return &r.DoneDate }},
+	{"done_date:", func(r *ReceiptText) *string { return &r.DoneDate }},
+	{"donedate:", func(r *ReceiptText) *string { return &r.DoneDate }},
+	{"stat:", func(r *ReceiptText) *string { return &r.Stat }},
+	{"err:", func(r *ReceiptText) *string { return &r.Err }},
+	{"text:", nil},
+}
+
+// ParseReceiptText parses a receipt text. ok is false when it has neither
+// an id nor a stat field (it is then not a receipt text).
+func ParseReceiptText(b []byte) (r ReceiptText, ok bool) {
+	r.idOff = -1
+	seen := map[*string]bool{}
+	for i := 0; i < len(b); {
+		if i > 0 && b[i-1] != ' ' {
+			i++
+			continue
+		}
+		matched := false
+		for _, k := range receiptKeys {
+			if !hasPrefixFold(b[i:], k.key) {
+				continue
+			}
+			if k.field == nil { // text: the rest is message content
+				return r, r.idOff >= 0 || r.Stat != ""
+			}
+			start := i + len(k.key)
+			end := start
+			for end < len(b) && b[end] != ' ' {
+				end++
+			}
+			if f := k.field(&r); !seen[f] && end > start {
+				seen[f] = true
+				*f = string(b[start:end])
+				if k.key == "id:" {
+					r.idOff = start
+				}
+			}
+			i, matched = end, true
+			break
+		}
+		if !matched {
+			i++
+		}
+	}
+	return r, r.idOff >= 0 || r.Stat != ""
+}
+
+// hasPrefixFold reports whether b starts with the lower-case ASCII key,
+// ignoring ASCII case (byte for byte: offsets stay valid).
+func hasPrefixFold(b []byte, key string) bool {
+	if len(b) < len(key) {
+		return false
+	}
+	for i := 0; i < len(key); i++ {
+		c := b[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != key[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// RewriteID returns text (parsed as r) with the id field's value replaced
+// by id, every other byte unchanged. Without an id field text is returned
+// as it is.
+func (r ReceiptText) RewriteID(text []byte, id string) []byte {
+	if r.idOff < 0 || r.idOff+len(r.ID) > len(text) {
+		return text
+	}
+	out := make([]byte, 0, len(text)-len(r.ID)+len(id))
+	out = append(out, text[:r.idOff]...)
+	out = append(out, id...)
+	return append(out, text[r.idOff+len(r.ID):]...)
+}
+
+// SubmitTime parses the submit date (YYMMDDhhmm or YYMMDDhhmmss) in loc.
+func (r ReceiptText) SubmitTime(loc *time.Location) (time.Time, bool) {
+	for _, layout := range []string{"0601021504", "060102150405"} {
+		if len(r.SubmitDate) == len(layout) {
+			if t, err := time.ParseInLocation(layout, r.SubmitDate, loc); err == nil {
+				return t, true
+			}
+		}
+	}
+	return time.Time{}, false
+}
+
+// receipt is what the proxy reads from a receipt deliver_sm/data_sm.
+type receipt struct {
+	m    *message
+	text ReceiptText
+	// id is receipted_message_id, else the text's id (as the upstream
+	// wrote it in its receipts).
+	id    string
+	tlvID bool // id came from the TLV
+	stat  string
+	state state.DeliveryState
+}
+
+// messageStates maps the message_state TLV (SMPP v3.4 §5.2.28).
+var messageStates = map[byte]state.DeliveryState{
+	1: state.DeliveryEnroute, 2: state.DeliveryDelivered, 3: state.DeliveryExpired,
+	4: state.DeliveryDeleted, 5: state.DeliveryUndeliverable, 6: state.DeliveryAccepted,
+	7: state.DeliveryUnknown, 8: state.DeliveryRejected, 9: state.DeliverySkipped,
+}
+
+// statStates maps the receipt text's stat (SMPP v3.4 Appendix B).
+var statStates = map[string]state.DeliveryState{
+	"ENROUTE": state.DeliveryEnroute, "DELIVRD": state.DeliveryDelivered, "EXPIRED": state.DeliveryExpired,
+	"DELETED": state.DeliveryDeleted, "UNDELIV": state.DeliveryUndeliverable, "ACCEPTD": state.DeliveryAccepted,
+	"UNKNOWN": state.DeliveryUnknown, "REJECTD": state.DeliveryRejected, "SKIPPED": state.DeliverySkipped,
+	"DELIVERED": state.DeliveryDelivered, "UNDELIVERABLE": state.DeliveryUndeliverable,
+	"ACCEPTED": state.DeliveryAccepted, "REJECTED": state.DeliveryRejected,
+}
+
+// readReceipt extracts the receipt fields of m (a receipt by esm_class).
+func readReceipt(m *message) *receipt {
+	r := &receipt{m: m}
+	r.text, _ = ParseReceiptText(m.userData())
+	if v, ok := m.tlv(smpp.TagReceiptedMessageID); ok {
+		r.id, r.tlvID = string(bytes.TrimRight(v, "\x00")), true
+	}
+	if r.id == "" {
+		r.id, r.tlvID = r.text.ID, false
+	}
+	r.stat = r.text.Stat
+	if v, ok := m.tlv(smpp.TagMessageState); ok && len(v) == 1 {
+		r.state = messageStates[v[0]]
+	}
+	if r.state == "" {
+		r.state = statStates[string(bytes.ToUpper([]byte(r.stat)))]
+	}
+	if r.state == "" && m.esmClass&0x3C == 0x20 {
+		r.state = state.DeliveryEnroute // intermediate notification
+	}
+	if r.stat == "" {
+		r.stat = string(r.state)
+	}
+	return r
+}
+
+// stateKey names the receipt's state for duplicate detection.
+func (r *receipt) stateKey() string {
+	if r.state != "" {
+		return string(r.state)
+	}
+	return string(bytes.ToUpper([]byte(r.stat)))
+}
+
+// rewrite returns the body to deliver to the ESME: receipted_message_id
+// and the text's id set to clientID, everything else as received (the
+// mandatory fields are re-emitted byte for byte, so a receipt whose ids
+// already read clientID is delivered exactly as received). A text that
+// would no longer fit short_message keeps its id; the TLV, when present,
+// still carries clientID.
+func (r *receipt) rewrite(clientID string) []byte {
+	if v, ok := r.m.tlv(smpp.TagReceiptedMessageID); ok && string(bytes.TrimRight(v, "\x00")) != clientID {
+		nv := []byte(clientID)
+		if len(v) > 0 && v[len(v)-1] == 0 {
+			nv = append(nv, 0)
+		}
+		r.m.setTLV(smpp.TagReceiptedMessageID, nv)
+	}
+	if r.text.HasID() && r.text.ID != clientID {
+		_ = r.m.setUserData(r.text.RewriteID(r.m.userData(), clientID))
+	}
+	return r.m.body()
+}

@@ -1,0 +1,477 @@
+package dlr
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/smppproxy/smppproxy/smpp"
+	"github.com/smppproxy/smppproxy/smppclient"
+	"github.com/smppproxy/smppproxy/state"
+)
+
+// Defaults applied to zero fields.
+const (
+	DefaultRetention          = 72 * time.Hour
+	DefaultRedelivery         = 10 * time.Second
+	DefaultDeliverWindow      = 10
+	DefaultReconcileWindow    = 10 * time.Minute
+	DefaultBindSettle         = 50 * time.Millisecond
+	DefaultUnmatchedRetention = 72 * time.Hour
+)
+
+// Queue entry kinds (state.QueueEntry.Kind).
+const (
+	KindReceipt   = "receipt"
+	KindMO        = "mo"
+	KindUnmatched = "unmatched"
+)
+
+// Config configures a Service. Zero values take the documented defaults.
+type Config struct {
+	// Store holds the records; Queue the queues (nil: Store must
+	// implement state.Queue, as BadgerStore and MemStore do).
+	Store state.Store
+	Queue state.Queue
+	// Accounts by system_id, Upstreams by name.
+	Accounts  map[string]Account
+	Upstreams map[string]Upstream
+	// MORoutes route MO by the longest matching destination prefix; MO
+	// that matches none goes to DefaultAccount ("" = refused).
+	MORoutes       []MORoute
+	DefaultAccount string
+	// UnmatchedRetention: how long an unmatched receipt is kept (72h).
+	UnmatchedRetention time.Duration
+	// ReconcileWindow: an unmatched receipt may settle an unknown record
+	// created within this distance of the receipt's submit date (10m).
+	// The submit date has no time zone: UTC and the local zone are both
+	// tried. Without a submit date, records created up to the account's
+	// retention before the receipt qualify.
+	ReconcileWindow time.Duration
+	// DeliverWindow: deliver_sm outstanding per ESME session (10). They
+	// are written in queue order (see queuedSignal).
+	DeliverWindow int
+	// BindSettle: a newly bound session gets its first deliver_sm this
+	// long after its bind (50ms), so that the bind_resp goes first (see
+	// OnSession).
+	BindSettle time.Duration
+	Logger     *slog.Logger
+	// Registerer for the metrics; nil: not registered.
+	Registerer prometheus.Registerer
+	Now        func() time.Time
+}
+
+// Account is the receipt policy of one ESME account.
+type Account struct {
+	// Retention is dlr_retention (72h); Redelivery is dlr_redelivery (10s).
+	Retention, Redelivery time.Duration
+	// ProxyIDs: message_id: proxy; the ESME gets ids in ProxyIDStyle.
+	ProxyIDs     bool
+	ProxyIDStyle ProxyIDStyle
+	// Route lists the account's upstreams (query_sm lookup, echo_tlv).
+	Route []string
+}
+
+// Upstream is the receipt configuration of one upstream.
+type Upstream struct {
+	RespIDFormat, ReceiptIDFormat Format
+	// EchoTLV is a TLV the upstream echoes in receipts carrying the
+	// idempotency key of the submit (0 = none).
+	EchoTLV uint16
+}
+
+// MORoute sends MO whose destination starts with Prefix to Account.
+type MORoute struct{ Prefix, Account string }
+
+// Resolver settles an unknown record named by a receipt; *dedup.Engine
+// implements it.
+type Resolver interface {
+	ResolveFromReceipt(ctx context.Context, k state.Key, upstream, messageID, why string) (*state.Record, error)
+}
+
+// Service receives receipts and MO from the upstreams, queues them
+// durably and delivers them to the ESMEs. Create it with New, connect it
+// with Attach, run it with Start, stop it with Close.
+type Service struct {
+	cfg Config
+	ids *IDs
+	q   state.Queue
+	log *slog.Logger
+	now func() time.Time
+	m   *metrics
+
+	att atomic.Pointer[attachment] // set by Attach
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu       sync.Mutex
+	accounts map[string]*dispatcher
+	started  bool
+
+	rec *reconciler
+}
+
+// New validates cfg and returns a Service.
+func New(cfg Config) (*Service, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("dlr: Config.Store is required")
+	}
+	q := cfg.Queue
+	if q == nil {
+		var ok bool
+		if q, ok = cfg.Store.(state.Queue); !ok {
+			return nil, fmt.Errorf("dlr: store %T has no queue (state.Queue)", cfg.Store)
+		}
+	}
+	if cfg.UnmatchedRetention <= 0 {
+		cfg.UnmatchedRetention = DefaultUnmatchedRetention
+	}
+	if cfg.ReconcileWindow <= 0 {
+		cfg.ReconcileWindow = DefaultReconcileWindow
+	}
+	if cfg.DeliverWindow <= 0 {
+		cfg.DeliverWindow = DefaultDeliverWindow
+	}
+	if cfg.BindSettle <= 0 {
+		cfg.BindSettle = DefaultBindSettle
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	accts := make(map[string]Account, len(cfg.Accounts))
+	for name, a := range cfg.Accounts {
+		if a.Retention <= 0 {
+			a.Retention = DefaultRetention
+		}
+		if a.Redelivery <= 0 {
+			a.Redelivery = DefaultRedelivery
+		}
+		if a.ProxyIDs {
+			if err := a.ProxyIDStyle.Validate(); err != nil {
+				return nil, fmt.Errorf("dlr: account %s: %w", name, err)
+			}
+		}
+		accts[name] = a
+	}
+	cfg.Accounts = accts
+	for _, r := range cfg.MORoutes {
+		if _, ok := accts[r.Account]; !ok {
+			return nil, fmt.Errorf("dlr: mo route %q: no account %q", r.Prefix, r.Account)
+		}
+	}
+	// Longest prefix first.
+	cfg.MORoutes = append([]MORoute(nil), cfg.MORoutes...)
+	sort.SliceStable(cfg.MORoutes, func(i, j int) bool { return len(cfg.MORoutes[i].Prefix) > len(cfg.MORoutes[j].Prefix) })
+	s := &Service{
+		cfg: cfg, q: q, log: cfg.Logger, now: cfg.Now, m: newMetrics(cfg.Registerer),
+		ids:      &IDs{upstreams: cfg.Upstreams, accounts: accts},
+		accounts: map[string]*dispatcher{},
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	for name := range accts {
+		s.accounts[name] = newDispatcher(s, name, accts[name])
+	}
+	s.rec = newReconciler(s)
+	return s, nil
+}
+
+// IDs returns the id mapper for the dedup engine (dedup.Config.IDs).
+func (s *Service) IDs() *IDs { return s.ids }
+
+type attachment struct {
+	rcv Receivers
+	res Resolver
+}
+
+// Attach connects the Service to the ESME sessions and to the engine that
+// settles unknown records (nil: kept receipts are matched by id only).
+// Call it before Start; calling it again replaces both.
+func (s *Service) Attach(rcv Receivers, res Resolver) {
+	s.att.Store(&attachment{rcv: rcv, res: res})
+}
+
+// receivers returns the bound receiving sessions of account.
+func (s *Service) receivers(account string) []Receiver {
+	if a := s.att.Load(); a != nil && a.rcv != nil {
+		return a.rcv.Receivers(account)
+	}
+	return nil
+}
+
+// resolver returns the attached Resolver, or nil.
+func (s *Service) resolver() Resolver {
+	if a := s.att.Load(); a != nil {
+		return a.res
+	}
+	return nil
+}
+
+// Start loads the queue depths and starts the dispatchers and the
+// reconciler. Calling it twice does nothing.
+func (s *Service) Start() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started {
+		return
+	}
+	s.started = true
+	s.refreshDepths()
+	for _, d := range s.accounts {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			d.run()
+		}()
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.rec.run()
+	}()
+}
+
+// Close stops delivering (deliver_sm in flight are abandoned: they stay
+// queued) and waits for every goroutine. Call it before closing the store.
+func (s *Service) Close() {
+	s.cancel()
+	s.wg.Wait()
+}
+
+// refreshDepths sets the queue depth gauges from the store.
+func (s *Service) refreshDepths() {
+	depths, err := s.q.Depths(s.ctx)
+	if err != nil {
+		s.log.Warn("dlr: reading queue depths", "err", err)
+		return
+	}
+	for name := range s.accounts {
+		s.m.depth.WithLabelValues(name).Set(float64(depths[accountQueue(name)]))
+	}
+	var unmatched []string
+	for q, n := range depths {
+		if up, ok := strings.CutPrefix(q, unmatchedPrefix); ok && n > 0 {
+			unmatched = append(unmatched, up)
+		}
+		if acct, ok := strings.CutPrefix(q, accountPrefix); ok && s.accounts[acct] == nil {
+			s.log.Warn("dlr: queued receipts/MO of an account that is not configured", "account", acct, "entries", n)
+		}
+	}
+	s.rec.note(unmatched...)
+}
+
+const (
+	accountPrefix   = "esme/"
+	unmatchedPrefix = "unmatched/"
+)
+
+// accountQueue is the name of an account's delivery queue.
+func accountQueue(account string) string { return accountPrefix + account }
+
+// unmatchedQueue is the name of an upstream's unmatched receipts queue.
+func unmatchedQueue(upstream string) string { return unmatchedPrefix + upstream }
+
+func (s *Service) account(name string) Account {
+	if a, ok := s.cfg.Accounts[name]; ok {
+		return a
+	}
+	return Account{Retention: DefaultRetention, Redelivery: DefaultRedelivery}
+}
+
+// kick wakes the dispatcher of account.
+func (s *Service) kick(account string) {
+	if d := s.accounts[account]; d != nil {
+		d.wake()
+	}
+}
+
+// OnDeliver is smppclient.Config.OnDeliver: it handles one deliver_sm or
+// data_sm from an upstream and returns the status of the upstream's
+// deliver_sm_resp, which is 0 only once the PDU is durably queued (or was
+// queued before: a duplicate receipt).
+func (s *Service) OnDeliver(ctx context.Context, d smppclient.Delivery) smpp.Status {
+	ctx = context.WithoutCancel(ctx) // the answer must be the truth
+	m, err := parseMessage(d.Frame)
+	if err != nil {
+		s.m.received("", d.Upstream, OutMalformed)
+		s.log.Warn("dlr: malformed deliver_sm from upstream", "upstream", d.Upstream, "session", d.Session, "err", err)
+		var fe *smpp.FieldError
+		if errors.As(err, &fe) {
+			return fe.Status
+		}
+		return smpp.StatusInvCmdID
+	}
+	if !m.isReceipt() {
+		return s.intakeMO(ctx, d, m)
+	}
+	return s.intakeReceipt(ctx, d.Upstream, m)
+}
+
+func (s *Service) intakeReceipt(ctx context.Context, upstream string, m *message) smpp.Status {
+	r := readReceipt(m)
+	log := s.log.With("upstream", upstream, "receipt_id", r.id, "stat", r.stat)
+	rec, err := s.match(ctx, upstream, r)
+	if errors.Is(err, state.ErrNotFound) {
+		out, err := s.keepUnmatched(ctx, upstream, r)
+		if err != nil {
+			s.m.received("", upstream, OutStoreError)
+			log.Error("dlr: store refused an unmatched receipt; upstream answered ESME_RSYSERR", "err", err)
+			return smpp.StatusSysErr
+		}
+		s.m.received("", upstream, out)
+		log.Info("dlr: receipt matches no record; kept", "outcome", out)
+		return smpp.StatusOK
+	}
+	if err == nil {
+		var out string
+		out, err = s.route(ctx, upstream, rec, r)
+		if err == nil {
+			s.m.received(rec.Key.Account, upstream, out)
+			log.Info("dlr: receipt", "outcome", out, "account", rec.Key.Account, "key", rec.Key.Key, "segment", rec.Key.Segment, "message_id", rec.ClientMessageID())
+			return smpp.StatusOK
+		}
+	}
+	account := ""
+	if rec != nil {
+		account = rec.Key.Account
+	}
+	s.m.received(account, upstream, OutStoreError)
+	log.Error("dlr: store refused a receipt; upstream answered ESME_RSYSERR", "err", err)
+	return smpp.StatusSysErr
+}
+
+// match finds the record a receipt names by its id.
+func (s *Service) match(ctx context.Context, upstream string, r *receipt) (*state.Record, error) {
+	if r.id == "" {
+		return nil, state.ErrNotFound
+	}
+	return s.cfg.Store.ByMessageID(ctx, upstream, s.ids.NormalizeReceiptID(upstream, r.id))
+}
+
+// dedupKey identifies one receipt of one message for duplicate detection.
+func dedupKey(upstream, matchID, stateKey string) string {
+	return upstream + "\x00" + matchID + "\x00" + stateKey
+}
+
+// route queues a matched receipt for the record's account, rewritten to
+// the id the ESME knows, and records the delivery state.
+func (s *Service) route(ctx context.Context, upstream string, rec *state.Record, r *receipt) (string, error) {
+	acct := rec.Key.Account
+	clientID := rec.ClientMessageID()
+	now := s.now()
+	e := &state.QueueEntry{
+		Queue: accountQueue(acct), DedupKey: dedupKey(upstream, rec.MatchID(), r.stateKey()),
+		Kind: KindReceipt, Upstream: upstream, MessageID: clientID, Stat: r.stat,
+		Command: r.m.cmd, Body: r.rewrite(clientID), Enqueued: now, Expires: now.Add(s.account(acct).Retention),
+	}
+	_, dup, err := s.q.Enqueue(ctx, e)
+	if err != nil {
+		return "", err
+	}
+	if dup {
+		return OutDuplicate, nil
+	}
+	s.m.depth.WithLabelValues(acct).Inc()
+	s.markDelivery(ctx, rec.Key, upstream, r, now)
+	s.kick(acct)
+	if s.hasReceiver(acct) {
+		return OutRouted, nil
+	}
+	return OutQueued, nil
+}
+
+// markDelivery records what the receipt says on the record (best effort:
+// the receipt is already queued). A final state is not overwritten by a
+// late intermediate one.
+func (s *Service) markDelivery(ctx context.Context, k state.Key, upstream string, r *receipt, now time.Time) {
+	_, err := s.cfg.Store.Update(ctx, k, func(rec *state.Record) error {
+		if r.state != "" && !(rec.Delivery.Final() && !r.state.Final()) {
+			rec.Delivery, rec.DeliveryAt = r.state, now
+		}
+		rec.Updated = now
+		rec.History = append(rec.History, state.Event{At: now, State: rec.State, MessageID: rec.MessageID,
+			Note: fmt.Sprintf("receipt from %s: %s (stat %s)", upstream, orDash(string(r.state)), orDash(r.stat))})
+		return nil
+	})
+	if err != nil {
+		s.log.Warn("dlr: delivery state not recorded", "account", k.Account, "key", k.Key, "segment", k.Segment, "err", err)
+	}
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// keepUnmatched queues a receipt that matches no record in its
+// upstream's unmatched queue.
+func (s *Service) keepUnmatched(ctx context.Context, upstream string, r *receipt) (string, error) {
+	now := s.now()
+	e := &state.QueueEntry{
+		Queue: unmatchedQueue(upstream), DedupKey: dedupKey(upstream, s.ids.NormalizeReceiptID(upstream, r.id), r.stateKey()),
+		Kind: KindUnmatched, Upstream: upstream, MessageID: r.id, Stat: r.stat,
+		Command: r.m.cmd, Body: r.m.body(), Enqueued: now, Expires: now.Add(s.cfg.UnmatchedRetention),
+	}
+	if r.id == "" {
+		e.DedupKey = "" // nothing to tell two of them apart by
+	}
+	_, dup, err := s.q.Enqueue(ctx, e)
+	if err != nil {
+		return "", err
+	}
+	if dup {
+		return OutDuplicate, nil
+	}
+	s.rec.note(upstream)
+	return OutUnmatched, nil
+}
+
+// intakeMO queues an MO message for the account mo_routes names.
+func (s *Service) intakeMO(ctx context.Context, d smppclient.Delivery, m *message) smpp.Status {
+	acct := s.moAccount(string(m.dst))
+	if acct == "" {
+		s.m.received("", d.Upstream, OutMOUnroutable)
+		s.log.Warn("dlr: MO matches no mo_routes prefix and there is no default_account; refused", "upstream", d.Upstream, "status", smpp.StatusInvDstAdr.String())
+		return smpp.StatusInvDstAdr
+	}
+	now := s.now()
+	e := &state.QueueEntry{
+		Queue: accountQueue(acct), Kind: KindMO, Upstream: d.Upstream, Command: m.cmd,
+		Body: append([]byte(nil), d.Frame[smpp.HeaderLen:]...), Enqueued: now, Expires: now.Add(s.account(acct).Retention),
+	}
+	if _, _, err := s.q.Enqueue(ctx, e); err != nil {
+		s.m.received(acct, d.Upstream, OutStoreError)
+		s.log.Error("dlr: store refused an MO; upstream answered ESME_RSYSERR", "upstream", d.Upstream, "account", acct, "err", err)
+		return smpp.StatusSysErr
+	}
+	s.m.depth.WithLabelValues(acct).Inc()
+	s.m.received(acct, d.Upstream, OutMO)
+	s.log.Info("dlr: MO queued", "upstream", d.Upstream, "account", acct)
+	s.kick(acct)
+	return smpp.StatusOK
+}
+
+// moAccount routes an MO by destination: the longest mo_routes prefix,
+// else the default account.
+func (s *Service) moAccount(dst string) string {
+	for _, r := range s.cfg.MORoutes {
+		if strings.HasPrefix(dst, r.Prefix) {
+			return r.Account
+		}
+	}
+	return s.cfg.DefaultAccount
+}

@@ -1,0 +1,256 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/smppproxy/smppproxy/config"
+	"github.com/smppproxy/smppproxy/esme"
+	"github.com/smppproxy/smppproxy/sim"
+	"github.com/smppproxy/smppproxy/smpp"
+	"github.com/smppproxy/smppproxy/state"
+)
+
+// Issue #4, test 1: hex in the response and decimal in the receipt (and
+// the reverse, and the id only in the receipt text) → matched; the ESME
+// sees the id of its submit_sm_resp in both receipt fields.
+func TestReceiptIDFormatsAreNormalised(t *testing.T) {
+	t.Parallel()
+	tests := map[string]struct {
+		smsc          sim.Config
+		resp, receipt config.IDFormat
+	}{
+		"hex response, decimal receipt": {sim.Config{HexIDs: true, ReceiptIDs: "dec"}, config.IDHex, config.IDDec},
+		"decimal response, hex receipt": {sim.Config{ReceiptIDs: "hex"}, config.IDDec, config.IDHex},
+		"hex response, decimal text":    {sim.Config{HexIDs: true, ReceiptIDs: "dec", ReceiptTextOnly: true}, config.IDHex, config.IDDec},
+		"as-is both":                    {sim.Config{HexIDs: true}, config.IDAsIs, config.IDAsIs},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			tc.smsc.DLRDelay = 20 * time.Millisecond
+			smsc := startSim(t, tc.smsc)
+			cfg := receiptConfig(t, smsc.Addr())
+			cfg.Upstreams[0].RespIDFormat, cfg.Upstreams[0].ReceiptIDFormat = tc.resp, tc.receipt
+			app, reg := startReceiptsProxy(t, cfg)
+			c := bindESME(t, app.Addr(), "shop", esme.BindTRX, false)
+			id := submitDLR(t, c, "fmt-1")
+			d := receive(t, c, 1, 5*time.Second)[0]
+			if d.ReceiptedID != id || textID(d) != id || d.Stat != "DELIVRD" {
+				t.Errorf("receipt: TLV id %q, text id %q, stat %s; want %q in both, DELIVRD", tlvID(d), textID(d), d.Stat, id)
+			}
+			if tc.smsc.ReceiptTextOnly && tlvID(d) != "" {
+				t.Errorf("receipt got a receipted_message_id %q the SMSC did not send", tlvID(d))
+			}
+			if rid := smsc.ReceiptID(id); rid == id && tc.resp != config.IDAsIs {
+				t.Fatalf("the simulator wrote the receipt id as %q, the same as the response: the test proves nothing", rid)
+			}
+			rec := recordOf(t, app.Store(), id)
+			if rec.Delivery != state.DeliveryDelivered || rec.DeliveryAt.IsZero() || rec.State != state.Accepted {
+				t.Errorf("record: state %s, delivery %q at %v; want accepted, delivered, a time", rec.State, rec.Delivery, rec.DeliveryAt)
+			}
+			if n := metric(t, reg, "smppproxy_receipts_total", map[string]string{"outcome": "unmatched"}); n != 0 {
+				t.Errorf("%v unmatched receipts, want 0", n)
+			}
+		})
+	}
+}
+
+// Issue #4, test 2: the ESME binds RX only after 100 receipts were
+// produced → it receives all 100, in order, each once after it
+// acknowledged them.
+func TestReceiptsQueuedUntilTheESMEBinds(t *testing.T) {
+	t.Parallel()
+	smsc := startSim(t, sim.Config{HexIDs: true})
+	app, reg := startReceiptsProxy(t, receiptConfig(t, smsc.Addr()))
+	tx := bindESME(t, app.Addr(), "shop", esme.BindTX, false)
+	var ids []string
+	for _, k := range keys("q", 100) {
+		ids = append(ids, submitDLR(t, tx, k))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for _, id := range ids { // produced in this order, each acknowledged by the proxy
+		if st, err := smsc.SendReceipt(ctx, id, "DELIVRD"); err != nil || st != 0 {
+			t.Fatalf("receipt %s: proxy answered %v, %v; want 0", id, st, err)
+		}
+	}
+	if n := len(queued(t, app.Store(), "shop")); n != 100 {
+		t.Fatalf("%d receipts queued before the bind, want 100", n)
+	}
+	if got := metric(t, reg, "smppproxy_receipts_queue_depth", map[string]string{"account": "shop"}); got != 100 {
+		t.Errorf("queue depth gauge = %v, want 100", got)
+	}
+
+	rx := bindESME(t, app.Addr(), "shop", esme.BindRX, false)
+	got := receive(t, rx, 100, 10*time.Second)
+	var gotIDs []string
+	for _, d := range got {
+		gotIDs = append(gotIDs, d.ReceiptedID)
+	}
+	if !slices.Equal(gotIDs, ids) {
+		t.Errorf("receipts arrived as\n%v\nwant, in the order produced,\n%v", gotIDs, ids)
+	}
+	waitUntil(t, 5*time.Second, "queue drained", func() bool { return len(queued(t, app.Store(), "shop")) == 0 })
+	none(t, rx, 1500*time.Millisecond, "after every receipt was acknowledged (dlr_redelivery 1s)")
+	if n := metric(t, reg, "smppproxy_receipts_deliveries_total", map[string]string{"account": "shop", "outcome": "acked"}); n != 100 {
+		t.Errorf("%v acknowledged deliveries, want 100", n)
+	}
+}
+
+// Issue #4, test 3: the ESME drops the connection without answering 10
+// receipts → they are delivered again on the next bind; none is lost.
+func TestUnansweredReceiptsAreRedeliveredOnTheNextBind(t *testing.T) {
+	t.Parallel()
+	smsc := startSim(t, sim.Config{})
+	cfg := receiptConfig(t, smsc.Addr())
+	cfg.Accounts[0].DLRRedelivery = config.Duration(time.Minute) // only the rebind may redeliver
+	app, reg := startReceiptsProxy(t, cfg)
+	tx := bindESME(t, app.Addr(), "shop", esme.BindTX, false)
+	var ids []string
+	for _, k := range keys("drop", 10) {
+		ids = append(ids, submitDLR(t, tx, k))
+	}
+	silent := bindESME(t, app.Addr(), "shop", esme.BindRX, true) // never answers
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, id := range ids {
+		if st, err := smsc.SendReceipt(ctx, id, "DELIVRD"); err != nil || st != 0 {
+			t.Fatalf("receipt %s: %v, %v", id, st, err)
+		}
+	}
+	first := receive(t, silent, 10, 5*time.Second)
+	silent.Close()
+	if n := len(queued(t, app.Store(), "shop")); n != 10 {
+		t.Errorf("%d receipts queued after the drop, want all 10", n)
+	}
+
+	again := bindESME(t, app.Addr(), "shop", esme.BindRX, false)
+	second := receive(t, again, 10, 5*time.Second)
+	var a, b []string
+	for i := range first {
+		a, b = append(a, first[i].ReceiptedID), append(b, second[i].ReceiptedID)
+	}
+	slices.Sort(b)
+	sorted := slices.Sorted(slices.Values(ids))
+	if !slices.Equal(b, sorted) || len(a) != 10 {
+		t.Errorf("after the rebind got %v, want every one of %v", b, sorted)
+	}
+	waitUntil(t, 5*time.Second, "queue drained", func() bool { return len(queued(t, app.Store(), "shop")) == 0 })
+	if n := metric(t, reg, "smppproxy_receipts_deliveries_total", map[string]string{"outcome": "session_lost"}); n != 10 {
+		t.Errorf("%v deliveries lost with the session, want 10", n)
+	}
+}
+
+// Issue #4, test 5: two ESME accounts on one upstream → each gets only its
+// own receipts.
+func TestTwoAccountsGetOnlyTheirOwnReceipts(t *testing.T) {
+	t.Parallel()
+	smsc := startSim(t, sim.Config{DLRDelay: 20 * time.Millisecond})
+	app, _ := startReceiptsProxy(t, receiptConfig(t, smsc.Addr()))
+	mine := map[string]map[string]bool{}
+	clients := map[string]*esme.Client{}
+	for _, acct := range []string{"shop", "bank"} {
+		c := bindESME(t, app.Addr(), acct, esme.BindTRX, false)
+		clients[acct] = c
+		mine[acct] = map[string]bool{}
+		for _, k := range keys(acct, 5) {
+			mine[acct][submitDLR(t, c, k)] = true
+		}
+	}
+	for acct, c := range clients {
+		for _, d := range receive(t, c, 5, 5*time.Second) {
+			if !mine[acct][d.ReceiptedID] {
+				t.Errorf("%s got receipt %s, which is not one of its messages", acct, d.ReceiptedID)
+			}
+			delete(mine[acct], d.ReceiptedID)
+		}
+		none(t, c, 200*time.Millisecond, acct)
+	}
+}
+
+// Issue #4, test 6: a response lost upstream, then its receipt arrives →
+// the record becomes accepted with that id and the client's retry is
+// answered with it.
+func TestLostResponseIsHealedByItsReceipt(t *testing.T) {
+	t.Parallel()
+	smsc := startSim(t, sim.Config{DLRDelay: 50 * time.Millisecond, Fault: func(c sim.Call) sim.Action {
+		return sim.Action{LoseResponse: string(c.Submit.DstAddr) == "447700900777"}
+	}})
+	app, reg := startReceiptsProxy(t, receiptConfig(t, smsc.Addr()))
+	c := bindESME(t, app.Addr(), "shop", esme.BindTRX, false)
+	submit := esme.Submit{Src: "SHOP", Dst: "447700900777", Text: []byte("Your code is 424242"), Key: "otp-lost", RegisteredDelivery: 1}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	first, err := c.Submit(ctx, submit)
+	if err != nil || first.Status != smpp.StatusSysErr {
+		t.Fatalf("submit whose response is lost = %+v, %v; want unknown_status 0x08", first, err)
+	}
+	d := receive(t, c, 1, 5*time.Second)[0]
+	if d.ReceiptedID == "" || textID(d) != d.ReceiptedID {
+		t.Fatalf("receipt ids: TLV %q, text %q; want the SMSC's id in both", d.ReceiptedID, textID(d))
+	}
+	var rec *state.Record
+	waitUntil(t, 5*time.Second, "record accepted", func() bool {
+		rec = recordOf(t, app.Store(), d.ReceiptedID)
+		return rec.State == state.Accepted
+	})
+	if last := rec.History[len(rec.History)-2]; !strings.Contains(last.Note, "resolved by receipt") {
+		t.Errorf("history %+v; want the resolution and its reason", rec.History)
+	}
+	retry, err := c.Submit(ctx, submit)
+	if err != nil || retry.Status != 0 || retry.MessageID != d.ReceiptedID {
+		t.Errorf("retry = %+v, %v; want status 0 with %q", retry, err, d.ReceiptedID)
+	}
+	if n := smsc.Total(); n != 1 {
+		t.Errorf("the SMSC received %d submits, want 1", n)
+	}
+	if n := metric(t, reg, "smppproxy_receipts_total", map[string]string{"outcome": "reconciled"}); n != 1 {
+		t.Errorf("%v receipts reconciled, want 1", n)
+	}
+}
+
+// Issue #4, test 7: message_id: proxy rewrites both receipt fields to the
+// proxy id; passthrough changes neither (the receipt arrives byte for
+// byte as the SMSC sent it).
+func TestProxyIDsRewriteReceiptsPassthroughDoesNot(t *testing.T) {
+	t.Parallel()
+	smsc := startSim(t, sim.Config{DLRDelay: 20 * time.Millisecond})
+	cfg := receiptConfig(t, smsc.Addr())
+	cfg.Accounts[0].MessageID = config.MessageIDProxy // shop: proxy ids; bank: passthrough
+	app, _ := startReceiptsProxy(t, cfg)
+	shop := bindESME(t, app.Addr(), "shop", esme.BindTRX, false)
+	bank := bindESME(t, app.Addr(), "bank", esme.BindTRX, false)
+
+	pid := submitDLR(t, shop, "p-1")
+	rec := recordOf(t, app.Store(), pid)
+	if rec.ProxyID != pid || rec.MessageID == pid || len(pid) > 64 {
+		t.Fatalf("proxy mode: the ESME got %q, record proxy id %q, upstream id %q; want a proxy id (≤ 64 octets) unlike the upstream's", pid, rec.ProxyID, rec.MessageID)
+	}
+	d := receive(t, shop, 1, 5*time.Second)[0]
+	if tlvID(d) != pid || textID(d) != pid || d.Stat != "DELIVRD" {
+		t.Errorf("proxy mode receipt: TLV %q, text %q, stat %s; want %q in both", tlvID(d), textID(d), d.Stat, pid)
+	}
+	if strings.Contains(string(d.Text), rec.MessageID) {
+		t.Errorf("proxy mode receipt text %q still names the upstream id %q", d.Text, rec.MessageID)
+	}
+
+	uid := submitDLR(t, bank, "u-1")
+	d = receive(t, bank, 1, 5*time.Second)[0]
+	if tlvID(d) != uid || textID(d) != uid {
+		t.Errorf("passthrough receipt: TLV %q, text %q; want %q", tlvID(d), textID(d), uid)
+	}
+	asSent := func() bool { // the SMSC notes it once it has the proxy's deliver_sm_resp
+		for _, b := range smsc.Sent() {
+			if bytes.Equal(b, d.Frame[smpp.HeaderLen:]) {
+				return true
+			}
+		}
+		return false
+	}
+	waitUntil(t, 2*time.Second, "passthrough receipt byte for byte as the SMSC sent it", asSent)
+}

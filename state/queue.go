@@ -1,0 +1,184 @@
+package state
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Queue is the durable store of deliver_sm PDUs waiting for an ESME
+// (receipts and MO, SPEC §4): named FIFO queues, one per account, plus any
+// other queue a caller names (the receipt service keeps unmatched receipts
+// in queues of their own). All methods are safe for concurrent use; a
+// method that returns nil error has made its effect durable.
+//
+// An entry's Body is the PDU body to deliver. For a receipt that is the
+// receipt text; for MO it is the subscriber's message, which the store
+// therefore holds until the entry is acknowledged (Ack deletes it) or
+// expires. Nothing else in the store ever holds message content.
+type Queue interface {
+	// Enqueue durably appends e to queue e.Queue and returns the sequence
+	// number it was given (strictly increasing in enqueue order across the
+	// store, so List returns a queue in enqueue order). When e.DedupKey is
+	// set and an entry with the same DedupKey was enqueued into the same
+	// queue before and its marker has not expired (it lives until the
+	// entry's Expires, even after Ack), nothing is written and Enqueue
+	// returns that entry's sequence number with dup=true. e is not
+	// modified.
+	Enqueue(ctx context.Context, e *QueueEntry) (seq uint64, dup bool, err error)
+
+	// List returns up to limit live (unexpired, unacknowledged) entries of
+	// queue whose sequence number is greater than after, in sequence order.
+	List(ctx context.Context, queue string, after uint64, limit int) ([]*QueueEntry, error)
+
+	// Ack deletes entry seq of queue. Its dedup marker stays until it
+	// expires. Acknowledging an entry that is not there is not an error.
+	Ack(ctx context.Context, queue string, seq uint64) error
+
+	// Depths returns the number of live entries of every non-empty queue.
+	Depths(ctx context.Context) (map[string]int, error)
+}
+
+// QueueEntry is one queued PDU.
+type QueueEntry struct {
+	// Queue names the queue: an account's system_id for delivery queues.
+	Queue string `json:"queue"`
+	// Seq is assigned by Enqueue.
+	Seq uint64 `json:"seq"`
+	// DedupKey, when set, makes a second Enqueue of the same key into the
+	// same queue a no-op (see Queue.Enqueue).
+	DedupKey string `json:"dedup_key,omitempty"`
+	// Kind, Upstream, MessageID and Stat describe the entry for
+	// inspection (what it is, where it came from, which message it is
+	// about, what the receipt said); the store does not interpret them.
+	Kind      string `json:"kind,omitempty"`
+	Upstream  string `json:"upstream,omitempty"`
+	MessageID string `json:"message_id,omitempty"`
+	Stat      string `json:"stat,omitempty"`
+	// Command is the command id to deliver the body with (deliver_sm or
+	// data_sm).
+	Command uint32 `json:"command"`
+	// Body is the PDU body (everything after the header). It is message
+	// content for MO: never log it.
+	Body []byte `json:"-"`
+	// Enqueued is when the entry was enqueued; Expires is when it (and its
+	// dedup marker) stops being live. A zero Expires never expires.
+	Enqueued time.Time `json:"enqueued"`
+	Expires  time.Time `json:"expires"`
+}
+
+// Expired reports whether the entry is past Expires at now.
+func (e *QueueEntry) Expired(now time.Time) bool {
+	return !e.Expires.IsZero() && !now.Before(e.Expires)
+}
+
+// errNilEntry is returned by Enqueue(ctx, nil).
+var errNilEntry = errors.New("state: Enqueue of a nil entry")
+
+// Queue entry encoding (same primitives as records):
+//
+//	byte    version (1)
+//	str     Queue
+//	uvarint Seq
+//	str     DedupKey, str Kind, str Upstream, str MessageID, str Stat
+//	uvarint Command
+//	str     Body
+//	time    Enqueued, time Expires
+//
+// A dedup marker is: uvarint Seq, time Expires.
+const entryVersion1 = 1
+
+func encodeEntry(dst []byte, e *QueueEntry) []byte {
+	dst = append(dst, entryVersion1)
+	dst = appendString(dst, e.Queue)
+	dst = binary.AppendUvarint(dst, e.Seq)
+	dst = appendString(dst, e.DedupKey)
+	dst = appendString(dst, e.Kind)
+	dst = appendString(dst, e.Upstream)
+	dst = appendString(dst, e.MessageID)
+	dst = appendString(dst, e.Stat)
+	dst = binary.AppendUvarint(dst, uint64(e.Command))
+	dst = appendString(dst, string(e.Body))
+	dst = appendTime(dst, e.Enqueued)
+	return appendTime(dst, e.Expires)
+}
+
+func decodeEntry(b []byte) (*QueueEntry, error) {
+	if len(b) == 0 || b[0] != entryVersion1 {
+		return nil, fmt.Errorf("%w: queue entry: bad version", errCorrupt)
+	}
+	d := decoder{b: b[1:]}
+	e := &QueueEntry{}
+	e.Queue = d.str()
+	e.Seq = d.uvarint()
+	e.DedupKey = d.str()
+	e.Kind = d.str()
+	e.Upstream = d.str()
+	e.MessageID = d.str()
+	e.Stat = d.str()
+	e.Command = d.u32()
+	if body := d.str(); body != "" {
+		e.Body = []byte(body)
+	}
+	e.Enqueued = d.time()
+	e.Expires = d.time()
+	if d.err == nil && len(d.b) != 0 {
+		d.fail("%d trailing bytes", len(d.b))
+	}
+	if d.err != nil {
+		return nil, d.err
+	}
+	return e, nil
+}
+
+type dedupMarker struct {
+	seq     uint64
+	expires time.Time
+}
+
+func encodeMarker(seq uint64, expires time.Time) []byte {
+	return appendTime(binary.AppendUvarint(nil, seq), expires)
+}
+
+func decodeMarker(b []byte) (dedupMarker, error) {
+	d := decoder{b: b}
+	m := dedupMarker{seq: d.uvarint(), expires: d.time()}
+	if d.err == nil && len(d.b) != 0 {
+		d.fail("marker: %d trailing bytes", len(d.b))
+	}
+	return m, d.err
+}
+
+func (m dedupMarker) live(now time.Time) bool {
+	return m.expires.IsZero() || now.Before(m.expires)
+}
+
+// queuePrefix is the common prefix of the entries of queue.
+func queuePrefix(queue string) []byte {
+	b := make([]byte, 0, len(prefixQueue)+len(queue)+9)
+	b = append(b, prefixQueue...)
+	b = appendEscaped(b, queue)
+	return append(b, 0)
+}
+
+func entryKey(queue string, seq uint64) []byte {
+	return binary.BigEndian.AppendUint64(queuePrefix(queue), seq)
+}
+
+func dedupKey(queue, key string) []byte {
+	b := make([]byte, 0, len(prefixDedup)+len(queue)+len(key)+1)
+	b = append(b, prefixDedup...)
+	b = appendEscaped(b, queue)
+	b = append(b, 0)
+	return appendEscaped(b, key)
+}
+
+// cloneEntry copies e for storing, with seq.
+func cloneEntry(e *QueueEntry, seq uint64) *QueueEntry {
+	c := *e
+	c.Seq = seq
+	c.Body = append([]byte(nil), e.Body...)
+	return &c
+}

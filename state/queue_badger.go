@@ -1,0 +1,223 @@
+package state
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// Queue operations of BadgerStore. Enqueue and Ack are write requests of
+// the committer like Create and Update (group commit, arrival order): an
+// Enqueue sees the dedup markers written by the requests before it, in
+// the same batch too, and the sequence number is assigned by the
+// committer, so it grows in commit order. The last number given is
+// persisted under keyQueueSeq in the same transaction as the entry.
+
+// loadQueueSeq reads the last queue sequence number at open.
+func loadQueueSeq(db *badger.DB) (uint64, error) {
+	var seq uint64
+	err := db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get([]byte(keyQueueSeq))
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return item.Value(func(v []byte) error {
+			if len(v) != 8 {
+				return fmt.Errorf("%w: queue sequence of %d bytes", errCorrupt, len(v))
+			}
+			seq = binary.BigEndian.Uint64(v)
+			return nil
+		})
+	})
+	if err != nil {
+		return 0, fmt.Errorf("state: read queue sequence: %w", err)
+	}
+	return seq, nil
+}
+
+// Enqueue implements Queue.
+func (s *BadgerStore) Enqueue(ctx context.Context, e *QueueEntry) (uint64, bool, error) {
+	if e == nil {
+		return 0, false, errNilEntry
+	}
+	proto := cloneEntry(e, 0)
+	r := &request{done: make(chan struct{}), op: func(st *stager, r *request) { st.enqueue(r, proto) }}
+	if err := s.submit(ctx, r); err != nil {
+		return 0, false, err
+	}
+	return r.seq, r.dup, r.err
+}
+
+func (st *stager) enqueue(r *request, e *QueueEntry) {
+	var mk []byte
+	if e.DedupKey != "" {
+		mk = dedupKey(e.Queue, e.DedupKey)
+		v, found, err := st.get(mk)
+		if err != nil {
+			r.err = err
+			return
+		}
+		if found {
+			m, err := decodeMarker(v)
+			if err != nil {
+				r.err = err
+				return
+			}
+			if m.live(st.now) {
+				r.seq, r.dup = m.seq, true
+				return
+			}
+		}
+	}
+	*st.qseq++
+	seq := *st.qseq
+	e.Seq = seq
+	exp := st.expiresAt(e.Expires)
+	st.stage(r, write{key: entryKey(e.Queue, seq), val: encodeEntry(nil, e), expiresAt: exp})
+	if mk != nil {
+		st.stage(r, write{key: mk, val: encodeMarker(seq, e.Expires), expiresAt: exp})
+	}
+	st.stage(r, write{key: []byte(keyQueueSeq), val: binary.BigEndian.AppendUint64(nil, seq)})
+	r.seq = seq
+}
+
+// Ack implements Queue.
+func (s *BadgerStore) Ack(ctx context.Context, queue string, seq uint64) error {
+	key := entryKey(queue, seq)
+	r := &request{done: make(chan struct{}), op: func(st *stager, r *request) {
+		st.stage(r, write{key: key, del: true})
+		r.seq = seq
+	}}
+	if err := s.submit(ctx, r); err != nil {
+		return err
+	}
+	return r.err
+}
+
+// List implements Queue.
+func (s *BadgerStore) List(ctx context.Context, queue string, after uint64, limit int) ([]*QueueEntry, error) {
+	if err := s.enter(ctx); err != nil {
+		return nil, err
+	}
+	defer s.exit()
+	if limit <= 0 || after == ^uint64(0) {
+		return nil, nil
+	}
+	now := s.now()
+	prefix := queuePrefix(queue)
+	var out []*QueueEntry
+	err := s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{PrefetchValues: true, PrefetchSize: min(limit, 100), Prefix: prefix})
+		defer it.Close()
+		for it.Seek(entryKey(queue, after+1)); it.Valid() && len(out) < limit; it.Next() {
+			e, err := itemEntry(it.Item())
+			if err != nil {
+				return err
+			}
+			if !e.Expired(now) {
+				out = append(out, e)
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Depths implements Queue.
+func (s *BadgerStore) Depths(ctx context.Context) (map[string]int, error) {
+	if err := s.enter(ctx); err != nil {
+		return nil, err
+	}
+	defer s.exit()
+	now := s.now()
+	out := map[string]int{}
+	err := s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{PrefetchValues: true, PrefetchSize: 100, Prefix: []byte(prefixQueue)})
+		defer it.Close()
+		n := 0
+		for it.Rewind(); it.Valid(); it.Next() {
+			if n++; n%256 == 0 {
+				if err := ctxErr(ctx); err != nil {
+					return err
+				}
+			}
+			e, err := itemEntry(it.Item())
+			if err != nil {
+				return err
+			}
+			if !e.Expired(now) {
+				out[e.Queue]++
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+func itemEntry(item *badger.Item) (*QueueEntry, error) {
+	var e *QueueEntry
+	err := item.Value(func(v []byte) (err error) {
+		e, err = decodeEntry(v)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("state: queue entry %q: %w", item.Key(), err)
+	}
+	return e, nil
+}
+
+// ByProxyID implements Store.
+func (s *BadgerStore) ByProxyID(ctx context.Context, account, id string) (*Record, error) {
+	return s.byIndex(ctx, proxyIDKey(account, id), func(r *Record) bool {
+		return hasProxyID(r, account, id)
+	})
+}
+
+// UnknownByAddr implements Store.
+func (s *BadgerStore) UnknownByAddr(ctx context.Context, upstream string, h [16]byte) ([]*Record, error) {
+	if err := s.enter(ctx); err != nil {
+		return nil, err
+	}
+	defer s.exit()
+	if h == ([16]byte{}) {
+		return nil, nil
+	}
+	now := s.now()
+	var out []*Record
+	err := s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: unknownPrefix(upstream, h)})
+		defer it.Close()
+		var rks [][]byte
+		for it.Rewind(); it.Valid(); it.Next() {
+			rk, err := it.Item().ValueCopy(nil)
+			if err != nil {
+				return fmt.Errorf("state: read unknown index: %w", err)
+			}
+			rks = append(rks, rk)
+		}
+		for i, rk := range rks {
+			if i > 0 && bytes.Equal(rk, rks[i-1]) {
+				continue
+			}
+			rec, err := readRecord(txn, rk)
+			if err != nil {
+				return err
+			}
+			if rec != nil && !rec.Expired(now) && isUnknownAt(rec, upstream, h) {
+				out = append(out, rec)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
