@@ -43,13 +43,9 @@ func (r serverReceivers) Receivers(account string) []Receiver {
 }
 
 // OnSession is smppserver.Server.OnSession: a newly bound receiving
-// session gets the account's queue at once (after BindSettle). It does
-// not block.
-//
-// The server calls OnSession before it queues the bind_resp, so a
-// deliver_sm sent from here could overtake the bind_resp; the dispatcher
-// therefore waits BindSettle after BoundAt before the first deliver_sm on
-// a session.
+// session gets the account's queue at once. It does not block. The server
+// calls it once the bind_resp is queued, so a deliver_sm sent from here
+// cannot overtake the bind_resp.
 func (s *Service) OnSession(ss *smppserver.Session, up bool) {
 	if up && ss.BindType().CanReceive() {
 		s.kick(ss.Account())

@@ -24,7 +24,6 @@ const (
 	DefaultRedelivery         = 10 * time.Second
 	DefaultDeliverWindow      = 10
 	DefaultReconcileWindow    = 10 * time.Minute
-	DefaultBindSettle         = 50 * time.Millisecond
 	DefaultUnmatchedRetention = 72 * time.Hour
 )
 
@@ -59,9 +58,10 @@ type Config struct {
 	// DeliverWindow: deliver_sm outstanding per ESME session (10). They
 	// are written in queue order (see queuedSignal).
 	DeliverWindow int
-	// BindSettle: a newly bound session gets its first deliver_sm this
-	// long after its bind (50ms), so that the bind_resp goes first (see
-	// OnSession).
+	// BindSettle: a newly bound session gets its first deliver_sm no
+	// earlier than this long after its bind (default 0: the server
+	// announces a session only once its bind_resp is queued, so nothing can
+	// overtake it).
 	BindSettle time.Duration
 	Logger     *slog.Logger
 	// Registerer for the metrics; nil: not registered.
@@ -141,9 +141,6 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.DeliverWindow <= 0 {
 		cfg.DeliverWindow = DefaultDeliverWindow
-	}
-	if cfg.BindSettle <= 0 {
-		cfg.BindSettle = DefaultBindSettle
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

@@ -385,7 +385,7 @@ func (s *Server) release(p *Principal) {
 func (s *Server) ReceiversOf(account string) []*Session {
 	var out []*Session
 	for _, ss := range s.Sessions() {
-		if p := ss.Principal(); p != nil && p.Account == account && ss.BindType().CanReceive() && !ss.isClosing() {
+		if p := ss.Principal(); p != nil && p.Account == account && ss.BindType().CanReceive() && ss.isAnnounced() && !ss.isClosing() {
 			out = append(out, ss)
 		}
 	}

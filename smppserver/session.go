@@ -27,6 +27,7 @@ type Session struct {
 
 	mu        sync.Mutex
 	bindType  BindType
+	announced bool // bind_resp queued: visible to ReceiversOf
 	principal *Principal
 	boundAt   time.Time
 	draining  bool
@@ -170,7 +171,7 @@ func (s *Session) run() {
 	s.close(reason)
 	// The reader, which reports the bind, has returned: the down call
 	// cannot overtake the up call.
-	if s.BindType() != BindNone && s.srv.OnSession != nil {
+	if s.isAnnounced() && s.srv.OnSession != nil {
 		s.srv.OnSession(s, false)
 	}
 	<-writerDone
@@ -358,10 +359,25 @@ func (s *Session) handleBind(h smpp.Header, frame []byte) {
 	s.sem = make(chan struct{}, win)
 	s.mu.Unlock()
 	log.Info("esme bound", "session", s.id, "account", principal.Account, "bind", req.Type.String(), "remote", req.Remote.String())
+	// The bind_resp is queued before the session is announced (OnSession,
+	// ReceiversOf), so nothing the server sends on it can overtake it.
+	if s.enqueue(outFrame{b: s.bindResp(h, smpp.StatusOK, req.InterfaceVersion)}) != nil {
+		return
+	}
+	s.mu.Lock()
+	s.announced = true
+	s.mu.Unlock()
 	if s.srv.OnSession != nil {
 		s.srv.OnSession(s, true)
 	}
-	_ = s.enqueue(outFrame{b: s.bindResp(h, smpp.StatusOK, req.InterfaceVersion)})
+}
+
+// isAnnounced reports whether the bind_resp was queued (the session may
+// receive server-originated requests).
+func (s *Session) isAnnounced() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.announced
 }
 
 // authenticate runs the Authenticator; a panic in it is recovered, counted
