@@ -147,6 +147,19 @@ func (e *Engine) Recover(ctx context.Context) (int, error) {
 	return n, nil
 }
 
+type sessionKey struct{}
+
+// WithSession returns ctx carrying the ESME session id, which the engine
+// puts in its decision log lines.
+func WithSession(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, sessionKey{}, id)
+}
+
+func sessionOf(ctx context.Context) string {
+	id, _ := ctx.Value(sessionKey{}).(string)
+	return id
+}
+
 // Submit decides and, when this call owns the key, forwards one submit_sm.
 func (e *Engine) Submit(ctx context.Context, account string, p Policy, sub *smpp.Submit) Answer {
 	p = p.withDefaults()
@@ -154,7 +167,7 @@ func (e *Engine) Submit(ctx context.Context, account string, p Policy, sub *smpp
 	fp := sub.Fingerprint()
 	key, tracked, retention, st := e.derive(p, sub, fp)
 	if st != smpp.StatusOK {
-		e.log.Info("submit refused", "account", account, "reason", "key", "status", st.String())
+		e.log.Info("submit refused", "account", account, "session", sessionOf(ctx), "sequence", sub.Header.Sequence, "reason", "key", "status", st.String())
 		return e.counted(account, Answer{Status: st, Outcome: OutInvalid})
 	}
 	k := state.Key{Account: account, Key: key, Segment: seg.String()}
@@ -193,12 +206,12 @@ func (e *Engine) join(ctx context.Context, account string, p Policy, k state.Key
 		if a.Outcome == OutForwarded {
 			a.Outcome = OutJoined
 		}
-		e.log.Info("duplicate joined in-flight submit", "account", k.Account, "key", k.Key, "segment", k.Segment, "status", a.Status.String(), "message_id", a.MessageID)
+		e.log.Info("duplicate joined in-flight submit", "account", k.Account, "session", sessionOf(ctx), "key", k.Key, "segment", k.Segment, "status", a.Status.String(), "message_id", a.MessageID)
 		return e.counted(account, a)
 	case <-t.C:
 	case <-ctx.Done():
 	}
-	e.log.Info("duplicate still in flight; throttled", "account", k.Account, "key", k.Key, "segment", k.Segment)
+	e.log.Info("duplicate still in flight; throttled", "account", k.Account, "session", sessionOf(ctx), "key", k.Key, "segment", k.Segment)
 	return e.counted(account, Answer{Status: smpp.StatusThrottled, Outcome: OutThrottled, Key: k})
 }
 
@@ -236,7 +249,7 @@ func (e *Engine) owner() string {
 }
 
 func (e *Engine) decide(ctx context.Context, account string, p Policy, k state.Key, fp [32]byte, tracked bool, retention time.Duration, sub *smpp.Submit, seg smpp.Segment) Answer {
-	log := e.log.With("account", account, "key", k.Key, "segment", k.Segment, "sequence", sub.Header.Sequence)
+	log := e.log.With("account", account, "session", sessionOf(ctx), "key", k.Key, "segment", k.Segment, "sequence", sub.Header.Sequence)
 	now := e.now()
 	me := e.owner()
 	rec := &state.Record{

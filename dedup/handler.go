@@ -32,7 +32,7 @@ func (e *Engine) Middleware(policy PolicyFunc) smppserver.Middleware {
 				return
 			}
 			p := r.Session.Principal()
-			a := e.Submit(ctx, p.Account, policy(p), sub)
+			a := e.Submit(WithSession(ctx, r.Session.ID()), p.Account, policy(p), sub)
 			_ = w.WriteFrame(smpp.SubmitResp(a.Status, r.Header.Sequence, a.MessageID))
 		})
 	}
