@@ -12,6 +12,7 @@ import (
 
 	"github.com/smppproxy/smppproxy/esme"
 	"github.com/smppproxy/smppproxy/sim"
+	"github.com/smppproxy/smppproxy/smpp"
 	"github.com/smppproxy/smppproxy/smppserver"
 )
 
@@ -86,5 +87,46 @@ func TestRegisterMetricsAndReady(t *testing.T) {
 				t.Errorf("sessions_closed_total{reason=%q} = %v, want %v", m.GetLabel()[0].GetValue(), got, want)
 			}
 		}
+	}
+}
+
+// The Badger store reports every group commit: the commit latency and
+// batch size histograms fill from the first submit.
+func TestStoreCommitHistograms(t *testing.T) {
+	smsc := startSim(t, sim.Config{})
+	cfg := testConfig(t, smsc.Addr(), t.TempDir())
+	reg := prometheus.NewRegistry()
+	app, err := New(Options{Config: cfg, Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(app.Close)
+	if _, err := app.RegisterMetrics(reg, MetricsOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := app.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := app.WaitUpstreams(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	c := dialESME(t, app.Addr())
+	c.bind(smpp.CmdBindTransceiver, "shop", "secret")
+	if r := c.submit(1, keyed("hist-1", "x")); r.Status != 0 {
+		t.Fatalf("submit = %v", r.Status)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var batches uint64
+	for _, mf := range mfs {
+		if mf.GetName() == "smppproxy_store_commit_batch_size" {
+			batches = mf.GetMetric()[0].GetHistogram().GetSampleCount()
+		}
+	}
+	// create, journal and outcome: at least three writes, in up to three commits.
+	if batches < 1 {
+		t.Errorf("smppproxy_store_commit_batch_size has %d observations after a submit, want at least 1", batches)
 	}
 }

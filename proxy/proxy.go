@@ -112,6 +112,9 @@ func New(opts Options) (*App, error) {
 		a.Sessions.Add(poolSource{p})
 	}
 	a.instr = newInstruments(a.pools, st)
+	if b, ok := st.(*state.BadgerStore); ok {
+		b.SetCommitObserver(a.instr.store.ObserveCommit)
+	}
 	routes := map[string][]route.Member{}
 	for _, acc := range cfg.Accounts {
 		for _, name := range acc.Route {

@@ -91,17 +91,18 @@ type Simulator struct {
 	total atomic.Int64
 	wg    sync.WaitGroup
 
-	mu       sync.Mutex
-	messages map[string]message // accepted submits that asked for a receipt, by message id
-	rr       int
-	dlrOK    int
-	dlrTries int
-	queried  []string
-	sent     [][]byte
-	perKey   map[string]int
-	accepted map[string]int
-	perSec   map[int64]int
-	closed   chan struct{}
+	mu        sync.Mutex
+	messages  map[string]message // accepted submits that asked for a receipt, by message id
+	rr        int
+	dlrOK     int
+	dlrTries  int
+	queried   []string
+	sent      [][]byte
+	perKey    map[string]int
+	accepted  map[string]int
+	perSec    map[int64]int
+	closed    chan struct{}
+	closeOnce sync.Once
 }
 
 // Start listens on addr ("127.0.0.1:0" for tests) and serves.
@@ -143,15 +144,17 @@ func Start(addr string, cfg Config) (*Simulator, error) {
 func (s *Simulator) Addr() string { return s.ln.Addr().String() }
 
 // Close stops the simulator and closes every connection.
+//
+// The connections are closed before the handlers are told to stop, so a
+// dropped or delayed submit is never answered by anything on the way out
+// (the server's fallback ESME_RSYSERR would turn a lost response into a
+// "temporary, not accepted" one).
 func (s *Simulator) Close() {
-	select {
-	case <-s.closed:
-		return
-	default:
+	s.closeOnce.Do(func() {
+		_ = s.srv.Close()
 		close(s.closed)
-	}
-	_ = s.srv.Close()
-	s.wg.Wait()
+		s.wg.Wait()
+	})
 }
 
 // KickAll closes every client connection (the listener stays open).

@@ -122,7 +122,8 @@ type BadgerStore struct {
 	closeOnce sync.Once
 	closeErr  error
 
-	fail atomic.Pointer[error] // FailWrites
+	fail           atomic.Pointer[error]                             // FailWrites
+	commitObserver atomic.Pointer[func(ops int, took time.Duration)] // SetCommitObserver
 
 	ops, commits, failed atomic.Uint64
 }

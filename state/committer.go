@@ -96,6 +96,16 @@ func (s *BadgerStore) runBatch(batch []*request) {
 	}
 	st.txn.Discard()
 	s.commitStaged(batch)
+	if fn := s.commitObserver.Load(); fn != nil {
+		(*fn)(len(batch), time.Since(st.wall))
+	}
+}
+
+// SetCommitObserver installs fn, called after every group commit with the
+// number of write requests it carried and how long the batch took (apply,
+// commit and fsync). fn runs on the committer goroutine: keep it short.
+func (s *BadgerStore) SetCommitObserver(fn func(ops int, took time.Duration)) {
+	s.commitObserver.Store(&fn)
 }
 
 // checkDisk is the free-space guard (BadgerOptions.MinFreeBytes). It logs
