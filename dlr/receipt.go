@@ -23,6 +23,8 @@ type ReceiptText struct {
 	// idOff is the offset of ID's value in the parsed text, -1 when there
 	// is no id field.
 	idOff int
+	// textOff is the offset just past "text:", -1 when there is none.
+	textOff int
 }
 
 // HasID reports whether the text had an id field.
@@ -49,7 +51,7 @@ var receiptKeys = []struct {
 // ParseReceiptText parses a receipt text. ok is false when it has neither
 // an id nor a stat field (it is then not a receipt text).
 func ParseReceiptText(b []byte) (r ReceiptText, ok bool) {
-	r.idOff = -1
+	r.idOff, r.textOff = -1, -1
 	seen := map[*string]bool{}
 	for i := 0; i < len(b); {
 		if i > 0 && b[i-1] != ' ' {
@@ -62,6 +64,7 @@ func ParseReceiptText(b []byte) (r ReceiptText, ok bool) {
 				continue
 			}
 			if k.field == nil { // text: the rest is message content
+				r.textOff = i + len(k.key)
 				return r, r.idOff >= 0 || r.Stat != ""
 			}
 			start := i + len(k.key)
@@ -157,10 +160,27 @@ var statStates = map[string]state.DeliveryState{
 	"ACCEPTED": state.DeliveryAccepted, "REJECTED": state.DeliveryRejected,
 }
 
+// WithoutContent returns text (parsed as r) with the value of its text:
+// field — the first characters of the original message, often the OTP
+// itself — removed; "text:" stays. Without a text: field, text is returned
+// as it is.
+func (r ReceiptText) WithoutContent(text []byte) []byte {
+	if r.textOff < 0 || r.textOff >= len(text) {
+		return text
+	}
+	return text[:r.textOff:r.textOff]
+}
+
 // readReceipt extracts the receipt fields of m (a receipt by esm_class).
+// The text: field's content is dropped at once, so it is never stored,
+// logged or passed on (a deliberate deviation from "every other field
+// passes through": the store must never hold an OTP).
 func readReceipt(m *message) *receipt {
 	r := &receipt{m: m}
 	r.text, _ = ParseReceiptText(m.userData())
+	if ud := m.userData(); r.text.textOff >= 0 && r.text.textOff < len(ud) {
+		_ = m.setUserData(r.text.WithoutContent(ud))
+	}
 	if v, ok := m.tlv(smpp.TagReceiptedMessageID); ok {
 		r.id, r.tlvID = string(bytes.TrimRight(v, "\x00")), true
 	}

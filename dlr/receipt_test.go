@@ -50,8 +50,27 @@ func TestParseReceiptText(t *testing.T) {
 	for name, tc := range tests {
 		got, ok := ParseReceiptText([]byte(tc.text))
 		got.idOff, tc.want.idOff = 0, 0
+		got.textOff, tc.want.textOff = 0, 0
 		if got != tc.want || ok != tc.wantOK {
 			t.Errorf("%s: ParseReceiptText(%q) = %+v, %v; want %+v, %v", name, tc.text, got, ok, tc.want, tc.wantOK)
+		}
+	}
+}
+
+// The text: field carries the start of the original message — often the
+// OTP — and is dropped before anything is stored or delivered.
+func TestWithoutContent(t *testing.T) {
+	tests := map[string]struct{ in, want string }{
+		"standard": {"id:1 sub:001 dlvrd:001 submit date:2503141509 done date:2503141510 stat:DELIVRD err:000 text:Your code is 918273",
+			"id:1 sub:001 dlvrd:001 submit date:2503141509 done date:2503141510 stat:DELIVRD err:000 text:"},
+		"no text field": {"id:1 stat:DELIVRD err:000", "id:1 stat:DELIVRD err:000"},
+		"empty text":    {"id:1 stat:DELIVRD text:", "id:1 stat:DELIVRD text:"},
+		"upper case":    {"id:1 stat:DELIVRD TEXT:918273", "id:1 stat:DELIVRD TEXT:"},
+	}
+	for name, tc := range tests {
+		r, _ := ParseReceiptText([]byte(tc.in))
+		if got := string(r.WithoutContent([]byte(tc.in))); got != tc.want {
+			t.Errorf("%s: WithoutContent(%q) = %q, want %q", name, tc.in, got, tc.want)
 		}
 	}
 }

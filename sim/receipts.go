@@ -21,6 +21,9 @@ type message struct {
 	dst            string
 	account        string // system_id of the client that submitted it
 	submitted      time.Time
+	// head is the first 20 octets of the user data, which SMSCs echo in the
+	// receipt's text: field (as real ones do: it often holds the OTP).
+	head []byte
 }
 
 func newMessage(sub *smpp.Submit, account string) message {
@@ -28,6 +31,7 @@ func newMessage(sub *smpp.Submit, account string) message {
 		srcTON: sub.SrcTON, srcNPI: sub.SrcNPI, src: string(sub.SrcAddr),
 		dstTON: sub.DstTON, dstNPI: sub.DstNPI, dst: string(sub.DstAddr),
 		account: account, submitted: time.Now(),
+		head: append([]byte(nil), sub.UserData()[:min(20, len(sub.UserData()))]...),
 	}
 }
 
@@ -209,6 +213,7 @@ func receiptBody(m message, id, stat string, tlvs bool) []byte {
 	sub := m.submitted.Format("0601021504")
 	done := time.Now().Format("0601021504")
 	text := fmt.Sprintf("id:%s sub:001 dlvrd:001 submit date:%s done date:%s stat:%s err:000 text:", id, sub, done, stat)
+	text += string(m.head)
 	esm := byte(0x04)
 	if stat == "ENROUTE" || stat == "ACCEPTD" {
 		esm = 0x20 // intermediate notification
