@@ -1,7 +1,7 @@
 // Package admin is the proxy's operator endpoint over HTTP: Prometheus
 // metrics, liveness and readiness probes, and the JSON API under /api/v1/
 // that the smppproxy CLI uses (sessions, records, operator resolution,
-// stats), plus a Client for that API.
+// kept receipts, stats), plus a Client for that API.
 //
 // Routes:
 //
@@ -14,6 +14,8 @@
 //	GET  /api/v1/keys/show        ?account=A&key=K[&segment=S] → RecordList
 //	POST /api/v1/keys/resolve     ResolveRequest → Record
 //	GET  /api/v1/stats            Stats
+//	GET  /api/v1/receipts/unmatched ?upstream=U&limit=N → UnmatchedList;
+//	                              501 without Config.Receipts
 //
 // With Config.Token set, /metrics and /api/v1/ need "Authorization: Bearer
 // TOKEN" (compared in constant time); anything else is answered 401 before
@@ -38,6 +40,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/smppproxy/smppproxy/dedup"
+	"github.com/smppproxy/smppproxy/dlr"
 	"github.com/smppproxy/smppproxy/session"
 	"github.com/smppproxy/smppproxy/state"
 )
@@ -53,6 +56,12 @@ type Resolver interface {
 	Resolve(ctx context.Context, k state.Key, messageID string, notSent bool, who string) (*state.Record, error)
 }
 
+// Receipts lists the receipts kept because they matched no record
+// (*dlr.Service).
+type Receipts interface {
+	Unmatched(ctx context.Context, upstream string, limit int) ([]dlr.UnmatchedReceipt, error)
+}
+
 // Defaults of Config's limits.
 const (
 	DefaultListLimit = 100
@@ -64,8 +73,12 @@ type Config struct {
 	Sessions Sessions
 	Store    state.Store
 	Resolver Resolver
-	// Gatherer serves /metrics and feeds /api/v1/stats (nil = an empty
-	// registry).
+	// Receipts serves /api/v1/receipts/unmatched (nil: that endpoint
+	// answers 501).
+	Receipts Receipts
+	// Gatherer serves /metrics and feeds /api/v1/stats and the receipts
+	// pending of /api/v1/sessions (the receipt queue depth gauge); nil =
+	// an empty registry.
 	Gatherer prometheus.Gatherer
 	// Ready decides /readyz (nil = always ready).
 	Ready func() error
@@ -123,6 +136,7 @@ func NewHandler(cfg Config) http.Handler {
 	api.HandleFunc("GET /api/v1/keys/show", h.showKey)
 	api.HandleFunc("POST /api/v1/keys/resolve", h.resolve)
 	api.HandleFunc("GET /api/v1/stats", h.stats)
+	api.HandleFunc("GET /api/v1/receipts/unmatched", h.unmatched)
 	api.HandleFunc("/api/v1/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such API endpoint: "+r.Method+" "+r.URL.Path)
 	})
@@ -169,7 +183,24 @@ func (h *handler) sessions(w http.ResponseWriter, _ *http.Request) {
 	if list == nil {
 		list = []session.Info{}
 	}
+	depths, err := receiptQueueDepths(h.cfg.Gatherer)
+	if err != nil {
+		// The sessions are still worth listing.
+		h.log.Warn("admin: receipt queue depths not read; sessions listed without receipts pending", "err", err)
+	}
+	fillReceiptsPending(list, depths)
 	writeJSON(w, http.StatusOK, SessionList{Sessions: list})
+}
+
+// fillReceiptsPending sets ReceiptsPending of every receiving ESME session
+// whose account has a receipt queue (depths: account → depth).
+func fillReceiptsPending(list []session.Info, depths map[string]float64) {
+	for i := range list {
+		if d, ok := depths[list[i].Owner]; ok && list[i].CanReceive() {
+			n := int(d)
+			list[i].ReceiptsPending = &n
+		}
+	}
 }
 
 func (h *handler) kick(w http.ResponseWriter, r *http.Request) {
@@ -202,14 +233,9 @@ func (h *handler) listKeys(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("state must be one of sent, accepted, rejected, unknown, retryable (got %q)", st))
 		return
 	}
-	limit := DefaultListLimit
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > MaxListLimit {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("limit must be a number from 1 to %d (got %q)", MaxListLimit, v))
-			return
-		}
-		limit = n
+	limit, ok := parseLimit(w, q.Get("limit"))
+	if !ok {
+		return
 	}
 	out := RecordList{Records: []Record{}}
 	visited := 0
@@ -233,6 +259,20 @@ func (h *handler) listKeys(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// parseLimit reads a limit parameter (DefaultListLimit when empty); on a
+// bad one it answers 400 and returns false.
+func parseLimit(w http.ResponseWriter, v string) (int, bool) {
+	if v == "" {
+		return DefaultListLimit, true
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > MaxListLimit {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("limit must be a number from 1 to %d (got %q)", MaxListLimit, v))
+		return 0, false
+	}
+	return n, true
 }
 
 func validState(s string) bool {
@@ -345,6 +385,33 @@ func (h *handler) resolve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, NewRecord(rec))
+}
+
+// unmatched lists kept receipts: of one upstream, or of every one.
+func (h *handler) unmatched(w http.ResponseWriter, r *http.Request) {
+	if h.cfg.Receipts == nil {
+		writeError(w, http.StatusNotImplemented, "no receipt service is attached to this admin API")
+		return
+	}
+	q := r.URL.Query()
+	limit, ok := parseLimit(w, q.Get("limit"))
+	if !ok {
+		return
+	}
+	// One more than asked tells whether there are more.
+	list, err := h.cfg.Receipts.Unmatched(r.Context(), q.Get("upstream"), limit+1)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	out := UnmatchedList{Receipts: list}
+	if len(out.Receipts) > limit {
+		out.Receipts, out.Truncated = out.Receipts[:limit], true
+	}
+	if out.Receipts == nil {
+		out.Receipts = []dlr.UnmatchedReceipt{}
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (h *handler) stats(w http.ResponseWriter, _ *http.Request) {

@@ -69,7 +69,7 @@ func startStack(t *testing.T, token string) *stack {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(admin.NewHandler(admin.Config{
-		Sessions: &app.Sessions, Store: app.Store(), Resolver: app.Engine(), Gatherer: reg, Ready: app.Ready, Token: token,
+		Sessions: &app.Sessions, Store: app.Store(), Resolver: app.Engine(), Receipts: app.Receipts(), Gatherer: reg, Ready: app.Ready, Token: token,
 	}))
 	t.Cleanup(srv.Close)
 	c, err := esme.Dial(ctx, app.Addr(), esme.Options{SystemID: "shop", Password: "secret", Timeout: 5 * time.Second})
@@ -104,6 +104,7 @@ func TestWrongOrMissingTokenIs401AndChangesNothing(t *testing.T) {
 		{"GET", "/api/v1/stats", ""},
 		{"GET", "/api/v1/keys?state=unknown", ""},
 		{"GET", "/api/v1/keys/show?account=shop&key=lost-1", ""},
+		{"GET", "/api/v1/receipts/unmatched", ""},
 		{"POST", "/api/v1/sessions/kick", `{"id":"` + id + `"}`},
 		{"POST", "/api/v1/keys/resolve", `{"account":"shop","key":"lost-1","message_id":"999"}`},
 		{"GET", "/api/v1/nothing-here", ""},

@@ -104,6 +104,22 @@ func (c *Client) Stats(ctx context.Context) (*Stats, error) {
 	return &out, nil
 }
 
+// Unmatched lists the receipts kept because they matched no record: of
+// upstream ("" = every upstream), at most limit (0 = the server's
+// default).
+func (c *Client) Unmatched(ctx context.Context, upstream string, limit int) (UnmatchedList, error) {
+	q := url.Values{}
+	if upstream != "" {
+		q.Set("upstream", upstream)
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	var out UnmatchedList
+	err := c.do(ctx, http.MethodGet, "/api/v1/receipts/unmatched", q, nil, &out)
+	return out, err
+}
+
 func (c *Client) do(ctx context.Context, method, path string, q url.Values, body, out any) error {
 	base := c.BaseURL
 	if base == "" {

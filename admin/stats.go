@@ -28,8 +28,9 @@ const (
 	metricRecordsScanned = "smppproxy_store_records_scan_timestamp_seconds"
 	metricRouteRetries   = "smppproxy_route_retries_total"
 	// Receipts (SPEC §9): registered by the receipt engine.
-	metricReceipts     = "smppproxy_receipts_total"       // {account, outcome}
-	metricReceiptQueue = "smppproxy_receipts_queue_depth" // {account}
+	metricReceipts     = "smppproxy_receipts_total"            // {account, upstream, outcome}
+	metricReceiptQueue = "smppproxy_receipts_queue_depth"      // {account}
+	metricDeliveries   = "smppproxy_receipts_deliveries_total" // {account, outcome}
 )
 
 // Stats is the answer of GET /api/v1/stats: the counters that matter at a
@@ -52,10 +53,15 @@ type Stats struct {
 	Records          map[string]float64 `json:"records,omitempty"`
 	RecordsScannedAt *time.Time         `json:"records_scanned_at,omitempty"`
 	RouteRetries     float64            `json:"route_retries"`
-	// Receipts by outcome (routed, queued, duplicate, unmatched) and the
-	// receipt queue depth per account, once the receipt engine exports them.
+	// Receipts (and MO) from the upstreams by outcome (routed, queued,
+	// duplicate, unmatched, matched_later, reconciled, mo, …), and the
+	// receipt queue depth per account (receipts and MO waiting for an
+	// ESME acknowledgement), once the receipt service exports them.
 	Receipts     map[string]float64 `json:"receipts,omitempty"`
 	ReceiptQueue map[string]float64 `json:"receipt_queue,omitempty"`
+	// ReceiptDeliveries: deliver_sm sent to ESMEs by outcome (acked,
+	// refused, timeout, session_lost, ack_store_error).
+	ReceiptDeliveries map[string]float64 `json:"receipt_deliveries,omitempty"`
 }
 
 // UpstreamStats summarises one upstream.
@@ -153,7 +159,24 @@ func BuildStats(g prometheus.Gatherer) (*Stats, error) {
 	fams.each(metricRouteRetries, func(_ labels, v float64) { s.RouteRetries += v })
 	fams.each(metricReceipts, func(l labels, v float64) { add(&s.Receipts, l["outcome"], v) })
 	fams.each(metricReceiptQueue, func(l labels, v float64) { add(&s.ReceiptQueue, l["account"], v) })
+	fams.each(metricDeliveries, func(l labels, v float64) { add(&s.ReceiptDeliveries, l["outcome"], v) })
 	return s, nil
+}
+
+// receiptQueueDepths gathers g and returns the receipt queue depth per
+// account; nil when the receipt service exports no depths.
+func receiptQueueDepths(g prometheus.Gatherer) (map[string]float64, error) {
+	mfs, err := g.Gather()
+	if err != nil {
+		return nil, err
+	}
+	var out map[string]float64
+	for _, mf := range mfs {
+		if mf.GetName() == metricReceiptQueue {
+			families{metricReceiptQueue: mf}.each(metricReceiptQueue, func(l labels, v float64) { add(&out, l["account"], v) })
+		}
+	}
+	return out, nil
 }
 
 type labels map[string]string

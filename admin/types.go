@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/smppproxy/smppproxy/dlr"
 	"github.com/smppproxy/smppproxy/session"
 	"github.com/smppproxy/smppproxy/smpp"
 	"github.com/smppproxy/smppproxy/state"
@@ -25,13 +26,28 @@ type Record struct {
 	// fingerprint ("fp:…") or untracked ("u:…") record it is the stored key.
 	Key string `json:"key"`
 	// Kind is "tlv", "fingerprint" or "untracked".
-	Kind        string    `json:"kind"`
-	Segment     string    `json:"segment,omitempty"`
-	State       string    `json:"state"`
-	Upstream    string    `json:"upstream,omitempty"`
-	Session     string    `json:"session,omitempty"`
-	Sequence    uint32    `json:"sequence,omitempty"`
-	MessageID   string    `json:"message_id,omitempty"`
+	Kind     string `json:"kind"`
+	Segment  string `json:"segment,omitempty"`
+	State    string `json:"state"`
+	Upstream string `json:"upstream,omitempty"`
+	Session  string `json:"session,omitempty"`
+	Sequence uint32 `json:"sequence,omitempty"`
+	// MessageID is the upstream's id, as its submit_sm_resp wrote it.
+	MessageID string `json:"message_id,omitempty"`
+	// ProxyID is the id the proxy issues to the ESME under message_id:
+	// proxy ("" under passthrough); it is reserved when the record is
+	// created. ClientMessageID is the id the ESME got in its
+	// submit_sm_resp and sees in its receipts: ProxyID when set, else
+	// MessageID; only an accepted record has one (the ESME of any other
+	// record got an error status and no id).
+	ProxyID         string `json:"proxy_id,omitempty"`
+	ClientMessageID string `json:"client_message_id,omitempty"`
+	// Delivery is what the last receipt said about the message (enroute,
+	// delivered, expired, deleted, undeliverable, accepted, unknown,
+	// rejected, skipped), kept apart from State; "" before any receipt.
+	// DeliveryAt is when the proxy received that receipt.
+	Delivery    string    `json:"delivery,omitempty"`
+	DeliveryAt  time.Time `json:"delivery_at,omitzero"`
 	Status      uint32    `json:"status"`
 	StatusName  string    `json:"status_name"`
 	Attempts    int       `json:"attempts,omitempty"`
@@ -73,6 +89,16 @@ type ResolveRequest struct {
 	NotSent   bool   `json:"not_sent,omitempty"`
 	// By names the operator, for the record's history.
 	By string `json:"by,omitempty"`
+}
+
+// UnmatchedList is the answer of GET /api/v1/receipts/unmatched: receipts
+// kept because they matched no record (SPEC §4), oldest first per
+// upstream. Ids, states and times only: never the receipt text or the
+// addresses.
+type UnmatchedList struct {
+	Receipts []dlr.UnmatchedReceipt `json:"receipts"`
+	// Truncated: the listing stopped at its limit; there may be more.
+	Truncated bool `json:"truncated,omitempty"`
 }
 
 // KickResult is the answer of POST /api/v1/sessions/{id}/kick.
@@ -125,9 +151,14 @@ func NewRecord(r *state.Record) Record {
 	out := Record{
 		Account: r.Key.Account, Key: key, Kind: kind, Segment: r.Key.Segment,
 		State: string(r.State), Upstream: r.Upstream, Session: r.Session, Sequence: r.Sequence,
-		MessageID: r.MessageID, Status: r.Status, StatusName: smpp.Status(r.Status).String(),
+		MessageID: r.MessageID, ProxyID: r.ProxyID,
+		Delivery: string(r.Delivery), DeliveryAt: r.DeliveryAt,
+		Status: r.Status, StatusName: smpp.Status(r.Status).String(),
 		Attempts: r.Attempts, Owner: r.Owner, Fingerprint: hex.EncodeToString(r.Fingerprint[:]),
 		Created: r.Created, Updated: r.Updated, Expires: r.Expires,
+	}
+	if r.State == state.Accepted {
+		out.ClientMessageID = r.ClientMessageID()
 	}
 	for _, e := range r.History {
 		ev := Event{At: e.At, State: string(e.State), Status: e.Status, Session: e.Session, Sequence: e.Sequence, MessageID: e.MessageID, Note: e.Note}

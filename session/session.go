@@ -35,6 +35,26 @@ type Info struct {
 	Window    int       `json:"window,omitempty"`
 	Requests  uint64    `json:"requests"`
 	LastError string    `json:"last_error,omitempty"`
+	// ReceiptsPending is, for an ESME session that can receive (RX, TRX),
+	// the receipts and MO queued for its account and not yet acknowledged
+	// by the ESME: the account's receipt queue, which all its receiving
+	// sessions share. nil (absent in JSON) for a transmitter, an upstream
+	// bind, or a proxy without a receipt service. The registry leaves it
+	// to whoever knows the queues (the admin API fills it).
+	ReceiptsPending *int `json:"receipts_pending,omitempty"`
+}
+
+// Bind types of an ESME session as Info.Bind writes them.
+const (
+	BindTX  = "TX"
+	BindRX  = "RX"
+	BindTRX = "TRX"
+)
+
+// CanReceive reports whether the session is an ESME session bound to
+// receive deliver_sm (receipts and MO): RX or TRX.
+func (i Info) CanReceive() bool {
+	return i.Side == SideESME && (i.Bind == BindRX || i.Bind == BindTRX)
 }
 
 // Source lists one side's sessions and can close one of them.

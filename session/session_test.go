@@ -47,3 +47,20 @@ func TestRegistryListsBothSidesAndKicksTheRightSession(t *testing.T) {
 		t.Errorf("Kick(nope) = %v, want ErrNotFound", err)
 	}
 }
+
+func TestCanReceiveOnlyForReceivingESMESessions(t *testing.T) {
+	for _, tc := range []struct {
+		info Info
+		want bool
+	}{
+		{Info{Side: SideESME, Bind: BindRX}, true},
+		{Info{Side: SideESME, Bind: BindTRX}, true},
+		{Info{Side: SideESME, Bind: BindTX}, false},
+		{Info{Side: SideESME, Bind: "unbound"}, false},
+		{Info{Side: SideUpstream, Bind: BindTRX}, false},
+	} {
+		if got := tc.info.CanReceive(); got != tc.want {
+			t.Errorf("Info{Side: %q, Bind: %q}.CanReceive() = %v, want %v", tc.info.Side, tc.info.Bind, got, tc.want)
+		}
+	}
+}

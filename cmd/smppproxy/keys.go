@@ -147,7 +147,12 @@ func printRecord(w io.Writer, r admin.Record) {
 	fmt.Fprintf(tw, "key\t%s (%s)\n", r.Key, r.Kind)
 	fmt.Fprintf(tw, "segment\t%s\n", dash(r.Segment))
 	fmt.Fprintf(tw, "state\t%s\n", r.State)
-	fmt.Fprintf(tw, "message id\t%s\n", dash(r.MessageID))
+	fmt.Fprintf(tw, "message id\t%s\n", upstreamID(r))
+	if r.ProxyID != "" {
+		fmt.Fprintf(tw, "proxy id\t%s\n", r.ProxyID)
+	}
+	fmt.Fprintf(tw, "esme got id\t%s\n", esmeID(r))
+	fmt.Fprintf(tw, "delivery\t%s\n", deliveryText(r))
 	fmt.Fprintf(tw, "status\t%s\n", statusText(r))
 	fmt.Fprintf(tw, "upstream\t%s\n", dash(r.Upstream))
 	fmt.Fprintf(tw, "journal\tsession %s sequence %d\n", dash(r.Session), r.Sequence)
@@ -177,12 +182,26 @@ func printRecord(w io.Writer, r admin.Record) {
 	_ = tw.Flush()
 }
 
+// printRecords prints a listing; the PROXY ID column is there only when
+// some record has a proxy-issued id (an account with message_id: proxy).
 func printRecords(w io.Writer, l admin.RecordList) {
+	proxyIDs := false
+	for _, r := range l.Records {
+		proxyIDs = proxyIDs || r.ProxyID != ""
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ACCOUNT\tKEY\tSEGMENT\tSTATE\tMESSAGE ID\tSTATUS\tUPSTREAM\tUPDATED")
+	head := "ACCOUNT\tKEY\tSEGMENT\tSTATE\tMESSAGE ID\t"
+	if proxyIDs {
+		head += "PROXY ID\t"
+	}
+	fmt.Fprintln(tw, head+"STATUS\tDELIVERY\tUPSTREAM\tUPDATED")
 	now := time.Now()
 	for _, r := range l.Records {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s ago\n", r.Account, r.Key, dash(r.Segment), r.State, dash(r.MessageID), statusText(r), dash(r.Upstream), age(r.Updated, now))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t", r.Account, r.Key, dash(r.Segment), r.State, dash(r.MessageID))
+		if proxyIDs {
+			fmt.Fprintf(tw, "%s\t", dash(r.ProxyID))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s ago\n", statusText(r), dash(r.Delivery), dash(r.Upstream), age(r.Updated, now))
 	}
 	_ = tw.Flush()
 	fmt.Fprintf(w, "%d record(s)", len(l.Records))
@@ -190,6 +209,40 @@ func printRecords(w io.Writer, l admin.RecordList) {
 		fmt.Fprint(w, ", truncated: there may be more (narrow with --account/--state or raise --limit)")
 	}
 	fmt.Fprintln(w)
+}
+
+// upstreamID is the upstream's message id, marked as such when the ESME
+// was given another one.
+func upstreamID(r admin.Record) string {
+	if r.MessageID == "" {
+		return "-"
+	}
+	if r.ProxyID != "" {
+		return r.MessageID + " (the upstream's)"
+	}
+	return r.MessageID
+}
+
+// esmeID is the id the ESME got in its submit_sm_resp and in receipts.
+func esmeID(r admin.Record) string {
+	switch {
+	case r.ClientMessageID == "":
+		return "- (not accepted: the ESME got no id)"
+	case r.ProxyID != "" && r.ClientMessageID == r.ProxyID:
+		return r.ClientMessageID + " (proxy-issued, message_id: proxy)"
+	}
+	return r.ClientMessageID + " (the upstream's, message_id: passthrough)"
+}
+
+// deliveryText is the delivery state and when its receipt arrived.
+func deliveryText(r admin.Record) string {
+	if r.Delivery == "" {
+		return "- (no receipt yet)"
+	}
+	if r.DeliveryAt.IsZero() {
+		return r.Delivery
+	}
+	return fmt.Sprintf("%s (receipt at %s)", r.Delivery, r.DeliveryAt.Local().Format(timeLayout))
 }
 
 // statusText is the record's last status: "-" when there is none (status 0

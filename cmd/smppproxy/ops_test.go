@@ -151,7 +151,7 @@ func waitReady(t *testing.T, adminURL, logPath string) {
 func runCLI(t *testing.T, args ...string) (string, error) {
 	t.Helper()
 	var out bytes.Buffer
-	app := newApp()
+	app := cliApp()
 	app.Writer, app.ErrWriter = &out, io.Discard
 	err := app.Run(append([]string{"smppproxy"}, args...))
 	return out.String(), err
@@ -271,6 +271,11 @@ func TestCLISessionsListAndKick(t *testing.T) {
 			if s.Owner != "shop" || s.State != "bound" {
 				t.Errorf("ESME session %+v: want account shop, bound", s)
 			}
+			// Receipts pending: the account's queue (empty), for the
+			// receiving session only.
+			if receives := s.Bind == "TRX"; (s.ReceiptsPending != nil) != receives || (receives && *s.ReceiptsPending != 0) {
+				t.Errorf("ESME session %s (%s): receipts pending %v, want 0 for TRX and none for TX", s.ID, s.Bind, s.ReceiptsPending)
+			}
 		case "upstream":
 			upstreams++
 			if s.Owner != "smsc" || s.State != "bound" || s.Window != 100 {
@@ -285,7 +290,7 @@ func TestCLISessionsListAndKick(t *testing.T) {
 	if len(ids) != 2 || trxID == "" || txID == "" || upstreams != 1 {
 		t.Fatalf("sessions = %+v; want our two ESME sessions and one upstream bind", list.Sessions)
 	}
-	for _, want := range []string{"ESME SESSIONS (2)", "UPSTREAM BINDS (1)", "TRX", "TX", "shop", "smsc"} {
+	for _, want := range []string{"ESME SESSIONS (2)", "UPSTREAM BINDS (1)", "TRX", "TX", "shop", "smsc", "RECEIPTS PENDING"} {
 		if !strings.Contains(table, want) {
 			t.Errorf("table lacks %q:\n%s", want, table)
 		}
@@ -479,6 +484,9 @@ func TestMetricsCountEachOutcomeExactly(t *testing.T) {
 	}
 	if st.Submits["forwarded"] != 3 || st.Submits["replayed"] != 3 || st.Submits["conflict"] != 1 || st.Submits["unknown"] != 2 || st.Records["accepted"] != 4 {
 		t.Errorf("stats --json = %+v", st)
+	}
+	if q, ok := st.ReceiptQueue["shop"]; !ok || q != 0 {
+		t.Errorf("stats --json: receipt queue %v, want shop 0", st.ReceiptQueue)
 	}
 	t.Logf("smppproxy stats:\n%s", mustCLI(t, "stats", "--admin", p.adminURL))
 }

@@ -21,7 +21,7 @@ func sessionsCommand() *cli.Command {
 		Subcommands: []*cli.Command{
 			{
 				Name:  "list",
-				Usage: "list every ESME session and upstream bind",
+				Usage: "list every ESME session and upstream bind (RECEIPTS PENDING: receipts and MO queued for the session's account, not yet acknowledged)",
 				Flags: adminFlags(),
 				Action: func(c *cli.Context) error {
 					if _, err := positional(c, 0, ""); err != nil {
@@ -89,9 +89,9 @@ func printSessions(w io.Writer, list []session.Info, now time.Time) {
 	}
 	fmt.Fprintf(tw, "ESME SESSIONS (%d)\n", len(esme))
 	if len(esme) > 0 {
-		fmt.Fprintln(tw, "ID\tACCOUNT\tBIND\tREMOTE\tBOUND FOR\tIN-FLIGHT\tREQUESTS")
+		fmt.Fprintln(tw, "ID\tACCOUNT\tBIND\tREMOTE\tBOUND FOR\tIN-FLIGHT\tREQUESTS\tRECEIPTS PENDING")
 		for _, s := range esme {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\n", s.ID, dash(s.Owner), s.Bind, dash(s.Remote), age(s.Since, now), s.InFlight, s.Requests)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", s.ID, dash(s.Owner), s.Bind, dash(s.Remote), age(s.Since, now), s.InFlight, s.Requests, pending(s))
 		}
 	}
 	fmt.Fprintf(tw, "\nUPSTREAM BINDS (%d)\n", len(up))
@@ -102,6 +102,15 @@ func printSessions(w io.Writer, list []session.Info, now time.Time) {
 		}
 	}
 	_ = tw.Flush()
+}
+
+// pending is the RECEIPTS PENDING cell: the receipts and MO queued for the
+// session's account, "-" for a session that cannot receive.
+func pending(s session.Info) string {
+	if s.ReceiptsPending == nil {
+		return "-"
+	}
+	return fmt.Sprint(*s.ReceiptsPending)
 }
 
 // adminFlags are the flags every admin command takes (SPEC §7).

@@ -26,20 +26,20 @@ func simCommand() *cli.Command {
 			&cli.StringFlag{Name: "stats", Value: "127.0.0.1:2777", Usage: "HTTP stats address (GET /stats: submits per key); empty = off"},
 			&cli.StringFlag{Name: "system-id", Usage: "required system_id (empty = accept any)"},
 			&cli.StringFlag{Name: "password", Usage: "required password"},
-			&cli.DurationFlag{Name: "dlr-delay", Usage: "send a delivery receipt this long after accepting (0 = none)"},
+			&cli.DurationFlag{Name: "dlr-delay", Usage: "send a DELIVRD receipt this long after accepting a submit that asks for one (registered_delivery); 0 = none"},
 			&cli.StringSliceFlag{Name: "fault", Usage: "fault rule, repeatable: drop-every=N, delay=D, throttle-every=N, disconnect-after=N, reject-every=N"},
 			&cli.BoolFlag{Name: "hex-ids", Usage: "issue message ids in hex"},
+			&cli.StringFlag{Name: "receipt-ids", Value: "as-is", Usage: "how receipts write message ids, `FORMAT`: as-is (as the submit_sm_resp did), hex or dec; an upstream's receipt_id_format"},
+			&cli.BoolFlag{Name: "receipt-text-only", Usage: "leave receipted_message_id and message_state out of receipts: the id is only in the text's id: field"},
+			&cli.DurationFlag{Name: "receipt-retry", Value: 30 * time.Second, Usage: "resend a receipt the client did not accept (no receiver bound, an error status, no answer) every 100ms for this `DURATION`; 0 = send once"},
 		},
 		Action: func(c *cli.Context) error {
-			fault, err := parseFaults(c.StringSlice("fault"))
+			cfg, err := simConfig(c)
 			if err != nil {
 				return err
 			}
-			log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-			s, err := sim.Start(c.String("listen"), sim.Config{
-				SystemID: c.String("system-id"), Password: c.String("password"),
-				DLRDelay: c.Duration("dlr-delay"), HexIDs: c.Bool("hex-ids"), Fault: fault, Logger: log,
-			})
+			cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+			s, err := sim.Start(c.String("listen"), cfg)
 			if err != nil {
 				return err
 			}
@@ -48,7 +48,11 @@ func simCommand() *cli.Command {
 				mux := http.NewServeMux()
 				mux.HandleFunc("/stats", func(w http.ResponseWriter, _ *http.Request) {
 					w.Header().Set("Content-Type", "application/json")
-					_ = json.NewEncoder(w).Encode(map[string]any{"total": s.Total(), "per_key": s.Counts(), "duplicates": s.Duplicates()})
+					tries, ok := s.Receipts()
+					_ = json.NewEncoder(w).Encode(map[string]any{
+						"total": s.Total(), "per_key": s.Counts(), "duplicates": s.Duplicates(),
+						"receipts": map[string]int{"attempts": tries, "accepted": ok},
+					})
 				})
 				srv := &http.Server{Addr: a, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 				go func() { _ = srv.ListenAndServe() }()
@@ -61,6 +65,30 @@ func simCommand() *cli.Command {
 			return nil
 		},
 	}
+}
+
+// simConfig is the simulator configuration the flags of c describe.
+func simConfig(c *cli.Context) (sim.Config, error) {
+	fault, err := parseFaults(c.StringSlice("fault"))
+	if err != nil {
+		return sim.Config{}, err
+	}
+	cfg := sim.Config{
+		SystemID: c.String("system-id"), Password: c.String("password"),
+		DLRDelay: c.Duration("dlr-delay"), HexIDs: c.Bool("hex-ids"), Fault: fault,
+		ReceiptTextOnly: c.Bool("receipt-text-only"), ReceiptRetry: c.Duration("receipt-retry"),
+	}
+	switch f := c.String("receipt-ids"); f {
+	case "as-is", "":
+	case "hex", "dec":
+		cfg.ReceiptIDs = f
+	default:
+		return sim.Config{}, fmt.Errorf("sim: --receipt-ids must be one of as-is, hex, dec (got %q)", f)
+	}
+	if cfg.ReceiptRetry <= 0 {
+		cfg.ReceiptRetry = -1 // sim: negative = never resend (0 would be its 30s default)
+	}
+	return cfg, nil
 }
 
 // parseFaults turns --fault rules into a sim fault hook.

@@ -110,13 +110,83 @@ func printStats(w io.Writer, s *admin.Stats, now time.Time) {
 		}
 		fmt.Fprintf(tw, "  records%s\t%s\n", when, joinCounts(s.Records, []string{"sent", "accepted", "rejected", "unknown", "retryable"}))
 	}
-	if s.Receipts != nil {
-		fmt.Fprintf(tw, "RECEIPTS\t%s\n", joinCounts(s.Receipts, []string{"routed", "queued", "duplicate", "unmatched"}))
-	}
-	if s.ReceiptQueue != nil {
-		fmt.Fprintf(tw, "  queued per account\t%s\n", joinCounts(s.ReceiptQueue, nil))
+	if s.Receipts != nil || s.ReceiptQueue != nil {
+		line := "none yet"
+		if s.Receipts != nil {
+			line = joinCounts(s.Receipts, receiptOrder)
+		}
+		fmt.Fprintf(tw, "RECEIPTS\t%s\n", line)
+		if s.ReceiptDeliveries != nil {
+			fmt.Fprintf(tw, "  sent to ESMEs\t%s\n", joinCounts(s.ReceiptDeliveries, []string{"acked"}))
+		}
+		if s.ReceiptQueue != nil {
+			fmt.Fprintf(tw, "  queue (awaiting ESME ack)\t%s\n", joinCounts(s.ReceiptQueue, nil))
+		}
 	}
 	_ = tw.Flush()
+}
+
+// Receipt outcomes in the order of SPEC §9, then the receipt service's
+// others.
+var receiptOrder = []string{"routed", "queued", "duplicate", "unmatched", "matched_later", "reconciled", "mo"}
+
+func receiptsCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "receipts",
+		Usage: "delivery receipts held by the proxy (admin API)",
+		Subcommands: []*cli.Command{{
+			Name: "unmatched",
+			Usage: "list receipts that matched no record: kept for dlr retention and matched again " +
+				"(a late submit_sm_resp, or an unknown record they settle); ids and states only, never text or numbers",
+			Flags: adminFlags(
+				&cli.StringFlag{Name: "upstream", Usage: "only this `UPSTREAM`"},
+				&cli.IntFlag{Name: "limit", Value: admin.DefaultListLimit, Usage: fmt.Sprintf("at most `N` receipts (max %d)", admin.MaxListLimit)},
+			),
+			Action: func(c *cli.Context) error {
+				if _, err := positional(c, 0, ""); err != nil {
+					return err
+				}
+				cl, err := adminClient(c)
+				if err != nil {
+					return err
+				}
+				list, err := cl.Unmatched(c.Context, c.String("upstream"), c.Int("limit"))
+				if err != nil {
+					return err
+				}
+				if c.Bool("json") {
+					return printJSON(c.App.Writer, list)
+				}
+				printUnmatched(c.App.Writer, list, time.Now())
+				return nil
+			},
+		}},
+	}
+}
+
+func printUnmatched(w io.Writer, l admin.UnmatchedList, now time.Time) {
+	if len(l.Receipts) > 0 {
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "UPSTREAM\tSEQ\tRECEIPT ID\tSTAT\tRECEIVED\tAGE\tEXPIRES")
+		for _, r := range l.Receipts {
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", r.Upstream, r.Seq, dash(r.MessageID), dash(r.Stat),
+				r.Received.Local().Format(timeLayout), age(r.Received, now), expiresIn(r.Expires, now))
+		}
+		_ = tw.Flush()
+	}
+	fmt.Fprintf(w, "%d unmatched receipt(s)", len(l.Receipts))
+	if l.Truncated {
+		fmt.Fprint(w, ", truncated: there may be more (narrow with --upstream or raise --limit)")
+	}
+	fmt.Fprintln(w)
+}
+
+// expiresIn says when t comes, to the second ("-" for the zero time).
+func expiresIn(t, now time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return "in " + t.Sub(now).Round(time.Second).String()
 }
 
 // ordered returns m's keys: those of order first (when present), then the
