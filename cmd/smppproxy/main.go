@@ -33,6 +33,7 @@ func newApp() *cli.App {
 			sessionsCommand(),
 			keysCommand(),
 			statsCommand(),
+			receiptsCommand(),
 		},
 	}
 }

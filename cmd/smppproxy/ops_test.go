@@ -151,7 +151,7 @@ func waitReady(t *testing.T, adminURL, logPath string) {
 func runCLI(t *testing.T, args ...string) (string, error) {
 	t.Helper()
 	var out bytes.Buffer
-	app := cliApp()
+	app := newApp()
 	app.Writer, app.ErrWriter = &out, io.Discard
 	err := app.Run(append([]string{"smppproxy"}, args...))
 	return out.String(), err

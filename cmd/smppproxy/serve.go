@@ -88,7 +88,7 @@ func serve(path string, cfg *config.Config, recordsEvery time.Duration, logOut i
 	var stopping atomic.Bool
 	httpSrv := &http.Server{
 		Handler: admin.NewHandler(admin.Config{
-			Sessions: &app.Sessions, Store: app.Store(), Resolver: app.Engine(), Gatherer: reg,
+			Sessions: &app.Sessions, Store: app.Store(), Resolver: app.Engine(), Receipts: app.Receipts(), Gatherer: reg,
 			Ready: func() error {
 				if stopping.Load() {
 					return errors.New("shutting down")
