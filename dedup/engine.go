@@ -132,7 +132,7 @@ func (e *Engine) Recover(ctx context.Context) (int, error) {
 			}
 			r.State = state.Unknown
 			r.Updated = e.now()
-			r.History = append(r.History, state.Event{At: r.Updated, State: state.Unknown, Session: r.Session, Sequence: r.Sequence, Note: "proxy restarted while sent"})
+			addEvent(r, state.Event{At: r.Updated, State: state.Unknown, Session: r.Session, Sequence: r.Sequence, Note: "proxy restarted while sent"})
 			return nil
 		})
 		switch {
@@ -186,14 +186,18 @@ func (e *Engine) Submit(ctx context.Context, account string, p Policy, sub *smpp
 	}
 	e.mu.Unlock()
 
-	a := e.decide(ctx, account, p, k, fp, tracked, retention, sub, seg)
+	var a Answer
 	if own {
-		e.mu.Lock()
-		delete(e.fl, k)
-		e.mu.Unlock()
-		f.ans = a
-		close(f.done)
+		// Even a panic below must release the joiners and the key.
+		defer func() {
+			e.mu.Lock()
+			delete(e.fl, k)
+			e.mu.Unlock()
+			f.ans = a
+			close(f.done)
+		}()
 	}
+	a = e.decide(ctx, account, p, k, fp, tracked, retention, sub, seg)
 	return e.counted(account, a)
 }
 
@@ -238,7 +242,13 @@ func (e *Engine) derive(p Policy, sub *smpp.Submit, fp [32]byte) (string, bool, 
 		}
 	}
 	if mode == KeyFingerprint {
-		return "fp:" + hex.EncodeToString(fp[:]), true, p.FingerprintWindow, smpp.StatusOK
+		key := "fp:" + hex.EncodeToString(fp[:])
+		if g := sub.Segment(); g.Total > 0 {
+			// Without a client key, the reference number is what tells the
+			// parts of two long messages with a common tail apart.
+			key += "/ref" + strconv.Itoa(int(g.Ref))
+		}
+		return key, true, p.FingerprintWindow, smpp.StatusOK
 	}
 	// Untracked: still recorded (for receipt routing) under a unique key.
 	return "u:" + e.cfg.InstanceID + "-" + strconv.FormatUint(e.seq.Add(1), 36), false, p.Retention, smpp.StatusOK
@@ -254,7 +264,7 @@ func (e *Engine) decide(ctx context.Context, account string, p Policy, k state.K
 	me := e.owner()
 	rec := &state.Record{
 		Key: k, Fingerprint: fp, State: state.Sent, Owner: me,
-		Created: now, Updated: now, Expires: now.Add(retention), Attempts: 1,
+		Created: now, Updated: now, Expires: now.Add(max(retention, flightGuard)), Attempts: 1,
 		ProxyID:  e.issueID(account),
 		AddrHash: state.HashAddrs(sub.SrcAddr, sub.DstAddr),
 		History:  []state.Event{{At: now, State: state.Sent, Note: "created"}},
@@ -263,10 +273,11 @@ func (e *Engine) decide(ctx context.Context, account string, p Policy, k state.K
 		existing, created, err := e.cfg.Store.Create(ctx, rec)
 		if err != nil {
 			log.Error("store refused the record; nothing forwarded", "err", err)
+			e.releaseUnsent(ctx, log, k, me, retention, "not sent: store error on create")
 			return Answer{Status: smpp.StatusSysErr, Outcome: OutStoreErr, Key: k}
 		}
 		if created {
-			a := e.forward(ctx, log, account, p, k, me, sub, seg, now)
+			a := e.forward(ctx, log, account, p, k, me, sub, seg, now, retention)
 			if !tracked && a.Outcome == OutForwarded {
 				a.Outcome = OutUntracked
 			}
@@ -289,14 +300,14 @@ func (e *Engine) decide(ctx context.Context, account string, p Policy, k state.K
 				log.Info("duplicate of an unknown outcome; not forwarded", "status", p.UnknownStatus.String(), "policy", p.OnUnknown)
 				return Answer{Status: p.UnknownStatus, Outcome: OutUnknown, Key: k}
 			}
-			a, again := e.takeover(ctx, log, account, p, k, fp, me, sub, seg, state.Unknown, why)
+			a, again := e.takeover(ctx, log, account, p, k, fp, me, sub, seg, retention, state.Unknown, why)
 			if !again {
 				return a
 			}
 		case state.Sent:
 			return e.waitOther(ctx, log, p, k)
 		case state.Retryable:
-			a, again := e.takeover(ctx, log, account, p, k, fp, me, sub, seg, state.Retryable, noteRetake)
+			a, again := e.takeover(ctx, log, account, p, k, fp, me, sub, seg, retention, state.Retryable, noteRetake)
 			if !again {
 				return a
 			}
@@ -337,23 +348,31 @@ func (e *Engine) resendUnknown(p Policy, r *state.Record) string {
 
 // takeover makes this submit the owner of a record in state from and
 // forwards it. again=true: someone else moved the record; decide anew.
-func (e *Engine) takeover(ctx context.Context, log *slog.Logger, account string, p Policy, k state.Key, fp [32]byte, me string, sub *smpp.Submit, seg smpp.Segment, from state.SubmitState, note string) (Answer, bool) {
+func (e *Engine) takeover(ctx context.Context, log *slog.Logger, account string, p Policy, k state.Key, fp [32]byte, me string, sub *smpp.Submit, seg smpp.Segment, retention time.Duration, from state.SubmitState, note string) (Answer, bool) {
 	expired := false
+	var created time.Time
 	_, err := e.cfg.Store.Update(ctx, k, func(r *state.Record) error {
 		if r.State != from || r.Fingerprint != fp {
 			return state.ErrAbort
 		}
+		// Decided again atomically: another retry may have resent it meanwhile.
+		if from == state.Unknown && e.resendUnknown(p, r) == "" {
+			return state.ErrAbort
+		}
+		created = r.Created
 		r.Updated = e.now()
 		if dl, ok := validityDeadline(sub, r.Created); ok && !r.Updated.Before(dl) {
 			// An OTP that can no longer be used must not be sent late.
 			expired = true
 			r.State, r.Status = state.Rejected, uint32(smpp.StatusInvExpiry)
-			r.History = append(r.History, state.Event{At: r.Updated, State: state.Rejected, Status: r.Status, Note: noteValidityExpired})
+			addEvent(r, state.Event{At: r.Updated, State: state.Rejected, Status: r.Status, Note: noteValidityExpired})
 			return nil
 		}
 		r.State, r.Owner = state.Sent, me
+		// A record being forwarded must not expire under its owner.
+		r.Expires = maxTime(r.Expires, r.Updated.Add(flightGuard))
 		r.Attempts++
-		r.History = append(r.History, state.Event{At: r.Updated, State: state.Sent, Note: note})
+		addEvent(r, state.Event{At: r.Updated, State: state.Sent, Note: note})
 		return nil
 	})
 	switch {
@@ -362,17 +381,68 @@ func (e *Engine) takeover(ctx context.Context, log *slog.Logger, account string,
 		return Answer{Status: smpp.StatusInvExpiry, Outcome: OutRejected, Key: k}, false
 	case err == nil:
 		log.Info("record taken over; forwarding again", "from", string(from), "reason", note)
-		rec, gerr := e.cfg.Store.Get(ctx, k)
-		created := e.now()
-		if gerr == nil {
-			created = rec.Created
-		}
-		return e.forward(ctx, log, account, p, k, me, sub, seg, created), false
+		return e.forward(ctx, log, account, p, k, me, sub, seg, created, retention), false
 	case errors.Is(err, state.ErrAbort), errors.Is(err, state.ErrNotFound):
 		return Answer{}, true
 	default:
 		log.Error("store refused the takeover; nothing forwarded", "err", err)
+		e.releaseUnsent(ctx, log, k, me, retention, "not sent: store error on takeover")
 		return Answer{Status: smpp.StatusSysErr, Outcome: OutStoreErr, Key: k}, false
+	}
+}
+
+// Record lifetime guards.
+const (
+	// flightGuard: a record owned by a submit being forwarded does not
+	// expire for this long, however short its retention (a fingerprint
+	// window, say), so the outcome can always be written.
+	flightGuard = time.Hour
+	// answerGrace: once answered, a record lives at least this long (or its
+	// retention, if shorter), so the ESME's immediate retry is replayed.
+	answerGrace = time.Minute
+	// maxHistory bounds a record's history (the first event is kept).
+	maxHistory = 64
+)
+
+// expiresAfterAnswer is when a record answered at now expires.
+func expiresAfterAnswer(r *state.Record, retention time.Duration, now time.Time) time.Time {
+	return maxTime(r.Created.Add(retention), now.Add(min(retention, answerGrace)))
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// addEvent appends ev to r's history, keeping the first event and the
+// latest ones within maxHistory.
+func addEvent(r *state.Record, ev state.Event) {
+	r.History = append(r.History, ev)
+	if n := len(r.History); n > maxHistory {
+		r.History = append(r.History[:1], r.History[n-maxHistory+1:]...)
+	}
+}
+
+// releaseUnsent is the compensation for a store error on create or
+// takeover: a failed Badger commit is ambiguous (the write may be visible
+// all the same), and a record left `sent` without an owner would throttle
+// every retry until a restart. Best effort: if the record is ours, sent and
+// never journaled (so nothing was written upstream), it becomes retryable.
+func (e *Engine) releaseUnsent(ctx context.Context, log *slog.Logger, k state.Key, me string, retention time.Duration, note string) {
+	_, err := e.cfg.Store.Update(context.WithoutCancel(ctx), k, func(r *state.Record) error {
+		if r.Owner != me || r.State != state.Sent || r.Session != "" {
+			return state.ErrAbort
+		}
+		now := e.now()
+		r.State, r.Status, r.Updated = state.Retryable, uint32(smpp.StatusSysErr), now
+		r.Expires = expiresAfterAnswer(r, retention, now)
+		addEvent(r, state.Event{At: now, State: state.Retryable, Status: r.Status, Note: note})
+		return nil
+	})
+	if err == nil {
+		log.Warn("record left by a failed store write released as retryable")
 	}
 }
 
@@ -420,7 +490,7 @@ func (e *Engine) waitOther(ctx context.Context, log *slog.Logger, p Policy, k st
 
 // forward sends the owned record upstream and persists the outcome before
 // answering.
-func (e *Engine) forward(ctx context.Context, log *slog.Logger, account string, p Policy, k state.Key, me string, sub *smpp.Submit, seg smpp.Segment, created time.Time) Answer {
+func (e *Engine) forward(ctx context.Context, log *slog.Logger, account string, p Policy, k state.Key, me string, sub *smpp.Submit, seg smpp.Segment, created time.Time, retention time.Duration) Answer {
 	var keyTag uint16
 	if p.Key == KeyTLV {
 		keyTag = p.TLVTag
@@ -428,12 +498,14 @@ func (e *Engine) forward(ctx context.Context, log *slog.Logger, account string, 
 	att := &Attempt{
 		Account: account, Key: k.Key, Submit: sub, Segment: seg, KeyTag: keyTag,
 		Journal: func(upstream, session string, seq uint32) error {
-			_, err := e.cfg.Store.Update(ctx, k, func(r *state.Record) error {
+			// Not the ESME's context: its owner disconnecting must not make
+			// the attempt "not sent" for the duplicates that joined it.
+			_, err := e.cfg.Store.Update(context.WithoutCancel(ctx), k, func(r *state.Record) error {
 				if r.Owner != me || r.State != state.Sent {
 					return fmt.Errorf("dedup: record no longer owned (state %s)", r.State)
 				}
 				r.Upstream, r.Session, r.Sequence, r.Updated = upstream, session, seq, e.now()
-				r.History = append(r.History, state.Event{At: r.Updated, State: state.Sent, Session: session, Sequence: seq, Note: "journaled before write to " + upstream})
+				addEvent(r, state.Event{At: r.Updated, State: state.Sent, Session: session, Sequence: seq, Note: "journaled before write to " + upstream})
 				return nil
 			})
 			return err
@@ -447,6 +519,7 @@ func (e *Engine) forward(ctx context.Context, log *slog.Logger, account string, 
 
 	var next state.SubmitState
 	var a Answer
+	stored := res.Status // the status kept on the record (replayed to joiners)
 	switch {
 	case res.Kind == Answered && res.Status == smpp.StatusOK:
 		next, a = state.Accepted, Answer{Status: smpp.StatusOK, MessageID: res.MessageID, Outcome: OutForwarded}
@@ -459,7 +532,7 @@ func (e *Engine) forward(ctx context.Context, log *slog.Logger, account string, 
 		if st == 0 {
 			st = smpp.StatusSysErr
 		}
-		next, a = state.Retryable, Answer{Status: st, Outcome: OutRetryable}
+		next, a, stored = state.Retryable, Answer{Status: st, Outcome: OutRetryable}, st
 		if st == smpp.StatusThrottled {
 			a.Outcome = OutThrottled
 		}
@@ -467,11 +540,12 @@ func (e *Engine) forward(ctx context.Context, log *slog.Logger, account string, 
 		next, a = state.Unknown, Answer{Status: p.UnknownStatus, Outcome: OutUnknown}
 	}
 	a.Key = k
-	stored, err := e.cfg.Store.Update(context.WithoutCancel(ctx), k, func(r *state.Record) error {
-		if r.Owner != me {
-			return fmt.Errorf("dedup: record no longer owned")
+	outcome := func(r *state.Record) error {
+		if r.Owner != me || r.State != state.Sent {
+			return errNotOwned
 		}
-		r.State, r.Status, r.Updated = next, uint32(res.Status), e.now()
+		r.State, r.Status, r.Updated = next, uint32(stored), e.now()
+		r.Expires = expiresAfterAnswer(r, retention, r.Updated)
 		if res.Upstream != "" {
 			r.Upstream = res.Upstream
 		}
@@ -489,24 +563,55 @@ func (e *Engine) forward(ctx context.Context, log *slog.Logger, account string, 
 		if res.Attempts > 1 {
 			note += fmt.Sprintf(" after %d attempts", res.Attempts)
 		}
-		r.History = append(r.History, state.Event{At: r.Updated, State: next, Status: uint32(res.Status), Session: res.Session, Sequence: res.Sequence, MessageID: r.MessageID, Note: note})
+		addEvent(r, state.Event{At: r.Updated, State: next, Status: uint32(res.Status), Session: res.Session, Sequence: res.Sequence, MessageID: r.MessageID, Note: note})
 		return nil
-	})
+	}
+	rec, err := e.cfg.Store.Update(context.WithoutCancel(ctx), k, outcome)
 	if err != nil {
-		// The outcome could not be made durable: never claim success.
-		log.Error("store refused the outcome; answering ESME_RSYSERR", "err", err, "outcome", string(next))
+		// The outcome could not be made durable: never claim success. It is
+		// written later, so retries are answered by what happened instead
+		// of waiting for an owner that is gone.
+		log.Error("store refused the outcome; answering ESME_RSYSERR and retrying the write", "err", err, "outcome", string(next))
+		go e.persistLater(log, k, outcome)
 		return Answer{Status: smpp.StatusSysErr, Outcome: OutStoreErr, Key: k}
 	}
 	if next == state.Accepted {
-		a.MessageID = stored.ClientMessageID()
+		a.MessageID = rec.ClientMessageID()
 	}
 	lvl := slog.LevelInfo
 	if next == state.Unknown {
 		lvl = slog.LevelWarn
 	}
-	log.Log(ctx, lvl, "submit decided", "outcome", a.Outcome, "state", string(next), "status", res.Status.String(), "message_id", res.MessageID, "proxy_id", stored.ProxyID, "reason", errString(res.Err))
+	log.Log(ctx, lvl, "submit decided", "outcome", a.Outcome, "state", string(next), "status", res.Status.String(), "message_id", res.MessageID, "proxy_id", rec.ProxyID, "reason", errString(res.Err))
 	return a
 }
+
+var errNotOwned = errors.New("dedup: record no longer owned")
+
+// persistLater retries an outcome write that the store refused, with
+// back-off, for up to persistFor; it stops when the write succeeds, the
+// record is gone or no longer ours, or the store is closed. Until it
+// succeeds the record stays `sent` (a restart makes it unknown).
+func (e *Engine) persistLater(log *slog.Logger, k state.Key, fn func(*state.Record) error) {
+	delay := 10 * time.Millisecond
+	deadline := time.Now().Add(persistFor)
+	for time.Now().Before(deadline) {
+		time.Sleep(delay)
+		delay = min(delay*2, 5*time.Second)
+		_, err := e.cfg.Store.Update(context.Background(), k, fn)
+		switch {
+		case err == nil:
+			log.Warn("outcome written after an earlier store error")
+			return
+		case errors.Is(err, errNotOwned), errors.Is(err, state.ErrNotFound), errors.Is(err, state.ErrClosed):
+			return
+		}
+	}
+	log.Error("outcome still not written; the record stays sent until a restart makes it unknown")
+}
+
+// persistFor bounds persistLater.
+const persistFor = 2 * time.Minute
 
 func errString(err error) string {
 	if err == nil {

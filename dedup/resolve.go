@@ -60,7 +60,7 @@ func (e *Engine) Resolve(ctx context.Context, k state.Key, messageID string, not
 			ev.MessageID = messageID
 		}
 		ev.State = r.State
-		r.History = append(r.History, ev)
+		addEvent(r, ev)
 		return nil
 	})
 	if err == nil {
@@ -87,7 +87,7 @@ func (e *Engine) ResolveFromReceipt(ctx context.Context, k state.Key, upstream, 
 		r.Updated = e.now()
 		r.State, r.MessageID, r.Status = state.Accepted, messageID, 0
 		r.NormID = e.normID(upstream, messageID)
-		r.History = append(r.History, state.Event{At: r.Updated, State: state.Accepted, MessageID: messageID, Note: "resolved by receipt: " + why})
+		addEvent(r, state.Event{At: r.Updated, State: state.Accepted, MessageID: messageID, Note: "resolved by receipt: " + why})
 		return nil
 	})
 	if err == nil {

@@ -425,6 +425,10 @@ func (s *Session) writeLoop() {
 	tick := time.NewTicker(max(el/2, time.Millisecond))
 	defer tick.Stop()
 	write := func(f outFrame) bool {
+		// A frame larger than the buffer's free space goes to the socket
+		// inside Write: the deadline must be fresh for it too, not the one
+		// left by the last flush.
+		_ = s.conn.SetWriteDeadline(time.Now().Add(s.srv.writeTimeout()))
 		if _, err := bw.Write(f.b); err != nil {
 			s.close(ReasonWriteError)
 			return false

@@ -1,0 +1,103 @@
+package dedup
+
+// Review finding: under on_unknown: resend_after, whether a retry may
+// forward an unknown record again ("at most once more": UnknownTimeout
+// elapsed and no earlier resend in the history) is decided on the record
+// returned by Create, but takeover's atomic Update only re-checks the state
+// and fingerprint. A retry whose Create saw the record before another
+// retry's resend, and whose takeover runs after that resend ended unknown
+// again, resends a second time: three copies upstream, where the policy
+// promises at most two. SPEC §3.2 asks for exactly one owner among
+// concurrent submits of one key across processes sharing a store; two
+// engines on one store model that (in one process the same interleaving
+// needs the second retry's Update to lag its Create by a whole forward).
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/smppproxy/smppproxy/smpp"
+	"github.com/smppproxy/smppproxy/state"
+)
+
+type rvRaceMarker struct{}
+
+// rvRaceStore delays the first Update made with a marked context until
+// released: the gap between a retry's Create and its takeover.
+type rvRaceStore struct {
+	state.Store
+	once    atomic.Bool
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (s *rvRaceStore) Update(ctx context.Context, k state.Key, fn func(*state.Record) error) (*state.Record, error) {
+	if ctx.Value(rvRaceMarker{}) != nil && s.once.CompareAndSwap(false, true) {
+		close(s.entered)
+		<-s.release
+	}
+	return s.Store.Update(ctx, k, fn)
+}
+
+type rvRaceClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *rvRaceClock) now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *rvRaceClock) add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
+
+// rvRaceForwarder: every forward times out (ambiguous).
+type rvRaceForwarder struct{ n *atomic.Int32 }
+
+func (f rvRaceForwarder) Forward(_ context.Context, a *Attempt) Result {
+	n := f.n.Add(1)
+	if err := a.Journal("up", "up/s1", uint32(n)); err != nil {
+		return Result{Kind: NotSent, Status: smpp.StatusSysErr, Err: err, Upstream: "up"}
+	}
+	return Result{Kind: Ambiguous, Err: errors.New("response timeout"), Upstream: "up", Session: "up/s1", Sequence: uint32(n)}
+}
+
+func TestReviewResendAfterResendsAtMostOnceUnderRace(t *testing.T) {
+	clk := &rvRaceClock{t: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
+	mem := state.NewMem(clk.now)
+	slow := &rvRaceStore{Store: mem, entered: make(chan struct{}), release: make(chan struct{})}
+	var forwards atomic.Int32
+	a := New(Config{Store: mem, Forwarder: rvRaceForwarder{&forwards}, Now: clk.now, InstanceID: "rv-a"})
+	b := New(Config{Store: slow, Forwarder: rvRaceForwarder{&forwards}, Now: clk.now, InstanceID: "rv-b"})
+	p := Policy{OnUnknown: OnUnknownResendAfter, UnknownTimeout: time.Minute, InflightWait: 50 * time.Millisecond}
+	sub := func() *smpp.Submit {
+		s, err := smpp.ParseSubmit(smpp.EncodeSubmit(9, smpp.SubmitFields{
+			Src: "SHOP", Dst: "447700900123", ShortMessage: []byte("your code"),
+			TLVs: []smpp.TLV{{Tag: smpp.DefaultIdempotencyTag, Value: []byte("otp-r")}},
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	bg := context.Background()
+
+	if got := a.Submit(bg, "shop", p, sub()); got.Outcome != OutUnknown {
+		t.Fatalf("first submit = %s, want unknown", got.Outcome)
+	}
+	clk.add(2 * time.Minute) // unknown_timeout elapsed: one resend allowed
+
+	done := make(chan Answer, 1)
+	go func() { done <- b.Submit(context.WithValue(bg, rvRaceMarker{}, true), "shop", p, sub()) }()
+	<-slow.entered // b's Create saw the record unknown, never resent
+
+	if got := a.Submit(bg, "shop", p, sub()); got.Outcome != OutUnknown {
+		t.Fatalf("resend = %s, want unknown (it timed out again)", got.Outcome)
+	}
+	close(slow.release)
+	<-done
+
+	if n := forwards.Load(); n != 2 {
+		t.Errorf("forwards = %d, want 2 (the original and one resend): resend_after resent an unknown record twice", n)
+	}
+}
