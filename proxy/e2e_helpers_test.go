@@ -135,6 +135,11 @@ func (e *esmeConn) call(frame []byte, d time.Duration) ([]byte, error) {
 		e.mu.Unlock()
 		return nil, fmt.Errorf("no response to sequence %d within %v", seq, d)
 	case <-e.done:
+		select { // the response may have come just before the close
+		case f := <-ch:
+			return f, nil
+		default:
+		}
 		return nil, fmt.Errorf("connection closed")
 	}
 }

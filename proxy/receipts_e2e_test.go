@@ -141,8 +141,10 @@ func TestUnansweredReceiptsAreRedeliveredOnTheNextBind(t *testing.T) {
 		t.Errorf("after the rebind got %v, want every one of %v", b, sorted)
 	}
 	waitUntil(t, 5*time.Second, "queue drained", func() bool { return len(queued(t, app.Store(), "shop")) == 0 })
-	if n := metric(t, reg, "smppproxy_receipts_deliveries_total", map[string]string{"outcome": "session_lost"}); n != 10 {
-		t.Errorf("%v deliveries lost with the session, want 10", n)
+	// Each of the 10 was lost with the session at least once; a dispatcher
+	// that tried the closing session again before it noticed counts more.
+	if n := metric(t, reg, "smppproxy_receipts_deliveries_total", map[string]string{"outcome": "session_lost"}); n < 10 {
+		t.Errorf("%v deliveries lost with the session, want at least 10", n)
 	}
 }
 
