@@ -96,9 +96,16 @@ type Account struct {
 	Window          int           `yaml:"window"`           // outstanding submits per session; default 50
 	Route           []string      `yaml:"route"`            // upstream names, at least one
 	MessageID       MessageIDMode `yaml:"message_id"`       // default passthrough
+	ProxyID         ProxyIDStyle  `yaml:"proxy_id"`         // what proxy-issued ids look like (message_id: proxy)
 	DLRRetention    Duration      `yaml:"dlr_retention"`    // how long undelivered receipts are queued; default 72h
 	DLRRedelivery   Duration      `yaml:"dlr_redelivery"`   // redelivery of an unacknowledged receipt; default 10s
 	Idempotency     Idempotency   `yaml:"idempotency"`
+}
+
+// ProxyIDStyle says what proxy-issued message ids look like.
+type ProxyIDStyle struct {
+	Format IDFormat `yaml:"format"` // hex (default) or dec
+	Length int      `yaml:"length"` // octets, 8..64; default 20
 }
 
 // MessageIDMode says which message_id an ESME is given.

@@ -264,6 +264,12 @@ func (k *checker) account(c *Config, i int, ids map[string]int, used map[string]
 	}
 
 	oneOf(k, p+".message_id", a.MessageID, MessageIDPassthrough, MessageIDProxy)
+	if a.ProxyID.Format != "" {
+		oneOf(k, p+".proxy_id.format", a.ProxyID.Format, IDHex, IDDec)
+	}
+	if n := a.ProxyID.Length; n != 0 && (n < 8 || n > 64) {
+		k.errorf(p+".proxy_id.length", "must be 8..64 octets (got %d)", n)
+	}
 	k.positive(p+".dlr_retention", a.DLRRetention)
 	k.positive(p+".dlr_redelivery", a.DLRRedelivery)
 	k.idempotency(p+".idempotency", &a.Idempotency)

@@ -30,7 +30,10 @@ func newReceipts(cfg *config.Config, st state.Store, log *slog.Logger, reg prome
 			Retention:  a.DLRRetention.Std(),
 			Redelivery: a.DLRRedelivery.Std(),
 			ProxyIDs:   a.MessageID == config.MessageIDProxy,
-			Route:      a.Route,
+			ProxyIDStyle: dlr.ProxyIDStyle{
+				Format: dlr.Format(a.ProxyID.Format), Length: a.ProxyID.Length,
+			},
+			Route: a.Route,
 		}
 	}
 	for _, u := range cfg.Upstreams {
