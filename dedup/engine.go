@@ -165,7 +165,8 @@ func (e *Engine) Submit(ctx context.Context, account string, p Policy, sub *smpp
 	p = p.withDefaults()
 	seg := sub.Segment()
 	fp := sub.Fingerprint()
-	key, tracked, retention, st := e.derive(p, sub, fp)
+	key, tracked, window, st := e.derive(p, sub, fp)
+	retention := max(p.Retention, window)
 	if st != smpp.StatusOK {
 		e.log.Info("submit refused", "account", account, "session", sessionOf(ctx), "sequence", sub.Header.Sequence, "reason", "key", "status", st.String())
 		return e.counted(account, Answer{Status: st, Outcome: OutInvalid})
@@ -197,7 +198,7 @@ func (e *Engine) Submit(ctx context.Context, account string, p Policy, sub *smpp
 			close(f.done)
 		}()
 	}
-	a = e.decide(ctx, account, p, k, fp, tracked, retention, sub, seg)
+	a = e.decide(ctx, account, p, k, fp, tracked, retention, window, sub, seg)
 	return e.counted(account, a)
 }
 
@@ -219,8 +220,8 @@ func (e *Engine) join(ctx context.Context, account string, p Policy, k state.Key
 	return e.counted(account, Answer{Status: smpp.StatusThrottled, Outcome: OutThrottled, Key: k})
 }
 
-// derive returns the record key, whether it deduplicates, its retention,
-// or a refusal status.
+// derive returns the record key, whether it deduplicates, its dedup
+// window (0: the whole retention), or a refusal status.
 func (e *Engine) derive(p Policy, sub *smpp.Submit, fp [32]byte) (string, bool, time.Duration, smpp.Status) {
 	mode := p.Key
 	if mode == KeyTLV {
@@ -230,7 +231,7 @@ func (e *Engine) derive(p Policy, sub *smpp.Submit, fp [32]byte) (string, bool, 
 			if len(v) == 0 || len(v) > 255 {
 				return "", false, 0, smpp.StatusInvTLVVal
 			}
-			return KeyOfTLV(v), true, p.Retention, smpp.StatusOK
+			return KeyOfTLV(v), true, 0, smpp.StatusOK
 		}
 		switch p.MissingKey {
 		case MissingReject:
@@ -251,21 +252,25 @@ func (e *Engine) derive(p Policy, sub *smpp.Submit, fp [32]byte) (string, bool, 
 		return key, true, p.FingerprintWindow, smpp.StatusOK
 	}
 	// Untracked: still recorded (for receipt routing) under a unique key.
-	return "u:" + e.cfg.InstanceID + "-" + strconv.FormatUint(e.seq.Add(1), 36), false, p.Retention, smpp.StatusOK
+	return "u:" + e.cfg.InstanceID + "-" + strconv.FormatUint(e.seq.Add(1), 36), false, 0, smpp.StatusOK
 }
 
 func (e *Engine) owner() string {
 	return e.cfg.InstanceID + "/" + strconv.FormatUint(e.seq.Add(1), 36)
 }
 
-func (e *Engine) decide(ctx context.Context, account string, p Policy, k state.Key, fp [32]byte, tracked bool, retention time.Duration, sub *smpp.Submit, seg smpp.Segment) Answer {
+// decide applies the decision table. retention is how long the record is
+// kept (receipts are routed by it); window, when set (fingerprint keys), is
+// how long it deduplicates: an older record of the key is archived and the
+// submit is a new operation.
+func (e *Engine) decide(ctx context.Context, account string, p Policy, k state.Key, fp [32]byte, tracked bool, retention, window time.Duration, sub *smpp.Submit, seg smpp.Segment) Answer {
 	log := e.log.With("account", account, "session", sessionOf(ctx), "key", k.Key, "segment", k.Segment, "sequence", sub.Header.Sequence)
 	now := e.now()
 	me := e.owner()
 	rec := &state.Record{
 		Key: k, Fingerprint: fp, State: state.Sent, Owner: me,
 		Created: now, Updated: now, Expires: now.Add(max(retention, flightGuard)), Attempts: 1,
-		ProxyID:  e.issueID(account),
+		ProxyID:  e.issueID(ctx, account),
 		AddrHash: state.HashAddrs(sub.SrcAddr, sub.DstAddr),
 		History:  []state.Event{{At: now, State: state.Sent, Note: "created"}},
 	}
@@ -282,6 +287,13 @@ func (e *Engine) decide(ctx context.Context, account string, p Policy, k state.K
 				a.Outcome = OutUntracked
 			}
 			return a
+		}
+		if window > 0 && existing.State != state.Sent && !e.now().Before(existing.Created.Add(window)) {
+			if e.renew(ctx, log, existing, rec) {
+				// rec now stands under the key, owned by this submit.
+				return e.forward(ctx, log, account, p, k, me, sub, seg, now, retention)
+			}
+			continue // renewed by another submit meanwhile: decide again
 		}
 		if existing.Fingerprint != fp {
 			log.Warn("key reused for other content; conflict", "status", p.ConflictStatus.String(), "state", string(existing.State))
@@ -316,6 +328,38 @@ func (e *Engine) decide(ctx context.Context, account string, p Policy, k state.K
 		}
 	}
 	return Answer{Status: smpp.StatusThrottled, Outcome: OutThrottled, Key: k}
+}
+
+// renew ends the dedup window of old (a fingerprint record past
+// fingerprint_window): the record is first copied under an archive key —
+// so its receipts still find it by message id — and then replaced by rec
+// under the same key, atomically against a concurrent renewal. It reports
+// whether this call replaced it; either way the caller decides again.
+func (e *Engine) renew(ctx context.Context, log *slog.Logger, old, rec *state.Record) bool {
+	arch := old.Clone()
+	arch.Key.Key = old.Key.Key + "@" + strconv.FormatInt(old.Created.UnixNano(), 36)
+	arch.Owner = "archived"
+	if _, _, err := e.cfg.Store.Create(ctx, arch); err != nil {
+		log.Error("store refused to archive a record past its dedup window", "err", err)
+		return false
+	}
+	_, err := e.cfg.Store.Update(ctx, old.Key, func(r *state.Record) error {
+		if !r.Created.Equal(old.Created) || r.State == state.Sent {
+			return state.ErrAbort // renewed by someone else, or in flight
+		}
+		fresh := rec.Clone()
+		fresh.History = []state.Event{{At: rec.Created, State: state.Sent, Note: "created (the previous record of this key passed its dedup window; archived)"}}
+		*r = *fresh
+		return nil
+	})
+	if err != nil {
+		if !errors.Is(err, state.ErrAbort) && !errors.Is(err, state.ErrNotFound) {
+			log.Error("store refused to renew a record past its dedup window", "err", err)
+		}
+		return false
+	}
+	log.Info("dedup window passed; the key starts a new operation", "archived_as", arch.Key.Key)
+	return true
 }
 
 // Notes recorded in the history when a record is taken over.

@@ -30,11 +30,23 @@ func (e *Engine) normID(upstream, id string) string {
 	return ""
 }
 
-func (e *Engine) issueID(account string) string {
+func (e *Engine) issueID(ctx context.Context, account string) string {
 	if e.cfg.IDs == nil {
 		return ""
 	}
-	return e.cfg.IDs.IssueID(account)
+	// Random ids can collide (short styles sooner): an id already held by
+	// a live record of the account is drawn again.
+	var id string
+	for range 16 {
+		id = e.cfg.IDs.IssueID(account)
+		if id == "" {
+			return id
+		}
+		if _, err := e.cfg.Store.ByProxyID(ctx, account, id); errors.Is(err, state.ErrNotFound) {
+			return id
+		}
+	}
+	return id
 }
 
 // Resolve settles an unknown record by an operator: with a message id it

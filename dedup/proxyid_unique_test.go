@@ -1,0 +1,45 @@
+package dedup
+
+import (
+	"testing"
+	"time"
+
+	"github.com/smppproxy/smppproxy/state"
+)
+
+// collidingIDs issues the same proxy id twice (what a short proxy_id style
+// — 8 decimal digits is allowed — does by the birthday bound after some
+// 10^4 records of one account), then another.
+type collidingIDs struct{ n int }
+
+func (c *collidingIDs) NormalizeID(upstream, id string) string { return id }
+func (c *collidingIDs) IssueID(account string) string {
+	c.n++
+	if c.n <= 2 {
+		return "12345678"
+	}
+	return "87654321"
+}
+
+// SPEC §3.6 / §4 (message_id: proxy): the ESME must be able to tell its
+// messages apart by the id it is given; receipts are rewritten to it and
+// query_sm/cancel_sm look the record up by it. Proxy ids are drawn at
+// random and stored without a uniqueness check: two live records of one
+// account get the same id, the ESME gets two receipts with one id, and
+// the proxy-id index (query_sm, cancel_sm) points at only one of them.
+func TestReview2ProxyIDsAreUniquePerAccount(t *testing.T) {
+	c := &clock{t: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
+	st := state.NewMem(c.now)
+	e := New(Config{Store: st, Forwarder: &fakeForwarder{}, Now: c.now, InstanceID: "test", IDs: &collidingIDs{}})
+	a := e.Submit(ctx, "proxied", Policy{}, submit(t, "otp-1", "code 1"))
+	b := e.Submit(ctx, "proxied", Policy{}, submit(t, "otp-2", "code 2"))
+	if a.Status != 0 || b.Status != 0 {
+		t.Fatalf("submits = %+v, %+v; want both accepted", a, b)
+	}
+	if a.MessageID == b.MessageID {
+		t.Fatalf("two messages of one account were both given message id %q", a.MessageID)
+	}
+	if got, err := st.ByProxyID(ctx, "proxied", a.MessageID); err != nil || got.Key != a.Key {
+		t.Errorf("ByProxyID(%s) = %v, %v; want the first record", a.MessageID, got, err)
+	}
+}

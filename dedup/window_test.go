@@ -1,0 +1,38 @@
+package dedup
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/smppproxy/smppproxy/state"
+)
+
+// A fingerprint record deduplicates only within fingerprint_window but is
+// kept for the account's retention: when an identical message starts a
+// new operation after the window, the old record is archived, and its
+// receipts still find it by message id.
+func TestFingerprintWindowRenewsButKeepsTheOldRecordForReceipts(t *testing.T) {
+	f := &fakeForwarder{}
+	e, st, clk := newEngine(t, f)
+	p := Policy{Key: KeyFingerprint, FingerprintWindow: time.Minute, Retention: 72 * time.Hour}
+	first := e.Submit(ctx, "shop", p, submit(t, "", "same text"))
+	clk.add(2 * time.Minute)
+	second := e.Submit(ctx, "shop", p, submit(t, "", "same text"))
+	if f.count() != 2 || first.MessageID == second.MessageID {
+		t.Fatalf("after the window: forwards %d, ids %q %q; want a second SMS with its own id", f.count(), first.MessageID, second.MessageID)
+	}
+	old, err := st.ByMessageID(ctx, "up", first.MessageID)
+	if err != nil || !strings.Contains(old.Key.Key, "@") || old.State != state.Accepted {
+		t.Errorf("ByMessageID(first) = %+v, %v; want the archived accepted record", old, err)
+	}
+	cur, err := st.ByMessageID(ctx, "up", second.MessageID)
+	if err != nil || cur.Key != second.Key {
+		t.Errorf("ByMessageID(second) = %+v, %v; want the current record", cur, err)
+	}
+	// Within the new window the renewed record deduplicates again.
+	clk.add(30 * time.Second)
+	if a := e.Submit(ctx, "shop", p, submit(t, "", "same text")); a.MessageID != second.MessageID || f.count() != 2 {
+		t.Errorf("inside the new window = %q (forwards %d), want replay of %q", a.MessageID, f.count(), second.MessageID)
+	}
+}
