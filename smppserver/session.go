@@ -504,9 +504,15 @@ func (s *Session) Request(ctx context.Context, id uint32, body []byte) ([]byte, 
 	case f := <-ch:
 		return f, nil
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		err = ctx.Err()
 	case <-s.done:
-		return nil, ErrSessionClosed
+		err = ErrSessionClosed
+	}
+	select { // a response that came with the close or the deadline still counts
+	case f := <-ch:
+		return f, nil
+	default:
+		return nil, err
 	}
 }
 
