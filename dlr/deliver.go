@@ -3,6 +3,7 @@ package dlr
 import (
 	"context"
 	"errors"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -73,14 +74,31 @@ type dispatcher struct {
 	done     map[uint64]bool      // acknowledged and deleted; pruned by the next List
 	perSess  map[string]int       // deliver_sm awaiting a response, per session id
 	backoff  map[uint64]time.Time // refused entries: not before
-	rr       int
+	// pendingAck: acknowledged by the ESME (status 0) but the store
+	// refused the Ack. Never sent again (unless the proxy restarts first);
+	// pump writes the Ack again with back-off and moves it to done.
+	pendingAck map[uint64]ackRetry
+	rr         int
 }
+
+// ackRetry schedules the next Ack of an entry the ESME acknowledged.
+type ackRetry struct {
+	at    time.Time
+	delay time.Duration
+}
+
+// Back-off of an Ack the store refused.
+const (
+	ackRetryFirst = 100 * time.Millisecond
+	ackRetryMax   = 10 * time.Second
+)
 
 func newDispatcher(s *Service, account string, pol Account) *dispatcher {
 	return &dispatcher{
 		s: s, account: account, queue: accountQueue(account), pol: pol,
 		kickc:    make(chan struct{}, 1),
 		inflight: map[uint64]string{}, done: map[uint64]bool{}, perSess: map[string]int{}, backoff: map[uint64]time.Time{},
+		pendingAck: map[uint64]ackRetry{},
 	}
 }
 
@@ -118,8 +136,8 @@ func (d *dispatcher) run() {
 
 // pump sends what can be sent now and returns how long to sleep at most.
 func (d *dispatcher) pump() time.Duration {
+	sleep := min(idleTick, d.retryAcks())
 	now := time.Now()
-	sleep := idleTick
 	var ready []Receiver
 	for _, r := range d.s.receivers(d.account) {
 		if at := r.BoundAt().Add(d.s.cfg.BindSettle); now.Before(at) {
@@ -140,7 +158,7 @@ func (d *dispatcher) pump() time.Duration {
 	for _, r := range ready {
 		free += max(0, win-d.perSess[r.ID()])
 	}
-	limit := len(d.inflight) + len(d.backoff) + len(d.done) + free
+	limit := len(d.inflight) + len(d.backoff) + len(d.done) + len(d.pendingAck) + free
 	// Entries acknowledged before this List are not in it: their ids can
 	// be forgotten afterwards. Those acknowledged while it runs may be in
 	// it and are skipped by done.
@@ -165,8 +183,32 @@ func (d *dispatcher) pump() time.Duration {
 	for _, seq := range prune {
 		delete(d.done, seq)
 	}
+	// Entries held back (refused, or acknowledged with the Ack still to
+	// write) that this List should have returned and did not are gone
+	// (expired): forget them. List covers every seq below the last one it
+	// returned, and all of them when it returned fewer than limit.
+	listed := make(map[uint64]bool, len(entries))
+	for _, e := range entries {
+		listed[e.Seq] = true
+	}
+	covered := func(seq uint64) bool {
+		return !listed[seq] && (len(entries) < limit || seq < entries[len(entries)-1].Seq)
+	}
+	for seq := range d.backoff {
+		if covered(seq) {
+			delete(d.backoff, seq)
+		}
+	}
+	for seq := range d.pendingAck {
+		if covered(seq) {
+			delete(d.pendingAck, seq)
+		}
+	}
 	for _, e := range entries {
 		if _, busy := d.inflight[e.Seq]; busy || d.done[e.Seq] {
+			continue
+		}
+		if _, held := d.pendingAck[e.Seq]; held {
 			continue
 		}
 		if nb, ok := d.backoff[e.Seq]; ok {
@@ -201,6 +243,54 @@ func (d *dispatcher) pump() time.Duration {
 		}
 	}
 	return sleep
+}
+
+// retryAcks writes again, with back-off, the due Acks of entries the ESME
+// acknowledged and the store refused to delete, and returns how long until
+// the next one is due. After one failure the other due ones wait too (the
+// store is very likely refusing them all).
+func (d *dispatcher) retryAcks() time.Duration {
+	now := time.Now()
+	d.mu.Lock()
+	var due []uint64
+	for seq, r := range d.pendingAck {
+		if !now.Before(r.at) {
+			due = append(due, seq)
+		}
+	}
+	d.mu.Unlock()
+	slices.Sort(due)
+	var failed error
+	for _, seq := range due {
+		if failed == nil {
+			if failed = d.s.q.Ack(d.s.ctx, d.queue, seq); failed == nil {
+				d.mu.Lock()
+				delete(d.pendingAck, seq)
+				d.done[seq] = true
+				d.mu.Unlock()
+				d.s.m.depth.WithLabelValues(d.account).Dec()
+				d.s.log.Info("dlr: acknowledged delivery recorded on a later try", "account", d.account, "seq", seq)
+				continue
+			}
+			if d.s.ctx.Err() == nil {
+				d.s.log.Warn("dlr: store still refuses the Ack of acknowledged deliveries; retried with back-off", "account", d.account, "waiting", len(due), "err", failed)
+			}
+		}
+		d.mu.Lock()
+		if r, ok := d.pendingAck[seq]; ok {
+			r.delay = min(2*r.delay, ackRetryMax)
+			r.at = now.Add(r.delay)
+			d.pendingAck[seq] = r
+		}
+		d.mu.Unlock()
+	}
+	next := idleTick
+	d.mu.Lock()
+	for _, r := range d.pendingAck {
+		next = min(next, max(r.at.Sub(now), time.Millisecond))
+	}
+	d.mu.Unlock()
+	return next
 }
 
 // assignment is one entry given to one session by pump.
@@ -291,11 +381,13 @@ func (d *dispatcher) send(r Receiver, e *state.QueueEntry, queued chan struct{})
 		delete(d.inflight, e.Seq)
 		if aerr == nil {
 			d.done[e.Seq] = true
+		} else {
+			d.pendingAck[e.Seq] = ackRetry{at: time.Now().Add(ackRetryFirst), delay: ackRetryFirst}
 		}
 		d.mu.Unlock()
 		if aerr != nil {
 			outcome = DelAckFailed
-			log.Error("dlr: acknowledged delivery not recorded; it will be delivered again", "err", aerr)
+			log.Error("dlr: acknowledged delivery not recorded; not sent again, the Ack is retried with back-off (a restart before it succeeds delivers it again)", "err", aerr)
 		} else {
 			d.s.m.depth.WithLabelValues(d.account).Dec()
 		}

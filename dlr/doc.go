@@ -27,7 +27,15 @@
 // and deletes an entry only once the ESME answered deliver_sm_resp status
 // 0. An entry not acknowledged within dlr_redelivery, refused by the ESME
 // or caught by a disconnect is sent again (at once on the next bind, or
-// after dlr_redelivery for a refusal): at-least-once.
+// after dlr_redelivery for a refusal): at-least-once. One the ESME
+// acknowledged whose deletion the store refused is not sent again: the
+// deletion is retried with back-off.
+//
+// receipted_message_id is read in receipt_id_format and, when that names
+// nothing, in resp_id_format (SMSCs often write it as in their
+// submit_sm_resp); a receipt whose TLV and text id name two different
+// records is kept unmatched. A receipt whose state cannot be read is a
+// duplicate only of the very same receipt.
 //
 // A receipt that matches no record is kept in a queue of its upstream
 // ("unmatched/<upstream>"), counted, listed by Service.Unmatched, and
@@ -36,9 +44,13 @@
 // an unknown record (SPEC §5) when exactly one unknown record of that
 // upstream has the receipt's addresses (swapped) and a creation time
 // inside the receipt's submit-date window, or when the upstream echoes the
-// idempotency key in echo_tlv. The record then becomes accepted with the
-// receipt's id (through the dedup engine, whose history says why) and the
-// receipt is delivered.
+// idempotency key in echo_tlv and exactly one unknown record (over all
+// accounts, a part of a long message included) has that key. Either only
+// once the receipt has been kept longer than the upstream's
+// response_timeout (Upstream.ResponseTimeout): before that its own record
+// may still be `sent`, and only its id may match it. The record then
+// becomes accepted with the receipt's id (through the dedup engine, whose
+// history says why) and the receipt is delivered.
 //
 // query_sm and cancel_sm from an ESME are forwarded, with the upstream's
 // id, to the upstream that holds the message (Service.Middleware).

@@ -2,6 +2,8 @@ package dlr
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"time"
 
 	"github.com/smppproxy/smppproxy/smpp"
@@ -139,7 +141,8 @@ type receipt struct {
 	// id is receipted_message_id, else the text's id (as the upstream
 	// wrote it in its receipts).
 	id    string
-	tlvID bool // id came from the TLV
+	tlvID bool   // id came from the TLV
+	tlv   string // receipted_message_id ("" when absent or empty)
 	stat  string
 	state state.DeliveryState
 }
@@ -182,7 +185,8 @@ func readReceipt(m *message) *receipt {
 		_ = m.setUserData(r.text.WithoutContent(ud))
 	}
 	if v, ok := m.tlv(smpp.TagReceiptedMessageID); ok {
-		r.id, r.tlvID = string(bytes.TrimRight(v, "\x00")), true
+		r.tlv = string(bytes.TrimRight(v, "\x00"))
+		r.id, r.tlvID = r.tlv, true
 	}
 	if r.id == "" {
 		r.id, r.tlvID = r.text.ID, false
@@ -203,12 +207,20 @@ func readReceipt(m *message) *receipt {
 	return r
 }
 
-// stateKey names the receipt's state for duplicate detection.
-func (r *receipt) stateKey() string {
+// stateKey names the receipt's state for duplicate detection. body is
+// the body that is queued (content-free, and rewritten when it goes to an
+// ESME): a receipt whose state cannot be read is told apart from the
+// other receipts of its message by a hash of body, so only the very same
+// receipt is a duplicate of it.
+func (r *receipt) stateKey(body []byte) string {
 	if r.state != "" {
 		return string(r.state)
 	}
-	return string(bytes.ToUpper([]byte(r.stat)))
+	if r.stat != "" {
+		return string(bytes.ToUpper([]byte(r.stat)))
+	}
+	h := sha256.Sum256(body)
+	return "body:" + hex.EncodeToString(h[:16])
 }
 
 // rewrite returns the body to deliver to the ESME: receipted_message_id

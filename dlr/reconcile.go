@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -24,8 +25,19 @@ const (
 	scanPage   = 500
 )
 
+// settleMargin is added to an upstream's response_timeout to give the
+// settle delay (see Upstream.ResponseTimeout): time for a record whose
+// response timed out to be written unknown.
+const settleMargin = time.Second
+
 // reconciler matches kept (unmatched) receipts again: by id, by the echoed
 // key TLV, or by addresses against unknown records (SPEC §5).
+//
+// A pass reads at most maxScan entries of an upstream's queue from where
+// the previous one stopped (its cursor); the passes from the head of the
+// queue to its end make a cycle. Every schedule is marked with the cycle
+// that last listed its entry, and at the end of a cycle the schedules
+// that cycle did not list (entries expired or settled) are forgotten.
 type reconciler struct {
 	s     *Service
 	kickc chan struct{}
@@ -35,18 +47,25 @@ type reconciler struct {
 	next      map[uint64]retry  // entry seq → schedule
 	nextUp    map[uint64]string // entry seq → its upstream
 	cursor    map[string]uint64 // upstream → where the last pass stopped
+	cycle     map[string]uint64 // upstream → the current cycle
+	// noted counts note calls per upstream; listed is its value before
+	// the last List that reached the end of the queue. While they differ,
+	// the queue may hold entries never tried (and so due at once).
+	noted, listed map[string]uint64
 }
 
 type retry struct {
 	at    time.Time
 	delay time.Duration
+	cycle uint64 // the last cycle that listed the entry
 }
 
 func newReconciler(s *Service) *reconciler {
-	return &reconciler{s: s, kickc: make(chan struct{}, 1), upstreams: map[string]bool{}, next: map[uint64]retry{}, nextUp: map[uint64]string{}, cursor: map[string]uint64{}}
+	return &reconciler{s: s, kickc: make(chan struct{}, 1), upstreams: map[string]bool{}, next: map[uint64]retry{}, nextUp: map[uint64]string{},
+		cursor: map[string]uint64{}, cycle: map[string]uint64{}, noted: map[string]uint64{}, listed: map[string]uint64{}}
 }
 
-// note tells the reconciler that upstreams have unmatched receipts.
+// note tells the reconciler that upstreams have new unmatched receipts.
 func (c *reconciler) note(upstreams ...string) {
 	if len(upstreams) == 0 {
 		return
@@ -54,8 +73,28 @@ func (c *reconciler) note(upstreams ...string) {
 	c.mu.Lock()
 	for _, u := range upstreams {
 		c.upstreams[u] = true
+		c.noted[u]++
 	}
 	c.mu.Unlock()
+	c.kick()
+}
+
+// noteKnown tells the reconciler that upstreams have unmatched receipts
+// (the periodic depth refresh): only those it does not track yet are
+// noted, so the refresh does not make it read whole queues every minute.
+func (c *reconciler) noteKnown(upstreams ...string) {
+	var fresh []string
+	c.mu.Lock()
+	for _, u := range upstreams {
+		if !c.upstreams[u] {
+			fresh = append(fresh, u)
+		}
+	}
+	c.mu.Unlock()
+	c.note(fresh...)
+}
+
+func (c *reconciler) kick() {
 	select {
 	case c.kickc <- struct{}{}:
 	default:
@@ -112,17 +151,21 @@ func (c *reconciler) pass() time.Duration {
 }
 
 // passUpstream reads at most maxScan entries of up's unmatched queue,
-// from where the previous pass stopped, and tries the due ones.
+// from where the previous pass stopped, tries the due ones, and returns
+// how long until one of up's kept receipts is due.
 func (c *reconciler) passUpstream(up string) time.Duration {
 	ctx := c.s.ctx
 	q := unmatchedQueue(up)
-	wait := retryMax
 	c.mu.Lock()
-	start := c.cursor[up]
+	start, cyc := c.cursor[up], c.cycle[up]
 	c.mu.Unlock()
 	after, read := start, 0
-	seen := map[uint64]bool{}
+	var noted uint64
+	end := false
 	for {
+		c.mu.Lock()
+		noted = c.noted[up]
+		c.mu.Unlock()
 		es, err := c.s.q.List(ctx, q, after, scanPage)
 		if err != nil {
 			return time.Second
@@ -130,93 +173,125 @@ func (c *reconciler) passUpstream(up string) time.Duration {
 		read += len(es)
 		for _, e := range es {
 			after = e.Seq
-			seen[e.Seq] = true
-			wait = min(wait, c.try(ctx, up, e))
+			c.try(ctx, up, e, cyc)
 		}
 		if len(es) < scanPage { // the end of the queue
-			after = 0
+			end = true
 			break
 		}
 		if read >= maxScan {
-			wait = min(wait, retryFirst) // more to read
 			break
 		}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.cursor[up] = after
-	if start == 0 && after == 0 {
-		// A whole scan: forget the schedule of entries no longer there.
-		for seq := range c.next {
-			if !seen[seq] && c.nextUp[seq] == up {
+	if end {
+		// The cycle is whole: forget the schedules of entries it did not
+		// list (expired or settled).
+		for seq, u := range c.nextUp {
+			if u == up && c.next[seq].cycle != cyc {
 				delete(c.next, seq)
 				delete(c.nextUp, seq)
 			}
 		}
-		if read == 0 {
+		c.cursor[up], c.cycle[up], c.listed[up] = 0, cyc+1, noted
+		if start == 0 && read == 0 && c.noted[up] == noted {
 			delete(c.upstreams, up) // empty until the next note
 		}
+	} else {
+		c.cursor[up] = after
+	}
+	// Until when nothing of up is due: its earliest schedule, or at once
+	// when entries may never have been tried.
+	wait := retryMax
+	if c.noted[up] != c.listed[up] {
+		wait = 0
+	}
+	now := time.Now()
+	for seq, u := range c.nextUp {
+		if u == up {
+			wait = min(wait, c.next[seq].at.Sub(now))
+		}
+	}
+	if !end {
+		// The next pass goes on from the cursor: not sooner than retryFirst,
+		// so a long queue is read at most maxScan entries per retryFirst.
+		wait = max(wait, retryFirst)
 	}
 	return wait
 }
 
-// try attempts one entry if it is due and returns how long until it is
-// due next (retryMax once settled).
-func (c *reconciler) try(ctx context.Context, up string, e *state.QueueEntry) time.Duration {
+// try attempts one entry of cycle cyc if it is due and schedules its next
+// try unless it settled.
+func (c *reconciler) try(ctx context.Context, up string, e *state.QueueEntry, cyc uint64) {
 	now := time.Now()
 	c.mu.Lock()
 	r, ok := c.next[e.Seq]
-	if !ok {
-		r = retry{at: now, delay: retryFirst}
+	if ok {
+		r.cycle = cyc
+		c.next[e.Seq] = r
+	} else {
+		r = retry{at: now, delay: retryFirst, cycle: cyc}
 	}
 	c.mu.Unlock()
 	if now.Before(r.at) {
-		return r.at.Sub(now)
+		return
 	}
-	settled, err := c.attempt(ctx, up, e)
+	settled, hold, err := c.attempt(ctx, up, e)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if settled {
 		delete(c.next, e.Seq)
 		delete(c.nextUp, e.Seq)
-		return retryMax
+		return
 	}
 	if err != nil {
 		c.s.log.Warn("dlr: matching a kept receipt", "upstream", up, "receipt_id", e.MessageID, "err", err)
 	}
 	r.delay = min(2*r.delay, retryMax)
-	r.at = now.Add(r.delay)
+	next := r.delay
+	if hold > 0 {
+		next = min(next, max(hold, 10*time.Millisecond)) // when it may settle an unknown record
+	}
+	r.at = now.Add(next)
 	c.next[e.Seq], c.nextUp[e.Seq] = r, up
-	return r.delay
 }
 
 // attempt matches one kept receipt; settled once it has been routed and
-// removed from the unmatched queue.
-func (c *reconciler) attempt(ctx context.Context, up string, e *state.QueueEntry) (bool, error) {
+// removed from the unmatched queue. hold > 0: in that long the receipt
+// may settle an unknown record, which it may not yet.
+func (c *reconciler) attempt(ctx context.Context, up string, e *state.QueueEntry) (settled bool, hold time.Duration, err error) {
 	s := c.s
 	m, err := parseMessage(smpp.EncodeSimple(e.Command, smpp.StatusOK, 0, e.Body))
 	if err != nil {
-		return false, err
+		return false, 0, err
 	}
 	r := readReceipt(m)
-	rec, outcome, err := c.find(ctx, up, r, e)
+	rec, outcome, hold, err := c.find(ctx, up, r, e)
 	if err != nil || rec == nil {
-		return false, err
+		return false, hold, err
 	}
 	out, err := s.route(ctx, up, rec, r)
 	if err != nil {
-		return false, err
+		return false, 0, err
 	}
 	if out != OutDuplicate {
 		out = outcome
 	}
 	if err := s.q.Ack(ctx, e.Queue, e.Seq); err != nil {
-		return false, fmt.Errorf("dlr: receipt routed but still listed as unmatched: %w", err)
+		return false, 0, fmt.Errorf("dlr: receipt routed but still listed as unmatched: %w", err)
 	}
 	s.m.received(rec.Key.Account, up, out)
 	s.log.Info("dlr: kept receipt matched", "upstream", up, "receipt_id", r.id, "stat", r.stat, "outcome", out,
 		"account", rec.Key.Account, "key", rec.Key.Key, "segment", rec.Key.Segment, "message_id", rec.ClientMessageID())
-	return true, nil
+	return true, 0, nil
+}
+
+// settle is the settle delay of upstream up: how long a receipt must have
+// been kept before it may settle an unknown record by anything but its
+// own id.
+func (c *reconciler) settle(up string) time.Duration {
+	return c.s.cfg.Upstreams[up].ResponseTimeout + settleMargin
 }
 
 // find looks for the record of a kept receipt: by id (the record was
@@ -224,49 +299,71 @@ func (c *reconciler) attempt(ctx context.Context, up string, e *state.QueueEntry
 // the upstream with the receipt's addresses and time. A record found by
 // the last two while unknown is resolved to accepted with the receipt's
 // id first.
-func (c *reconciler) find(ctx context.Context, up string, r *receipt, e *state.QueueEntry) (*state.Record, string, error) {
+//
+// The last two only once the receipt has been kept longer than the
+// upstream's settle delay (hold says how long until then): a receipt can
+// overtake its submit_sm_resp, and while its own record is still `sent`
+// it would name another, unknown record with the same key or addresses.
+// Once every message written before the receipt came has left `sent`, its
+// own record, accepted, would match by id; unknown, it is a candidate
+// too, and two candidates settle nothing.
+func (c *reconciler) find(ctx context.Context, up string, r *receipt, e *state.QueueEntry) (*state.Record, string, time.Duration, error) {
 	s := c.s
 	rec, err := s.match(ctx, up, r)
 	if err == nil {
-		return rec, OutMatchedLater, nil
+		return rec, OutMatchedLater, 0, nil
 	}
 	if !errors.Is(err, state.ErrNotFound) {
-		return nil, "", err
+		return nil, "", 0, err
 	}
 	res := s.resolver()
-	if r.id == "" || res == nil {
-		return nil, "", nil
+	if errors.Is(err, errIDConflict) || r.id == "" || res == nil {
+		return nil, "", 0, nil
 	}
-	respID := s.ids.RespIDFromReceipt(up, r.id)
+	if hold := e.Enqueued.Add(c.settle(up)).Sub(s.now()); hold > 0 {
+		return nil, "", hold, nil
+	}
+	respID, ok := s.respIDOf(up, r)
+	if !ok {
+		return nil, "", 0, nil
+	}
+	byAddr, err := s.cfg.Store.UnknownByAddr(ctx, up, state.HashAddrs(r.m.dst, r.m.src))
+	if err != nil {
+		return nil, "", 0, err
+	}
+	echoKey := ""
 	if tag := s.cfg.Upstreams[up].EchoTLV; tag != 0 {
 		if v, ok := r.m.tlv(tag); ok && len(bytes.TrimRight(v, "\x00")) > 0 {
-			for name, a := range s.cfg.Accounts {
-				if !slices.Contains(a.Route, up) {
-					continue
-				}
-				k := state.Key{Account: name, Key: dedup.KeyOfTLV(v)}
-				rec, err := s.cfg.Store.Get(ctx, k)
-				if err != nil || rec.Upstream != up {
-					continue
-				}
+			echoKey = dedup.KeyOfTLV(v)
+			cands, err := c.echoCandidates(ctx, up, r, echoKey, byAddr)
+			if err != nil {
+				return nil, "", 0, err
+			}
+			switch len(cands) {
+			case 0: // no record has the key: the addresses may tell
+			case 1:
+				rec := cands[0]
 				if rec.State == state.Unknown {
 					why := fmt.Sprintf("upstream %s echoed the key in TLV 0x%04X of receipt %s (stat %s)", up, tag, r.id, orDash(r.stat))
-					if rec, err = res.ResolveFromReceipt(ctx, k, up, respID, why); err != nil {
-						return nil, "", err
+					if rec, err = res.ResolveFromReceipt(ctx, rec.Key, up, respID, why); err != nil {
+						if errors.Is(err, dedup.ErrNotUnknown) {
+							return nil, "", 0, nil // settled otherwise meanwhile; the next try sees it
+						}
+						return nil, "", 0, err
 					}
 				}
-				if rec.MessageID != "" {
-					return rec, OutReconciled, nil
-				}
+				return rec, OutReconciled, 0, nil
+			default:
+				s.log.Info("dlr: kept receipt's echoed key names several records; not resolved", "upstream", up, "receipt_id", r.id, "candidates", len(cands))
+				return nil, "", 0, nil
 			}
 		}
 	}
-	cands, err := s.cfg.Store.UnknownByAddr(ctx, up, state.HashAddrs(r.m.dst, r.m.src))
-	if err != nil {
-		return nil, "", err
-	}
 	var in []*state.Record
-	for _, rec := range cands {
+	for _, rec := range byAddr {
+		if echoKey != "" && rec.Key.Key != echoKey && strings.HasPrefix(rec.Key.Key, tlvKeyPrefix) {
+			continue // its key is another one than the upstream echoed
+		}
 		if c.inWindow(rec, r, e) {
 			in = append(in, rec)
 		}
@@ -275,17 +372,63 @@ func (c *reconciler) find(ctx context.Context, up string, r *receipt, e *state.Q
 		if len(in) > 1 {
 			s.log.Info("dlr: kept receipt matches several unknown records; not resolved", "upstream", up, "receipt_id", r.id, "candidates", len(in))
 		}
-		return nil, "", nil
+		return nil, "", 0, nil
 	}
 	why := fmt.Sprintf("unmatched receipt %s (stat %s) from %s matched the only unknown record with its source, destination and submit time", r.id, orDash(r.stat), up)
 	rec, err = res.ResolveFromReceipt(ctx, in[0].Key, up, respID, why)
 	if err != nil {
 		if errors.Is(err, dedup.ErrNotUnknown) {
-			return nil, "", nil // settled otherwise meanwhile; the next try sees it
+			return nil, "", 0, nil // settled otherwise meanwhile; the next try sees it
 		}
-		return nil, "", err
+		return nil, "", 0, err
 	}
-	return rec, OutReconciled, nil
+	return rec, OutReconciled, 0, nil
+}
+
+// tlvKeyPrefix starts every record key taken from a key TLV.
+var tlvKeyPrefix = dedup.KeyOfTLV(nil)
+
+// echoCandidates returns the records of upstream up a receipt echoing
+// record key key may be about: across the accounts routed to up, the
+// unknown ones with that key (or, after all, one the receipt's own ids
+// name). A whole message's record is read by its key; the parts of a
+// concatenated message (Segment "n/total") are found among byAddr, the
+// unknown records with the receipt's addresses, so a part is a candidate
+// only when the receipt's addresses are its own.
+func (c *reconciler) echoCandidates(ctx context.Context, up string, r *receipt, key string, byAddr []*state.Record) ([]*state.Record, error) {
+	s := c.s
+	ids := s.matchIDs(up, r)
+	qualifies := func(rec *state.Record) bool {
+		return rec.Upstream == up && rec.Key.Key == key &&
+			(rec.State == state.Unknown || rec.MatchID() != "" && ids[rec.MatchID()])
+	}
+	var out []*state.Record
+	names := make([]string, 0, len(s.cfg.Accounts))
+	for name := range s.cfg.Accounts {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		if !slices.Contains(s.cfg.Accounts[name].Route, up) {
+			continue
+		}
+		rec, err := s.cfg.Store.Get(ctx, state.Key{Account: name, Key: key})
+		if errors.Is(err, state.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if qualifies(rec) {
+			out = append(out, rec)
+		}
+	}
+	for _, rec := range byAddr {
+		if rec.Key.Segment != "" && qualifies(rec) {
+			out = append(out, rec)
+		}
+	}
+	return out, nil
 }
 
 // inWindow reports whether rec may be the message receipt r (kept as e)

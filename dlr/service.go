@@ -86,6 +86,13 @@ type Upstream struct {
 	// EchoTLV is a TLV the upstream echoes in receipts carrying the
 	// idempotency key of the submit (0 = none).
 	EchoTLV uint16
+	// ResponseTimeout is the upstream's response_timeout: how long a
+	// record may stay `sent` after its submit was written. A kept receipt
+	// settles an unknown record by its addresses or echoed key only once
+	// it has been kept longer than this (plus settleMargin): until then
+	// the receipt may belong to a message whose submit_sm_resp is still on
+	// its way, and only its own id may match it. Zero: settleMargin only.
+	ResponseTimeout time.Duration
 }
 
 // MORoute sends MO whose destination starts with Prefix to Account.
@@ -266,7 +273,7 @@ func (s *Service) refreshDepths() {
 			s.log.Warn("dlr: queued receipts/MO of an account that is not configured", "account", acct, "entries", n)
 		}
 	}
-	s.rec.note(unmatched...)
+	s.rec.noteKnown(unmatched...)
 }
 
 const (
@@ -321,6 +328,9 @@ func (s *Service) intakeReceipt(ctx context.Context, upstream string, m *message
 	log := s.log.With("upstream", upstream, "receipt_id", r.id, "stat", r.stat)
 	rec, err := s.match(ctx, upstream, r)
 	if errors.Is(err, state.ErrNotFound) {
+		if errors.Is(err, errIDConflict) {
+			log.Warn("dlr: receipt's receipted_message_id and text id name different records; kept unmatched", "text_id", r.text.ID)
+		}
 		out, err := s.keepUnmatched(ctx, upstream, r)
 		if err != nil {
 			s.m.received("", upstream, OutStoreError)
@@ -349,12 +359,119 @@ func (s *Service) intakeReceipt(ctx context.Context, upstream string, m *message
 	return smpp.StatusSysErr
 }
 
-// match finds the record a receipt names by its id.
+// errIDConflict: the receipt's receipted_message_id and the id of its
+// text name two different records. It wraps state.ErrNotFound: such a
+// receipt is kept unmatched (and settles no unknown record either).
+var errIDConflict = fmt.Errorf("%w: receipted_message_id and the text's id name different records", state.ErrNotFound)
+
+// match finds the record a receipt names by its ids. receipted_message_id
+// is read in receipt_id_format, else (SMSCs often write it as in their
+// submit_sm_resp) in resp_id_format, else the text's id is used. When the
+// text's id names a record, the TLV must name the same one under one of
+// its two readings (that reading is then the one meant); otherwise the
+// receipt is errIDConflict.
 func (s *Service) match(ctx context.Context, upstream string, r *receipt) (*state.Record, error) {
-	if r.id == "" {
-		return nil, state.ErrNotFound
+	lookup := func(id string) (*state.Record, error) {
+		if id == "" {
+			return nil, nil
+		}
+		rec, err := s.cfg.Store.ByMessageID(ctx, upstream, id)
+		if errors.Is(err, state.ErrNotFound) {
+			return nil, nil
+		}
+		return rec, err
 	}
-	return s.cfg.Store.ByMessageID(ctx, upstream, s.ids.NormalizeReceiptID(upstream, r.id))
+	var asReceipt, textID string
+	var byTLV, byText *state.Record // the TLV read in receipt_id_format; the text's id
+	var err error
+	if r.tlv != "" {
+		asReceipt = s.ids.NormalizeReceiptID(upstream, r.tlv)
+		if byTLV, err = lookup(asReceipt); err != nil {
+			return nil, err
+		}
+	}
+	if r.text.ID != "" {
+		textID = s.ids.NormalizeReceiptID(upstream, r.text.ID)
+		if textID == asReceipt {
+			byText = byTLV
+		} else if byText, err = lookup(textID); err != nil {
+			return nil, err
+		}
+	}
+	// byResp: the TLV read in resp_id_format, when that reading differs
+	// and is needed.
+	byResp := func() (*state.Record, error) {
+		if r.tlv == "" {
+			return nil, nil
+		}
+		id := s.ids.NormalizeID(upstream, r.tlv)
+		if id == asReceipt {
+			return nil, nil
+		}
+		if id == textID {
+			return byText, nil
+		}
+		return lookup(id)
+	}
+	switch {
+	case byText != nil:
+		if byTLV != nil && byTLV.Key == byText.Key {
+			return byText, nil
+		}
+		alt, err := byResp()
+		if err != nil {
+			return nil, err
+		}
+		if alt != nil && alt.Key == byText.Key || byTLV == nil && alt == nil {
+			return byText, nil
+		}
+		return nil, errIDConflict
+	case byTLV != nil:
+		return byTLV, nil
+	}
+	alt, err := byResp()
+	if err != nil {
+		return nil, err
+	}
+	if alt != nil {
+		return alt, nil
+	}
+	return nil, state.ErrNotFound
+}
+
+// matchIDs returns the normalised ids receipt r may name its record by
+// (see match).
+func (s *Service) matchIDs(upstream string, r *receipt) map[string]bool {
+	ids := map[string]bool{}
+	if r.tlv != "" {
+		ids[s.ids.NormalizeReceiptID(upstream, r.tlv)] = true
+		ids[s.ids.NormalizeID(upstream, r.tlv)] = true
+	}
+	if r.text.ID != "" {
+		ids[s.ids.NormalizeReceiptID(upstream, r.text.ID)] = true
+	}
+	return ids
+}
+
+// respIDOf returns the id receipt r names its message by, written as the
+// upstream writes it in a submit_sm_resp, for settling an unknown record
+// with it. ok is false when the TLV and the text's id disagree in a way
+// no format explains (then nothing is settled by this receipt).
+func (s *Service) respIDOf(upstream string, r *receipt) (string, bool) {
+	tlv, text := r.tlv, r.text.ID
+	switch {
+	case tlv == "" && text == "":
+		return "", false
+	case tlv == "":
+		return s.ids.RespIDFromReceipt(upstream, text), true
+	case text == "":
+		return s.ids.RespIDFromReceipt(upstream, tlv), true
+	case s.ids.NormalizeReceiptID(upstream, tlv) == s.ids.NormalizeReceiptID(upstream, text):
+		return s.ids.RespIDFromReceipt(upstream, tlv), true
+	case s.ids.NormalizeID(upstream, tlv) == s.ids.NormalizeReceiptID(upstream, text):
+		return tlv, true // the TLV is written as in the submit_sm_resp
+	}
+	return "", false
 }
 
 // dedupKey identifies one receipt of one message for duplicate detection.
@@ -368,10 +485,11 @@ func (s *Service) route(ctx context.Context, upstream string, rec *state.Record,
 	acct := rec.Key.Account
 	clientID := rec.ClientMessageID()
 	now := s.now()
+	body := r.rewrite(clientID)
 	e := &state.QueueEntry{
-		Queue: accountQueue(acct), DedupKey: dedupKey(upstream, rec.MatchID(), r.stateKey()),
+		Queue: accountQueue(acct), DedupKey: dedupKey(upstream, rec.MatchID(), r.stateKey(body)),
 		Kind: KindReceipt, Upstream: upstream, MessageID: clientID, Stat: r.stat,
-		Command: r.m.cmd, Body: r.rewrite(clientID), Enqueued: now, Expires: now.Add(s.account(acct).Retention),
+		Command: r.m.cmd, Body: body, Enqueued: now, Expires: now.Add(s.account(acct).Retention),
 	}
 	_, dup, err := s.q.Enqueue(ctx, e)
 	if err != nil {
@@ -418,10 +536,11 @@ func orDash(s string) string {
 // upstream's unmatched queue.
 func (s *Service) keepUnmatched(ctx context.Context, upstream string, r *receipt) (string, error) {
 	now := s.now()
+	body := r.m.body()
 	e := &state.QueueEntry{
-		Queue: unmatchedQueue(upstream), DedupKey: dedupKey(upstream, s.ids.NormalizeReceiptID(upstream, r.id), r.stateKey()),
+		Queue: unmatchedQueue(upstream), DedupKey: dedupKey(upstream, s.ids.NormalizeReceiptID(upstream, r.id), r.stateKey(body)),
 		Kind: KindUnmatched, Upstream: upstream, MessageID: r.id, Stat: r.stat,
-		Command: r.m.cmd, Body: r.m.body(), Enqueued: now, Expires: now.Add(s.cfg.UnmatchedRetention),
+		Command: r.m.cmd, Body: body, Enqueued: now, Expires: now.Add(s.cfg.UnmatchedRetention),
 	}
 	if r.id == "" {
 		e.DedupKey = "" // nothing to tell two of them apart by

@@ -41,6 +41,7 @@ func newReceipts(cfg *config.Config, st state.Store, log *slog.Logger, reg prome
 			RespIDFormat:    dlr.Format(u.RespIDFormat),
 			ReceiptIDFormat: dlr.Format(u.ReceiptIDFormat),
 			EchoTLV:         uint16(u.EchoTLV),
+			ResponseTimeout: u.ResponseTimeout.Std(),
 		}
 	}
 	for _, r := range cfg.MORoutes {
