@@ -22,7 +22,6 @@ import (
 	"github.com/smppproxy/smppproxy/smpp"
 )
 
-
 // receiptStack is a proxy running in this process on a real Badger
 // directory and real TCP, behind the simulator, with the admin API wired
 // as serve wires it plus the receipt service. The account shop is given
