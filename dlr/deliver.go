@@ -18,11 +18,20 @@ import (
 // *smppserver.Session implements it.
 type Receiver interface {
 	ID() string
-	// Request sends a request PDU with body and returns the response
-	// frame (smppserver.Session.Request).
-	Request(ctx context.Context, id uint32, body []byte) ([]byte, error)
+	// Send queues a request PDU with body for the session's writer and
+	// returns once it is queued, without waiting for the response:
+	// requests queued by successive calls are written in call order.
+	// While the session cannot take it, Send waits until ctx ends
+	// (ctx.Err()) or the session ends (an error), leaving nothing behind.
+	// resp delivers the response frame once; cancel forgets the request
+	// and may be called more than once (smppserver.Session.Send).
+	Send(ctx context.Context, id uint32, body []byte) (resp <-chan []byte, cancel func(), err error)
+	// Done is closed when the session has ended: no response comes after.
+	Done() <-chan struct{}
 	BoundAt() time.Time
 }
+
+var _ Receiver = (*smppserver.Session)(nil)
 
 // Receivers lists the bound receiving sessions of an account.
 type Receivers interface {
@@ -227,8 +236,9 @@ func (d *dispatcher) pump() time.Duration {
 		sends = append(sends, assignment{r, e})
 	}
 	d.mu.Unlock()
-	// One at a time, in queue order, each one handed to its session before
-	// the next is started: a session writes its deliver_sm in queue order.
+	// One at a time, in queue order, each one queued by its session (Send
+	// returned) before the next is started: a session writes its
+	// deliver_sm in queue order while several await their response.
 	for _, a := range sends {
 		queued := make(chan struct{})
 		d.s.wg.Add(1)
@@ -300,30 +310,37 @@ type assignment struct {
 }
 
 // enqueueWait bounds how long pump waits for a session to take a
-// deliver_sm into its write queue before it starts the next one.
+// deliver_sm into its write queue before it starts the next one (only the
+// order within the window suffers when it passes, never delivery).
 const enqueueWait = time.Second
 
-// queuedSignal is the context given to Receiver.Request: its Done method
-// closes queued when first called. smppserver.Session.Request first queues
-// the frame for its writer and only then waits on ctx.Done(), so the first
-// call tells that the deliver_sm is queued, which lets the dispatcher keep
-// several deliver_sm in flight on a session and still have them written in
-// queue order. (smppserver has no API that queues a request and returns
-// before its response; a Session.Send doing that would replace this.)
-// Should the first call come earlier in some other Receiver, only the
-// order within the window suffers, never delivery.
-type queuedSignal struct {
-	context.Context
-	once   sync.Once
-	queued chan struct{}
+// request sends a request PDU on r and waits for its response frame until
+// ctx ends (ctx.Err()) or the session does (smppserver.ErrSessionClosed),
+// as smppserver.Session.Request does; queued is closed as soon as Send has
+// returned, the request queued or refused. A response that came with the
+// end of ctx or of the session still counts.
+func request(ctx context.Context, r Receiver, id uint32, body []byte, queued chan<- struct{}) ([]byte, error) {
+	respc, forget, err := r.Send(ctx, id, body)
+	close(queued)
+	if err != nil {
+		return nil, err
+	}
+	defer forget()
+	select {
+	case f := <-respc:
+		return f, nil
+	case <-ctx.Done():
+		err = ctx.Err()
+	case <-r.Done():
+		err = smppserver.ErrSessionClosed
+	}
+	select {
+	case f := <-respc:
+		return f, nil
+	default:
+		return nil, err
+	}
 }
-
-func (c *queuedSignal) Done() <-chan struct{} {
-	c.fire()
-	return c.Context.Done()
-}
-
-func (c *queuedSignal) fire() { c.once.Do(func() { close(c.queued) }) }
 
 // pickLocked returns the next session round-robin with a free window slot.
 func (d *dispatcher) pickLocked(ready []Receiver, win int) Receiver {
@@ -341,12 +358,11 @@ func (d *dispatcher) pickLocked(ready []Receiver, win int) Receiver {
 // window slot is given back at once and the entry deleted from the queue
 // (it stays in inflight until then, and in done after, so it is never sent
 // again for one acknowledgement); otherwise it is left for redelivery.
-func (d *dispatcher) send(r Receiver, e *state.QueueEntry, queued chan struct{}) {
+// queued is closed once the deliver_sm is queued by the session or failed.
+func (d *dispatcher) send(r Receiver, e *state.QueueEntry, queued chan<- struct{}) {
 	log := d.s.log.With("account", d.account, "session", r.ID(), "kind", e.Kind, "message_id", e.MessageID, "upstream", e.Upstream)
 	ctx, cancel := context.WithTimeout(d.s.ctx, d.pol.Redelivery)
-	sig := &queuedSignal{Context: ctx, queued: queued}
-	resp, err := r.Request(sig, e.Command, e.Body)
-	sig.fire() // returned without waiting (session closed)
+	resp, err := request(ctx, r, e.Command, e.Body, queued)
 	cancel()
 	outcome := DelAcked
 	var st smpp.Status

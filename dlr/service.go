@@ -56,7 +56,7 @@ type Config struct {
 	// retention before the receipt qualify.
 	ReconcileWindow time.Duration
 	// DeliverWindow: deliver_sm outstanding per ESME session (10). They
-	// are written in queue order (see queuedSignal).
+	// are written in queue order (see dispatcher.pump).
 	DeliverWindow int
 	// BindSettle: a newly bound session gets its first deliver_sm no
 	// earlier than this long after its bind (default 0: the server

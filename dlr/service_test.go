@@ -5,38 +5,84 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/smppproxy/smppproxy/dedup"
 	"github.com/smppproxy/smppproxy/smpp"
 	"github.com/smppproxy/smppproxy/smppclient"
+	"github.com/smppproxy/smppproxy/smppserver"
 	"github.com/smppproxy/smppproxy/state"
 )
 
 var bg = context.Background()
 
 // fakeRx is a receiving ESME session: it records what it gets and answers
-// with answer (nil: status 0).
+// with answer (nil: status 0; an error: it never answers). Closing done
+// ends the session: Send fails and fakeRcv no longer lists it.
 type fakeRx struct {
 	id     string
 	bound  time.Time
 	answer func(n int) (smpp.Status, error)
+	done   chan struct{} // nil: never ends
+	// queueDelay is how long the call-th Send takes to queue its
+	// deliver_sm (a session waiting for room; it gives up when ctx ends);
+	// respDelay how long the answer to the n-th deliver_sm takes to come.
+	queueDelay func(call int) time.Duration
+	respDelay  func(n int) time.Duration
+
+	calls    atomic.Int32 // Send calls so far
+	sending  atomic.Int32 // Send calls in progress
+	overlap  atomic.Bool  // two Send calls were in progress at once
+	awaiting atomic.Int32 // deliver_sm queued, answer not yet given
+	peak     atomic.Int32 // most deliver_sm awaiting their answer at once
 
 	mu  sync.Mutex
 	got []string // receipt ids (or MO text) in arrival order
 }
 
-func (f *fakeRx) ID() string         { return f.id }
-func (f *fakeRx) BoundAt() time.Time { return f.bound }
-func (f *fakeRx) Request(ctx context.Context, id uint32, body []byte) ([]byte, error) {
+func (f *fakeRx) ID() string            { return f.id }
+func (f *fakeRx) BoundAt() time.Time    { return f.bound }
+func (f *fakeRx) Done() <-chan struct{} { return f.done }
+
+func (f *fakeRx) ended() bool {
+	select {
+	case <-f.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (f *fakeRx) Send(ctx context.Context, id uint32, body []byte) (<-chan []byte, func(), error) {
+	if f.sending.Add(1) > 1 {
+		f.overlap.Store(true)
+	}
+	defer f.sending.Add(-1)
+	if f.ended() {
+		return nil, nil, smppserver.ErrSessionClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
 	m, err := parseMessage(smpp.EncodeSimple(id, 0, 1, body))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	what := string(m.userData())
 	if m.isReceipt() {
 		what = readReceipt(m).id
+	}
+	call := int(f.calls.Add(1))
+	if f.queueDelay != nil {
+		t := time.NewTimer(f.queueDelay(call))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, nil, ctx.Err()
+		}
 	}
 	f.mu.Lock()
 	f.got = append(f.got, what)
@@ -45,11 +91,23 @@ func (f *fakeRx) Request(ctx context.Context, id uint32, body []byte) ([]byte, e
 	st := smpp.StatusOK
 	if f.answer != nil {
 		if st, err = f.answer(n); err != nil {
-			<-ctx.Done()
-			return nil, err
+			return make(chan []byte), func() {}, nil // never answered
 		}
 	}
-	return smpp.EncodeSimple(id|smpp.RespBit, st, 1, []byte{0}), nil
+	resp := make(chan []byte, 1)
+	frame := smpp.EncodeSimple(id|smpp.RespBit, st, 1, []byte{0})
+	if f.respDelay == nil {
+		resp <- frame
+	} else {
+		if a := f.awaiting.Add(1); a > f.peak.Load() {
+			f.peak.Store(a) // only Send writes peak, one call at a time
+		}
+		time.AfterFunc(f.respDelay(n), func() {
+			f.awaiting.Add(-1)
+			resp <- frame
+		})
+	}
+	return resp, func() {}, nil
 }
 
 func (f *fakeRx) received() []string {
@@ -66,7 +124,14 @@ type fakeRcv struct {
 func (f *fakeRcv) Receivers(account string) []Receiver {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return append([]Receiver(nil), f.m[account]...)
+	var out []Receiver
+	for _, r := range f.m[account] {
+		if rx, ok := r.(*fakeRx); ok && rx.ended() {
+			continue // as ReceiversOf skips ended sessions
+		}
+		out = append(out, r)
+	}
+	return out
 }
 
 func (f *fakeRcv) bind(account string, rx ...*fakeRx) {

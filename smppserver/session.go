@@ -491,15 +491,73 @@ func (s *Session) nextSeq() uint32 {
 	}
 }
 
+// Send queues a request PDU (such as deliver_sm) for the ESME and returns
+// as soon as the frame is in the session's write queue, without waiting
+// for the response. body is the PDU body; the sequence number is the
+// session's own. The write queue is written in order: requests queued by
+// successive Send calls reach the ESME in call order, which lets a caller
+// keep several requests in flight and still have them written in order.
+//
+// While the write queue is full, Send waits for room until ctx ends or the
+// session closes, and then returns ctx.Err() or ErrSessionClosed, nothing
+// queued and nothing left pending. A session already closed gives
+// ErrSessionClosed (even with ctx ended too); a ctx already ended gives
+// ctx.Err() without queueing anything.
+//
+// On success resp delivers the response frame once; it is buffered, so
+// nobody needs to be reading it when the response comes. Nothing is ever
+// delivered on resp if the session closes first: wait on Done as well.
+// cancel forgets the pending request (a response arriving later is
+// dropped); it is idempotent, and must be called once the response is no
+// longer awaited, or the entry stays until a response comes.
+func (s *Session) Send(ctx context.Context, id uint32, body []byte) (resp <-chan []byte, cancel func(), err error) {
+	select {
+	case <-s.done:
+		return nil, nil, ErrSessionClosed
+	default:
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	seq := s.nextSeq()
+	ch := make(chan []byte, 1)
+	// Registered before the frame is queued: the response may come as
+	// soon as the writer has written it.
+	s.pendMu.Lock()
+	s.pending[seq] = ch
+	s.pendMu.Unlock()
+	cancel = func() {
+		s.pendMu.Lock()
+		// Only this request's own entry: after a wrap-around of the
+		// sequence numbers the slot may belong to a newer request.
+		if s.pending[seq] == ch {
+			delete(s.pending, seq)
+		}
+		s.pendMu.Unlock()
+	}
+	select {
+	case s.out <- outFrame{b: smpp.EncodeSimple(id, smpp.StatusOK, seq, body)}:
+		return ch, cancel, nil
+	case <-ctx.Done():
+		err = ctx.Err()
+	case <-s.done:
+		err = ErrSessionClosed
+	}
+	cancel()
+	return nil, nil, err
+}
+
 // Request sends a request PDU (such as deliver_sm) to the ESME and waits
-// for its response frame. body is the PDU body; the sequence number is the
-// session's own.
+// for its response frame: Send, then wait for the response until ctx ends
+// (ctx.Err()) or the session closes (ErrSessionClosed). ctx bounds the
+// whole call, queueing included (see Send). A response that arrives
+// together with the end of ctx or of the session is still returned.
 func (s *Session) Request(ctx context.Context, id uint32, body []byte) ([]byte, error) {
-	ch, forget, err := s.send(id, body)
+	ch, cancel, err := s.Send(ctx, id, body)
 	if err != nil {
 		return nil, err
 	}
-	defer forget()
+	defer cancel()
 	select {
 	case f := <-ch:
 		return f, nil
@@ -514,27 +572,6 @@ func (s *Session) Request(ctx context.Context, id uint32, body []byte) ([]byte, 
 	default:
 		return nil, err
 	}
-}
-
-// send queues a request PDU with the session's next sequence number and
-// returns the channel its response will arrive on; forget drops the
-// registration.
-func (s *Session) send(id uint32, body []byte) (resp <-chan []byte, forget func(), err error) {
-	seq := s.nextSeq()
-	ch := make(chan []byte, 1)
-	s.pendMu.Lock()
-	s.pending[seq] = ch
-	s.pendMu.Unlock()
-	forget = func() {
-		s.pendMu.Lock()
-		delete(s.pending, seq)
-		s.pendMu.Unlock()
-	}
-	if err := s.enqueue(outFrame{b: smpp.EncodeSimple(id, smpp.StatusOK, seq, body)}); err != nil {
-		forget()
-		return nil, nil, err
-	}
-	return ch, forget, nil
 }
 
 // unbindGrace bounds how long a draining session waits for the ESME's
@@ -560,7 +597,7 @@ func (s *Session) beginShutdown() {
 // everything queued is flushed. The unbind is queued before anything else
 // so that it always goes out before the close.
 func (s *Session) drain() {
-	resp, forget, err := s.send(smpp.CmdUnbind, nil)
+	resp, forget, err := s.Send(context.Background(), smpp.CmdUnbind, nil)
 	s.handlers.Wait()
 	if err != nil {
 		return // already closed
