@@ -211,9 +211,10 @@ func TestLostResponseIsHealedByItsReceipt(t *testing.T) {
 	if n := smsc.Total(); n != 1 {
 		t.Errorf("the SMSC received %d submits, want 1", n)
 	}
-	if n := metric(t, reg, "smppproxy_receipts_total", map[string]string{"outcome": "reconciled"}); n != 1 {
-		t.Errorf("%v receipts reconciled, want 1", n)
-	}
+	// The counter follows the record update (the receipt is delivered first).
+	waitUntil(t, 5*time.Second, "one receipt counted as reconciled", func() bool {
+		return metric(t, reg, "smppproxy_receipts_total", map[string]string{"outcome": "reconciled"}) == 1
+	})
 }
 
 // Issue #4, test 7: message_id: proxy rewrites both receipt fields to the
