@@ -164,8 +164,8 @@ func sessionOf(ctx context.Context) string {
 func (e *Engine) Submit(ctx context.Context, account string, p Policy, sub *smpp.Submit) Answer {
 	p = p.withDefaults()
 	seg := sub.Segment()
-	fp := sub.Fingerprint()
-	key, tracked, window, st := e.derive(p, sub, fp)
+	fp := sub.FingerprintOf(seg)
+	key, tracked, window, st := e.derive(p, sub, fp, seg)
 	retention := max(p.Retention, window)
 	if st != smpp.StatusOK {
 		e.log.Info("submit refused", "account", account, "session", sessionOf(ctx), "sequence", sub.Header.Sequence, "reason", "key", "status", st.String())
@@ -175,15 +175,17 @@ func (e *Engine) Submit(ctx context.Context, account string, p Policy, sub *smpp
 
 	// Join an identical submit of the same key already being decided here.
 	e.mu.Lock()
-	if f, ok := e.fl[k]; ok && f.fp == fp {
+	cur, busy := e.fl[k]
+	if busy && cur.fp == fp {
 		e.mu.Unlock()
-		return e.join(ctx, account, p, k, f)
+		return e.join(ctx, account, p, k, cur)
 	}
+	// A flight of other content (a conflict in the making) is not joined:
+	// this submit decides by the store, without registering a flight.
 	f := &flight{fp: fp, done: make(chan struct{})}
-	own := false
-	if _, ok := e.fl[k]; !ok {
+	own := !busy
+	if own {
 		e.fl[k] = f
-		own = true
 	}
 	e.mu.Unlock()
 
@@ -222,7 +224,7 @@ func (e *Engine) join(ctx context.Context, account string, p Policy, k state.Key
 
 // derive returns the record key, whether it deduplicates, its dedup
 // window (0: the whole retention), or a refusal status.
-func (e *Engine) derive(p Policy, sub *smpp.Submit, fp [32]byte) (string, bool, time.Duration, smpp.Status) {
+func (e *Engine) derive(p Policy, sub *smpp.Submit, fp [32]byte, seg smpp.Segment) (string, bool, time.Duration, smpp.Status) {
 	mode := p.Key
 	if mode == KeyTLV {
 		v, ok := sub.TLV(p.TLVTag)
@@ -244,7 +246,7 @@ func (e *Engine) derive(p Policy, sub *smpp.Submit, fp [32]byte) (string, bool, 
 	}
 	if mode == KeyFingerprint {
 		key := "fp:" + hex.EncodeToString(fp[:])
-		if g := sub.Segment(); g.Total > 0 {
+		if g := seg; g.Total > 0 {
 			// Without a client key, the reference number is what tells the
 			// parts of two long messages with a common tail apart.
 			key += "/ref" + strconv.Itoa(int(g.Ref))

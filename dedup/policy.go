@@ -7,7 +7,6 @@ package dedup
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/smppproxy/smppproxy/smpp"
@@ -129,7 +128,3 @@ type Result struct {
 type Forwarder interface {
 	Forward(ctx context.Context, a *Attempt) Result
 }
-
-// ErrNoKey is returned by DeriveKey when the TLV policy finds no key and
-// missing_key is reject.
-var ErrNoKey = errors.New("dedup: missing idempotency key")

@@ -110,17 +110,11 @@ func parseMessage(frame []byte) (*message, error) {
 		m.sm = b[off : off+int(n)]
 		off += int(n)
 	}
-	for rest := b[off:]; len(rest) > 0; {
-		if len(rest) < 4 {
-			return nil, &smpp.FieldError{Status: smpp.StatusInvOptParStream, Field: "tlv"}
-		}
-		tag, l := binary.BigEndian.Uint16(rest), int(binary.BigEndian.Uint16(rest[2:]))
-		if 4+l > len(rest) {
-			return nil, &smpp.FieldError{Status: smpp.StatusInvOptParStream, Field: "tlv"}
-		}
-		m.tlvs = append(m.tlvs, smpp.TLV{Tag: tag, Value: rest[4 : 4+l]})
-		rest = rest[4+l:]
+	tlvs, err := smpp.ParseTLVs(b[off:])
+	if err != nil {
+		return nil, err
 	}
+	m.tlvs = tlvs
 	return m, nil
 }
 

@@ -84,7 +84,6 @@ const (
 // Router implements dedup.Forwarder over per-account routes.
 type Router struct {
 	cfg     Config
-	routes  map[string][]Member
 	retries atomic.Uint64
 	sticky  stickyTable
 	healths map[string]*health // by upstream name; written only by New
@@ -125,7 +124,7 @@ func New(cfg Config) *Router {
 	if cfg.StickyTTL <= 0 {
 		cfg.StickyTTL = DefaultStickyTTL
 	}
-	r := &Router{cfg: cfg, routes: cfg.Routes, sticky: stickyTable{ttl: cfg.StickyTTL}, healths: map[string]*health{}}
+	r := &Router{cfg: cfg, sticky: stickyTable{ttl: cfg.StickyTTL}, healths: map[string]*health{}}
 	for _, ms := range cfg.Routes {
 		for _, m := range ms {
 			if name := m.Upstream.Name(); r.healths[name] == nil {

@@ -157,8 +157,21 @@ func HasResponse(id uint32) bool {
 	return id&RespBit == 0
 }
 
-// Known reports whether id is an SMPP v3.4/v5 command id the proxy knows.
-func Known(id uint32) bool {
-	_, err := pdu.CreatePDUFromCmdID(gosmppCmd(id))
-	return err == nil
-}
+// Known reports whether id is an SMPP v3.4/v5 command id the proxy knows
+// (those gosmpp's pdu package decodes). It is asked for every request, so
+// the answer comes from a set built once.
+func Known(id uint32) bool { return knownIDs[id] }
+
+// knownIDs probes gosmpp once over every request id it could know
+// (0x000–0x3FF), with and without the response bit.
+var knownIDs = func() map[uint32]bool {
+	m := map[uint32]bool{}
+	for id := uint32(0); id < 0x400; id++ {
+		for _, c := range []uint32{id, id | RespBit} {
+			if _, err := pdu.CreatePDUFromCmdID(gosmppCmd(c)); err == nil {
+				m[c] = true
+			}
+		}
+	}
+	return m
+}()

@@ -133,14 +133,16 @@ func ParseSubmit(frame []byte) (*Submit, error) {
 	s.ShortMessage = r.b[r.off : r.off+int(n)]
 	r.off += int(n)
 	s.mandatory = r.b[:r.off]
-	s.TLVs, err = parseTLVs(r.b[r.off:])
+	s.TLVs, err = ParseTLVs(r.b[r.off:])
 	if err != nil {
 		return nil, err
 	}
 	return s, nil
 }
 
-func parseTLVs(b []byte) ([]TLV, error) {
+// ParseTLVs splits an optional-parameter section into TLVs, in wire order
+// (values alias b); a truncated TLV is ESME_RINVOPTPARSTREAM.
+func ParseTLVs(b []byte) ([]TLV, error) {
 	var out []TLV
 	for len(b) > 0 {
 		if len(b) < 4 {
@@ -241,7 +243,11 @@ func (s *Submit) Segment() Segment {
 // concatenation reference number is zeroed in the hashed copy so a client
 // that renews it on retry is not taken for a conflict. sequence_number,
 // schedule_delivery_time, validity_period and the key TLV are excluded.
-func (s *Submit) Fingerprint() [32]byte {
+func (s *Submit) Fingerprint() [32]byte { return s.FingerprintOf(s.Segment()) }
+
+// FingerprintOf is Fingerprint for a caller that already has the submit's
+// Segment (it walks the UDH and TLVs only once per submit).
+func (s *Submit) FingerprintOf(g Segment) [32]byte {
 	h := sha256.New()
 	var lb [4]byte
 	field := func(b []byte) {
@@ -256,7 +262,6 @@ func (s *Submit) Fingerprint() [32]byte {
 	field(s.DstAddr)
 	field([]byte{s.EsmClass, s.ProtocolID, s.PriorityFlag, s.RegisteredDelivery, s.DataCoding})
 	ud := s.UserData()
-	g := s.Segment()
 	if g.refLen > 0 {
 		c := append([]byte(nil), ud...)
 		for i := 0; i < g.refLen; i++ {

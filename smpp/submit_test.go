@@ -156,3 +156,16 @@ func FuzzReadFrame(f *testing.F) {
 		_, _ = Decode(frame)
 	})
 }
+
+func TestKnownMatchesGosmpp(t *testing.T) {
+	for _, id := range []uint32{CmdSubmitSM, CmdBindTransceiver, CmdEnquireLink, CmdDataSM, CmdGenericNack, CmdSubmitSM | RespBit, CmdAlertNotif} {
+		if !Known(id) {
+			t.Errorf("Known(0x%08X) = false, want true", id)
+		}
+	}
+	for _, id := range []uint32{0, 0x777, 0x7FFFFFFF, 0x00000400, 0x80000777} {
+		if Known(id) {
+			t.Errorf("Known(0x%08X) = true, want false", id)
+		}
+	}
+}

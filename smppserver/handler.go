@@ -77,9 +77,9 @@ func StatusResponse(h smpp.Header, status smpp.Status) []byte {
 		return smpp.GenericNack(status, h.Sequence)
 	}
 	switch h.ID {
-	case smpp.CmdSubmitSM, smpp.CmdDataSM, smpp.CmdDeliverSM:
-		return smpp.EncodeSimple(id, status, h.Sequence, []byte{0})
-	case smpp.CmdBindReceiver, smpp.CmdBindTransmitter, smpp.CmdBindTransceiver:
+	case smpp.CmdSubmitSM, smpp.CmdDataSM, smpp.CmdDeliverSM,
+		smpp.CmdBindReceiver, smpp.CmdBindTransmitter, smpp.CmdBindTransceiver:
+		// An empty message_id / system_id C-Octet string.
 		return smpp.EncodeSimple(id, status, h.Sequence, []byte{0})
 	}
 	return smpp.EncodeSimple(id, status, h.Sequence, nil)
