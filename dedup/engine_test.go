@@ -20,6 +20,7 @@ type fakeForwarder struct {
 	calls   int
 	answer  func(n int) Result
 	release chan struct{} // if non-nil, Forward blocks until closed
+	written chan struct{} // if non-nil, closed at the first "write" (after the journal)
 	ids     atomic.Int64
 }
 
@@ -30,6 +31,9 @@ func (f *fakeForwarder) Forward(ctx context.Context, a *Attempt) Result {
 	f.mu.Unlock()
 	if err := a.Journal("up", "up/s1", uint32(n)); err != nil {
 		return Result{Kind: NotSent, Status: smpp.StatusSysErr, Err: err}
+	}
+	if f.written != nil && n == 1 {
+		close(f.written)
 	}
 	if f.release != nil {
 		<-f.release
@@ -193,10 +197,15 @@ func TestSentOwnerIsJoinedByConcurrentDuplicates(t *testing.T) {
 	close(f.release)
 	wg.Wait()
 	close(answers)
+	outcomes := map[string]int{}
 	for a := range answers {
 		if a.Status != 0 || a.MessageID != "m1" {
 			t.Errorf("answer = {%v %q %s}, want {0 m1}", a.Status, a.MessageID, a.Outcome)
 		}
+		outcomes[a.Outcome]++
+	}
+	if outcomes[OutForwarded] != 1 || outcomes[OutJoined]+outcomes[OutReplayed] != n-1 {
+		t.Errorf("outcomes = %v, want 1 forwarded and %d joined or replayed", outcomes, n-1)
 	}
 	if c := f.count(); c != 1 {
 		t.Errorf("forwards = %d, want 1", c)
@@ -371,13 +380,11 @@ func TestRecoverTurnsSentIntoUnknown(t *testing.T) {
 }
 
 func TestJournalIsWrittenBeforeTheForward(t *testing.T) {
-	f := &fakeForwarder{release: make(chan struct{})}
+	f := &fakeForwarder{release: make(chan struct{}), written: make(chan struct{})}
 	e, st, _ := newEngine(t, f)
 	done := make(chan Answer)
 	go func() { done <- e.Submit(ctx, "shop", Policy{}, submit(t, "j", "t")) }()
-	for f.count() == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	<-f.written // the PDU is "on the wire", its answer not yet in
 	rec, err := st.Get(ctx, state.Key{Account: "shop", Key: "k:j"})
 	if err != nil || rec.State != state.Sent || rec.Session != "up/s1" || rec.Sequence != 1 {
 		t.Errorf("record while in flight = %+v (%v), want sent with session up/s1 seq 1", rec, err)

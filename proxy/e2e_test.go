@@ -103,10 +103,17 @@ func TestSameKeyOtherTextIsConflict(t *testing.T) {
 	app := startProxy(t, testConfig(t, smsc.Addr(), t.TempDir()))
 	c := dialESME(t, app.Addr())
 	c.bind(smpp.CmdBindTransceiver, "shop", "secret")
-	c.submit(1, keyed("k-1", "first text"))
+	first := c.submit(1, keyed("k-1", "first text"))
+	if first.Status != 0 || first.ID == "" {
+		t.Fatalf("first submit = %+v, want accepted", first)
+	}
 	got := c.submit(2, keyed("k-1", "second text"))
 	if got.Status != smpp.StatusKeyConflict {
 		t.Errorf("conflicting submit = %v, want %v", got.Status, smpp.StatusKeyConflict)
+	}
+	// The conflict leaves the record alone: the original is still replayed.
+	if again := c.submit(3, keyed("k-1", "first text")); again.Status != 0 || again.ID != first.ID {
+		t.Errorf("retry of the original after the conflict = %+v, want id %q", again, first.ID)
 	}
 	if n := smsc.Total(); n != 1 {
 		t.Errorf("submits at the SMSC = %d, want 1", n)
@@ -233,16 +240,17 @@ func TestProtocolErrorsDoNotDisturbOtherSessions(t *testing.T) {
 
 	tests := map[string]struct {
 		setup func(c *esmeConn)
-		frame []byte
-		want  smpp.Status
-		cmd   uint32
+		frame  []byte
+		want   smpp.Status
+		cmd    uint32
+		closes bool // SPEC §6: a bad command_length closes the connection
 	}{
 		"submit before bind": {frame: smpp.EncodeSubmit(3, keyed("a", "b")), want: smpp.StatusInvBndSts, cmd: smpp.CmdSubmitSM | smpp.RespBit},
 		"submit on RX bind": {setup: func(c *esmeConn) { c.bind(smpp.CmdBindReceiver, "shop", "secret") },
 			frame: smpp.EncodeSubmit(3, keyed("a", "b")), want: smpp.StatusInvBndSts, cmd: smpp.CmdSubmitSM | smpp.RespBit},
 		"unknown command id":   {frame: smpp.EncodeSimple(0x00000777, 0, 3, nil), want: smpp.StatusInvCmdID, cmd: smpp.CmdGenericNack},
-		"command_length 8":     {frame: []byte{0, 0, 0, 8, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 3}, want: smpp.StatusInvCmdLen, cmd: smpp.CmdGenericNack},
-		"command_length 70000": {frame: []byte{0, 1, 0x11, 0x70, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 3}, want: smpp.StatusInvCmdLen, cmd: smpp.CmdGenericNack},
+		"command_length 8":     {frame: []byte{0, 0, 0, 8, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 3}, want: smpp.StatusInvCmdLen, cmd: smpp.CmdGenericNack, closes: true},
+		"command_length 70000": {frame: []byte{0, 1, 0x11, 0x70, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 3}, want: smpp.StatusInvCmdLen, cmd: smpp.CmdGenericNack, closes: true},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -257,6 +265,19 @@ func TestProtocolErrorsDoNotDisturbOtherSessions(t *testing.T) {
 			r := parseResp(f)
 			if r.Status != tc.want || r.Cmd != tc.cmd || r.Seq != 3 {
 				t.Errorf("%s: got cmd 0x%08X status %v seq %d, want cmd 0x%08X status %v seq 3", name, r.Cmd, r.Status, r.Seq, tc.cmd, tc.want)
+			}
+			if tc.closes {
+				select {
+				case <-c.done:
+				case <-time.After(2 * time.Second):
+					t.Errorf("%s: connection still open after generic_nack 0x02", name)
+				}
+				return
+			}
+			// Any other error leaves the session usable.
+			f, err = c.call(smpp.EncodeSimple(smpp.CmdEnquireLink, 0, 4, nil), 2*time.Second)
+			if err != nil || parseResp(f).Status != 0 {
+				t.Errorf("%s: enquire_link afterwards = %v, want answered with 0", name, err)
 			}
 		})
 	}

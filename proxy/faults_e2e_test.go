@@ -66,11 +66,15 @@ func TestThrottledForeverIsBoundedThenRetryable(t *testing.T) {
 	throttle.Lock()
 	throttling = false
 	throttle.Unlock()
-	if r := c.submit(2, keyed("thr-1", "hello")); r.Status != 0 || r.ID == "" {
-		t.Errorf("later retry = %+v, want forwarded and accepted", r)
+	r2 := c.submit(2, keyed("thr-1", "hello"))
+	if r2.Status != 0 || r2.ID == "" {
+		t.Errorf("later retry = %+v, want forwarded and accepted", r2)
 	}
-	if got := smsc.TotalAccepted(); got != 1 {
-		t.Errorf("accepted at the SMSC = %d, want 1", got)
+	if got, all := smsc.TotalAccepted(), smsc.Total(); got != 1 || all != 4 {
+		t.Errorf("at the SMSC: %d accepted of %d, want 1 of 4 (3 throttled + 1)", got, all)
+	}
+	if rec, err := app.Store().Get(t.Context(), state.Key{Account: "shop", Key: "k:thr-1"}); err != nil || rec.State != state.Accepted || rec.MessageID != r2.ID {
+		t.Errorf("record after the retry = %+v, %v; want accepted with %q", rec, err, r2.ID)
 	}
 }
 
@@ -109,6 +113,9 @@ func TestConnectionCutWithTwentyInFlight(t *testing.T) {
 			deadline := time.Now().Add(5 * time.Second)
 			for smsc.Total() < 20 && time.Now().Before(deadline) {
 				time.Sleep(5 * time.Millisecond)
+			}
+			if n := smsc.Total(); n != 20 {
+				t.Fatalf("submits in flight at the SMSC before the cut = %d, want 20", n)
 			}
 			slow.Lock()
 			slowing = false
