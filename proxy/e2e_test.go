@@ -239,7 +239,7 @@ func TestProtocolErrorsDoNotDisturbOtherSessions(t *testing.T) {
 	good.bind(smpp.CmdBindTransceiver, "shop", "secret")
 
 	tests := map[string]struct {
-		setup func(c *esmeConn)
+		setup  func(c *esmeConn)
 		frame  []byte
 		want   smpp.Status
 		cmd    uint32
