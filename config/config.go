@@ -47,6 +47,12 @@ type Listen struct {
 	BindTimeout Duration   `yaml:"bind_timeout"` // from connect to a successful bind; default 10s
 	MaxPDUSize  int        `yaml:"max_pdu_size"` // largest accepted command_length; default 65536
 	EnquireLink Duration   `yaml:"enquire_link"` // idle time before the proxy sends enquire_link; default 30s
+	// MaxConnections caps the open ESME connections over all listeners;
+	// beyond it a connection is accepted and closed at once. Default 10000.
+	MaxConnections int `yaml:"max_connections"`
+	// MaxConnectionsPerIP caps the open connections from one source address;
+	// default 200.
+	MaxConnectionsPerIP int `yaml:"max_connections_per_ip"`
 }
 
 // ListenTLS is the optional TLS listener. Cert and Key are PEM file paths;
@@ -183,6 +189,7 @@ type Upstream struct {
 	ReceiptIDFormat IDFormat `yaml:"receipt_id_format"` // how receipts write them; default as-is
 	ForwardKeyTLV   bool     `yaml:"forward_key_tlv"`   // keep the key TLV on forwarded submits
 	EchoTLV         Tag      `yaml:"echo_tlv"`          // TLV the upstream echoes in receipts; 0 = none
+	DeliverWindow   int      `yaml:"deliver_window"`    // deliver_sm/data_sm from this upstream being stored at once; beyond → 0x58; default 1000
 	Retry           Retry    `yaml:"retry"`
 }
 
@@ -231,6 +238,9 @@ func Default() *Config {
 			BindTimeout: Duration(10 * time.Second),
 			MaxPDUSize:  65536,
 			EnquireLink: Duration(30 * time.Second),
+
+			MaxConnections:      10000,
+			MaxConnectionsPerIP: 200,
 		},
 		Admin: Admin{Address: "127.0.0.1:9775"},
 		Store: Store{
@@ -281,6 +291,7 @@ func UpstreamDefaults() Upstream {
 		EnquireLink:     Duration(30 * time.Second),
 		RespIDFormat:    IDAsIs,
 		ReceiptIDFormat: IDAsIs,
+		DeliverWindow:   1000,
 		Retry:           Retry{Attempts: 3, Budget: Duration(5 * time.Second)},
 	}
 }

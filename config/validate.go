@@ -140,6 +140,11 @@ func (k *checker) listen(l *Listen) {
 	if l.MaxPDUSize < minPDUSize || l.MaxPDUSize > maxPDUSize {
 		k.errorf("listen.max_pdu_size", "must be from %d to %d (got %d)", minPDUSize, maxPDUSize, l.MaxPDUSize)
 	}
+	k.atLeast("listen.max_connections", l.MaxConnections, 1)
+	k.atLeast("listen.max_connections_per_ip", l.MaxConnectionsPerIP, 1)
+	if l.MaxConnectionsPerIP > l.MaxConnections && l.MaxConnections >= 1 {
+		k.errorf("listen.max_connections_per_ip", "must not exceed listen.max_connections (%d > %d)", l.MaxConnectionsPerIP, l.MaxConnections)
+	}
 }
 
 // distinct rejects two listeners on the same fixed address.
@@ -199,6 +204,7 @@ func (k *checker) upstream(c *Config, i int, names map[string]int) {
 	k.positive(p+".enquire_link", u.EnquireLink)
 	oneOf(k, p+".resp_id_format", u.RespIDFormat, IDAsIs, IDHex, IDDec)
 	oneOf(k, p+".receipt_id_format", u.ReceiptIDFormat, IDAsIs, IDHex, IDDec)
+	k.atLeast(p+".deliver_window", u.DeliverWindow, 1)
 	k.atLeast(p+".retry.attempts", u.Retry.Attempts, 1)
 	k.nonNegative(p+".retry.budget", u.Retry.Budget)
 }
