@@ -1,6 +1,6 @@
 // Package logx is the proxy's log hygiene: a slog.Handler wrapper that
 // keeps message content and secrets out of every log line and, when asked,
-// masks phone numbers.
+// masks phone numbers; and Limiter, which rate-limits repeated lines.
 //
 // It is a safety net, not the policy: code must not log short_message,
 // message_payload or passwords in the first place. The wrapper drops any
