@@ -150,6 +150,9 @@ func New(opts Options) (*App, error) {
 		MaxPDUSize:  cfg.Listen.MaxPDUSize,
 		Logger:      log,
 		OnSession:   rs.OnSession,
+
+		MaxConnections:      cfg.Listen.MaxConnections,
+		MaxConnectionsPerIP: cfg.Listen.MaxConnectionsPerIP,
 	}
 	rs.Attach(dlr.ServerReceivers(a.server), a.engine)
 	a.Sessions.Add(serverSource{a.server})

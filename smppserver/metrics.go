@@ -6,8 +6,9 @@ import (
 
 // Metrics exports a Server to Prometheus (subsystem "esme"). It is a
 // prometheus.Collector: live sessions, recovered panics and unanswered
-// requests and sessions closed by reason are read from the Server at
-// scrape time. Register it on an injected Registerer.
+// requests, sessions closed by reason, open connections and connections
+// refused at accept by reason are read from the Server at scrape time.
+// Register it on an injected Registerer.
 type Metrics struct {
 	srv       *Server
 	sessions  *prometheus.Desc
@@ -15,6 +16,8 @@ type Metrics struct {
 	panics    *prometheus.Desc
 	unwritten *prometheus.Desc
 	closed    *prometheus.Desc
+	refused   *prometheus.Desc
+	open      *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*Metrics)(nil)
@@ -37,6 +40,11 @@ func NewMetrics(s *Server) *Metrics {
 		closed: prometheus.NewDesc("smppproxy_esme_sessions_closed_total",
 			"ESME sessions that ended, by close reason (bind_timeout and bind_failed never bound).",
 			[]string{"reason"}, nil),
+		refused: prometheus.NewDesc("smppproxy_esme_connections_refused_total",
+			"ESME connections closed at accept because a cap was reached, by reason (max_connections, max_connections_per_ip).",
+			[]string{"reason"}, nil),
+		open: prometheus.NewDesc("smppproxy_esme_connections",
+			"Open ESME connections, bound or not, as counted against listen.max_connections.", nil, nil),
 	}
 	return m
 }
@@ -48,6 +56,8 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.panics
 	ch <- m.unwritten
 	ch <- m.closed
+	ch <- m.refused
+	ch <- m.open
 }
 
 // Collect implements prometheus.Collector.
@@ -71,4 +81,8 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	for r, n := range m.srv.ClosedCounts() {
 		ch <- prometheus.MustNewConstMetric(m.closed, prometheus.CounterValue, float64(n), r.String())
 	}
+	for r, n := range m.srv.RefusedCounts() {
+		ch <- prometheus.MustNewConstMetric(m.refused, prometheus.CounterValue, float64(n), r)
+	}
+	ch <- prometheus.MustNewConstMetric(m.open, prometheus.GaugeValue, float64(m.srv.OpenConnections()))
 }

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/smppproxy/smppproxy/logx"
 	"github.com/smppproxy/smppproxy/smpp"
 )
 
@@ -99,8 +101,16 @@ type Server struct {
 	// traffic and closes a session from which nothing arrived for three
 	// times as long (default 30s).
 	EnquireLink time.Duration
-	// MaxPDUSize bounds command_length (default 64 KiB).
+	// MaxPDUSize bounds command_length once the session is bound (default
+	// 64 KiB). Before bind at most MaxUnboundPDUSize is read.
 	MaxPDUSize int
+	// MaxConnections caps the open connections over all listeners (0 = no
+	// cap). A connection beyond it is accepted and closed at once, with
+	// nothing sent, and counted (RefusedCounts).
+	MaxConnections int
+	// MaxConnectionsPerIP caps the open connections from one source
+	// address (0 = no cap), the same way.
+	MaxConnectionsPerIP int
 	// Window bounds concurrently handled requests per session when the
 	// Principal does not (default 50). Requests beyond it get ESME_RTHROTTLED.
 	Window int
@@ -122,6 +132,18 @@ type Server struct {
 	panics    atomic.Uint64
 	closedBy  [len(reasonNames)]atomic.Uint64
 	unwritten atomic.Uint64
+	conns     int
+	perIP     map[netip.Addr]int
+	refused   [len(refuseNames)]atomic.Uint64
+	refuseLog *logx.Limiter
+}
+
+// OpenConnections is the number of connections being served (bound or
+// not), as counted against MaxConnections.
+func (s *Server) OpenConnections() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.conns
 }
 
 func (s *Server) bindTimeout() time.Duration  { return durOr(s.BindTimeout, 10*time.Second) }
@@ -204,20 +226,111 @@ func (s *Server) Serve(l net.Listener) error {
 			return err
 		}
 		delay = 0
+		ip := addrIP(c.RemoteAddr())
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()
 			_ = c.Close()
 			return ErrServerClosed
 		}
+		if r := s.refuseLocked(ip); r != refusedNone {
+			s.mu.Unlock()
+			s.refuse(c, ip, r)
+			continue
+		}
 		s.connWG.Add(1)
 		s.mu.Unlock()
 		sess := newSession(s, c)
 		go func() {
 			defer s.connWG.Done()
+			defer s.releaseConn(ip)
 			sess.run()
 		}()
 	}
+}
+
+// refuseReason is why a connection was closed at accept.
+type refuseReason int
+
+const (
+	refusedNone refuseReason = iota
+	refusedMaxConnections
+	refusedMaxConnectionsPerIP
+)
+
+// refuseNames are the metric label values of the refusal reasons.
+var refuseNames = [...]string{
+	refusedMaxConnections:      "max_connections",
+	refusedMaxConnectionsPerIP: "max_connections_per_ip",
+}
+
+// refuseLocked counts a new connection from ip against the caps, or
+// returns why it is refused; s.mu is held.
+func (s *Server) refuseLocked(ip netip.Addr) refuseReason {
+	if s.MaxConnections > 0 && s.conns >= s.MaxConnections {
+		return refusedMaxConnections
+	}
+	if s.MaxConnectionsPerIP > 0 && s.perIP[ip] >= s.MaxConnectionsPerIP {
+		return refusedMaxConnectionsPerIP
+	}
+	if s.perIP == nil {
+		s.perIP = make(map[netip.Addr]int)
+	}
+	s.conns++
+	s.perIP[ip]++
+	return refusedNone
+}
+
+// refuse closes a connection beyond a cap, counts it and logs it (one
+// line per source address per minute, with the count of those held back).
+func (s *Server) refuse(c net.Conn, ip netip.Addr, r refuseReason) {
+	_ = c.Close()
+	s.refused[r].Add(1)
+	s.mu.Lock()
+	if s.refuseLog == nil {
+		s.refuseLog = logx.NewLimiter(time.Minute, 1024, nil)
+	}
+	lim := s.refuseLog
+	s.mu.Unlock()
+	if ok, n := lim.Allow(ip.String()); ok {
+		s.logger().Warn("connection refused", "remote", ip.String(), "reason", refuseNames[r], "suppressed", n)
+	}
+}
+
+// releaseConn gives back a connection's place under the caps.
+func (s *Server) releaseConn(ip netip.Addr) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.conns--
+	if s.perIP[ip]--; s.perIP[ip] <= 0 {
+		delete(s.perIP, ip)
+	}
+}
+
+// RefusedCounts returns how many connections were closed at accept, by
+// reason ("max_connections", "max_connections_per_ip").
+func (s *Server) RefusedCounts() map[string]uint64 {
+	out := make(map[string]uint64, len(refuseNames)-1)
+	for r := refusedMaxConnections; int(r) < len(refuseNames); r++ {
+		out[refuseNames[r]] = s.refused[r].Load()
+	}
+	return out
+}
+
+// addrIP is the IP address of a connection's remote end (the zero Addr
+// when it has none, as for a pipe: such connections share one count).
+func addrIP(a net.Addr) netip.Addr {
+	if ta, ok := a.(*net.TCPAddr); ok {
+		if ip, ok := netip.AddrFromSlice(ta.IP); ok {
+			return ip.Unmap()
+		}
+	}
+	if a != nil {
+		if ap, err := netip.ParseAddrPort(a.String()); err == nil {
+			return ap.Addr().Unmap()
+		}
+	}
+	return netip.Addr{}
 }
 
 // retryableAccept reports accept errors worth retrying (timeouts,

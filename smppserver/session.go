@@ -179,16 +179,27 @@ func (s *Session) run() {
 	log.Info("esme session closed", "session", s.id, "account", s.Account(), "reason", s.CloseReason().String())
 }
 
+// readLoop reads and dispatches frames until the session ends. Until bind
+// it reads the socket unbuffered and at most MaxUnboundPDUSize per PDU, so
+// an idle unbound connection holds no read buffer; once bound (the bind is
+// handled on this goroutine, and unbuffered reads never read past a frame)
+// it reads through a buffer, up to MaxPDUSize per PDU.
 func (s *Session) readLoop() CloseReason {
-	r := bufio.NewReaderSize(s.conn, 16<<10)
+	var r io.Reader = s.conn
 	idle := 3 * s.srv.enquireLink()
+	buffered := false
 	for {
+		limit := s.srv.maxPDU()
 		if s.BindType() == BindNone {
+			limit = min(limit, MaxUnboundPDUSize)
 			_ = s.conn.SetReadDeadline(s.connectedAt.Add(s.srv.bindTimeout()))
 		} else {
+			if !buffered {
+				r, buffered = bufio.NewReaderSize(s.conn, boundBufSize), true
+			}
 			_ = s.conn.SetReadDeadline(time.Now().Add(idle))
 		}
-		frame, err := smpp.ReadFrame(r, s.srv.maxPDU())
+		frame, err := readFrame(r, limit)
 		if err != nil {
 			var le *smpp.LengthError
 			var ne net.Error
@@ -419,12 +430,21 @@ func (s *Session) enqueue(f outFrame) error {
 	}
 }
 
+// boundBufSize is the size of a bound session's read and write buffers.
+// Before bind the write buffer is unboundBufSize (bind_resp,
+// enquire_link_resp and generic_nack are small) and there is no read buffer.
+const (
+	boundBufSize   = 16 << 10
+	unboundBufSize = 256
+)
+
 func (s *Session) writeLoop() {
-	bw := bufio.NewWriterSize(s.conn, 16<<10)
+	var bw *bufio.Writer
 	el := s.srv.enquireLink()
 	tick := time.NewTicker(max(el/2, time.Millisecond))
 	defer tick.Stop()
 	write := func(f outFrame) bool {
+		bw = s.writeBuffer(bw)
 		// A frame larger than the buffer's free space goes to the socket
 		// inside Write: the deadline must be fresh for it too, not the one
 		// left by the last flush.
@@ -480,6 +500,21 @@ func (s *Session) writeLoop() {
 			return
 		}
 	}
+}
+
+// writeBuffer returns the writer to use: bw, made on the first write
+// (small before bind) and replaced by a full-size one once the session is
+// bound and bw is empty.
+func (s *Session) writeBuffer(bw *bufio.Writer) *bufio.Writer {
+	switch {
+	case bw == nil && s.BindType() == BindNone:
+		return bufio.NewWriterSize(s.conn, unboundBufSize)
+	case bw == nil:
+		return bufio.NewWriterSize(s.conn, boundBufSize)
+	case bw.Size() < boundBufSize && bw.Buffered() == 0 && s.BindType() != BindNone:
+		return bufio.NewWriterSize(s.conn, boundBufSize)
+	}
+	return bw
 }
 
 func (s *Session) nextSeq() uint32 {
