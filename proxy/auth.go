@@ -2,60 +2,248 @@ package proxy
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/subtle"
+	"log/slog"
 	"net"
 	"net/netip"
+	"runtime"
+	"sync"
+	"time"
 
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/smppproxy/smppproxy/config"
+	"github.com/smppproxy/smppproxy/logx"
 	"github.com/smppproxy/smppproxy/smpp"
 	"github.com/smppproxy/smppproxy/smppserver"
+)
+
+// Bind hardening. A failed bind is answered after a delay that doubles per
+// recent failure from the same source address and for the same system_id
+// (the larger applies), from bindBackoffBase up to bindBackoffMax; a
+// successful bind forgets both counts, and a count is forgotten after
+// bindBackoffQuiet without a failure. Refusals are logged once per source
+// address per bindLogInterval, with the count of the lines held back.
+const (
+	bindBackoffBase  = 100 * time.Millisecond
+	bindBackoffMax   = 5 * time.Second
+	bindBackoffQuiet = time.Minute
+	bindBackoffKeys  = 10000
+	bindLogInterval  = time.Minute
 )
 
 // accountAuth authenticates ESME binds against the configured accounts:
 // password (constant-time) or bcrypt hash, allowed networks. max_binds is
 // enforced by the server from the Principal.
+//
+// An unknown system_id is checked against a dummy hash of the highest
+// bcrypt cost configured (a constant-time compare when no account has a
+// hash), so that it costs what a wrong password costs. At most
+// 2×GOMAXPROCS bcrypt checks run at once; a bind that cannot start one
+// before its context ends (the server's bind_timeout) is refused.
 type accountAuth struct {
 	accounts map[string]*config.Account
-	app      *App
+	log      *slog.Logger
+	dummy    []byte // bcrypt hash of no password; nil when no account has a hash
+	backoff  *bindBackoff
+	logLimit *logx.Limiter
+	checks   chan struct{} // semaphore of the bcrypt checks
+
+	// compare and sleep are bcrypt.CompareHashAndPassword and a wait that
+	// ends with ctx; tests replace them.
+	compare func(hash, pw []byte) error
+	sleep   func(ctx context.Context, d time.Duration)
 }
 
-func newAccountAuth(app *App, accts []config.Account) *accountAuth {
-	a := &accountAuth{accounts: map[string]*config.Account{}, app: app}
+// newAccountAuth builds the authenticator; now is the clock of the
+// back-off and of the log limiter (nil = time.Now).
+func newAccountAuth(log *slog.Logger, accts []config.Account, now func() time.Time) *accountAuth {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if now == nil {
+		now = time.Now
+	}
+	a := &accountAuth{
+		accounts: map[string]*config.Account{},
+		log:      log,
+		backoff:  newBindBackoff(now),
+		logLimit: logx.NewLimiter(bindLogInterval, bindBackoffKeys, now),
+		checks:   make(chan struct{}, 2*runtime.GOMAXPROCS(0)),
+		compare:  bcrypt.CompareHashAndPassword,
+		sleep:    sleepCtx,
+	}
+	maxCost := 0
 	for i := range accts {
 		a.accounts[accts[i].SystemID] = &accts[i]
+		if h := accts[i].PasswordHash; h != "" {
+			if c, err := bcrypt.Cost([]byte(h)); err == nil {
+				maxCost = max(maxCost, c)
+			}
+		}
+	}
+	if maxCost > 0 {
+		// The password is random so that no bind can match it.
+		a.dummy, _ = bcrypt.GenerateFromPassword([]byte(rand.Text()), maxCost)
 	}
 	return a
 }
 
-func (a *accountAuth) Authenticate(_ context.Context, r smppserver.BindRequest) (*smppserver.Principal, smpp.Status) {
-	log := a.app.log.With("system_id", r.SystemID, "remote", r.Remote.String(), "bind", r.Type.String())
-	acc, ok := a.accounts[r.SystemID]
-	if !ok {
-		// Compare against a dummy hash anyway so timing does not reveal
-		// which system_ids exist.
-		_ = bcrypt.CompareHashAndPassword(dummyHash, []byte(r.Password))
-		log.Warn("bind refused: unknown system_id")
+// Authenticate checks the bind; a refusal is counted for back-off, logged
+// (rate-limited) and answered after the back-off delay.
+func (a *accountAuth) Authenticate(ctx context.Context, r smppserver.BindRequest) (*smppserver.Principal, smpp.Status) {
+	ip := remoteIP(r.Remote).String()
+	acc, why, err := a.check(ctx, r)
+	if err != nil {
+		// No check slot before the bind's deadline: not a failed guess.
+		a.logRefusal(ip, "bind refused: no password check slot before bind_timeout", r, 0)
 		return nil, smpp.StatusBindFail
 	}
-	if !acc.Allows(remoteIP(r.Remote)) {
-		log.Warn("bind refused: address not in allowed_networks")
+	if why != "" {
+		d := a.backoff.fail(ip, r.SystemID)
+		a.logRefusal(ip, "bind refused: "+why, r, d)
+		a.sleep(ctx, d)
 		return nil, smpp.StatusBindFail
 	}
-	if acc.PasswordHash != "" {
-		if bcrypt.CompareHashAndPassword([]byte(acc.PasswordHash), []byte(r.Password)) != nil {
-			log.Warn("bind refused: wrong password")
-			return nil, smpp.StatusBindFail
-		}
-	} else if subtle.ConstantTimeCompare([]byte(acc.Password), []byte(r.Password)) != 1 {
-		log.Warn("bind refused: wrong password")
-		return nil, smpp.StatusBindFail
-	}
+	a.backoff.succeed(ip, r.SystemID)
 	return &smppserver.Principal{Account: acc.SystemID, MaxBinds: acc.MaxBinds, Window: acc.Window, Value: acc}, smpp.StatusOK
 }
 
-var dummyHash, _ = bcrypt.GenerateFromPassword([]byte("dummy-password"), bcrypt.MinCost)
+// check returns the account, or why the bind is refused. The password is
+// checked before the address so that a known system_id from a refused
+// network costs what an unknown one does. err is set when ctx ended before
+// a bcrypt check could start.
+func (a *accountAuth) check(ctx context.Context, r smppserver.BindRequest) (*config.Account, string, error) {
+	acc, ok := a.accounts[r.SystemID]
+	if !ok {
+		if _, err := a.verify(ctx, a.dummy, "\x00", r.Password); err != nil {
+			return nil, "", err
+		}
+		return nil, "unknown system_id", nil
+	}
+	match, err := a.verify(ctx, []byte(acc.PasswordHash), acc.Password, r.Password)
+	switch {
+	case err != nil:
+		return nil, "", err
+	case !match:
+		return nil, "wrong password", nil
+	case !acc.Allows(remoteIP(r.Remote)):
+		return nil, "address not in allowed_networks", nil
+	}
+	return acc, "", nil
+}
+
+// verify compares given with the bcrypt hash, or with plain when there is
+// no hash. A bcrypt check waits for a slot of the semaphore until ctx ends.
+func (a *accountAuth) verify(ctx context.Context, hash []byte, plain, given string) (bool, error) {
+	if len(hash) == 0 {
+		return subtle.ConstantTimeCompare([]byte(plain), []byte(given)) == 1, nil
+	}
+	select {
+	case a.checks <- struct{}{}:
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+	defer func() { <-a.checks }()
+	return a.compare(hash, []byte(given)) == nil, nil
+}
+
+// logRefusal logs a refused bind, at most once per source address per
+// bindLogInterval. Never the password.
+func (a *accountAuth) logRefusal(ip, msg string, r smppserver.BindRequest, delay time.Duration) {
+	ok, suppressed := a.logLimit.Allow(ip)
+	if !ok {
+		return
+	}
+	a.log.Warn(msg, "system_id", r.SystemID, "remote", r.Remote.String(), "bind", r.Type.String(),
+		"delay", delay, "suppressed", suppressed)
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// bindBackoff counts recent bind failures per source address and per
+// system_id. Keys are bounded: with bindBackoffKeys tracked, quiet ones are
+// dropped, and if none is quiet further keys share one overflow entry.
+type bindBackoff struct {
+	now   func() time.Time
+	mu    sync.Mutex
+	fails map[string]*failCount
+}
+
+type failCount struct {
+	n    int
+	last time.Time
+}
+
+const backoffOverflow = "\x00overflow"
+
+func newBindBackoff(now func() time.Time) *bindBackoff {
+	return &bindBackoff{now: now, fails: make(map[string]*failCount)}
+}
+
+// fail counts a failure from ip for systemID and returns the delay before
+// its answer.
+func (b *bindBackoff) fail(ip, systemID string) time.Duration {
+	now := b.now()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := 0
+	for _, k := range [...]string{"ip:" + ip, "id:" + systemID} {
+		e := b.entryLocked(k, now)
+		if now.Sub(e.last) >= bindBackoffQuiet {
+			e.n = 0
+		}
+		e.n++
+		e.last = now
+		n = max(n, e.n)
+	}
+	d := bindBackoffBase
+	for i := 1; i < n && d < bindBackoffMax; i++ {
+		d *= 2
+	}
+	return min(d, bindBackoffMax)
+}
+
+// succeed forgets the failures from ip and for systemID.
+func (b *bindBackoff) succeed(ip, systemID string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.fails, "ip:"+ip)
+	delete(b.fails, "id:"+systemID)
+}
+
+func (b *bindBackoff) entryLocked(key string, now time.Time) *failCount {
+	if e, ok := b.fails[key]; ok {
+		return e
+	}
+	if len(b.fails) >= bindBackoffKeys-1 {
+		for k, e := range b.fails {
+			if k != backoffOverflow && now.Sub(e.last) >= bindBackoffQuiet {
+				delete(b.fails, k)
+			}
+		}
+	}
+	if len(b.fails) >= bindBackoffKeys-1 {
+		key = backoffOverflow
+		if e, ok := b.fails[key]; ok {
+			return e
+		}
+	}
+	e := &failCount{}
+	b.fails[key] = e
+	return e
+}
 
 func remoteIP(a net.Addr) netip.Addr {
 	if ta, ok := a.(*net.TCPAddr); ok {

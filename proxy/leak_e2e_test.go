@@ -28,6 +28,7 @@ func TestFiveHundredSessionsLeaveNothingBehind(t *testing.T) {
 	smsc := startSim(t, sim.Config{})
 	cfg := testConfig(t, smsc.Addr(), t.TempDir())
 	cfg.Accounts[0].MaxBinds = sessions
+	cfg.Listen.MaxConnectionsPerIP = sessions // every client is on 127.0.0.1
 	cfg.Upstreams[0].Window = 100
 	app := startProxy(t, cfg)
 

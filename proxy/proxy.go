@@ -143,7 +143,7 @@ func New(opts Options) (*App, error) {
 	)
 	a.server = &smppserver.Server{
 		Handler:     chain,
-		Auth:        newAccountAuth(a, cfg.Accounts),
+		Auth:        newAccountAuth(log, cfg.Accounts, nil),
 		SystemID:    cfg.ProxySystemID,
 		BindTimeout: cfg.Listen.BindTimeout.Std(),
 		EnquireLink: cfg.Listen.EnquireLink.Std(),

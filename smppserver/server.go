@@ -136,6 +136,7 @@ type Server struct {
 	perIP     map[netip.Addr]int
 	refused   [len(refuseNames)]atomic.Uint64
 	refuseLog *logx.Limiter
+	bindLog   *logx.Limiter
 }
 
 // OpenConnections is the number of connections being served (bound or
@@ -294,6 +295,20 @@ func (s *Server) refuse(c net.Conn, ip netip.Addr, r refuseReason) {
 	s.mu.Unlock()
 	if ok, n := lim.Allow(ip.String()); ok {
 		s.logger().Warn("connection refused", "remote", ip.String(), "reason", refuseNames[r], "suppressed", n)
+	}
+}
+
+// warnBind logs a refused or malformed bind at most once per source
+// address per minute, with the count of the lines held back.
+func (s *Server) warnBind(remote net.Addr, msg string, args ...any) {
+	s.mu.Lock()
+	if s.bindLog == nil {
+		s.bindLog = logx.NewLimiter(time.Minute, 1024, nil)
+	}
+	lim := s.bindLog
+	s.mu.Unlock()
+	if ok, n := lim.Allow(addrIP(remote).String()); ok {
+		s.logger().Warn(msg, append(args, "suppressed", n)...)
 	}
 }
 

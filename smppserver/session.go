@@ -176,6 +176,12 @@ func (s *Session) run() {
 	}
 	<-writerDone
 	s.handlers.Wait()
+	if s.Principal() == nil {
+		// Never bound: a refused bind was logged (rate-limited) already,
+		// and a line per connection would let any client flood the log.
+		log.Debug("esme session closed", "session", s.id, "reason", s.CloseReason().String())
+		return
+	}
 	log.Info("esme session closed", "session", s.id, "account", s.Account(), "reason", s.CloseReason().String())
 }
 
@@ -327,7 +333,7 @@ func (s *Session) handleBind(h smpp.Header, frame []byte) {
 	p, err := smpp.Decode(frame)
 	br, ok := p.(*pdu.BindRequest)
 	if err != nil || !ok {
-		log.Warn("malformed bind; closing", "session", s.id, "sequence", h.Sequence)
+		s.srv.warnBind(s.conn.RemoteAddr(), "malformed bind; closing", "session", s.id, "sequence", h.Sequence)
 		_ = s.enqueue(outFrame{b: s.bindResp(h, smpp.StatusBindFail, 0), closeAfter: ReasonBindFailed})
 		return
 	}
@@ -344,11 +350,12 @@ func (s *Session) handleBind(h smpp.Header, frame []byte) {
 		status = smpp.StatusBindFail
 	}
 	if status == smpp.StatusOK && !s.srv.admit(principal) {
-		log.Warn("bind refused: max_binds reached", "session", s.id, "account", principal.Account)
+		s.srv.warnBind(req.Remote, "bind refused: max_binds reached", "session", s.id, "account", principal.Account)
 		status = smpp.StatusBindFail
+	} else if status != smpp.StatusOK {
+		s.srv.warnBind(req.Remote, "bind refused", "session", s.id, "system_id", req.SystemID, "remote", req.Remote.String(), "status", status.String())
 	}
 	if status != smpp.StatusOK {
-		log.Warn("bind refused", "session", s.id, "system_id", req.SystemID, "remote", req.Remote.String(), "status", status.String())
 		_ = s.enqueue(outFrame{b: s.bindResp(h, status, 0), closeAfter: ReasonBindFailed})
 		return
 	}

@@ -1,0 +1,263 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/smppproxy/smppproxy/config"
+	"github.com/smppproxy/smppproxy/smpp"
+	"github.com/smppproxy/smppproxy/smppserver"
+)
+
+func hashOf(t *testing.T, pw string, cost int) string {
+	t.Helper()
+	h, err := bcrypt.GenerateFromPassword([]byte(pw), cost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(h)
+}
+
+func account(id, pw, hash string) config.Account {
+	a := config.AccountDefaults()
+	a.SystemID, a.Password, a.PasswordHash, a.Route = id, pw, hash, []string{"smsc"}
+	return a
+}
+
+func bindFrom(ip, systemID, pw string) smppserver.BindRequest {
+	return smppserver.BindRequest{
+		SystemID: systemID, Password: pw, Type: smppserver.BindTransceiver,
+		Remote: &net.TCPAddr{IP: net.ParseIP(ip), Port: 40000},
+	}
+}
+
+// fakeClock is a clock the test moves by hand.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// testAccountAuth is an accountAuth with a fake clock and a delay function that
+// records the delays instead of waiting them out.
+func testAccountAuth(log *slog.Logger, accts []config.Account) (*accountAuth, *fakeClock, *[]time.Duration) {
+	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	var (
+		mu     sync.Mutex
+		delays []time.Duration
+	)
+	a := newAccountAuth(log, accts, clock.Now)
+	a.sleep = func(_ context.Context, d time.Duration) {
+		mu.Lock()
+		defer mu.Unlock()
+		delays = append(delays, d)
+	}
+	return a, clock, &delays
+}
+
+// An unknown system_id is checked against a bcrypt hash of the highest
+// cost among the configured accounts, so it costs what a wrong password
+// costs and the existence of an account cannot be told by timing.
+func TestUnknownSystemIDIsCheckedAtTheHighestConfiguredBcryptCost(t *testing.T) {
+	accts := []config.Account{
+		account("low", "", hashOf(t, "pw", bcrypt.MinCost)),
+		account("high", "", hashOf(t, "pw", bcrypt.MinCost+2)),
+		account("plain", "pw", ""),
+	}
+	a, _, _ := testAccountAuth(nil, accts)
+	var compared [][]byte
+	a.compare = func(hash, pw []byte) error {
+		compared = append(compared, hash)
+		return bcrypt.CompareHashAndPassword(hash, pw)
+	}
+	if _, st := a.Authenticate(t.Context(), bindFrom("192.0.2.1", "nobody", "pw")); st != smpp.StatusBindFail {
+		t.Fatalf("bind as an unknown system_id = %v, want ESME_RBINDFAIL", st)
+	}
+	if len(compared) != 1 {
+		t.Fatalf("bcrypt checks for an unknown system_id = %d, want 1", len(compared))
+	}
+	cost, err := bcrypt.Cost(compared[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cost != bcrypt.MinCost+2 {
+		t.Errorf("cost of the hash an unknown system_id is checked against = %d, want %d (the highest configured)", cost, bcrypt.MinCost+2)
+	}
+	if _, st := a.Authenticate(t.Context(), bindFrom("192.0.2.1", "high", "pw")); st != smpp.StatusOK {
+		t.Errorf("bind with the right password = %v, want 0", st)
+	}
+}
+
+// Failed binds are answered after a delay that doubles per failure from
+// the same source address and per failure for the same system_id (the
+// larger of the two applies), up to a cap; a successful bind forgets both,
+// and so does a quiet period.
+func TestFailedBindsBackOffPerSourceAddressAndPerSystemID(t *testing.T) {
+	accts := []config.Account{account("shop", "secret", ""), account("bank", "secret", "")}
+	a, clock, delays := testAccountAuth(nil, accts)
+	fail := func(ip, id string) time.Duration {
+		t.Helper()
+		before := len(*delays)
+		if _, st := a.Authenticate(t.Context(), bindFrom(ip, id, "wrong")); st != smpp.StatusBindFail {
+			t.Fatalf("bind %s from %s with a wrong password = %v, want ESME_RBINDFAIL", id, ip, st)
+		}
+		if len(*delays) != before+1 {
+			t.Fatalf("bind %s from %s: %d delays before the answer, want 1", id, ip, len(*delays)-before)
+		}
+		return (*delays)[before]
+	}
+	ms := time.Millisecond
+	for i, want := range []time.Duration{100 * ms, 200 * ms, 400 * ms, 800 * ms} {
+		if got := fail("192.0.2.1", "shop"); got != want {
+			t.Errorf("failure %d of shop from 192.0.2.1: delay %v, want %v", i+1, got, want)
+		}
+	}
+	if got := fail("192.0.2.2", "shop"); got != 1600*ms {
+		t.Errorf("fifth failure of shop, first from 192.0.2.2: delay %v, want 1.6s (per system_id)", got)
+	}
+	if got := fail("192.0.2.1", "bank"); got != 1600*ms {
+		t.Errorf("fifth failure from 192.0.2.1, first of bank: delay %v, want 1.6s (per address)", got)
+	}
+	if got := fail("192.0.2.3", "nobody"); got != 100*ms {
+		t.Errorf("first failure from a new address for a new system_id: delay %v, want 100ms", got)
+	}
+	for range 10 {
+		fail("192.0.2.1", "shop")
+	}
+	if got := fail("192.0.2.1", "shop"); got != 5*time.Second {
+		t.Errorf("after many failures: delay %v, want the 5s cap", got)
+	}
+
+	before := len(*delays)
+	if _, st := a.Authenticate(t.Context(), bindFrom("192.0.2.1", "shop", "secret")); st != smpp.StatusOK {
+		t.Fatalf("bind with the right password = %v, want 0", st)
+	}
+	if len(*delays) != before {
+		t.Errorf("a successful bind was delayed")
+	}
+	if got := fail("192.0.2.1", "shop"); got != 100*ms {
+		t.Errorf("failure after a successful bind: delay %v, want 100ms", got)
+	}
+
+	fail("192.0.2.3", "nobody")
+	clock.Advance(bindBackoffQuiet)
+	if got := fail("192.0.2.3", "nobody"); got != 100*ms {
+		t.Errorf("failure after %v without one: delay %v, want 100ms", bindBackoffQuiet, got)
+	}
+}
+
+// At most a fixed number of bcrypt checks run at once; a bind that cannot
+// get a slot before its deadline (bind_timeout) is refused without one.
+func TestConcurrentPasswordChecksAreBounded(t *testing.T) {
+	accts := []config.Account{account("shop", "", hashOf(t, "secret", bcrypt.MinCost))}
+	a, _, _ := testAccountAuth(nil, accts)
+	a.checks = make(chan struct{}, 2)
+	var inside, peak, entered atomic.Int32
+	release := make(chan struct{})
+	a.compare = func(hash, pw []byte) error {
+		entered.Add(1)
+		n := inside.Add(1)
+		defer inside.Add(-1)
+		for {
+			p := peak.Load()
+			if n <= p || peak.CompareAndSwap(p, n) {
+				break
+			}
+		}
+		<-release
+		return bcrypt.CompareHashAndPassword(hash, pw)
+	}
+	const binds = 6
+	results := make(chan smpp.Status, binds)
+	for range binds {
+		go func() {
+			_, st := a.Authenticate(context.Background(), bindFrom("192.0.2.1", "shop", "wrong"))
+			results <- st
+		}()
+	}
+	waitFor(t, 3*time.Second, "two bcrypt checks running", func() bool { return inside.Load() >= 2 })
+
+	// A bind whose deadline has passed while every slot is taken is
+	// refused without a check.
+	expired, cancel := context.WithCancel(context.Background())
+	cancel()
+	late := make(chan smpp.Status, 1)
+	go func() {
+		_, st := a.Authenticate(expired, bindFrom("192.0.2.9", "shop", "secret"))
+		late <- st
+	}()
+	select {
+	case st := <-late:
+		if st != smpp.StatusBindFail {
+			t.Errorf("bind past its deadline with every check slot taken = %v, want ESME_RBINDFAIL", st)
+		}
+	case <-time.After(3 * time.Second):
+		t.Errorf("bind past its deadline waited for a check slot")
+	}
+
+	close(release)
+	for range binds {
+		if st := <-results; st != smpp.StatusBindFail {
+			t.Errorf("wrong password = %v, want ESME_RBINDFAIL", st)
+		}
+	}
+	if p := peak.Load(); p != 2 {
+		t.Errorf("peak concurrent bcrypt checks = %d, want 2", p)
+	}
+	if n := entered.Load(); n != binds {
+		t.Errorf("bcrypt checks = %d, want %d (one per bind that got a slot)", n, binds)
+	}
+}
+
+// Repeated bind failures from one source are logged once per interval,
+// with the count of the lines held back; another source has its own line.
+func TestRepeatedBindFailureLogLinesAreRateLimited(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(slog.NewJSONHandler(&buf, nil))
+	a, clock, _ := testAccountAuth(log, []config.Account{account("shop", "secret", "")})
+	for range 5 {
+		a.Authenticate(t.Context(), bindFrom("192.0.2.1", "shop", "wrong"))
+	}
+	a.Authenticate(t.Context(), bindFrom("192.0.2.2", "nobody", "wrong"))
+	clock.Advance(bindLogInterval)
+	a.Authenticate(t.Context(), bindFrom("192.0.2.1", "shop", "wrong"))
+
+	var lines []string
+	for _, l := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		if strings.Contains(l, "bind refused") {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) != 3 {
+		t.Fatalf("bind refused lines = %d, want 3 (one per source, then one after the interval):\n%s", len(lines), buf.String())
+	}
+	if !strings.Contains(lines[0], `"remote":"192.0.2.1:40000"`) || !strings.Contains(lines[1], `"remote":"192.0.2.2:40000"`) {
+		t.Errorf("first lines are not one per source:\n%s", strings.Join(lines, "\n"))
+	}
+	if !strings.Contains(lines[2], `"suppressed":4`) {
+		t.Errorf("line after the interval does not count the 4 held back: %s", lines[2])
+	}
+	if strings.Contains(buf.String(), "wrong\"") {
+		t.Errorf("a password is in the log:\n%s", buf.String())
+	}
+}

@@ -1,0 +1,64 @@
+package smppserver
+
+import (
+	"bytes"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/smppproxy/smppproxy/smpp"
+)
+
+// syncBuffer is a bytes.Buffer safe for the server's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// Refused and malformed binds from one source address are logged once per
+// interval (with a count of the lines held back), not once per bind: a
+// guessing client cannot flood the log.
+func TestRepeatedBindRefusalsFromOneSourceAreLoggedOnce(t *testing.T) {
+	t.Parallel()
+	var buf syncBuffer
+	srv := newTestServer(nil)
+	srv.Logger = slog.New(slog.NewTextHandler(&buf, nil))
+	addr := RunLocalServer(t, srv)
+	for i := 0; i < 4; i++ {
+		c := dialESME(t, addr)
+		if h, _ := c.bind(smpp.CmdBindTransceiver, "shop", "wrong"); h.Status != smpp.StatusBindFail {
+			t.Fatalf("bind with a wrong password: status %v, want ESME_RBINDFAIL", h.Status.String())
+		}
+		c.expectClosed("after a refused bind")
+	}
+	c := dialESME(t, addr)
+	seq := c.send(smpp.CmdBindTransceiver, []byte("no terminator"))
+	c.expect("malformed bind", smpp.CmdBindTransceiver|smpp.RespBit, seq, smpp.StatusBindFail)
+	c.expectClosed("after a malformed bind")
+
+	lines := 0
+	for _, l := range strings.Split(buf.String(), "\n") {
+		if strings.Contains(l, "bind refused") || strings.Contains(l, "malformed bind") {
+			lines++
+		}
+	}
+	if lines != 1 {
+		t.Errorf("log lines for 5 refused binds from 127.0.0.1 = %d, want 1:\n%s", lines, buf.String())
+	}
+	if strings.Contains(buf.String(), "wrong") {
+		t.Errorf("the password is in the log:\n%s", buf.String())
+	}
+}
