@@ -1,7 +1,9 @@
 // Package smppserver is the ESME-facing SMPP server: listener, bind and
 // authentication, one reader and one writer goroutine per session, windowed
-// concurrent request handling, enquire_link both ways, the bind timeout and
-// graceful Shutdown. Requests other than session management (bind, unbind,
+// concurrent request handling, enquire_link both ways, the bind timeout,
+// connection caps (total and per source address) and graceful Shutdown.
+// Before bind a session reads at most MaxUnboundPDUSize per PDU and holds
+// only small buffers. Requests other than session management (bind, unbind,
 // enquire_link) are handed to a Handler, in the manner of net/http and
 // miekg/dns; Middleware composes handlers into the proxy's request chain.
 package smppserver
