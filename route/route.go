@@ -2,8 +2,10 @@
 // of the account's route by weight among the healthy ones (weight 0 =
 // backup, used only while every weighted upstream is down; an upstream that
 // keeps failing cools down and is left out while another is up), keeps all
-// segments of one concatenated message on one upstream and, when it can
-// list its binds, on one bind of it, retries temporary errors within
+// segments of one concatenated message on its upstream while that upstream
+// has a bound session (cooling down or not; retries of a segment included)
+// and, when it can list its binds, on one bind of it, retries temporary
+// errors within
 // bounds, and adapts smppclient's outcomes to the dedup engine's (answered,
 // not sent, ambiguous).
 package route
@@ -151,10 +153,14 @@ func (r *Router) Retries() uint64 { return r.retries.Load() }
 // bind), with exponential back-off and jitter, bounded by the first
 // member's Attempts and Budget and by the attempt's validity deadline.
 // Every outcome feeds the upstream's health (see Config.FailThreshold). A
-// segment of a concatenated message goes to the upstream and the bind its
-// earlier segments went to while that upstream qualifies and that bind is
-// up (the bind is a preference: when its window is full the pool uses
-// another bind of the same upstream). When nothing was sent because the
+// segment of a concatenated message goes to the upstream its message's
+// first written segment went to while that upstream has a bound session,
+// whether or not it cools down, and its in-proxy retries retry that
+// upstream (SPEC §6); the remembered upstream is never replaced, even by a
+// segment that had to go elsewhere while it was down. Within it, the
+// segment prefers the bind the earlier segments went to while that bind is
+// up (a preference: when its window is full the pool uses another bind of
+// the same upstream). When nothing was sent because the
 // chosen upstream had no free slot (or throughput token, or bind) for its
 // route_wait, the submit tries the next member of the route that
 // qualifies, waiting its route_wait in turn (not a segment, which stays on
@@ -220,7 +226,9 @@ func (r *Router) Forward(ctx context.Context, a *dedup.Attempt) dedup.Result {
 		}
 		log.Info("temporary upstream error; retrying", "pause", pause)
 		r.retries.Add(1)
-		avoid[res.Upstream] = true
+		if msgKey == "" {
+			avoid[res.Upstream] = true // a segment stays on its message's upstream
+		}
 		r.cfg.Sleep(ctx, pause)
 	}
 }
