@@ -33,6 +33,7 @@ const (
 const (
 	DefaultBinds           = 1
 	DefaultWindow          = 10
+	DefaultDeliverWindow   = 1000
 	DefaultResponseTimeout = 10 * time.Second
 	DefaultRouteWait       = 2 * time.Second
 	DefaultEnquireLink     = 30 * time.Second
@@ -67,8 +68,13 @@ type Config struct {
 	// as many receiver sessions are opened on top.
 	Binds int
 	// Window is the number of outstanding requests per session (default
-	// 10). It also bounds the concurrent OnDeliver calls per session.
+	// 10).
 	Window int
+	// DeliverWindow bounds the OnDeliver calls running at once over all
+	// the sessions of the pool (default 1000): receipt intake has its own
+	// window, so a burst of receipts is not refused because it is larger
+	// than the submit window.
+	DeliverWindow int
 	// Throughput caps submits per second over the whole upstream (0 =
 	// unlimited): a token bucket whose burst is 10% of the rate, minimum 1.
 	Throughput float64
@@ -105,8 +111,8 @@ type Config struct {
 	Logger *slog.Logger
 
 	// OnDeliver handles a deliver_sm or data_sm from the upstream (receipts
-	// and MO). It runs in its own goroutine, at most Window at a time per
-	// session, and returns the status of the deliver_sm_resp/data_sm_resp,
+	// and MO). It runs in its own goroutine, at most DeliverWindow at a
+	// time over the pool, and returns the status of the deliver_sm_resp/data_sm_resp,
 	// which is written after it returns. A request beyond the window is
 	// answered ESME_RTHROTTLED at once (the upstream redelivers). ctx is
 	// cancelled when the session closes; a response is then not sent. A
@@ -163,6 +169,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Window <= 0 {
 		c.Window = DefaultWindow
+	}
+	if c.DeliverWindow <= 0 {
+		c.DeliverWindow = DefaultDeliverWindow
 	}
 	if c.ResponseTimeout <= 0 {
 		c.ResponseTimeout = DefaultResponseTimeout

@@ -10,7 +10,8 @@
 // was received for Config.EnquireLink. The reader correlates responses with
 // pending requests by sequence number, answers enquire_link, unbind and
 // unknown requests, and hands deliver_sm and data_sm to Config.OnDeliver in
-// goroutines bounded by the window. A session from which nothing arrives for
+// goroutines bounded by Config.DeliverWindow over the pool (receipt intake
+// has its own window, apart from the submit window). A session from which nothing arrives for
 // three enquire_link periods is closed; every close has one CloseReason.
 // Each pool slot rebinds forever with capped exponential back-off and jitter
 // until Pool.Close.

@@ -50,7 +50,7 @@ func NewMetrics(pools ...*Pool) *Metrics {
 		late:           d("late_responses_total", "Responses that came after their request had timed out."),
 		closed:         d("sessions_closed_total", "Upstream sessions closed, by reason.", "reason"),
 		deliveries:     d("deliveries_total", "deliver_sm and data_sm received from the upstream."),
-		deliverRefused: d("deliveries_refused_total", "deliver_sm and data_sm answered ESME_RTHROTTLED because the window was full."),
+		deliverRefused: d("deliveries_refused_total", "deliver_sm and data_sm answered ESME_RTHROTTLED because the upstream's delivery window (deliver_window) was full."),
 		deliverPanics:  d("delivery_panics_total", "Panics in the delivery handler that were recovered."),
 		enquire:        d("enquire_links_total", "enquire_link requests sent."),
 	}

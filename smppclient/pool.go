@@ -19,12 +19,15 @@ type Pool struct {
 	cfg     Config
 	log     *slog.Logger
 	limiter *rate.Limiter // nil: unlimited throughput
-	ctx     context.Context
-	cancel  context.CancelFunc // stops the bind loops; called by Close
-	loops   sync.WaitGroup     // bind loops (each waits for its session's teardown)
-	active  sync.WaitGroup     // Submit calls holding a window slot, drained by Close
-	nextID  atomic.Uint64
-	stats   counters
+	// delivering holds a token per OnDeliver call running on any session
+	// (DeliverWindow).
+	delivering chan struct{}
+	ctx        context.Context
+	cancel     context.CancelFunc // stops the bind loops; called by Close
+	loops      sync.WaitGroup     // bind loops (each waits for its session's teardown)
+	active     sync.WaitGroup     // Submit calls holding a window slot, drained by Close
+	nextID     atomic.Uint64
+	stats      counters
 
 	mu      sync.Mutex
 	started bool
@@ -47,9 +50,10 @@ func New(cfg Config) *Pool {
 		n *= 2
 	}
 	p := &Pool{
-		cfg:   cfg,
-		log:   cfg.Logger.With("upstream", cfg.Name),
-		slots: make([]*session, n),
+		cfg:        cfg,
+		log:        cfg.Logger.With("upstream", cfg.Name),
+		slots:      make([]*session, n),
+		delivering: make(chan struct{}, cfg.DeliverWindow),
 	}
 	if cfg.Throughput > 0 {
 		p.limiter = rate.NewLimiter(rate.Limit(cfg.Throughput), burst(cfg.Throughput))
@@ -120,6 +124,10 @@ func (p *Pool) Close(ctx context.Context) error {
 	}
 	return err
 }
+
+// DeliverWindow is how many OnDeliver calls may run at once over the
+// pool (Config.DeliverWindow after defaults).
+func (p *Pool) DeliverWindow() int { return p.cfg.DeliverWindow }
 
 // Up returns the number of bound sessions that can transmit.
 func (p *Pool) Up() int {
