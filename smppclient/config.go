@@ -41,6 +41,7 @@ const (
 	DefaultRebindMax       = 30 * time.Second
 	DefaultConnectTimeout  = 10 * time.Second
 	DefaultUnbindWait      = time.Second
+	DefaultStableAfter     = time.Minute
 )
 
 // Throttle back-off: after an ESME_RTHROTTLED answer a session takes no new
@@ -98,10 +99,21 @@ type Config struct {
 	MaxPDUSize int
 	// RebindMin and RebindMax bound the exponential back-off between bind
 	// attempts of one slot (defaults 500ms and 30s); jitter is applied.
+	// A failed bind and a session that ends less than StableAfter after
+	// its bind both count as a failed attempt: an upstream that accepts
+	// binds and drops them at once is redialled ever more slowly.
 	RebindMin, RebindMax time.Duration
+	// StableAfter is how long a session must stay bound for the back-off
+	// to start again from RebindMin when it ends (default 1m).
+	StableAfter time.Duration
 	// Backoff, if set, replaces the default back-off: it returns the pause
 	// before bind attempt number attempt (1 for the first retry).
 	Backoff func(attempt int) time.Duration
+	// Now and Sleep are the clock of the bind loops: how long a session
+	// stayed bound, and the pause between attempts (Sleep waits d or until
+	// ctx ends). Defaults: the real clock. Injectable for tests.
+	Now   func() time.Time
+	Sleep func(ctx context.Context, d time.Duration)
 	// InstanceID is unique per process run and part of every session id, so
 	// session ids (the journal's key together with sequence numbers) never
 	// repeat across restarts. Empty: New draws a random one.
@@ -200,6 +212,15 @@ func (c Config) withDefaults() Config {
 	if c.RebindMax < c.RebindMin {
 		c.RebindMax = c.RebindMin
 	}
+	if c.StableAfter <= 0 {
+		c.StableAfter = DefaultStableAfter
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Sleep == nil {
+		c.Sleep = sleep
+	}
 	if c.Backoff == nil {
 		lo, hi := c.RebindMin, c.RebindMax
 		c.Backoff = func(attempt int) time.Duration { return backoff(lo, hi, attempt) }
@@ -219,6 +240,16 @@ func backoff(lo, hi time.Duration, attempt int) time.Duration {
 	}
 	d = min(d, hi)
 	return d/2 + rand.N(d/2+1)
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }
 
 // burst is the token bucket burst for a rate: 10% of it, at least 1.

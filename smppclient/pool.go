@@ -216,28 +216,33 @@ func (p *Pool) bindLoop(slot int) {
 			}
 			p.stats.bindFailures.Add(1)
 			p.log.Warn("bind failed", "session", s.id, "bind", bind, "attempt", attempt+1, "err", err)
-		} else {
-			p.stats.binds.Add(1)
-			attempt = 0
-			s.start()
-			if p.markBound(s) {
-				p.log.Info("bound", "session", s.id, "bind", bind)
-			} else {
-				ctx, cancel := context.WithTimeout(context.Background(), 2*p.cfg.UnbindWait)
-				s.shutdown(ctx)
-				cancel()
-			}
-			s.wait()
+		} else if p.runSession(s, bind) {
+			attempt = 0 // it stayed up: start the back-off again
 		}
 		attempt++
-		t := time.NewTimer(p.cfg.Backoff(attempt))
-		select {
-		case <-t.C:
-		case <-p.ctx.Done():
-			t.Stop()
+		p.cfg.Sleep(p.ctx, p.cfg.Backoff(attempt))
+		if p.ctx.Err() != nil {
 			return
 		}
 	}
+}
+
+// runSession runs a freshly bound session until it ends and reports
+// whether it stayed bound for StableAfter (else the bind counts as a
+// failed attempt for the back-off).
+func (p *Pool) runSession(s *session, bind string) bool {
+	p.stats.binds.Add(1)
+	s.start()
+	boundAt := p.cfg.Now()
+	if p.markBound(s) {
+		p.log.Info("bound", "session", s.id, "bind", bind)
+	} else {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*p.cfg.UnbindWait)
+		s.shutdown(ctx)
+		cancel()
+	}
+	s.wait()
+	return p.cfg.Now().Sub(boundAt) >= p.cfg.StableAfter
 }
 
 func (p *Pool) newSession(bind string) *session {
