@@ -111,7 +111,8 @@ type Config struct {
 	Backoff func(attempt int) time.Duration
 	// Now and Sleep are the clock of the bind loops: how long a session
 	// stayed bound, and the pause between attempts (Sleep waits d or until
-	// ctx ends). Defaults: the real clock. Injectable for tests.
+	// ctx ends); Now is also the clock of the per-PDU warnings' rate limit
+	// (WarnInterval). Defaults: the real clock. Injectable for tests.
 	Now   func() time.Time
 	Sleep func(ctx context.Context, d time.Duration)
 	// InstanceID is unique per process run and part of every session id, so

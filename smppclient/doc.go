@@ -14,7 +14,11 @@
 // has its own window, apart from the submit window). A session from which nothing arrives for
 // three enquire_link periods is closed; every close has one CloseReason.
 // Each pool slot rebinds forever with capped exponential back-off and jitter
-// until Pool.Close.
+// until Pool.Close; a session that drops within Config.StableAfter of its
+// bind counts as a failed attempt, so the back-off keeps growing for an
+// upstream that accepts binds and drops them at once. Per-PDU warnings
+// about what the upstream sends are logged at most once per WarnInterval
+// per kind, with the count held back.
 //
 // Pool.Submit is the forwarding primitive of the idempotency engine. It
 // waits up to Config.RouteWait for a bound session with a free window slot

@@ -155,7 +155,7 @@ func (s *session) onResponse(h smpp.Header, frame []byte) {
 	s.mu.Unlock()
 	if !ok {
 		s.p.stats.lateResponses.Add(1)
-		s.log.Warn("late or unmatched response dropped", "seq", h.Sequence, "command", fmt.Sprintf("0x%08X", h.ID), "status", h.Status)
+		s.p.warnPDU(s.log, "late_response", "late or unmatched response dropped", "seq", h.Sequence, "command", fmt.Sprintf("0x%08X", h.ID), "status", h.Status)
 		if f := s.p.cfg.OnLateResponse; f != nil {
 			f(s.id, h.Sequence, r)
 		}
@@ -202,7 +202,7 @@ func (s *session) onRequest(h smpp.Header, frame []byte) {
 	case smpp.CmdAlertNotif: // has no response
 		s.log.Debug("alert_notification ignored", "seq", h.Sequence)
 	default:
-		s.log.Warn("unsupported request from upstream", "seq", h.Sequence, "command", fmt.Sprintf("0x%08X", h.ID))
+		s.p.warnPDU(s.log, "unsupported", "unsupported request from upstream", "seq", h.Sequence, "command", fmt.Sprintf("0x%08X", h.ID))
 		s.send(smpp.GenericNack(smpp.StatusInvCmdID, h.Sequence), ReasonNone)
 	}
 }
@@ -214,7 +214,7 @@ func (s *session) deliver(h smpp.Header, frame []byte) {
 	respID := h.ID | smpp.RespBit
 	if !s.acquireDelivery() {
 		s.p.stats.deliverRefused.Add(1)
-		s.log.Warn("delivery refused: window full", "seq", h.Sequence)
+		s.p.warnPDU(s.log, "deliver_refused", "delivery refused: window full", "seq", h.Sequence)
 		s.send(smpp.EncodeSimple(respID, smpp.StatusThrottled, h.Sequence, []byte{0}), ReasonNone)
 		return
 	}

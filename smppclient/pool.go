@@ -11,7 +11,15 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/smppproxy/smppproxy/logx"
 )
+
+// WarnInterval is how often a per-PDU warning about what the upstream sends
+// (a response nobody waits for, a delivery beyond DeliverWindow, an
+// unsupported request) is logged at most, per upstream and kind; the line
+// says how many were held back since the last one ("suppressed").
+const WarnInterval = 10 * time.Second
 
 // Pool is the set of sessions bound to one upstream. Its methods are safe
 // for concurrent use.
@@ -19,6 +27,9 @@ type Pool struct {
 	cfg     Config
 	log     *slog.Logger
 	limiter *rate.Limiter // nil: unlimited throughput
+	// warn rate-limits the per-PDU warnings about what the upstream sends
+	// (keyed by kind: one pool is one upstream).
+	warn *logx.Limiter
 	// delivering holds a token per OnDeliver call running on any session
 	// (DeliverWindow).
 	delivering chan struct{}
@@ -54,6 +65,7 @@ func New(cfg Config) *Pool {
 		log:        cfg.Logger.With("upstream", cfg.Name),
 		slots:      make([]*session, n),
 		delivering: make(chan struct{}, cfg.DeliverWindow),
+		warn:       logx.NewLimiter(WarnInterval, 16, cfg.Now),
 	}
 	if cfg.Throughput > 0 {
 		p.limiter = rate.NewLimiter(rate.Limit(cfg.Throughput), burst(cfg.Throughput))
@@ -165,6 +177,20 @@ func (p *Pool) wakeLocked() {
 		close(p.wake)
 		p.wake = nil
 	}
+}
+
+// warnPDU logs a per-PDU warning of kind unless one of that kind was
+// logged less than WarnInterval ago; it is then only counted, and the next
+// line logged says how many were held back.
+func (p *Pool) warnPDU(log *slog.Logger, kind, msg string, args ...any) {
+	ok, suppressed := p.warn.Allow(kind)
+	if !ok {
+		return
+	}
+	if suppressed > 0 {
+		args = append(args, "suppressed", suppressed)
+	}
+	log.Warn(msg, args...)
 }
 
 // noteStatus applies the throttle back-off of s after a response.
