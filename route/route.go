@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/smppproxy/smppproxy/dedup"
+	"github.com/smppproxy/smppproxy/logx"
 	"github.com/smppproxy/smppproxy/smpp"
 	"github.com/smppproxy/smppproxy/smppclient"
 )
@@ -89,6 +90,9 @@ type Router struct {
 	retries atomic.Uint64
 	sticky  stickyTable
 	healths map[string]*health // by upstream name; written only by New
+	// warn rate-limits the per-submit lines about temporary errors (by
+	// upstream, status and what was done).
+	warn *logx.Limiter
 }
 
 var _ dedup.Forwarder = (*Router)(nil)
@@ -126,7 +130,8 @@ func New(cfg Config) *Router {
 	if cfg.StickyTTL <= 0 {
 		cfg.StickyTTL = DefaultStickyTTL
 	}
-	r := &Router{cfg: cfg, sticky: stickyTable{ttl: cfg.StickyTTL}, healths: map[string]*health{}}
+	r := &Router{cfg: cfg, sticky: stickyTable{ttl: cfg.StickyTTL}, healths: map[string]*health{},
+		warn: logx.NewLimiter(smppclient.WarnInterval, 256, cfg.Now)}
 	for _, ms := range cfg.Routes {
 		for _, m := range ms {
 			if name := m.Upstream.Name(); r.healths[name] == nil {
@@ -218,19 +223,34 @@ func (r *Router) Forward(ctx context.Context, a *dedup.Attempt) dedup.Result {
 		case !a.Deadline.IsZero() && time.Now().Add(pause).After(a.Deadline):
 			why = "validity period over"
 		}
-		log := r.cfg.Logger.With("account", a.Account, "key", a.Key, "upstream", res.Upstream, "status", res.Status.String(), "attempt", n)
 		if why != "" {
-			log.Info("temporary upstream error; not retried", "reason", why)
+			r.logTemporary(a, res, n, "temporary upstream error; not retried", "reason", why)
 			res.Err = fmt.Errorf("route: temporary status %s, %s", res.Status, why)
 			return res
 		}
-		log.Info("temporary upstream error; retrying", "pause", pause)
+		r.logTemporary(a, res, n, "temporary upstream error; retrying", "pause", pause)
 		r.retries.Add(1)
 		if msgKey == "" {
 			avoid[res.Upstream] = true // a segment stays on its message's upstream
 		}
 		r.cfg.Sleep(ctx, pause)
 	}
+}
+
+// logTemporary logs a line about a temporary error at most once per
+// smppclient.WarnInterval per upstream, status and message (an upstream
+// answering 0x58 to everything must not make a line per submit); the next
+// line logged says how many were held back.
+func (r *Router) logTemporary(a *dedup.Attempt, res dedup.Result, n int, msg string, args ...any) {
+	ok, suppressed := r.warn.Allow(res.Upstream + "\x00" + res.Status.String() + "\x00" + msg)
+	if !ok {
+		return
+	}
+	args = append(args, "account", a.Account, "key", a.Key, "upstream", res.Upstream, "status", res.Status.String(), "attempt", n)
+	if suppressed > 0 {
+		args = append(args, "suppressed", suppressed)
+	}
+	r.cfg.Logger.Info(msg, args...)
 }
 
 // observe feeds an outcome to the upstream's health tracking.
