@@ -214,7 +214,7 @@ func (s *session) deliver(h smpp.Header, frame []byte) {
 	respID := h.ID | smpp.RespBit
 	if !s.acquireDelivery() {
 		s.p.stats.deliverRefused.Add(1)
-		s.p.warnPDU(s.log, "deliver_refused", "delivery refused: window full", "seq", h.Sequence)
+		s.p.warnPDU(s.log, "deliver_refused", "delivery refused: deliver_window full", "seq", h.Sequence)
 		s.send(smpp.EncodeSimple(respID, smpp.StatusThrottled, h.Sequence, []byte{0}), ReasonNone)
 		return
 	}

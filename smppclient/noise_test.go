@@ -108,7 +108,7 @@ func TestPerPDUWarningsFromAnUpstreamAreRateLimited(t *testing.T) {
 			count: func(s Stats) uint64 { return s.LateResponses },
 		},
 		"deliveries beyond the delivery window": {
-			msg: "delivery refused: window full",
+			msg: "delivery refused: deliver_window full",
 			setup: func(t *testing.T, c *fakeConn, p *Pool) { // one delivery fills the window (1)
 				sendDeliverBurst(c, 99, 1)
 				eventually(t, "a delivery running", func() bool { return p.Stats().Deliveries == 1 })
