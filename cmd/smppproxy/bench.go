@@ -499,7 +499,7 @@ func runEmbeddedBench(ctx context.Context, o benchOptions, log *slog.Logger) ([]
 	}
 	sc := sim.Config{SystemID: benchSMSCUser, Password: benchSMSCPass, KeyTag: o.KeyTag, Logger: log.With("component", "smsc-sim")}
 	if o.Receipts {
-		sc.DLRDelay = time.Millisecond // a receipt right after each accepted submit
+		sc.DLRDelay = 200 * time.Millisecond // after the proxy recorded the message id (an earlier one is kept unmatched, then matched later)
 	}
 	s, err := sim.Start("127.0.0.1:0", sc)
 	if err != nil {
