@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/smppproxy/smppproxy/logx"
 	"github.com/smppproxy/smppproxy/smpp"
 	"github.com/smppproxy/smppproxy/smppclient"
 	"github.com/smppproxy/smppproxy/state"
@@ -114,6 +115,9 @@ type Service struct {
 	log *slog.Logger
 	now func() time.Time
 	m   *metrics
+	// warn rate-limits the per-PDU lines about what an upstream delivers
+	// (by upstream and kind).
+	warn *logx.Limiter
 
 	att atomic.Pointer[attachment] // set by Attach
 
@@ -181,6 +185,7 @@ func New(cfg Config) (*Service, error) {
 	sort.SliceStable(cfg.MORoutes, func(i, j int) bool { return len(cfg.MORoutes[i].Prefix) > len(cfg.MORoutes[j].Prefix) })
 	s := &Service{
 		cfg: cfg, q: q, log: cfg.Logger, now: cfg.Now, m: newMetrics(cfg.Registerer),
+		warn:     logx.NewLimiter(smppclient.WarnInterval, 256, cfg.Now),
 		ids:      &IDs{upstreams: cfg.Upstreams, accounts: accts},
 		accounts: map[string]*dispatcher{},
 	}
@@ -301,6 +306,21 @@ func (s *Service) kick(account string) {
 	}
 }
 
+// warnPDU logs a line about one PDU an upstream delivered (malformed,
+// unmatched, …) at most once per smppclient.WarnInterval per upstream and
+// kind; the others are only counted, and the next line logged says how
+// many were held back ("suppressed"). The outcome metrics count them all.
+func (s *Service) warnPDU(log *slog.Logger, lvl slog.Level, upstream, kind, msg string, args ...any) {
+	ok, suppressed := s.warn.Allow(upstream + "\x00" + kind)
+	if !ok {
+		return
+	}
+	if suppressed > 0 {
+		args = append(args, "suppressed", suppressed)
+	}
+	log.Log(context.Background(), lvl, msg, args...)
+}
+
 // OnDeliver is smppclient.Config.OnDeliver: it handles one deliver_sm or
 // data_sm from an upstream and returns the status of the upstream's
 // deliver_sm_resp, which is 0 only once the PDU is durably queued (or was
@@ -310,7 +330,7 @@ func (s *Service) OnDeliver(ctx context.Context, d smppclient.Delivery) smpp.Sta
 	m, err := parseMessage(d.Frame)
 	if err != nil {
 		s.m.received("", d.Upstream, OutMalformed)
-		s.log.Warn("dlr: malformed deliver_sm from upstream", "upstream", d.Upstream, "session", d.Session, "err", err)
+		s.warnPDU(s.log, slog.LevelWarn, d.Upstream, "malformed", "dlr: malformed deliver_sm from upstream", "upstream", d.Upstream, "session", d.Session, "err", err)
 		var fe *smpp.FieldError
 		if errors.As(err, &fe) {
 			return fe.Status
@@ -329,7 +349,7 @@ func (s *Service) intakeReceipt(ctx context.Context, upstream string, m *message
 	rec, err := s.match(ctx, upstream, r)
 	if errors.Is(err, state.ErrNotFound) {
 		if errors.Is(err, errIDConflict) {
-			log.Warn("dlr: receipt's receipted_message_id and text id name different records; kept unmatched", "text_id", r.text.ID)
+			s.warnPDU(log, slog.LevelWarn, upstream, "id_conflict", "dlr: receipt's receipted_message_id and text id name different records; kept unmatched", "text_id", r.text.ID)
 		}
 		out, err := s.keepUnmatched(ctx, upstream, r)
 		if err != nil {
@@ -338,7 +358,7 @@ func (s *Service) intakeReceipt(ctx context.Context, upstream string, m *message
 			return smpp.StatusSysErr
 		}
 		s.m.received("", upstream, out)
-		log.Info("dlr: receipt matches no record; kept", "outcome", out)
+		s.warnPDU(log, slog.LevelInfo, upstream, "unmatched", "dlr: receipt matches no record; kept", "outcome", out)
 		return smpp.StatusOK
 	}
 	if err == nil {
@@ -561,7 +581,7 @@ func (s *Service) intakeMO(ctx context.Context, d smppclient.Delivery, m *messag
 	acct := s.moAccount(string(m.dst))
 	if acct == "" {
 		s.m.received("", d.Upstream, OutMOUnroutable)
-		s.log.Warn("dlr: MO matches no mo_routes prefix and there is no default_account; refused", "upstream", d.Upstream, "status", smpp.StatusInvDstAdr.String())
+		s.warnPDU(s.log, slog.LevelWarn, d.Upstream, "mo_unroutable", "dlr: MO matches no mo_routes prefix and there is no default_account; refused", "upstream", d.Upstream, "status", smpp.StatusInvDstAdr.String())
 		return smpp.StatusInvDstAdr
 	}
 	now := s.now()

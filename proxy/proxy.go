@@ -101,7 +101,7 @@ func New(opts Options) (*App, error) {
 		p := smppclient.New(smppclient.Config{
 			Name: u.Name, Address: u.Address, TLS: tc,
 			SystemID: u.SystemID, Password: u.Password, SystemType: u.SystemType,
-			Bind: string(u.Bind), Binds: u.Binds, Window: u.Window, Throughput: float64(u.Throughput),
+			Bind: string(u.Bind), Binds: u.Binds, Window: u.Window, DeliverWindow: u.DeliverWindow, Throughput: float64(u.Throughput),
 			ResponseTimeout: u.ResponseTimeout.Std(), RouteWait: u.RouteWait.Std(), EnquireLink: u.EnquireLink.Std(),
 			InstanceID: opts.InstanceID, Logger: log,
 			OnDeliver: rs.OnDeliver,

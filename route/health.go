@@ -12,7 +12,8 @@ import (
 // failures in a row (ambiguous outcomes — response timeouts, sessions lost
 // after the write — and temporary errors other than ESME_RTHROTTLED) the
 // upstream cools down: Pick leaves it out while another member of the route
-// is up. After the cool-down it takes traffic again: one more failure
+// is up (later segments of the messages it already carries still go to it
+// while it has a bound session: SPEC §6). After the cool-down it takes traffic again: one more failure
 // cools it down again for twice as long (up to MaxCooldown); a success (an
 // answer that is not a temporary error, permanent errors included) ends
 // the episode. Failures reported while it cools down (of submits written

@@ -125,18 +125,19 @@ func (r *Router) overflowTarget(account string, tried map[string]bool) bool {
 }
 
 // pick is Pick for Forward: a segment of a message whose earlier segments
-// went to an upstream that still qualifies goes there again, and to the same
-// bind when that bind is still up. It returns the member and the session to
-// prefer ("" for none).
+// went to an upstream that has a bound session goes there again — cooling
+// down or not, avoided or not (SPEC §6) — and to the same bind when that
+// bind is still up. It returns the member and the session to prefer (""
+// for none).
 func (r *Router) pick(account string, seg smpp.Segment, segKey, msgKey string, avoid map[string]bool) (Member, string, bool) {
 	if seg.Total == 0 {
 		m, ok := r.Pick(account, seg, segKey, avoid)
 		return m, "", ok
 	}
 	now := r.cfg.Now()
-	if st, ok := r.sticky.get(msgKey, now); ok && !avoid[st.upstream] {
+	if st, ok := r.sticky.get(msgKey, now); ok {
 		for _, m := range r.cfg.Routes[account] {
-			if m.Upstream.Name() == st.upstream && m.Upstream.Up() > 0 && r.health(st.upstream).ok(now) {
+			if m.Upstream.Name() == st.upstream && m.Upstream.Up() > 0 {
 				return m, r.preferSession(m, msgKey, st.session), true
 			}
 		}
@@ -241,6 +242,11 @@ func (t *stickyTable) get(key string, now time.Time) (stickyEntry, bool) {
 	return e, true
 }
 
+// put records that a segment of message key was written to session
+// of upstream. The first upstream remembered stays the message's: a
+// segment written elsewhere (while it had no bound session) changes
+// nothing; one written to another bind of it moves the preferred bind.
+// Each write extends the memory by ttl.
 func (t *stickyTable) put(key, upstream, session string, now time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -257,7 +263,11 @@ func (t *stickyTable) put(key, upstream, session string, now time.Time) {
 		}
 		t.nextSweep = now.Add(time.Second)
 	}
-	if _, ok := t.m[key]; !ok && len(t.m) >= stickyMax {
+	e, ok := t.m[key]
+	switch {
+	case !ok && len(t.m) >= stickyMax:
+		return
+	case ok && e.upstream != upstream:
 		return
 	}
 	t.m[key] = stickyEntry{upstream: upstream, session: session, expires: now.Add(t.ttl)}

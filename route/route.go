@@ -2,8 +2,10 @@
 // of the account's route by weight among the healthy ones (weight 0 =
 // backup, used only while every weighted upstream is down; an upstream that
 // keeps failing cools down and is left out while another is up), keeps all
-// segments of one concatenated message on one upstream and, when it can
-// list its binds, on one bind of it, retries temporary errors within
+// segments of one concatenated message on its upstream while that upstream
+// has a bound session (cooling down or not; retries of a segment included)
+// and, when it can list its binds, on one bind of it, retries temporary
+// errors within
 // bounds, and adapts smppclient's outcomes to the dedup engine's (answered,
 // not sent, ambiguous).
 package route
@@ -18,6 +20,7 @@ import (
 	"time"
 
 	"github.com/smppproxy/smppproxy/dedup"
+	"github.com/smppproxy/smppproxy/logx"
 	"github.com/smppproxy/smppproxy/smpp"
 	"github.com/smppproxy/smppproxy/smppclient"
 )
@@ -87,6 +90,9 @@ type Router struct {
 	retries atomic.Uint64
 	sticky  stickyTable
 	healths map[string]*health // by upstream name; written only by New
+	// warn rate-limits the per-submit lines about temporary errors (by
+	// upstream, status and what was done).
+	warn *logx.Limiter
 }
 
 var _ dedup.Forwarder = (*Router)(nil)
@@ -124,7 +130,8 @@ func New(cfg Config) *Router {
 	if cfg.StickyTTL <= 0 {
 		cfg.StickyTTL = DefaultStickyTTL
 	}
-	r := &Router{cfg: cfg, sticky: stickyTable{ttl: cfg.StickyTTL}, healths: map[string]*health{}}
+	r := &Router{cfg: cfg, sticky: stickyTable{ttl: cfg.StickyTTL}, healths: map[string]*health{},
+		warn: logx.NewLimiter(smppclient.WarnInterval, 256, cfg.Now)}
 	for _, ms := range cfg.Routes {
 		for _, m := range ms {
 			if name := m.Upstream.Name(); r.healths[name] == nil {
@@ -151,10 +158,14 @@ func (r *Router) Retries() uint64 { return r.retries.Load() }
 // bind), with exponential back-off and jitter, bounded by the first
 // member's Attempts and Budget and by the attempt's validity deadline.
 // Every outcome feeds the upstream's health (see Config.FailThreshold). A
-// segment of a concatenated message goes to the upstream and the bind its
-// earlier segments went to while that upstream qualifies and that bind is
-// up (the bind is a preference: when its window is full the pool uses
-// another bind of the same upstream). When nothing was sent because the
+// segment of a concatenated message goes to the upstream its message's
+// first written segment went to while that upstream has a bound session,
+// whether or not it cools down, and its in-proxy retries retry that
+// upstream (SPEC §6); the remembered upstream is never replaced, even by a
+// segment that had to go elsewhere while it was down. Within it, the
+// segment prefers the bind the earlier segments went to while that bind is
+// up (a preference: when its window is full the pool uses another bind of
+// the same upstream). When nothing was sent because the
 // chosen upstream had no free slot (or throughput token, or bind) for its
 // route_wait, the submit tries the next member of the route that
 // qualifies, waiting its route_wait in turn (not a segment, which stays on
@@ -212,17 +223,34 @@ func (r *Router) Forward(ctx context.Context, a *dedup.Attempt) dedup.Result {
 		case !a.Deadline.IsZero() && time.Now().Add(pause).After(a.Deadline):
 			why = "validity period over"
 		}
-		log := r.cfg.Logger.With("account", a.Account, "key", a.Key, "upstream", res.Upstream, "status", res.Status.String(), "attempt", n)
 		if why != "" {
-			log.Info("temporary upstream error; not retried", "reason", why)
+			r.logTemporary(a, res, n, "temporary upstream error; not retried", "reason", why)
 			res.Err = fmt.Errorf("route: temporary status %s, %s", res.Status, why)
 			return res
 		}
-		log.Info("temporary upstream error; retrying", "pause", pause)
+		r.logTemporary(a, res, n, "temporary upstream error; retrying", "pause", pause)
 		r.retries.Add(1)
-		avoid[res.Upstream] = true
+		if msgKey == "" {
+			avoid[res.Upstream] = true // a segment stays on its message's upstream
+		}
 		r.cfg.Sleep(ctx, pause)
 	}
+}
+
+// logTemporary logs a line about a temporary error at most once per
+// smppclient.WarnInterval per upstream, status and message (an upstream
+// answering 0x58 to everything must not make a line per submit); the next
+// line logged says how many were held back.
+func (r *Router) logTemporary(a *dedup.Attempt, res dedup.Result, n int, msg string, args ...any) {
+	ok, suppressed := r.warn.Allow(res.Upstream + "\x00" + res.Status.String() + "\x00" + msg)
+	if !ok {
+		return
+	}
+	args = append(args, "account", a.Account, "key", a.Key, "upstream", res.Upstream, "status", res.Status.String(), "attempt", n)
+	if suppressed > 0 {
+		args = append(args, "suppressed", suppressed)
+	}
+	r.cfg.Logger.Info(msg, args...)
 }
 
 // observe feeds an outcome to the upstream's health tracking.

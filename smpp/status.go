@@ -92,3 +92,10 @@ func (s Status) Temporary() bool { return statusTable[s].temporary }
 
 // Error lets a Status travel as an error; compare with errors.As.
 func (s Status) Error() string { return "smpp: status " + s.String() }
+
+// Known reports whether s is in the status table, so that String names it
+// (metric labels use the name of a known status and "other" for the rest).
+func (s Status) Known() bool {
+	_, ok := statusTable[s]
+	return ok
+}

@@ -33,6 +33,7 @@ const (
 const (
 	DefaultBinds           = 1
 	DefaultWindow          = 10
+	DefaultDeliverWindow   = 1000
 	DefaultResponseTimeout = 10 * time.Second
 	DefaultRouteWait       = 2 * time.Second
 	DefaultEnquireLink     = 30 * time.Second
@@ -40,6 +41,7 @@ const (
 	DefaultRebindMax       = 30 * time.Second
 	DefaultConnectTimeout  = 10 * time.Second
 	DefaultUnbindWait      = time.Second
+	DefaultStableAfter     = time.Minute
 )
 
 // Throttle back-off: after an ESME_RTHROTTLED answer a session takes no new
@@ -67,8 +69,13 @@ type Config struct {
 	// as many receiver sessions are opened on top.
 	Binds int
 	// Window is the number of outstanding requests per session (default
-	// 10). It also bounds the concurrent OnDeliver calls per session.
+	// 10).
 	Window int
+	// DeliverWindow bounds the OnDeliver calls running at once over all
+	// the sessions of the pool (default 1000): receipt intake has its own
+	// window, so a burst of receipts is not refused because it is larger
+	// than the submit window.
+	DeliverWindow int
 	// Throughput caps submits per second over the whole upstream (0 =
 	// unlimited): a token bucket whose burst is 10% of the rate, minimum 1.
 	Throughput float64
@@ -92,10 +99,22 @@ type Config struct {
 	MaxPDUSize int
 	// RebindMin and RebindMax bound the exponential back-off between bind
 	// attempts of one slot (defaults 500ms and 30s); jitter is applied.
+	// A failed bind and a session that ends less than StableAfter after
+	// its bind both count as a failed attempt: an upstream that accepts
+	// binds and drops them at once is redialled ever more slowly.
 	RebindMin, RebindMax time.Duration
+	// StableAfter is how long a session must stay bound for the back-off
+	// to start again from RebindMin when it ends (default 1m).
+	StableAfter time.Duration
 	// Backoff, if set, replaces the default back-off: it returns the pause
 	// before bind attempt number attempt (1 for the first retry).
 	Backoff func(attempt int) time.Duration
+	// Now and Sleep are the clock of the bind loops: how long a session
+	// stayed bound, and the pause between attempts (Sleep waits d or until
+	// ctx ends); Now is also the clock of the per-PDU warnings' rate limit
+	// (WarnInterval). Defaults: the real clock. Injectable for tests.
+	Now   func() time.Time
+	Sleep func(ctx context.Context, d time.Duration)
 	// InstanceID is unique per process run and part of every session id, so
 	// session ids (the journal's key together with sequence numbers) never
 	// repeat across restarts. Empty: New draws a random one.
@@ -105,8 +124,8 @@ type Config struct {
 	Logger *slog.Logger
 
 	// OnDeliver handles a deliver_sm or data_sm from the upstream (receipts
-	// and MO). It runs in its own goroutine, at most Window at a time per
-	// session, and returns the status of the deliver_sm_resp/data_sm_resp,
+	// and MO). It runs in its own goroutine, at most DeliverWindow at a
+	// time over the pool, and returns the status of the deliver_sm_resp/data_sm_resp,
 	// which is written after it returns. A request beyond the window is
 	// answered ESME_RTHROTTLED at once (the upstream redelivers). ctx is
 	// cancelled when the session closes; a response is then not sent. A
@@ -164,6 +183,9 @@ func (c Config) withDefaults() Config {
 	if c.Window <= 0 {
 		c.Window = DefaultWindow
 	}
+	if c.DeliverWindow <= 0 {
+		c.DeliverWindow = DefaultDeliverWindow
+	}
 	if c.ResponseTimeout <= 0 {
 		c.ResponseTimeout = DefaultResponseTimeout
 	}
@@ -191,6 +213,15 @@ func (c Config) withDefaults() Config {
 	if c.RebindMax < c.RebindMin {
 		c.RebindMax = c.RebindMin
 	}
+	if c.StableAfter <= 0 {
+		c.StableAfter = DefaultStableAfter
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Sleep == nil {
+		c.Sleep = sleep
+	}
 	if c.Backoff == nil {
 		lo, hi := c.RebindMin, c.RebindMax
 		c.Backoff = func(attempt int) time.Duration { return backoff(lo, hi, attempt) }
@@ -210,6 +241,16 @@ func backoff(lo, hi time.Duration, attempt int) time.Duration {
 	}
 	d = min(d, hi)
 	return d/2 + rand.N(d/2+1)
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }
 
 // burst is the token bucket burst for a rate: 10% of it, at least 1.

@@ -10,10 +10,15 @@
 // was received for Config.EnquireLink. The reader correlates responses with
 // pending requests by sequence number, answers enquire_link, unbind and
 // unknown requests, and hands deliver_sm and data_sm to Config.OnDeliver in
-// goroutines bounded by the window. A session from which nothing arrives for
+// goroutines bounded by Config.DeliverWindow over the pool (receipt intake
+// has its own window, apart from the submit window). A session from which nothing arrives for
 // three enquire_link periods is closed; every close has one CloseReason.
 // Each pool slot rebinds forever with capped exponential back-off and jitter
-// until Pool.Close.
+// until Pool.Close; a session that drops within Config.StableAfter of its
+// bind counts as a failed attempt, so the back-off keeps growing for an
+// upstream that accepts binds and drops them at once. Per-PDU warnings
+// about what the upstream sends are logged at most once per WarnInterval
+// per kind, with the count held back.
 //
 // Pool.Submit is the forwarding primitive of the idempotency engine. It
 // waits up to Config.RouteWait for a bound session with a free window slot

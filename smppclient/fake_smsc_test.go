@@ -28,6 +28,8 @@ type fakeSMSC struct {
 	bindStatus smpp.Status
 	bindHang   bool // never answer a bind
 	silent     bool // answer no enquire_link
+	// dropAfterBind closes every connection right after its bind_resp.
+	dropAfterBind bool
 	// onSubmit handles every request other than bind, enquire_link and
 	// unbind; nil answers it at once with status 0 and "id-N".
 	onSubmit func(c *fakeConn, h smpp.Header, frame []byte)
@@ -145,6 +147,9 @@ func (c *fakeConn) serve() {
 				continue
 			}
 			c.write(smpp.EncodeSimple(h.ID|smpp.RespBit, c.s.bindStatus, h.Sequence, []byte("fake\x00")))
+			if c.s.dropAfterBind {
+				return
+			}
 		case h.ID == smpp.CmdEnquireLink:
 			c.s.enquires.Add(1)
 			if !c.s.silent {

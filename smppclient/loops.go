@@ -155,7 +155,7 @@ func (s *session) onResponse(h smpp.Header, frame []byte) {
 	s.mu.Unlock()
 	if !ok {
 		s.p.stats.lateResponses.Add(1)
-		s.log.Warn("late or unmatched response dropped", "seq", h.Sequence, "command", fmt.Sprintf("0x%08X", h.ID), "status", h.Status)
+		s.p.warnPDU(s.log, "late_response", "late or unmatched response dropped", "seq", h.Sequence, "command", fmt.Sprintf("0x%08X", h.ID), "status", h.Status)
 		if f := s.p.cfg.OnLateResponse; f != nil {
 			f(s.id, h.Sequence, r)
 		}
@@ -202,20 +202,19 @@ func (s *session) onRequest(h smpp.Header, frame []byte) {
 	case smpp.CmdAlertNotif: // has no response
 		s.log.Debug("alert_notification ignored", "seq", h.Sequence)
 	default:
-		s.log.Warn("unsupported request from upstream", "seq", h.Sequence, "command", fmt.Sprintf("0x%08X", h.ID))
+		s.p.warnPDU(s.log, "unsupported", "unsupported request from upstream", "seq", h.Sequence, "command", fmt.Sprintf("0x%08X", h.ID))
 		s.send(smpp.GenericNack(smpp.StatusInvCmdID, h.Sequence), ReasonNone)
 	}
 }
 
 // deliver hands a deliver_sm/data_sm to OnDeliver in its own goroutine and
-// answers with its status; beyond Window running calls it answers 0x58.
+// answers with its status; beyond DeliverWindow calls running over the
+// pool (or once the session shuts down) it answers 0x58.
 func (s *session) deliver(h smpp.Header, frame []byte) {
 	respID := h.ID | smpp.RespBit
-	select {
-	case s.deliverSem <- struct{}{}:
-	default:
+	if !s.acquireDelivery() {
 		s.p.stats.deliverRefused.Add(1)
-		s.log.Warn("delivery refused: window full", "seq", h.Sequence)
+		s.p.warnPDU(s.log, "deliver_refused", "delivery refused: deliver_window full", "seq", h.Sequence)
 		s.send(smpp.EncodeSimple(respID, smpp.StatusThrottled, h.Sequence, []byte{0}), ReasonNone)
 		return
 	}
@@ -225,8 +224,27 @@ func (s *session) deliver(h smpp.Header, frame []byte) {
 		if s.ctx.Err() == nil {
 			s.send(smpp.EncodeSimple(respID, st, h.Sequence, []byte{0}), ReasonNone)
 		}
-		<-s.deliverSem // after the response is queued: shutdown relies on it
+		// After the response is queued: shutdown relies on it.
+		<-s.p.delivering
+		<-s.deliverSem
 	})
+}
+
+// acquireDelivery takes a delivery slot of the session and one of the
+// pool, without waiting; false when either is full.
+func (s *session) acquireDelivery() bool {
+	select {
+	case s.deliverSem <- struct{}{}:
+	default:
+		return false
+	}
+	select {
+	case s.p.delivering <- struct{}{}:
+		return true
+	default:
+		<-s.deliverSem
+		return false
+	}
 }
 
 func (s *session) callOnDeliver(frame []byte) (st smpp.Status) {

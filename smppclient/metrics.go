@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/smppproxy/smppproxy/smpp"
 )
 
 // Metrics exports upstream pools to Prometheus (subsystem "upstream"). It is
@@ -39,7 +41,7 @@ func NewMetrics(pools ...*Pool) *Metrics {
 		}, []string{"upstream"}),
 		responses: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "smppproxy", Subsystem: "upstream", Name: "responses_total",
-			Help: "Responses to forwarded requests by upstream and SMPP status name.",
+			Help: "Responses to forwarded requests by upstream and SMPP status name (\"other\" for a status outside the SMPP status table).",
 		}, []string{"upstream", "status"}),
 		sessions:       d("sessions", "Upstream binds by upstream, bind type and state (connecting, bound).", "bind", "state"),
 		inFlight:       d("in_flight", "Requests written to the upstream and not yet answered."),
@@ -50,7 +52,7 @@ func NewMetrics(pools ...*Pool) *Metrics {
 		late:           d("late_responses_total", "Responses that came after their request had timed out."),
 		closed:         d("sessions_closed_total", "Upstream sessions closed, by reason.", "reason"),
 		deliveries:     d("deliveries_total", "deliver_sm and data_sm received from the upstream."),
-		deliverRefused: d("deliveries_refused_total", "deliver_sm and data_sm answered ESME_RTHROTTLED because the window was full."),
+		deliverRefused: d("deliveries_refused_total", "deliver_sm and data_sm answered ESME_RTHROTTLED because the upstream's delivery window (deliver_window) was full."),
 		deliverPanics:  d("delivery_panics_total", "Panics in the delivery handler that were recovered."),
 		enquire:        d("enquire_links_total", "enquire_link requests sent."),
 	}
@@ -86,9 +88,19 @@ func (ip *InstrumentedPool) Submit(ctx context.Context, prefer string, build fun
 		if !written.IsZero() {
 			ip.m.latency.WithLabelValues(name).Observe(time.Since(written).Seconds())
 		}
-		ip.m.responses.WithLabelValues(name, resp.Status.String()).Inc()
+		ip.m.responses.WithLabelValues(name, statusLabel(resp.Status)).Inc()
 	}
 	return resp, err
+}
+
+// statusLabel is the metric label value of an SMPP status: its name when it
+// is in the status table, else "other", so that an SMSC answering with
+// arbitrary codes cannot grow a metric's label set.
+func statusLabel(s smpp.Status) string {
+	if s.Known() {
+		return s.String()
+	}
+	return "other"
 }
 
 // Describe implements prometheus.Collector.

@@ -48,7 +48,7 @@ func TestMetricsInstrumentAndCollect(t *testing.T) {
 		t.Fatalf("beforeWrite called %d times, want 3", journaled)
 	}
 	want := `
-# HELP smppproxy_upstream_responses_total Responses to forwarded requests by upstream and SMPP status name.
+# HELP smppproxy_upstream_responses_total Responses to forwarded requests by upstream and SMPP status name ("other" for a status outside the SMPP status table).
 # TYPE smppproxy_upstream_responses_total counter
 smppproxy_upstream_responses_total{status="ESME_ROK",upstream="up"} 2
 smppproxy_upstream_responses_total{status="ESME_RTHROTTLED",upstream="up"} 1

@@ -11,7 +11,15 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/smppproxy/smppproxy/logx"
 )
+
+// WarnInterval is how often a per-PDU warning about what the upstream sends
+// (a response nobody waits for, a delivery beyond DeliverWindow, an
+// unsupported request) is logged at most, per upstream and kind; the line
+// says how many were held back since the last one ("suppressed").
+const WarnInterval = 10 * time.Second
 
 // Pool is the set of sessions bound to one upstream. Its methods are safe
 // for concurrent use.
@@ -19,12 +27,18 @@ type Pool struct {
 	cfg     Config
 	log     *slog.Logger
 	limiter *rate.Limiter // nil: unlimited throughput
-	ctx     context.Context
-	cancel  context.CancelFunc // stops the bind loops; called by Close
-	loops   sync.WaitGroup     // bind loops (each waits for its session's teardown)
-	active  sync.WaitGroup     // Submit calls holding a window slot, drained by Close
-	nextID  atomic.Uint64
-	stats   counters
+	// warn rate-limits the per-PDU warnings about what the upstream sends
+	// (keyed by kind: one pool is one upstream).
+	warn *logx.Limiter
+	// delivering holds a token per OnDeliver call running on any session
+	// (DeliverWindow).
+	delivering chan struct{}
+	ctx        context.Context
+	cancel     context.CancelFunc // stops the bind loops; called by Close
+	loops      sync.WaitGroup     // bind loops (each waits for its session's teardown)
+	active     sync.WaitGroup     // Submit calls holding a window slot, drained by Close
+	nextID     atomic.Uint64
+	stats      counters
 
 	mu      sync.Mutex
 	started bool
@@ -47,9 +61,11 @@ func New(cfg Config) *Pool {
 		n *= 2
 	}
 	p := &Pool{
-		cfg:   cfg,
-		log:   cfg.Logger.With("upstream", cfg.Name),
-		slots: make([]*session, n),
+		cfg:        cfg,
+		log:        cfg.Logger.With("upstream", cfg.Name),
+		slots:      make([]*session, n),
+		delivering: make(chan struct{}, cfg.DeliverWindow),
+		warn:       logx.NewLimiter(WarnInterval, 16, cfg.Now),
 	}
 	if cfg.Throughput > 0 {
 		p.limiter = rate.NewLimiter(rate.Limit(cfg.Throughput), burst(cfg.Throughput))
@@ -121,6 +137,10 @@ func (p *Pool) Close(ctx context.Context) error {
 	return err
 }
 
+// DeliverWindow is how many OnDeliver calls may run at once over the
+// pool (Config.DeliverWindow after defaults).
+func (p *Pool) DeliverWindow() int { return p.cfg.DeliverWindow }
+
 // Up returns the number of bound sessions that can transmit.
 func (p *Pool) Up() int {
 	p.mu.Lock()
@@ -157,6 +177,20 @@ func (p *Pool) wakeLocked() {
 		close(p.wake)
 		p.wake = nil
 	}
+}
+
+// warnPDU logs a per-PDU warning of kind unless one of that kind was
+// logged less than WarnInterval ago; it is then only counted, and the next
+// line logged says how many were held back.
+func (p *Pool) warnPDU(log *slog.Logger, kind, msg string, args ...any) {
+	ok, suppressed := p.warn.Allow(kind)
+	if !ok {
+		return
+	}
+	if suppressed > 0 {
+		args = append(args, "suppressed", suppressed)
+	}
+	log.Warn(msg, args...)
 }
 
 // noteStatus applies the throttle back-off of s after a response.
@@ -208,28 +242,33 @@ func (p *Pool) bindLoop(slot int) {
 			}
 			p.stats.bindFailures.Add(1)
 			p.log.Warn("bind failed", "session", s.id, "bind", bind, "attempt", attempt+1, "err", err)
-		} else {
-			p.stats.binds.Add(1)
-			attempt = 0
-			s.start()
-			if p.markBound(s) {
-				p.log.Info("bound", "session", s.id, "bind", bind)
-			} else {
-				ctx, cancel := context.WithTimeout(context.Background(), 2*p.cfg.UnbindWait)
-				s.shutdown(ctx)
-				cancel()
-			}
-			s.wait()
+		} else if p.runSession(s, bind) {
+			attempt = 0 // it stayed up: start the back-off again
 		}
 		attempt++
-		t := time.NewTimer(p.cfg.Backoff(attempt))
-		select {
-		case <-t.C:
-		case <-p.ctx.Done():
-			t.Stop()
+		p.cfg.Sleep(p.ctx, p.cfg.Backoff(attempt))
+		if p.ctx.Err() != nil {
 			return
 		}
 	}
+}
+
+// runSession runs a freshly bound session until it ends and reports
+// whether it stayed bound for StableAfter (else the bind counts as a
+// failed attempt for the back-off).
+func (p *Pool) runSession(s *session, bind string) bool {
+	p.stats.binds.Add(1)
+	s.start()
+	boundAt := p.cfg.Now()
+	if p.markBound(s) {
+		p.log.Info("bound", "session", s.id, "bind", bind)
+	} else {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*p.cfg.UnbindWait)
+		s.shutdown(ctx)
+		cancel()
+	}
+	s.wait()
+	return p.cfg.Now().Sub(boundAt) >= p.cfg.StableAfter
 }
 
 func (p *Pool) newSession(bind string) *session {

@@ -45,7 +45,10 @@ type session struct {
 	lastRecv  atomic.Int64 // unix nanoseconds of the last frame received
 	throttled atomic.Bool  // throttlePause is set
 
-	writeq      chan *writeReq
+	writeq chan *writeReq
+	// deliverSem holds a token per OnDeliver call running on this session
+	// (besides the pool's): shutdown takes them all to refuse new
+	// deliveries and wait for the running ones.
 	deliverSem  chan struct{}
 	dead        chan struct{} // closed by close
 	writerDone  chan struct{} // closed when the writer drained its queue and left
@@ -93,7 +96,7 @@ func newSession(p *Pool, id, bind string) *session {
 		state:      StateConnecting,
 		pending:    make(map[uint32]*pending),
 		writeq:     make(chan *writeReq, 2*w+8),
-		deliverSem: make(chan struct{}, w),
+		deliverSem: make(chan struct{}, p.cfg.DeliverWindow),
 		dead:       make(chan struct{}),
 		writerDone: make(chan struct{}),
 		unbound:    make(chan struct{}),

@@ -60,7 +60,7 @@ func TestDeliverAnsweredAfterOnDeliver(t *testing.T) {
 	got := make(chan Delivery, 2)
 	release := make(chan struct{})
 	p := newPool(t, f.addr, func(c *Config) {
-		c.Window = 1
+		c.DeliverWindow = 1
 		c.OnDeliver = func(ctx context.Context, d Delivery) smpp.Status {
 			got <- d
 			select {
@@ -82,7 +82,7 @@ func TestDeliverAnsweredAfterOnDeliver(t *testing.T) {
 	if d.Upstream != "up" || d.Session != p.Sessions()[0].ID || !bytes.Equal(d.Frame, frame) {
 		t.Errorf("OnDeliver got %+v", d)
 	}
-	// Beyond the window (1) a delivery is refused at once with 0x58.
+	// Beyond the delivery window (1) a delivery is refused at once with 0x58.
 	f.lastConn().write(smpp.EncodeSimple(smpp.CmdDeliverSM, 0, 10, deliverBody))
 	want := smpp.Header{Length: 17, ID: smpp.CmdDeliverSM | smpp.RespBit, Status: smpp.StatusThrottled, Sequence: 10}
 	if h := recvFromClient(t, f); h != want {

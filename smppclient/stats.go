@@ -17,7 +17,7 @@ type Stats struct {
 	NotSentOther   uint64 // other ErrNotSent outcomes (beforeWrite, context, write)
 	LateResponses  uint64 // responses with no pending request
 	Deliveries     uint64 // deliver_sm/data_sm handed to OnDeliver
-	DeliverRefused uint64 // deliver_sm/data_sm answered 0x58: window full
+	DeliverRefused uint64 // deliver_sm/data_sm answered 0x58: DeliverWindow full
 	DeliverPanics  uint64 // OnDeliver panics recovered
 	EnquireLinks   uint64 // enquire_link sent
 	// Closed counts closed sessions by reason.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -54,13 +55,14 @@ func benchCommand() *cli.Command {
 			&cli.StringFlag{Name: "compare", Usage: "run the same load against this second address and print both side by side"},
 			&cli.BoolFlag{Name: "embedded", Aliases: []string{"self"}, Usage: "run an SMSC simulator and smppproxy in process; measure direct vs through the proxy"},
 			&cli.BoolFlag{Name: "verbose", Usage: "with --embedded: log the proxy to stderr"},
+			&cli.BoolFlag{Name: "receipts", Usage: "ask for a delivery receipt on every submit and measure receipts/s received (with --embedded the simulator sends them)"},
 		},
 		Action: func(c *cli.Context) error {
 			o := benchOptions{
 				Target: c.String("target"), SystemID: c.String("system-id"), Password: c.String("password"),
 				Binds: c.Int("binds"), Window: c.Int("window"), Count: c.Int("count"),
 				Duplicates: c.Float64("duplicates"), NoKey: c.Bool("no-key"), Rate: c.Float64("rate"),
-				Timeout: c.Duration("timeout"),
+				Timeout: c.Duration("timeout"), Receipts: c.Bool("receipts"),
 			}
 			tag, err := strconv.ParseUint(c.String("key-tag"), 0, 16)
 			if err != nil {
@@ -133,6 +135,11 @@ type benchOptions struct {
 	// Progress receives a progress bar; nil = none.
 	Progress io.Writer
 	Label    string
+	// Receipts asks for a delivery receipt on every submit and counts the
+	// receipts received, until none came for ReceiptQuiet (default 1s)
+	// after the last answer, or Timeout.
+	Receipts     bool
+	ReceiptQuiet time.Duration
 }
 
 func (o *benchOptions) validate() error {
@@ -183,6 +190,10 @@ type benchResult struct {
 	// run and keys it received more than once.
 	ReachedSMSC      *int64 `json:"reached_smsc,omitempty"`
 	DuplicatesAtSMSC *int   `json:"duplicates_at_smsc,omitempty"`
+	// With --receipts: delivery receipts received, and their rate from
+	// the first to the last one received.
+	Receipts          *int    `json:"receipts,omitempty"`
+	ReceiptsPerSecond float64 `json:"receipts_per_second,omitempty"`
 }
 
 // benchPlan returns, for every submit in order, the index of its key: a
@@ -302,6 +313,11 @@ func runBench(ctx context.Context, o benchOptions) (benchResult, error) {
 		}
 	}()
 
+	var rc *receiptCounter
+	if o.Receipts {
+		rc = countReceipts(clients)
+		defer rc.stop()
+	}
 	workers := o.Binds * o.Window
 	samples := make([]benchSample, workers)
 	start := time.Now()
@@ -318,6 +334,9 @@ func runBench(ctx context.Context, o benchOptions) (benchResult, error) {
 				}
 				if !o.NoKey {
 					sub.Key, sub.KeyTag = key, o.KeyTag
+				}
+				if o.Receipts {
+					sub.RegisteredDelivery = 1
 				}
 				t0 := time.Now()
 				r, err := c.Submit(ctx, sub)
@@ -361,12 +380,90 @@ func runBench(ctx context.Context, o benchOptions) (benchResult, error) {
 	if err := ctx.Err(); err != nil {
 		return res, fmt.Errorf("bench: interrupted: %w", err)
 	}
+	if rc != nil {
+		n, perSec := rc.wait(ctx, cmp.Or(o.ReceiptQuiet, time.Second), o.Timeout)
+		res.Receipts, res.ReceiptsPerSecond = &n, perSec
+	}
 	ectx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	for _, c := range clients {
 		_ = c.Unbind(ectx)
 	}
 	return res, nil
+}
+
+// receiptCounter counts the delivery receipts the bench's clients receive
+// (they acknowledge them by themselves).
+type receiptCounter struct {
+	done        chan struct{}
+	wg          sync.WaitGroup
+	mu          sync.Mutex
+	n           int
+	first, last time.Time
+}
+
+func countReceipts(clients []*esme.Client) *receiptCounter {
+	rc := &receiptCounter{done: make(chan struct{})}
+	for _, c := range clients {
+		rc.wg.Go(func() {
+			for {
+				select {
+				case d := <-c.Receipts():
+					if d.IsReceipt() {
+						rc.add(time.Now())
+					}
+				case <-c.Done():
+					return
+				case <-rc.done:
+					return
+				}
+			}
+		})
+	}
+	return rc
+}
+
+func (rc *receiptCounter) add(at time.Time) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if rc.n == 0 {
+		rc.first = at
+	}
+	rc.n++
+	rc.last = at
+}
+
+// wait returns the receipts received once none came for quiet (or limit
+// passed), and their rate from the first to the last.
+func (rc *receiptCounter) wait(ctx context.Context, quiet, limit time.Duration) (int, float64) {
+	deadline := time.Now().Add(limit)
+	t := time.NewTicker(quiet / 10)
+	defer t.Stop()
+	lastSeen, since := -1, time.Now()
+	for {
+		rc.mu.Lock()
+		n, first, last := rc.n, rc.first, rc.last
+		rc.mu.Unlock()
+		if n != lastSeen {
+			lastSeen, since = n, time.Now()
+		}
+		if time.Since(since) >= quiet || time.Now().After(deadline) || ctx.Err() != nil {
+			rate := 0.0
+			if span := last.Sub(first).Seconds(); n > 1 && span > 0 {
+				rate = float64(n) / span
+			}
+			return n, rate
+		}
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
+	}
+}
+
+func (rc *receiptCounter) stop() {
+	close(rc.done)
+	rc.wg.Wait()
 }
 
 func percentiles(d []time.Duration) latencies {
@@ -400,11 +497,37 @@ func runEmbeddedBench(ctx context.Context, o benchOptions, log *slog.Logger) ([]
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s, err := sim.Start("127.0.0.1:0", sim.Config{SystemID: benchSMSCUser, Password: benchSMSCPass, KeyTag: o.KeyTag, Logger: log.With("component", "smsc-sim")})
+	sc := sim.Config{SystemID: benchSMSCUser, Password: benchSMSCPass, KeyTag: o.KeyTag, Logger: log.With("component", "smsc-sim")}
+	if o.Receipts {
+		sc.DLRDelay = 200 * time.Millisecond // after the proxy recorded the message id (an earlier one is kept unmatched, then matched later)
+	}
+	s, err := sim.Start("127.0.0.1:0", sc)
 	if err != nil {
 		return nil, fmt.Errorf("bench: simulator: %w", err)
 	}
 	defer s.Close()
+	run := func(label, target, user, pass string) (benchResult, error) {
+		ro := o
+		ro.Label, ro.Target, ro.SystemID, ro.Password = label, target, user, pass
+		ro.KeyPrefix = randomPrefix()
+		before := s.Total()
+		r, err := runBench(ctx, ro)
+		reached := s.Total() - before
+		dups := 0
+		for k, n := range s.Counts() {
+			if n > 1 && strings.HasPrefix(k, ro.KeyPrefix) {
+				dups++
+			}
+		}
+		r.ReachedSMSC, r.DuplicatesAtSMSC = &reached, &dups
+		return r, err
+	}
+	// Directly first, before the proxy binds to the simulator with the same
+	// system_id (it would take a share of the direct run's receipts).
+	direct, err := run("direct to SMSC", s.Addr(), benchSMSCUser, benchSMSCPass)
+	if err != nil {
+		return nil, err
+	}
 	dir, err := os.MkdirTemp("", "smppproxy-bench-")
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
@@ -450,26 +573,6 @@ func runEmbeddedBench(ctx context.Context, o benchOptions, log *slog.Logger) ([]
 		return nil, fmt.Errorf("bench: the proxy did not bind to the simulator: %w", err)
 	}
 
-	run := func(label, target, user, pass string) (benchResult, error) {
-		ro := o
-		ro.Label, ro.Target, ro.SystemID, ro.Password = label, target, user, pass
-		ro.KeyPrefix = randomPrefix()
-		before := s.Total()
-		r, err := runBench(ctx, ro)
-		reached := s.Total() - before
-		dups := 0
-		for k, n := range s.Counts() {
-			if n > 1 && strings.HasPrefix(k, ro.KeyPrefix) {
-				dups++
-			}
-		}
-		r.ReachedSMSC, r.DuplicatesAtSMSC = &reached, &dups
-		return r, err
-	}
-	direct, err := run("direct to SMSC", s.Addr(), benchSMSCUser, benchSMSCPass)
-	if err != nil {
-		return nil, err
-	}
 	via, err := run("through smppproxy", app.Addr(), benchAccount, benchPassword)
 	if err != nil {
 		return nil, err
@@ -519,6 +622,9 @@ func printBench(w io.Writer, r benchResult) {
 	for _, e := range r.ErrorSamples {
 		fmt.Fprintf(w, "    %s\n", e)
 	}
+	if r.Receipts != nil {
+		fmt.Fprintf(w, "  receipts    %.0f receipts/s (%d received)\n", r.ReceiptsPerSecond, *r.Receipts)
+	}
 }
 
 func printBenchComparison(w io.Writer, a, b benchResult) {
@@ -543,6 +649,10 @@ func printBenchComparison(w io.Writer, a, b benchResult) {
 	if a.ReachedSMSC != nil && b.ReachedSMSC != nil {
 		row("reached the SMSC", strconv.FormatInt(*a.ReachedSMSC, 10), strconv.FormatInt(*b.ReachedSMSC, 10), "")
 		row("keys at SMSC twice+", strconv.Itoa(*a.DuplicatesAtSMSC), strconv.Itoa(*b.DuplicatesAtSMSC), "")
+	}
+	if a.Receipts != nil && b.Receipts != nil {
+		row("receipts/s", fmt.Sprintf("%.0f", a.ReceiptsPerSecond), fmt.Sprintf("%.0f", b.ReceiptsPerSecond), ratio(a.ReceiptsPerSecond, b.ReceiptsPerSecond))
+		row("receipts received", strconv.Itoa(*a.Receipts), strconv.Itoa(*b.Receipts), "")
 	}
 	fmt.Fprintf(w, "\n  statuses, %s: %s\n", a.Label, statusSummary(a.Statuses))
 	fmt.Fprintf(w, "  statuses, %s: %s\n", b.Label, statusSummary(b.Statuses))

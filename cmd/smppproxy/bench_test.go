@@ -103,3 +103,33 @@ func TestEmbeddedBench(t *testing.T) {
 		t.Errorf("comparison output:\n%s", out.String())
 	}
 }
+
+// With --receipts every submit asks for a receipt and the bench counts the
+// receipts it receives and their rate: directly every accepted submit gets
+// one; through the proxy a retried key is a replay, not a new message, so
+// only the distinct keys do.
+func TestBenchCountsReceipts(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	runs, err := runEmbeddedBench(ctx, benchOptions{Binds: 2, Window: 10, Count: 200, Duplicates: 0.1, KeyTag: smpp.DefaultIdempotencyTag,
+		Timeout: 10 * time.Second, Receipts: true}, nil)
+	if err != nil {
+		t.Fatalf("runEmbeddedBench: %v", err)
+	}
+	direct, via := runs[0], runs[1]
+	if direct.Receipts == nil || via.Receipts == nil {
+		t.Fatalf("receipts not counted: direct %v, via %v", direct.Receipts, via.Receipts)
+	}
+	if *direct.Receipts != 200 || *via.Receipts != 180 {
+		t.Errorf("receipts received: direct %d, through the proxy %d; want 200, 180", *direct.Receipts, *via.Receipts)
+	}
+	if direct.ReceiptsPerSecond <= 0 || via.ReceiptsPerSecond <= 0 {
+		t.Errorf("receipts/s: direct %v, through the proxy %v; want > 0", direct.ReceiptsPerSecond, via.ReceiptsPerSecond)
+	}
+	var out bytes.Buffer
+	printBenchComparison(&out, direct, via)
+	printBench(&out, via)
+	if !strings.Contains(out.String(), "receipts/s") {
+		t.Errorf("output names no receipts/s:\n%s", out.String())
+	}
+}

@@ -1,0 +1,181 @@
+package smppclient
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/smppproxy/smppproxy/smpp"
+)
+
+// Statuses outside the SMPP status table (vendor codes, garbage) share the
+// label value "other", so a misbehaving SMSC cannot grow the label set of
+// responses_total; known statuses keep their name.
+func TestUnknownUpstreamStatusesShareOneMetricLabel(t *testing.T) {
+	checkLeaks(t)
+	f := newFakeSMSC(t)
+	f.onSubmit = func(c *fakeConn, h smpp.Header, _ []byte) {
+		st := smpp.Status(0x0400_0000 + h.Sequence) // a new vendor status each time
+		if h.Sequence == 1 {
+			st = smpp.StatusThrottled
+		}
+		c.answer(h, st)
+	}
+	p := newPool(t, f.addr, nil)
+	waitUp(t, p, 1)
+	m := NewMetrics(p)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(m)
+	ip := m.Instrument(p)
+	for range 20 {
+		if _, err := ip.Submit(context.Background(), "", submitFrame, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := `
+# HELP smppproxy_upstream_responses_total Responses to forwarded requests by upstream and SMPP status name ("other" for a status outside the SMPP status table).
+# TYPE smppproxy_upstream_responses_total counter
+smppproxy_upstream_responses_total{status="ESME_RTHROTTLED",upstream="up"} 1
+smppproxy_upstream_responses_total{status="other",upstream="up"} 19
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "smppproxy_upstream_responses_total"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// lineCounter is a slog.Handler counting records by message and keeping
+// the "suppressed" attribute of the last one of each.
+type lineCounter struct {
+	mu         sync.Mutex
+	n          map[string]int
+	suppressed map[string]int64
+}
+
+func newLineCounter() *lineCounter {
+	return &lineCounter{n: map[string]int{}, suppressed: map[string]int64{}}
+}
+
+func (h *lineCounter) Enabled(context.Context, slog.Level) bool { return true }
+func (h *lineCounter) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *lineCounter) WithGroup(string) slog.Handler            { return h }
+func (h *lineCounter) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.n[r.Message]++
+	h.suppressed[r.Message] = 0
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "suppressed" {
+			h.suppressed[r.Message] = a.Value.Int64()
+		}
+		return true
+	})
+	return nil
+}
+
+func (h *lineCounter) count(msg string) (int, int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.n[msg], h.suppressed[msg]
+}
+
+// Per-PDU warnings about what an upstream sends — responses nobody waits
+// for, deliveries beyond the delivery window, requests the proxy does not
+// support — are logged once per interval per upstream and kind, with the
+// count of the lines held back, so a misbehaving SMSC cannot flood the log.
+func TestPerPDUWarningsFromAnUpstreamAreRateLimited(t *testing.T) {
+	tests := map[string]struct {
+		msg   string
+		setup func(t *testing.T, c *fakeConn, p *Pool)
+		flood func(c *fakeConn, n int)
+		count func(Stats) uint64
+	}{
+		"responses with unknown sequence numbers": {
+			msg: "late or unmatched response dropped",
+			flood: func(c *fakeConn, n int) {
+				var b bytes.Buffer
+				for i := range n {
+					b.Write(smpp.EncodeSimple(smpp.CmdSubmitSM|smpp.RespBit, 0, uint32(5000+i), []byte("x\x00")))
+				}
+				c.write(b.Bytes())
+			},
+			count: func(s Stats) uint64 { return s.LateResponses },
+		},
+		"deliveries beyond the delivery window": {
+			msg: "delivery refused: deliver_window full",
+			setup: func(t *testing.T, c *fakeConn, p *Pool) { // one delivery fills the window (1)
+				sendDeliverBurst(c, 99, 1)
+				eventually(t, "a delivery running", func() bool { return p.Stats().Deliveries == 1 })
+			},
+			flood: func(c *fakeConn, n int) { sendDeliverBurst(c, 100, n) },
+			count: func(s Stats) uint64 { return s.DeliverRefused },
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			checkLeaks(t)
+			f := newFakeSMSC(t)
+			clock := &testClock{t: time.Unix(1000, 0)}
+			lines := newLineCounter()
+			release := make(chan struct{})
+			p := newPool(t, f.addr, func(c *Config) {
+				c.Logger = slog.New(lines)
+				c.Now = clock.Now
+				c.DeliverWindow = 1
+				c.OnDeliver = func(ctx context.Context, _ Delivery) smpp.Status {
+					select {
+					case <-release:
+					case <-ctx.Done():
+					}
+					return smpp.StatusOK
+				}
+			})
+			t.Cleanup(func() { closeOnce(release) })
+			waitUp(t, p, 1)
+			if tc.setup != nil {
+				tc.setup(t, f.lastConn(), p)
+			}
+			tc.flood(f.lastConn(), 30)
+			eventually(t, "30 PDUs handled", func() bool { return tc.count(p.Stats()) == 30 })
+			if n, _ := lines.count(tc.msg); n != 1 {
+				t.Errorf("%d lines %q for 30 PDUs within one interval, want 1", n, tc.msg)
+			}
+			clock.Add(time.Minute)
+			tc.flood(f.lastConn(), 1)
+			eventually(t, "the next PDU handled", func() bool { return tc.count(p.Stats()) == 31 })
+			if n, sup := lines.count(tc.msg); n != 2 || sup != 29 {
+				t.Errorf("after the interval: %d lines, the last with suppressed=%d; want 2 lines, suppressed=29", n, sup)
+			}
+		})
+	}
+}
+
+// Requests the proxy does not support are each answered generic_nack, and
+// logged once per interval.
+func TestUnsupportedRequestsFromAnUpstreamAreLoggedOncePerInterval(t *testing.T) {
+	checkLeaks(t)
+	f := newFakeSMSC(t)
+	lines := newLineCounter()
+	clock := &testClock{t: time.Unix(1000, 0)}
+	p := newPool(t, f.addr, func(c *Config) { c.Logger, c.Now = slog.New(lines), clock.Now })
+	waitUp(t, p, 1)
+	var b bytes.Buffer
+	for i := range 30 {
+		b.Write(smpp.EncodeSimple(0x00000099, 0, uint32(700+i), nil))
+	}
+	f.lastConn().write(b.Bytes())
+	for range 30 {
+		if h := recvFromClient(t, f); h.ID != smpp.CmdGenericNack || h.Status != smpp.StatusInvCmdID {
+			t.Fatalf("unsupported request answered %+v, want generic_nack ESME_RINVCMDID", h)
+		}
+	}
+	if n, _ := lines.count("unsupported request from upstream"); n != 1 {
+		t.Errorf("%d lines for 30 unsupported requests within one interval, want 1", n)
+	}
+}
