@@ -261,6 +261,10 @@ func (d *decoder) decode(at, n *yaml.Node, v reflect.Value, path string) {
 			d.errorf(at, path, "must be a list")
 			return
 		}
+		if len(n.Content) > MaxListItems {
+			d.errorf(at, path, "a list may have at most %d items (got %d)", MaxListItems, len(n.Content))
+			return
+		}
 		s := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
 		for i, item := range n.Content {
 			e := s.Index(i)
@@ -457,12 +461,13 @@ func editDistance(a, b string) int {
 }
 
 // Bounds of the work a configuration file can cost: Load and Parse refuse
-// a file larger than MaxFileSize, and the walk stops after MaxErrors
-// problems or, for aliases that expand too far, after about 100,000 values
-// more than the file's size in bytes.
+// a file larger than MaxFileSize or a list longer than MaxListItems, and
+// the walk stops after MaxErrors problems or, for aliases that expand too
+// far, after about 100,000 values more than the file's size in bytes.
 const (
-	MaxFileSize = 1 << 20
-	MaxErrors   = 100
+	MaxFileSize  = 1 << 20
+	MaxErrors    = 100
+	MaxListItems = 10_000
 )
 
 func tooLarge(file string) Error {

@@ -68,3 +68,30 @@ func TestLoadRefusesAFileLargerThanMaxFileSize(t *testing.T) {
 		t.Fatalf("Parse of %d bytes = %v, want an error saying it is larger than %d bytes", len(base+pad), err, MaxFileSize)
 	}
 }
+
+// A list longer than MaxListItems is one problem, not one check per item:
+// 262,000 empty accounts in 1 MiB cost seconds of checks and millions of
+// problems.
+func TestParseRefusesAListLongerThanMaxListItems(t *testing.T) {
+	data := "accounts: [" + strings.Repeat("{}, ", MaxListItems) + "{}]\n"
+	_, err := Parse([]byte(data), "long.yaml")
+	var errs *Errors
+	if !errors.As(err, &errs) {
+		t.Fatalf("Parse = %v, want *Errors", err)
+	}
+	if n := len(errs.List); n > MaxErrors {
+		t.Fatalf("Parse reported %d problems, want a few", n)
+	}
+	found := false
+	for _, e := range errs.List {
+		found = found || e.Path == "accounts" && strings.Contains(e.Msg, "at most")
+	}
+	if !found {
+		t.Fatalf("no problem at accounts says the list is too long: %v", err)
+	}
+	// At the limit, the items are decoded and checked as usual.
+	ok := "accounts: [" + strings.Repeat("{}, ", MaxListItems-1) + "{}]\n"
+	if _, err := Parse([]byte(ok), "ok.yaml"); err == nil || strings.Contains(err.Error(), "at most") {
+		t.Fatalf("Parse of %d accounts = %v, want the items' own problems only", MaxListItems, err)
+	}
+}
