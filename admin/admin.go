@@ -21,6 +21,13 @@
 // TOKEN" (compared in constant time); anything else is answered 401 before
 // the request is looked at. The probes stay open: they reveal nothing and
 // orchestrators call them without credentials.
+//
+// Calls that change state (every /api/v1/ method but GET, HEAD and
+// OPTIONS: today kick and resolve) are kept out of a web browser's reach:
+// they need "Content-Type: application/json" (else 415), an Origin header,
+// if any, must name the admin listener itself (else 403), and without a
+// token they are refused (403) unless the listener is loopback. NewServer
+// adds read, write and idle timeouts.
 package admin
 
 import (
@@ -31,16 +38,22 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"mime"
+	"net"
 	"net/http"
+	"net/netip"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/smppproxy/smppproxy/dedup"
 	"github.com/smppproxy/smppproxy/dlr"
+	"github.com/smppproxy/smppproxy/logx"
 	"github.com/smppproxy/smppproxy/session"
 	"github.com/smppproxy/smppproxy/state"
 )
@@ -89,6 +102,44 @@ type Config struct {
 	// state.DefaultScanCap); a listing that stops there says Truncated.
 	ScanCap int
 	Logger  *slog.Logger
+	// Address is the admin listener's address (host:port). Without a
+	// Token, the mutating endpoints answer only when it is loopback; empty
+	// = judged per request from the address the connection came in on.
+	Address string
+}
+
+// Timeouts of the server NewServer returns. WriteTimeout leaves room for
+// a listing that visits ScanCap records.
+const (
+	ReadHeaderTimeout = 5 * time.Second
+	ReadTimeout       = 30 * time.Second
+	WriteTimeout      = 60 * time.Second
+	IdleTimeout       = 120 * time.Second
+)
+
+// NewServer returns the admin server for ln: NewHandler(cfg), with
+// cfg.Address taken from ln when empty, and the timeouts above. It warns
+// (cfg.Logger) when the mutating endpoints will be refused because no
+// token is set and the listener is not loopback.
+func NewServer(ln net.Listener, cfg Config) *http.Server {
+	if cfg.Address == "" {
+		cfg.Address = ln.Addr().String()
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Token == "" && !isLoopback(cfg.Address) {
+		log.Warn("admin API listens on a non-loopback address without a token: kick, resolve and every other call that changes state are refused; set admin.token_file to allow them", "address", cfg.Address)
+	}
+	return &http.Server{
+		Handler:           NewHandler(cfg),
+		ReadHeaderTimeout: ReadHeaderTimeout,
+		ReadTimeout:       ReadTimeout,
+		WriteTimeout:      WriteTimeout,
+		IdleTimeout:       IdleTimeout,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
 }
 
 // ReadToken reads a bearer token from a file: its content without
@@ -108,6 +159,9 @@ func ReadToken(path string) (string, error) {
 type handler struct {
 	cfg Config
 	log *slog.Logger
+	// refusedLog limits the refused-mutation warnings to one per source
+	// per minute (a web page can send many).
+	refusedLog *logx.Limiter
 }
 
 // NewHandler returns the admin endpoint.
@@ -118,7 +172,7 @@ func NewHandler(cfg Config) http.Handler {
 	if cfg.ScanCap <= 0 {
 		cfg.ScanCap = state.DefaultScanCap
 	}
-	h := &handler{cfg: cfg, log: cfg.Logger}
+	h := &handler{cfg: cfg, log: cfg.Logger, refusedLog: logx.NewLimiter(time.Minute, 1024, nil)}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
@@ -140,8 +194,96 @@ func NewHandler(cfg Config) http.Handler {
 	api.HandleFunc("/api/v1/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such API endpoint: "+r.Method+" "+r.URL.Path)
 	})
-	mux.Handle("/api/v1/", h.auth(api))
+	mux.Handle("/api/v1/", h.auth(h.guardMutations(api)))
 	return mux
+}
+
+// guardMutations keeps every call that may change state (any method but
+// GET, HEAD and OPTIONS) out of a web browser's reach: without a token
+// only on a loopback listener, only with a JSON body (a page can send a
+// form or text/plain without asking), and never from a foreign Origin.
+func (h *handler) guardMutations(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.Method {
+		case http.MethodGet, http.MethodHead, http.MethodOptions:
+			next.ServeHTTP(w, r)
+			return
+		}
+		code, why := h.refuseMutation(r)
+		if code != 0 {
+			src, _, _ := net.SplitHostPort(r.RemoteAddr)
+			if ok, n := h.refusedLog.Allow(src); ok {
+				h.log.Warn("admin request refused", "remote", r.RemoteAddr, "method", r.Method, "path", r.URL.Path, "why", why, "suppressed", n)
+			}
+			writeError(w, code, why)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// refuseMutation returns the HTTP status and reason that refuse r, or 0.
+func (h *handler) refuseMutation(r *http.Request) (int, string) {
+	listener := h.cfg.Address
+	local, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if listener == "" && local != nil {
+		listener = local.String()
+	}
+	if h.cfg.Token == "" && !isLoopback(listener) {
+		return http.StatusForbidden, fmt.Sprintf("calls that change state are refused: the admin API listens on %s, which is not loopback, and no token is configured (set admin.token_file, or listen on 127.0.0.1)", listener)
+	}
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		return http.StatusUnsupportedMediaType, "calls that change state need Content-Type: application/json"
+	}
+	if origin := r.Header.Get("Origin"); origin != "" && (local == nil || !sameHost(origin, local.String())) {
+		return http.StatusForbidden, "cross-origin request refused: Origin " + strconv.Quote(origin) + " is not this admin listener"
+	}
+	return 0, ""
+}
+
+// isLoopback reports whether host:port names a loopback address
+// ("localhost" included).
+func isLoopback(hostPort string) bool {
+	host, _, err := net.SplitHostPort(hostPort)
+	if err != nil {
+		host = hostPort
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
+}
+
+// sameHost reports whether origin (scheme://host[:port]) names local, the
+// host:port the request came in on; a loopback listener also answers to
+// localhost.
+func sameHost(origin, local string) bool {
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" || u.User != nil || (u.Path != "" && u.Path != "/") {
+		return false
+	}
+	port := u.Port()
+	switch {
+	case port != "":
+	case u.Scheme == "http":
+		port = "80"
+	case u.Scheme == "https":
+		port = "443"
+	default:
+		return false
+	}
+	lhost, lport, err := net.SplitHostPort(local)
+	if err != nil || port != lport {
+		return false
+	}
+	host := u.Hostname()
+	if strings.EqualFold(host, "localhost") {
+		return isLoopback(local)
+	}
+	a, err1 := netip.ParseAddr(host)
+	b, err2 := netip.ParseAddr(lhost)
+	return err1 == nil && err2 == nil && a.Unmap() == b.Unmap()
 }
 
 // auth lets a request through only with the bearer token (when one is set).

@@ -32,6 +32,13 @@ type stack struct {
 
 func startStack(t *testing.T, token string) *stack {
 	t.Helper()
+	return startStackWith(t, func(c *admin.Config) { c.Token = token })
+}
+
+// startStackWith is startStack with the admin configuration adjusted by
+// mut.
+func startStackWith(t *testing.T, mut func(*admin.Config)) *stack {
+	t.Helper()
 	smsc, err := sim.Start("127.0.0.1:0", sim.Config{Fault: func(c sim.Call) sim.Action {
 		return sim.Action{Drop: strings.HasPrefix(c.Key, "lost")}
 	}})
@@ -68,9 +75,11 @@ func startStack(t *testing.T, token string) *stack {
 	if err := app.WaitUpstreams(ctx); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(admin.NewHandler(admin.Config{
-		Sessions: &app.Sessions, Store: app.Store(), Resolver: app.Engine(), Receipts: app.Receipts(), Gatherer: reg, Ready: app.Ready, Token: token,
-	}))
+	acfg := admin.Config{
+		Sessions: &app.Sessions, Store: app.Store(), Resolver: app.Engine(), Receipts: app.Receipts(), Gatherer: reg, Ready: app.Ready,
+	}
+	mut(&acfg)
+	srv := httptest.NewServer(admin.NewHandler(acfg))
 	t.Cleanup(srv.Close)
 	c, err := esme.Dial(ctx, app.Addr(), esme.Options{SystemID: "shop", Password: "secret", Timeout: 5 * time.Second})
 	if err != nil {

@@ -17,9 +17,7 @@
 package config
 
 import (
-	"fmt"
 	"net/netip"
-	"os"
 	"strings"
 	"time"
 )
@@ -309,9 +307,9 @@ func (t *ListenTLS) setDefaults() { t.Address = "0.0.0.0:3550" }
 
 // Load reads and parses the configuration file at path. See Parse.
 func Load(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
+	data, err := readFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
+		return nil, err
 	}
 	return Parse(data, path)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"reflect"
 	"strconv"
 	"strings"
@@ -87,21 +88,32 @@ type decoder struct {
 	errs      []Error
 	active    map[*yaml.Node]bool // alias targets being expanded
 	budget    int                 // node visits left; bounds alias expansion
-	exhausted bool
+	exhausted bool                // the walk stopped: budget or MaxErrors
 }
 
 func newDecoder(file string, size int) *decoder {
 	return &decoder{
 		source: source{file: file, nodes: map[string]*yaml.Node{}},
 		active: map[*yaml.Node]bool{},
-		budget: 100_000 + 50*size,
+		// Without aliases a file visits each of its nodes (two bytes at
+		// least) once.
+		budget: 100_000 + size,
 	}
 }
 
+// errorf records a problem; past MaxErrors it stops the walk instead, with
+// a last problem saying so.
 func (d *decoder) errorf(n *yaml.Node, path, format string, args ...any) {
 	line := 0
 	if n != nil {
 		line = n.Line
+	}
+	if len(d.errs) >= MaxErrors {
+		if !d.exhausted {
+			d.exhausted = true
+			d.errs = append(d.errs, Error{File: d.file, Line: line, Msg: fmt.Sprintf("too many problems: stopped after the first %d", MaxErrors)})
+		}
+		return
 	}
 	d.errs = append(d.errs, Error{File: d.file, Line: line, Path: path, Msg: fmt.Sprintf(format, args...)})
 }
@@ -109,6 +121,10 @@ func (d *decoder) errorf(n *yaml.Node, path, format string, args ...any) {
 // document decodes the single YAML document in data into cfg; false when
 // data is not one well-formed YAML document (and then nothing is decoded).
 func (d *decoder) document(data []byte, cfg *Config) bool {
+	if len(data) > MaxFileSize {
+		d.errs = append(d.errs, tooLarge(d.file))
+		return false
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
@@ -159,9 +175,9 @@ func (d *decoder) syntax(err error) {
 }
 
 // spend counts one node visit; false once the budget is gone (aliases that
-// expand exponentially).
+// expand exponentially) or the walk stopped.
 func (d *decoder) spend(n *yaml.Node, path string) bool {
-	if d.budget--; d.budget >= 0 {
+	if d.budget--; d.budget >= 0 && !d.exhausted {
 		return true
 	}
 	if !d.exhausted {
@@ -245,6 +261,10 @@ func (d *decoder) decode(at, n *yaml.Node, v reflect.Value, path string) {
 			d.errorf(at, path, "must be a list")
 			return
 		}
+		if len(n.Content) > MaxListItems {
+			d.errorf(at, path, "a list may have at most %d items (got %d)", MaxListItems, len(n.Content))
+			return
+		}
 		s := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
 		for i, item := range n.Content {
 			e := s.Index(i)
@@ -289,6 +309,9 @@ func (d *decoder) mapping(n *yaml.Node, v reflect.Value, path string) {
 		k, val := n.Content[i], n.Content[i+1]
 		if isMerge(k) {
 			continue
+		}
+		if !d.spend(k, path) {
+			return // every key costs: unknown ones too
 		}
 		if k.Kind != yaml.ScalarNode {
 			d.errorf(k, path, "keys must be plain strings")
@@ -435,4 +458,36 @@ func editDistance(a, b string) int {
 		prev, cur = cur, prev
 	}
 	return prev[len(b)]
+}
+
+// Bounds of the work a configuration file can cost: Load and Parse refuse
+// a file larger than MaxFileSize or a list longer than MaxListItems, and
+// the walk stops after MaxErrors problems or, for aliases that expand too
+// far, after about 100,000 values more than the file's size in bytes.
+const (
+	MaxFileSize  = 1 << 20
+	MaxErrors    = 100
+	MaxListItems = 10_000
+)
+
+func tooLarge(file string) Error {
+	return Error{File: file, Msg: fmt.Sprintf("the file is larger than %d bytes, the most a configuration may have", MaxFileSize)}
+}
+
+// readFile reads a configuration file, refusing one larger than
+// MaxFileSize without reading it all.
+func readFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	if len(data) > MaxFileSize {
+		return nil, newErrors([]Error{tooLarge(path)})
+	}
+	return data, nil
 }

@@ -112,8 +112,38 @@ func Marshal(p pdu.PDU) []byte {
 	return b.Bytes()
 }
 
-// Decode parses one whole frame (as returned by ReadFrame) with gosmpp.
+// ErrUndecodable is returned (wrapped) by Decode and Guard when gosmpp
+// panicked on the bytes it was given.
+var ErrUndecodable = errors.New("smpp: undecodable PDU")
+
+// Guard runs fn, a gosmpp call on bytes from a peer, and turns a panic in
+// it into an error wrapping ErrUndecodable: gosmpp v0.3.1 panics on some
+// inputs (a query_sm with TLVs writes to a nil map), and no peer may crash
+// the proxy.
+func Guard(fn func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: %v", ErrUndecodable, r)
+		}
+	}()
+	return fn()
+}
+
+// Decode parses one whole frame (as returned by ReadFrame) with gosmpp; it
+// never panics (see Guard).
 func Decode(frame []byte) (pdu.PDU, error) {
+	var p pdu.PDU
+	err := Guard(func() (e error) {
+		p, e = decode(frame)
+		return e
+	})
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func decode(frame []byte) (pdu.PDU, error) {
 	h := ParseHeader(frame)
 	p, err := pdu.CreatePDUFromCmdID(gosmppCmd(h.ID))
 	if err != nil {

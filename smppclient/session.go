@@ -110,6 +110,7 @@ func newSession(p *Pool, id, bind string) *session {
 func (s *session) connect(ctx context.Context) error {
 	cfg := &s.p.cfg
 	var stop func() bool
+	var raw net.Conn // what dial opened: closed here if gosmpp panics
 	dial := func(addr string) (net.Conn, error) {
 		d := &net.Dialer{Timeout: cfg.ConnectTimeout}
 		var c net.Conn
@@ -124,6 +125,7 @@ func (s *session) connect(ctx context.Context) error {
 		}
 		_ = c.SetDeadline(time.Now().Add(cfg.ConnectTimeout))
 		stop = context.AfterFunc(ctx, func() { _ = c.Close() })
+		raw = c
 		return c, nil
 	}
 	auth := gosmpp.Auth{SMSC: cfg.Address, SystemID: cfg.SystemID, Password: cfg.Password, SystemType: cfg.SystemType}
@@ -138,7 +140,16 @@ func (s *session) connect(ctx context.Context) error {
 	default:
 		return fmt.Errorf("smppclient: unknown bind type %q", s.bind)
 	}
-	conn, err := connector.Connect()
+	// gosmpp decodes the SMSC's answers to the bind itself; a PDU it panics
+	// on must fail this bind, not the process.
+	var conn *gosmpp.Connection
+	err := smpp.Guard(func() (e error) {
+		conn, e = connector.Connect()
+		return e
+	})
+	if errors.Is(err, smpp.ErrUndecodable) && raw != nil {
+		_ = raw.Close()
+	}
 	if stop != nil {
 		stop()
 	}

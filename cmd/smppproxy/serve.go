@@ -86,20 +86,18 @@ func serve(path string, cfg *config.Config, recordsEvery time.Duration, logOut i
 		return err
 	}
 	var stopping atomic.Bool
-	httpSrv := &http.Server{
-		Handler: admin.NewHandler(admin.Config{
-			Sessions: &app.Sessions, Store: app.Store(), Resolver: app.Engine(), Receipts: app.Receipts(), Gatherer: reg,
-			Ready: func() error {
-				if stopping.Load() {
-					return errors.New("shutting down")
-				}
-				return app.Ready()
-			},
-			Token: token, Logger: log.With("component", "admin"),
-		}),
-		ReadHeaderTimeout: 5 * time.Second,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
+	// NewServer sets the timeouts and warns when mutations will be refused
+	// (no token, not loopback).
+	httpSrv := admin.NewServer(adminLn, admin.Config{
+		Sessions: &app.Sessions, Store: app.Store(), Resolver: app.Engine(), Receipts: app.Receipts(), Gatherer: reg,
+		Ready: func() error {
+			if stopping.Load() {
+				return errors.New("shutting down")
+			}
+			return app.Ready()
+		},
+		Token: token, Logger: log.With("component", "admin"),
+	})
 	httpDone := make(chan struct{})
 	go func() {
 		defer close(httpDone)
