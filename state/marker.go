@@ -1,0 +1,170 @@
+package state
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/options"
+	"github.com/dgraph-io/badger/v4/table"
+	"github.com/dgraph-io/ristretto/v2/z"
+)
+
+// A Badger store must never start empty, or with records missing, by
+// accident: a retry whose record is gone is forwarded again (SPEC §3).
+// Three things guard it.
+//
+//   - Before Badger opens the directory (inspectDir), its files are
+//     checked against its MANIFEST: Badger deletes every table file its
+//     MANIFEST does not list, so a missing or cut-short MANIFEST would
+//     silently empty the store, and a cut-short table file makes Badger
+//     panic in a goroutine of its own (unrecoverable). Either is refused.
+//   - A marker (the store's instance id and format) lives both in Badger
+//     (key x/marker) and in a file next to it (MarkerFile). A directory
+//     whose marker file names a store that Badger opens without, or that
+//     holds data files but opens empty and unmarked, is refused.
+//   - A high-water mark: every commit also writes x/hwm, the number of
+//     commits the store has made and when. The marker file is rewritten
+//     with it every CheckpointInterval (and on Close). A store that opens
+//     with fewer commits than its marker file last recorded lost the tail
+//     of its write-ahead log: refused, saying how many commits are
+//     missing. Commits made after the last checkpoint (at most
+//     CheckpointInterval before a crash) are not covered by this check.
+//
+// ForceEmpty skips the refusals (Badger then deletes what it cannot use),
+// writes a fresh marker and reports the commits known lost in
+// BadgerStats.LostCommits.
+
+// ErrStoreDamaged: the store directory lost data (or cannot be read) and
+// OpenBadger refused to start on it. The error text says what was found.
+var ErrStoreDamaged = errors.New("state: store damaged")
+
+// MarkerFile is the name of the marker file in a Badger store directory.
+const MarkerFile = "SMPPPROXY-STORE"
+
+// markerFormat is the store format the marker records.
+const markerFormat = 1
+
+// damageAdvice ends every ErrStoreDamaged: what the operator can do.
+const damageAdvice = "starting on it would forward again every retry of a submit recorded in the lost data. " +
+	"Restore the directory from a backup, or, after reading the README (store damage), start deliberately " +
+	"with what is left (possibly nothing) with `smppproxy serve --force-empty-store`"
+
+func damaged(path string, problems []string) error {
+	return fmt.Errorf("%w: %s: %s; %s", ErrStoreDamaged, path, strings.Join(problems, "; "), damageAdvice)
+}
+
+// dirState is what inspectDir found before Badger opened the directory.
+type dirState struct {
+	hasData bool    // a MANIFEST, table, value log or memtable log is there
+	marker  *marker // the marker file; nil when absent
+	damage  []string
+}
+
+// inspectDir checks a store directory before Badger opens it (see the
+// comment at the top of this file). A missing directory is a new store.
+func inspectDir(path string, bo badger.Options) (dirState, error) {
+	var ds dirState
+	ents, err := os.ReadDir(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return ds, nil
+	}
+	if err != nil {
+		return ds, fmt.Errorf("state: read store directory: %w", err)
+	}
+	tables := map[uint64]bool{}
+	manifest := false
+	for _, e := range ents {
+		name := e.Name()
+		switch {
+		case name == badger.ManifestFilename:
+			manifest, ds.hasData = true, true
+		case strings.HasSuffix(name, ".sst"):
+			if id, ok := table.ParseFileID(name); ok {
+				tables[id] = true
+			}
+			ds.hasData = true
+		case strings.HasSuffix(name, ".vlog"), strings.HasSuffix(name, ".mem"):
+			ds.hasData = true
+		}
+	}
+	if ds.marker, err = readMarkerFile(path); err != nil {
+		ds.damage = append(ds.damage, err.Error())
+	}
+	switch {
+	case !ds.hasData:
+	case !manifest:
+		ds.damage = append(ds.damage, fmt.Sprintf("its MANIFEST is missing (%d table files it would list are there; Badger would delete them)", len(tables)))
+	default:
+		ds.damage = append(ds.damage, checkManifest(path, tables, bo)...)
+	}
+	return ds, nil
+}
+
+// checkManifest compares the MANIFEST with the table files present and
+// checks that each listed table can be opened.
+func checkManifest(path string, present map[uint64]bool, bo badger.Options) []string {
+	fp, err := os.Open(filepath.Join(path, badger.ManifestFilename))
+	if err != nil {
+		return []string{fmt.Sprintf("its MANIFEST cannot be read: %v", err)}
+	}
+	defer fp.Close()
+	fi, err := fp.Stat()
+	if err != nil {
+		return []string{fmt.Sprintf("its MANIFEST cannot be read: %v", err)}
+	}
+	mf, end, err := badger.ReplayManifestFile(fp, bo.ExternalMagicVersion, bo)
+	if err != nil {
+		return []string{fmt.Sprintf("its MANIFEST is damaged: %v", err)}
+	}
+	var damage []string
+	if end < fi.Size() {
+		damage = append(damage, fmt.Sprintf("its MANIFEST is cut short (%d of %d bytes readable)", end, fi.Size()))
+	}
+	for id, tm := range mf.Tables {
+		name := table.IDToFilename(id)
+		if !present[id] {
+			damage = append(damage, fmt.Sprintf("table %s listed in its MANIFEST is missing", name))
+			continue
+		}
+		if err := checkTable(filepath.Join(path, name), tm.Compression, bo.BlockSize); err != nil {
+			damage = append(damage, fmt.Sprintf("table %s is damaged: %v", name, err))
+		}
+	}
+	for id := range present {
+		if _, ok := mf.Tables[id]; !ok {
+			damage = append(damage, fmt.Sprintf("table %s is not listed in its MANIFEST (Badger would delete it)", table.IDToFilename(id)))
+		}
+	}
+	return damage
+}
+
+// checkTable opens a table file the way Badger does (its index and
+// bounds, not every block) and turns Badger's panic on a damaged one into
+// an error: Badger opens tables in goroutines of its own, where a panic
+// cannot be recovered.
+func checkTable(path string, c options.CompressionType, blockSize int) (err error) {
+	mf, err := z.OpenMmapFile(path, os.O_RDONLY, 0)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			err = errors.New("unreadable (cut short or overwritten)")
+		}
+		_ = mf.Close(-1)
+	}()
+	_, err = table.OpenTable(mf, table.Options{ReadOnly: true, Compression: c, BlockSize: blockSize})
+	return err
+}
+
+func firstLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
