@@ -53,8 +53,9 @@ type BadgerOptions struct {
 	// reported in BadgerStats.LostCommits. serve --force-empty-store.
 	ForceEmpty bool
 	// CheckpointInterval is how often the store's high-water mark (its
-	// commit count) is copied into the marker file, which is what lets a
-	// later open notice commits lost with the tail of the write-ahead log.
+	// commit count) is copied, synced, into the marker file, which is what
+	// lets a later open notice commits lost with the tail of the
+	// write-ahead log after an OS crash (HWMFile covers a process crash).
 	// Zero means one second; negative disables the periodic copy (Close
 	// still writes it).
 	CheckpointInterval time.Duration
@@ -131,6 +132,8 @@ type BadgerStore struct {
 	committed    atomic.Uint64 // commitSeq, for the checkpoint
 	checkpointed uint64        // checkpoint only: commits in the marker file
 	lostCommits  uint64        // found missing at open (ForceEmpty)
+	hwm          *hwmFile      // committer only (after open); nil in memory
+	hwmFailing   bool          // committer only: the last HWMFile write failed
 
 	reqs          chan *request
 	committerDone chan struct{}
@@ -236,6 +239,15 @@ func OpenBadger(opts BadgerOptions) (*BadgerStore, error) {
 	if mark != nil {
 		s.commitSeq, s.checkpointed = mark.Commits, mark.Commits
 		s.committed.Store(mark.Commits)
+		if s.hwm, err = openHWMFile(opts.Path, mark.Instance); err == nil {
+			if err = s.hwm.write(mark.Commits, mark.At); err != nil {
+				_ = s.hwm.f.Close()
+			}
+		}
+		if err != nil {
+			_ = db.Close()
+			return nil, err
+		}
 	}
 	go s.commitLoop()
 	if mark != nil && opts.CheckpointInterval > 0 {
@@ -497,6 +509,9 @@ func (s *BadgerStore) Close() error {
 		<-s.checkpointDone
 		if err := s.checkpoint(); err != nil {
 			s.log.Error("state: store high-water mark not checkpointed at close", "err", err)
+		}
+		if s.hwm != nil {
+			_ = s.hwm.f.Close()
 		}
 		if err := s.db.Close(); err != nil {
 			s.closeErr = fmt.Errorf("state: close badger: %w", err)

@@ -314,8 +314,7 @@ func (s *BadgerStore) commit(txn *badger.Txn) error {
 		return fmt.Errorf("state: commit: %w", err)
 	}
 	s.commits.Add(1)
-	s.commitSeq++
-	s.committed.Store(s.commitSeq)
+	s.committedNow()
 	return nil
 }
 

@@ -1,12 +1,14 @@
 package state
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -160,6 +162,13 @@ func settle(db *badger.DB, path string, ds dirState, force bool, log *slog.Logge
 		return nil, 0, err
 	}
 	file := ds.marker
+	if file != nil {
+		if n, at, ok := readHWMFile(path, file.Instance); ok && n > file.Commits {
+			f := *file
+			f.Commits, f.At = n, at
+			file = &f
+		}
+	}
 	problems := ds.damage
 	var lost uint64
 	if file != nil && (ms.marker == nil || ms.marker.Instance == file.Instance) && file.Commits > ms.commits {
@@ -226,6 +235,25 @@ func (s *BadgerStore) writeTxn() *badger.Txn {
 	return txn
 }
 
+// committedNow counts a commit just made: the committer's count, the
+// checkpoint's copy, and the HWMFile. It runs on the committer goroutine.
+func (s *BadgerStore) committedNow() {
+	s.commitSeq++
+	s.committed.Store(s.commitSeq)
+	if s.hwm == nil {
+		return
+	}
+	err := s.hwm.write(s.commitSeq, time.Now())
+	if (err != nil) != s.hwmFailing {
+		s.hwmFailing = err != nil
+		if err != nil {
+			s.log.Error("state: high-water mark file not written; commits lost after a crash may go unnoticed", "file", HWMFile, "err", err)
+		} else {
+			s.log.Info("state: high-water mark file written again", "file", HWMFile)
+		}
+	}
+}
+
 // checkpoint writes the high-water mark of the commits made so far into
 // the marker file. It runs on the checkpoint goroutine, or in Close once
 // that goroutine is done.
@@ -268,4 +296,64 @@ func (s *BadgerStore) checkpointLoop(every time.Duration) {
 		}
 		failing = err != nil
 	}
+}
+
+// HWMFile is the name of the file, next to MarkerFile, into which every
+// commit writes the store's high-water mark in place (32 bytes, no
+// fsync): it survives a process crash (kill -9), so a later open sees
+// every commit the process made, where the marker file's copy may be up
+// to CheckpointInterval old. After an OS crash or power loss it may be
+// stale or torn (then its checksum fails and the marker file's copy is
+// used).
+const HWMFile = MarkerFile + ".hwm"
+
+// hwmFile is the open HWMFile.
+//
+//	8 bytes instance tag (the first 8 bytes of the instance id, hex-decoded)
+//	8 bytes commits, 8 bytes Unix nanoseconds (big-endian)
+//	4 bytes CRC-32 (IEEE) of the 24 bytes before, 4 bytes zero
+type hwmFile struct {
+	f   *os.File
+	tag [8]byte
+	buf [32]byte
+}
+
+func instanceTag(instance string) (tag [8]byte) {
+	b, _ := hex.DecodeString(instance)
+	copy(tag[:], b)
+	return tag
+}
+
+// readHWMFile returns the high-water mark dir's HWMFile holds for
+// instance; ok is false when there is none (absent, torn, another store).
+func readHWMFile(dir, instance string) (commits uint64, at time.Time, ok bool) {
+	b, err := os.ReadFile(filepath.Join(dir, HWMFile))
+	if err != nil || len(b) < 32 {
+		return 0, time.Time{}, false
+	}
+	tag := instanceTag(instance)
+	if !bytes.Equal(b[:8], tag[:]) || crc32.ChecksumIEEE(b[:24]) != binary.BigEndian.Uint32(b[24:28]) {
+		return 0, time.Time{}, false
+	}
+	return binary.BigEndian.Uint64(b[8:16]), time.Unix(0, int64(binary.BigEndian.Uint64(b[16:24]))).UTC(), true
+}
+
+func openHWMFile(dir, instance string) (*hwmFile, error) {
+	f, err := os.OpenFile(filepath.Join(dir, HWMFile), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("state: open %s: %w", HWMFile, err)
+	}
+	return &hwmFile{f: f, tag: instanceTag(instance)}, nil
+}
+
+// write records commits made by at. It runs on the committer goroutine
+// (or at open, before it starts).
+func (h *hwmFile) write(commits uint64, at time.Time) error {
+	b := h.buf[:]
+	copy(b[:8], h.tag[:])
+	binary.BigEndian.PutUint64(b[8:16], commits)
+	binary.BigEndian.PutUint64(b[16:24], uint64(at.UnixNano()))
+	binary.BigEndian.PutUint32(b[24:28], crc32.ChecksumIEEE(b[:24]))
+	_, err := h.f.WriteAt(b, 0)
+	return err
 }

@@ -27,12 +27,15 @@ import (
 //     whose marker file names a store that Badger opens without, or that
 //     holds data files but opens empty and unmarked, is refused.
 //   - A high-water mark: every commit also writes x/hwm, the number of
-//     commits the store has made and when. The marker file is rewritten
-//     with it every CheckpointInterval (and on Close). A store that opens
-//     with fewer commits than its marker file last recorded lost the tail
-//     of its write-ahead log: refused, saying how many commits are
-//     missing. Commits made after the last checkpoint (at most
-//     CheckpointInterval before a crash) are not covered by this check.
+//     commits the store has made and when, and then writes the same
+//     count in place into HWMFile (no fsync: it survives a process
+//     crash). The marker file is rewritten with it, synced, every
+//     CheckpointInterval (and on Close). A store that opens with fewer
+//     commits than those files recorded lost the tail of its write-ahead
+//     log: refused, saying how many commits are missing. After a process
+//     crash (kill -9) every lost commit is seen; after an OS crash or a
+//     power loss, HWMFile may be stale and commits made in the last
+//     CheckpointInterval before it are not covered.
 //
 // ForceEmpty skips the refusals (Badger then deletes what it cannot use),
 // writes a fresh marker and reports the commits known lost in
