@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dgraph-io/badger/v4"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/smppproxy/smppproxy/state"
@@ -357,4 +358,34 @@ func TestBadgerOpensAfterACrashThatLostNothing(t *testing.T) {
 	if got := s.Stats().LostCommits; got != 0 {
 		t.Errorf("Stats().LostCommits = %d, want 0", got)
 	}
+}
+
+// A store written before markers existed (data, no marker) is adopted:
+// it opens, a marker is written and a warning says so.
+func TestBadgerAdoptsAStoreFromBeforeMarkers(t *testing.T) {
+	dir := t.TempDir()
+	db, err := badger.Open(badger.DefaultOptions(dir).WithLogger(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(func(txn *badger.Txn) error { return txn.Set([]byte("x/qseq"), []byte{0, 0, 0, 0, 0, 0, 0, 7}) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	s, err := state.OpenBadger(state.BadgerOptions{Path: dir, Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	if err != nil {
+		t.Fatalf("OpenBadger(store without marker) = %v", err)
+	}
+	s.Close()
+	if _, err := os.Stat(filepath.Join(dir, state.MarkerFile)); err != nil {
+		t.Errorf("no marker written: %v", err)
+	}
+	if !strings.Contains(logs.String(), "no marker") {
+		t.Errorf("adopting a store without marker logged no warning; logs:\n%s", logs.String())
+	}
+	s = openBadger(t, dir, nil)
+	s.Close()
 }
