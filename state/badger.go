@@ -276,6 +276,13 @@ func openChecked(bo badger.Options, opts BadgerOptions, log *slog.Logger) (db *b
 		if len(ds.damage) > 0 && !opts.ForceEmpty {
 			return nil, nil, 0, damaged(opts.Path, ds.damage)
 		}
+		if ds.tables {
+			q, err := quarantine(opts.Path, time.Now())
+			if err != nil {
+				return nil, nil, 0, err
+			}
+			log.Warn("state: store damaged; its MANIFEST and tables moved aside (force-empty-store)", "path", opts.Path, "moved_to", q, "problems", ds.damage)
+		}
 	}
 	func() {
 		defer func() {

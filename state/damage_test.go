@@ -100,28 +100,30 @@ func openDamaged(t *testing.T, dir string) string {
 	return err.Error()
 }
 
+// damages are the ways a store's files lose data.
+var damages = map[string]func(t *testing.T, dir string){
+	"missing MANIFEST": func(t *testing.T, dir string) {
+		if err := os.Remove(filepath.Join(dir, "MANIFEST")); err != nil {
+			t.Fatal(err)
+		}
+	},
+	"truncated MANIFEST": func(t *testing.T, dir string) {
+		truncateHalf(t, filepath.Join(dir, "MANIFEST"))
+	},
+	"truncated table": func(t *testing.T, dir string) {
+		for _, f := range filesMatching(t, dir, "*.sst") {
+			truncateHalf(t, f)
+		}
+	},
+}
+
 // A store whose data files lost their MANIFEST, had it cut short, or had
 // a table file cut short is refused with ErrStoreDamaged: Badger would
 // otherwise delete the tables it no longer knows (or panic on the short
 // one) and the proxy would start with an empty store, forwarding every
 // retry again. The tables are left in place for a restore.
 func TestBadgerRefusesAStoreThatLostData(t *testing.T) {
-	cases := map[string]func(t *testing.T, dir string){
-		"missing MANIFEST": func(t *testing.T, dir string) {
-			if err := os.Remove(filepath.Join(dir, "MANIFEST")); err != nil {
-				t.Fatal(err)
-			}
-		},
-		"truncated MANIFEST": func(t *testing.T, dir string) {
-			truncateHalf(t, filepath.Join(dir, "MANIFEST"))
-		},
-		"truncated table": func(t *testing.T, dir string) {
-			for _, f := range filesMatching(t, dir, "*.sst") {
-				truncateHalf(t, f)
-			}
-		},
-	}
-	for name, damage := range cases {
+	for name, damage := range damages {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
 			fillStore(t, dir, 200)
@@ -194,69 +196,54 @@ func TestBadgerOpensABrandNewDirectory(t *testing.T) {
 }
 
 // ForceEmpty (serve --force-empty-store) lets the operator start a
-// damaged store deliberately; it writes a fresh marker, so the next plain
-// start is not refused again.
+// damaged store deliberately, whatever the damage (a cut-short table
+// must not make Badger panic): the damaged files are moved aside, not
+// deleted, a fresh marker is written, and the next plain start is not
+// refused again.
 func TestBadgerForceEmptyStartsADamagedStoreDeliberately(t *testing.T) {
-	dir := t.TempDir()
-	fillStore(t, dir, 50)
-	before, err := os.ReadFile(filepath.Join(dir, state.MarkerFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Remove(filepath.Join(dir, "MANIFEST")); err != nil {
-		t.Fatal(err)
-	}
-	openDamaged(t, dir)
+	for name, damage := range damages {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			fillStore(t, dir, 50)
+			before, err := os.ReadFile(filepath.Join(dir, state.MarkerFile))
+			if err != nil {
+				t.Fatal(err)
+			}
+			damage(t, dir)
+			openDamaged(t, dir)
 
-	var logs bytes.Buffer
-	s, err := state.OpenBadger(state.BadgerOptions{Path: dir, ForceEmpty: true,
-		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
-	if err != nil {
-		t.Fatalf("OpenBadger(ForceEmpty) = %v", err)
-	}
-	k := state.Key{Account: "acme", Key: "after"}
-	if _, _, err := s.Create(context.Background(), record(k, time.Now())); err != nil {
-		t.Fatalf("Create after a forced start = %v", err)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "force") {
-		t.Errorf("a forced start logged no warning; logs:\n%s", logs.String())
-	}
-	after, err := os.ReadFile(filepath.Join(dir, state.MarkerFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if bytes.Equal(before, after) {
-		t.Errorf("marker unchanged by a forced start: %s", after)
-	}
-	s = openBadger(t, dir, nil)
-	defer s.Close()
-	if _, err := s.Get(context.Background(), k); err != nil {
-		t.Errorf("Get(%v) after the forced start = %v", k, err)
-	}
-}
-
-// Badger's warnings, and its notes about files it deletes or truncates
-// (which it logs below warning level), reach the log at WARN.
-func TestBadgerWarningsAreLoggedAtWarn(t *testing.T) {
-	dir := t.TempDir()
-	fillStore(t, dir, 20)
-	// A stray table file no MANIFEST knows: with ForceEmpty, Badger
-	// deletes it and says so.
-	if err := os.WriteFile(filepath.Join(dir, "999999.sst"), []byte("junk"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	var logs bytes.Buffer
-	s, err := state.OpenBadger(state.BadgerOptions{Path: dir, ForceEmpty: true,
-		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
-	if err != nil {
-		t.Fatalf("OpenBadger = %v", err)
-	}
-	s.Close()
-	if !strings.Contains(logs.String(), "not referenced in MANIFEST") {
-		t.Errorf("Badger's deletion of an unknown table not logged at WARN; logs:\n%s", logs.String())
+			var logs bytes.Buffer
+			s, err := state.OpenBadger(state.BadgerOptions{Path: dir, ForceEmpty: true,
+				Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+			if err != nil {
+				t.Fatalf("OpenBadger(ForceEmpty) = %v", err)
+			}
+			k := state.Key{Account: "acme", Key: "after"}
+			if _, _, err := s.Create(context.Background(), record(k, time.Now())); err != nil {
+				t.Fatalf("Create after a forced start = %v", err)
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "force") {
+				t.Errorf("a forced start logged no warning; logs:\n%s", logs.String())
+			}
+			if moved := filesMatching(t, dir, "damaged-*/*.sst"); len(moved) == 0 {
+				t.Errorf("no table kept aside in damaged-*/ after a forced start")
+			}
+			after, err := os.ReadFile(filepath.Join(dir, state.MarkerFile))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if bytes.Equal(before, after) {
+				t.Errorf("marker unchanged by a forced start: %s", after)
+			}
+			s = openBadger(t, dir, nil)
+			defer s.Close()
+			if _, err := s.Get(context.Background(), k); err != nil {
+				t.Errorf("Get(%v) after the forced start = %v", k, err)
+			}
+		})
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
@@ -37,9 +38,11 @@ import (
 //     power loss, HWMFile may be stale and commits made in the last
 //     CheckpointInterval before it are not covered.
 //
-// ForceEmpty skips the refusals (Badger then deletes what it cannot use),
-// writes a fresh marker and reports the commits known lost in
-// BadgerStats.LostCommits.
+// ForceEmpty skips the refusals: a damaged MANIFEST or table is moved,
+// with every table, into damaged-<time> inside the directory (quarantine;
+// kept for an investigation or a restore) and Badger starts from what is
+// left; a fresh marker is written and the commits known lost are
+// reported in BadgerStats.LostCommits.
 
 // ErrStoreDamaged: the store directory lost data (or cannot be read) and
 // OpenBadger refused to start on it. The error text says what was found.
@@ -65,6 +68,9 @@ type dirState struct {
 	hasData bool    // a MANIFEST, table, value log or memtable log is there
 	marker  *marker // the marker file; nil when absent
 	damage  []string
+	// tables: the MANIFEST or a table is damaged (Badger could not open
+	// the directory safely as it is).
+	tables bool
 }
 
 // inspectDir checks a store directory before Badger opens it (see the
@@ -101,10 +107,42 @@ func inspectDir(path string, bo badger.Options) (dirState, error) {
 	case !ds.hasData:
 	case !manifest:
 		ds.damage = append(ds.damage, fmt.Sprintf("its MANIFEST is missing (%d table files it would list are there; Badger would delete them)", len(tables)))
+		ds.tables = true
 	default:
-		ds.damage = append(ds.damage, checkManifest(path, tables, bo)...)
+		d := checkManifest(path, tables, bo)
+		ds.damage = append(ds.damage, d...)
+		ds.tables = len(d) > 0
 	}
 	return ds, nil
+}
+
+// quarantine moves the MANIFEST and every table file of the store in path
+// into a new directory damaged-<time> inside it, so that a forced start
+// (ForceEmpty) on a damaged MANIFEST or table neither deletes them nor
+// makes Badger panic: Badger then starts from its memtable logs alone.
+// It returns the directory's path.
+func quarantine(path string, now time.Time) (string, error) {
+	dst := filepath.Join(path, "damaged-"+now.UTC().Format("20060102T150405.000000000Z"))
+	if err := os.Mkdir(dst, 0o700); err != nil {
+		return "", fmt.Errorf("state: quarantine damaged files: %w", err)
+	}
+	ents, err := os.ReadDir(path)
+	if err != nil {
+		return "", fmt.Errorf("state: quarantine damaged files: %w", err)
+	}
+	for _, e := range ents {
+		name := e.Name()
+		if name != badger.ManifestFilename && !strings.HasSuffix(name, ".sst") {
+			continue
+		}
+		if err := os.Rename(filepath.Join(path, name), filepath.Join(dst, name)); err != nil {
+			return "", fmt.Errorf("state: quarantine damaged files: %w", err)
+		}
+	}
+	if err := syncDir(path); err != nil {
+		return "", fmt.Errorf("state: quarantine damaged files: %w", err)
+	}
+	return dst, nil
 }
 
 // checkManifest compares the MANIFEST with the table files present and
