@@ -167,30 +167,7 @@ func OpenBadger(opts BadgerOptions) (*BadgerStore, error) {
 	if opts.Path == "" && !opts.InMemory {
 		return nil, errors.New("state: OpenBadger needs a Path")
 	}
-	if opts.MaxBatch <= 0 {
-		opts.MaxBatch = 256
-	}
-	if opts.QueueSize <= 0 {
-		opts.QueueSize = 4 * opts.MaxBatch
-	}
-	if opts.GCInterval == 0 {
-		opts.GCInterval = 10 * time.Minute
-	}
-	if opts.CheckpointInterval == 0 {
-		opts.CheckpointInterval = time.Second
-	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
-	if opts.MinFreeBytes == 0 {
-		opts.MinFreeBytes = 512 << 20
-	}
-	if opts.InMemory {
-		opts.MinFreeBytes = -1
-	}
-	if opts.diskFree == nil {
-		opts.diskFree = diskFree
-	}
+	opts.setDefaults()
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -237,14 +214,7 @@ func OpenBadger(opts BadgerOptions) (*BadgerStore, error) {
 		checkpointDone: make(chan struct{}),
 	}
 	if mark != nil {
-		s.commitSeq, s.checkpointed = mark.Commits, mark.Commits
-		s.committed.Store(mark.Commits)
-		if s.hwm, err = openHWMFile(opts.Path, mark.Instance); err == nil {
-			if err = s.hwm.write(mark.Commits, mark.At); err != nil {
-				_ = s.hwm.f.Close()
-			}
-		}
-		if err != nil {
+		if err := s.startMarks(mark); err != nil {
 			_ = db.Close()
 			return nil, err
 		}
@@ -261,6 +231,51 @@ func OpenBadger(opts BadgerOptions) (*BadgerStore, error) {
 		close(s.gcDone)
 	}
 	return s, nil
+}
+
+// startMarks sets the store's commit count from its marker and opens the
+// HWMFile.
+func (s *BadgerStore) startMarks(mark *marker) error {
+	s.commitSeq, s.checkpointed = mark.Commits, mark.Commits
+	s.committed.Store(mark.Commits)
+	h, err := openHWMFile(s.path, mark.Instance)
+	if err != nil {
+		return err
+	}
+	if err := h.write(mark.Commits, mark.At); err != nil {
+		_ = h.f.Close()
+		return fmt.Errorf("state: write %s: %w", HWMFile, err)
+	}
+	s.hwm = h
+	return nil
+}
+
+// setDefaults fills the zero fields with their documented defaults.
+func (opts *BadgerOptions) setDefaults() {
+	if opts.MaxBatch <= 0 {
+		opts.MaxBatch = 256
+	}
+	if opts.QueueSize <= 0 {
+		opts.QueueSize = 4 * opts.MaxBatch
+	}
+	if opts.GCInterval == 0 {
+		opts.GCInterval = 10 * time.Minute
+	}
+	if opts.CheckpointInterval == 0 {
+		opts.CheckpointInterval = time.Second
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.MinFreeBytes == 0 {
+		opts.MinFreeBytes = 512 << 20
+	}
+	if opts.InMemory {
+		opts.MinFreeBytes = -1
+	}
+	if opts.diskFree == nil {
+		opts.diskFree = diskFree
+	}
 }
 
 // openChecked opens Badger on a directory that inspectDir and settle
