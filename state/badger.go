@@ -278,6 +278,32 @@ func (opts *BadgerOptions) setDefaults() {
 	}
 }
 
+// prepareDir inspects the store directory under Badger's lock, refuses
+// it if damaged (unless ForceEmpty, which then quarantines a damaged
+// MANIFEST and the tables) and returns what it found.
+func prepareDir(opts BadgerOptions, bo badger.Options, log *slog.Logger) (dirState, error) {
+	unlock, err := lockDir(opts.Path)
+	if err != nil {
+		return dirState{}, err
+	}
+	defer unlock()
+	ds, err := inspectDir(opts.Path, bo)
+	if err != nil {
+		return ds, err
+	}
+	if len(ds.damage) > 0 && !opts.ForceEmpty {
+		return ds, damaged(opts.Path, ds.damage)
+	}
+	if ds.tables {
+		q, err := quarantine(opts.Path, time.Now())
+		if err != nil {
+			return ds, err
+		}
+		log.Warn("state: store damaged; its MANIFEST and tables moved aside (force-empty-store)", "path", opts.Path, "moved_to", q, "problems", ds.damage)
+	}
+	return ds, nil
+}
+
 // openChecked opens Badger on a directory that inspectDir and settle
 // found whole (or that the operator forced, see BadgerOptions.ForceEmpty)
 // and returns the store's marker (nil in memory) and the commits known
@@ -285,18 +311,8 @@ func (opts *BadgerOptions) setDefaults() {
 func openChecked(bo badger.Options, opts BadgerOptions, log *slog.Logger) (db *badger.DB, mark *marker, lost uint64, err error) {
 	var ds dirState
 	if !opts.InMemory {
-		if ds, err = inspectDir(opts.Path, bo); err != nil {
+		if ds, err = prepareDir(opts, bo, log); err != nil {
 			return nil, nil, 0, err
-		}
-		if len(ds.damage) > 0 && !opts.ForceEmpty {
-			return nil, nil, 0, damaged(opts.Path, ds.damage)
-		}
-		if ds.tables {
-			q, err := quarantine(opts.Path, time.Now())
-			if err != nil {
-				return nil, nil, 0, err
-			}
-			log.Warn("state: store damaged; its MANIFEST and tables moved aside (force-empty-store)", "path", opts.Path, "moved_to", q, "problems", ds.damage)
 		}
 	}
 	func() {

@@ -376,3 +376,23 @@ func TestBadgerAdoptsAStoreFromBeforeMarkers(t *testing.T) {
 	s = openBadger(t, dir, nil)
 	s.Close()
 }
+
+// A store directory in use by another process is reported as in use,
+// never as damaged by the work that process is doing (here a table a
+// compaction is writing, not yet in the MANIFEST).
+func TestBadgerReportsAStoreInUseNotDamaged(t *testing.T) {
+	dir := t.TempDir()
+	s := openBadger(t, dir, nil)
+	defer s.Close()
+	if err := os.WriteFile(filepath.Join(dir, "999999.sst"), []byte("being written"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := state.OpenBadger(state.BadgerOptions{Path: dir})
+	if err == nil {
+		s2.Close()
+		t.Fatalf("OpenBadger(directory in use) = nil error")
+	}
+	if errors.Is(err, state.ErrStoreDamaged) || !strings.Contains(err.Error(), "in use") {
+		t.Errorf("OpenBadger(directory in use) = %v, want an error saying it is in use", err)
+	}
+}
