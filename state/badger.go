@@ -294,13 +294,15 @@ func prepareDir(opts BadgerOptions, bo badger.Options, log *slog.Logger) (dirSta
 	if len(ds.damage) > 0 && !opts.ForceEmpty {
 		return ds, damaged(opts.Path, ds.damage)
 	}
-	if ds.tables {
-		q, err := quarantine(opts.Path, time.Now())
-		if err != nil {
-			return ds, err
-		}
-		log.Warn("state: store damaged; its MANIFEST and tables moved aside (force-empty-store)", "path", opts.Path, "moved_to", q, "problems", ds.damage)
+	names, err := ds.quarantineFiles(opts.Path)
+	if err != nil || len(names) == 0 {
+		return ds, err
 	}
+	q, err := quarantine(opts.Path, names, time.Now())
+	if err != nil {
+		return ds, err
+	}
+	log.Warn("state: store damaged; files moved aside (force-empty-store)", "path", opts.Path, "moved_to", q, "files", names, "problems", ds.damage)
 	return ds, nil
 }
 

@@ -396,3 +396,32 @@ func TestBadgerReportsAStoreInUseNotDamaged(t *testing.T) {
 		t.Errorf("OpenBadger(directory in use) = %v, want an error saying it is in use", err)
 	}
 }
+
+// A table its MANIFEST does not list (what a crash during a compaction
+// leaves, and also what a MANIFEST cut short at an entry boundary
+// leaves) is refused; a forced start moves only that table aside and
+// keeps every record the MANIFEST's tables hold.
+func TestBadgerForceEmptyKeepsTheListedTablesWhenOnlyAnUnlistedOneIsThere(t *testing.T) {
+	dir := t.TempDir()
+	fillStore(t, dir, 30)
+	if err := os.WriteFile(filepath.Join(dir, "999999.sst"), []byte("half a compaction"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if msg := openDamaged(t, dir); !strings.Contains(msg, "999999.sst is not listed") {
+		t.Errorf("error %q does not name the unlisted table", msg)
+	}
+	s, err := state.OpenBadger(state.BadgerOptions{Path: dir, ForceEmpty: true})
+	if err != nil {
+		t.Fatalf("OpenBadger(ForceEmpty) = %v", err)
+	}
+	defer s.Close()
+	for i := range 30 {
+		k := state.Key{Account: "acme", Key: fmt.Sprintf("k%d", i)}
+		if _, err := s.Get(context.Background(), k); err != nil {
+			t.Fatalf("Get(%v) after a forced start over an unlisted table = %v", k, err)
+		}
+	}
+	if moved := filesMatching(t, dir, "damaged-*/999999.sst"); len(moved) != 1 {
+		t.Errorf("the unlisted table was not kept aside in damaged-*/")
+	}
+}

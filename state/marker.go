@@ -68,9 +68,11 @@ type dirState struct {
 	hasData bool    // a MANIFEST, table, value log or memtable log is there
 	marker  *marker // the marker file; nil when absent
 	damage  []string
-	// tables: the MANIFEST or a table is damaged (Badger could not open
-	// the directory safely as it is).
+	// tables: the MANIFEST or a table it lists is damaged (Badger could
+	// not open the directory safely as it is).
 	tables bool
+	// unlisted: table files the MANIFEST does not list.
+	unlisted []string
 }
 
 // inspectDir checks a store directory before Badger opens it (see the
@@ -109,32 +111,45 @@ func inspectDir(path string, bo badger.Options) (dirState, error) {
 		ds.damage = append(ds.damage, fmt.Sprintf("its MANIFEST is missing (%d table files it would list are there; Badger would delete them)", len(tables)))
 		ds.tables = true
 	default:
-		d := checkManifest(path, tables, bo)
+		d, unlisted := checkManifest(path, tables, bo)
 		ds.damage = append(ds.damage, d...)
-		ds.tables = len(d) > 0
+		ds.tables = len(d) > len(unlisted)
+		ds.unlisted = unlisted
 	}
 	return ds, nil
 }
 
-// quarantine moves the MANIFEST and every table file of the store in path
-// into a new directory damaged-<time> inside it, so that a forced start
-// (ForceEmpty) on a damaged MANIFEST or table neither deletes them nor
-// makes Badger panic: Badger then starts from its memtable logs alone.
-// It returns the directory's path.
-func quarantine(path string, now time.Time) (string, error) {
+// quarantineFiles returns the files a forced start moves aside: the
+// MANIFEST and every table when the MANIFEST or a table it lists is
+// damaged (Badger then starts from its memtable logs alone), else only
+// the tables the MANIFEST does not list (Badger would delete them).
+func (ds dirState) quarantineFiles(path string) ([]string, error) {
+	if !ds.tables {
+		return ds.unlisted, nil
+	}
+	ents, err := os.ReadDir(path)
+	if err != nil {
+		return nil, fmt.Errorf("state: quarantine damaged files: %w", err)
+	}
+	var names []string
+	for _, e := range ents {
+		if name := e.Name(); name == badger.ManifestFilename || strings.HasSuffix(name, ".sst") {
+			names = append(names, name)
+		}
+	}
+	return names, nil
+}
+
+// quarantine moves the files names of the store in path into a new
+// directory damaged-<time> inside it, so that a forced start (ForceEmpty)
+// neither deletes them nor makes Badger panic on them. It returns the
+// directory's path.
+func quarantine(path string, names []string, now time.Time) (string, error) {
 	dst := filepath.Join(path, "damaged-"+now.UTC().Format("20060102T150405.000000000Z"))
 	if err := os.Mkdir(dst, 0o700); err != nil {
 		return "", fmt.Errorf("state: quarantine damaged files: %w", err)
 	}
-	ents, err := os.ReadDir(path)
-	if err != nil {
-		return "", fmt.Errorf("state: quarantine damaged files: %w", err)
-	}
-	for _, e := range ents {
-		name := e.Name()
-		if name != badger.ManifestFilename && !strings.HasSuffix(name, ".sst") {
-			continue
-		}
+	for _, name := range names {
 		if err := os.Rename(filepath.Join(path, name), filepath.Join(dst, name)); err != nil {
 			return "", fmt.Errorf("state: quarantine damaged files: %w", err)
 		}
@@ -147,21 +162,22 @@ func quarantine(path string, now time.Time) (string, error) {
 
 // checkManifest compares the MANIFEST with the table files present and
 // checks that each listed table can be opened.
-func checkManifest(path string, present map[uint64]bool, bo badger.Options) []string {
+// The second result lists the table files the MANIFEST does not list
+// (each also described in the first).
+func checkManifest(path string, present map[uint64]bool, bo badger.Options) (damage, unlisted []string) {
 	fp, err := os.Open(filepath.Join(path, badger.ManifestFilename))
 	if err != nil {
-		return []string{fmt.Sprintf("its MANIFEST cannot be read: %v", err)}
+		return []string{fmt.Sprintf("its MANIFEST cannot be read: %v", err)}, nil
 	}
 	defer fp.Close()
 	fi, err := fp.Stat()
 	if err != nil {
-		return []string{fmt.Sprintf("its MANIFEST cannot be read: %v", err)}
+		return []string{fmt.Sprintf("its MANIFEST cannot be read: %v", err)}, nil
 	}
 	mf, end, err := badger.ReplayManifestFile(fp, bo.ExternalMagicVersion, bo)
 	if err != nil {
-		return []string{fmt.Sprintf("its MANIFEST is damaged: %v", err)}
+		return []string{fmt.Sprintf("its MANIFEST is damaged: %v", err)}, nil
 	}
-	var damage []string
 	if end < fi.Size() {
 		damage = append(damage, fmt.Sprintf("its MANIFEST is cut short (%d of %d bytes readable)", end, fi.Size()))
 	}
@@ -177,10 +193,13 @@ func checkManifest(path string, present map[uint64]bool, bo badger.Options) []st
 	}
 	for id := range present {
 		if _, ok := mf.Tables[id]; !ok {
-			damage = append(damage, fmt.Sprintf("table %s is not listed in its MANIFEST (Badger would delete it)", table.IDToFilename(id)))
+			name := table.IDToFilename(id)
+			unlisted = append(unlisted, name)
+			damage = append(damage, fmt.Sprintf("table %s is not listed in its MANIFEST (left by a crash during a compaction, harmless, "+
+				"or by a MANIFEST cut short, and then it holds records; Badger would delete it; a forced start moves it aside)", name))
 		}
 	}
-	return damage
+	return damage, unlisted
 }
 
 // checkTable opens a table file the way Badger does (its index and
