@@ -37,8 +37,9 @@ const (
 // The counts are kept in memory: set from the store's queue depths at
 // Start and by every depth refresh (each minute, which also accounts for
 // expired entries), raised by added, lowered by removed and by evictions.
-// Between refreshes they may drift (an entry that expires is still
-// counted), which can only make eviction start early, never late.
+// Between refreshes they may drift (an entry that expired is still
+// counted; one the reconciler matched while the evictor deleted it is
+// subtracted twice); the next refresh corrects them.
 type unmatchedBound struct {
 	max     int
 	q       state.Queue
