@@ -38,7 +38,9 @@
 // duplicate only of the very same receipt.
 //
 // A receipt that matches no record is kept in a queue of its upstream
-// ("unmatched/<upstream>"), counted, listed by Service.Unmatched, and
+// ("unmatched/<upstream>", at most Config.UnmatchedMax entries: past it
+// the oldest are deleted and counted), counted, listed by
+// Service.Unmatched, and
 // matched again with back-off: the record may be accepted a moment later
 // (a receipt can overtake the submit_sm_resp), or the receipt may settle
 // an unknown record (SPEC §5) when exactly one unknown record of that

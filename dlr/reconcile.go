@@ -281,6 +281,7 @@ func (c *reconciler) attempt(ctx context.Context, up string, e *state.QueueEntry
 	if err := s.q.Ack(ctx, e.Queue, e.Seq); err != nil {
 		return false, 0, fmt.Errorf("dlr: receipt routed but still listed as unmatched: %w", err)
 	}
+	s.bound.removed(up)
 	s.m.received(rec.Key.Account, up, out)
 	s.log.Info("dlr: kept receipt matched", "upstream", up, "receipt_id", r.id, "stat", r.stat, "outcome", out,
 		"account", rec.Key.Account, "key", rec.Key.Key, "segment", rec.Key.Segment, "message_id", rec.ClientMessageID())

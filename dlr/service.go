@@ -50,6 +50,9 @@ type Config struct {
 	DefaultAccount string
 	// UnmatchedRetention: how long an unmatched receipt is kept (72h).
 	UnmatchedRetention time.Duration
+	// UnmatchedMax bounds each upstream's unmatched receipts: past it the
+	// oldest are deleted (DefaultUnmatchedMax, 100000).
+	UnmatchedMax int
 	// ReconcileWindow: an unmatched receipt may settle an unknown record
 	// created within this distance of the receipt's submit date (10m).
 	// The submit date has no time zone: UTC and the local zone are both
@@ -129,7 +132,8 @@ type Service struct {
 	accounts map[string]*dispatcher
 	started  bool
 
-	rec *reconciler
+	rec   *reconciler
+	bound *unmatchedBound
 }
 
 // New validates cfg and returns a Service.
@@ -146,6 +150,9 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.UnmatchedRetention <= 0 {
 		cfg.UnmatchedRetention = DefaultUnmatchedRetention
+	}
+	if cfg.UnmatchedMax <= 0 {
+		cfg.UnmatchedMax = DefaultUnmatchedMax
 	}
 	if cfg.ReconcileWindow <= 0 {
 		cfg.ReconcileWindow = DefaultReconcileWindow
@@ -194,6 +201,7 @@ func New(cfg Config) (*Service, error) {
 		s.accounts[name] = newDispatcher(s, name, accts[name])
 	}
 	s.rec = newReconciler(s)
+	s.bound = newUnmatchedBound(cfg.UnmatchedMax, q, cfg.Logger, s.m, cfg.Registerer)
 	return s, nil
 }
 
@@ -245,10 +253,14 @@ func (s *Service) Start() {
 			d.run()
 		}()
 	}
-	s.wg.Add(1)
+	s.wg.Add(2)
 	go func() {
 		defer s.wg.Done()
 		s.rec.run()
+	}()
+	go func() {
+		defer s.wg.Done()
+		s.bound.run(s.ctx)
 	}()
 }
 
@@ -270,15 +282,18 @@ func (s *Service) refreshDepths() {
 		s.m.depth.WithLabelValues(name).Set(float64(depths[accountQueue(name)]))
 	}
 	var unmatched []string
+	kept := map[string]int{}
 	for q, n := range depths {
 		if up, ok := strings.CutPrefix(q, unmatchedPrefix); ok && n > 0 {
 			unmatched = append(unmatched, up)
+			kept[up] = n
 		}
 		if acct, ok := strings.CutPrefix(q, accountPrefix); ok && s.accounts[acct] == nil {
 			s.log.Warn("dlr: queued receipts/MO of an account that is not configured", "account", acct, "entries", n)
 		}
 	}
 	s.rec.noteKnown(unmatched...)
+	s.bound.reset(kept)
 }
 
 const (
@@ -572,6 +587,7 @@ func (s *Service) keepUnmatched(ctx context.Context, upstream string, r *receipt
 	if dup {
 		return OutDuplicate, nil
 	}
+	s.bound.added(upstream)
 	s.rec.note(upstream)
 	return OutUnmatched, nil
 }

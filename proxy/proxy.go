@@ -41,6 +41,10 @@ type Options struct {
 	Store state.Store
 	// InstanceID distinguishes this process run; empty = random.
 	InstanceID string
+	// ForceEmptyStore opens a Badger store that lost data instead of
+	// refusing it (state.BadgerOptions.ForceEmpty; serve
+	// --force-empty-store).
+	ForceEmptyStore bool
 }
 
 // App is a wired proxy.
@@ -77,7 +81,7 @@ func New(opts Options) (*App, error) {
 	a := &App{cfg: cfg, log: log}
 	st := opts.Store
 	if st == nil {
-		b, err := state.OpenBadger(state.BadgerOptions{Path: cfg.Store.Path, Logger: log})
+		b, err := state.OpenBadger(state.BadgerOptions{Path: cfg.Store.Path, Logger: log, ForceEmpty: opts.ForceEmptyStore})
 		if err != nil {
 			return nil, fmt.Errorf("proxy: open store %s: %w", cfg.Store.Path, err)
 		}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -46,6 +47,19 @@ type BadgerOptions struct {
 	// Zero means 512 MiB; negative disables the guard.
 	MinFreeBytes int64
 
+	// ForceEmpty starts on a store that lost data (see ErrStoreDamaged)
+	// instead of refusing it: what Badger can still read is kept (possibly
+	// nothing), a fresh marker is written, and the commits known lost are
+	// reported in BadgerStats.LostCommits. serve --force-empty-store.
+	ForceEmpty bool
+	// CheckpointInterval is how often the store's high-water mark (its
+	// commit count) is copied, synced, into the marker file, which is what
+	// lets a later open notice commits lost with the tail of the
+	// write-ahead log after an OS crash (HWMFile covers a process crash).
+	// Zero means one second; negative disables the periodic copy (Close
+	// still writes it).
+	CheckpointInterval time.Duration
+
 	// tune, when set (by tests in this package), adjusts Badger's options.
 	tune func(badger.Options) badger.Options
 	// diskFree, when set (by tests in this package), replaces the
@@ -67,6 +81,9 @@ type BadgerStats struct {
 	// Failed is the number of write requests answered with an error
 	// because their transaction could not be committed (or FailWrites).
 	Failed uint64
+	// LostCommits is the number of commits found missing when the store
+	// was opened with ForceEmpty (see ErrStoreDamaged); 0 otherwise.
+	LostCommits uint64
 }
 
 // BadgerStore is the production Store on Badger (github.com/dgraph-io/badger).
@@ -110,10 +127,21 @@ type BadgerStore struct {
 	lowDisk  bool                             // committer only: last guard verdict
 	qseq     uint64                           // committer only: last queue sequence number
 
+	mark         *marker       // the store's marker; nil in memory
+	commitSeq    uint64        // committer only: commits made (the high-water mark)
+	committed    atomic.Uint64 // commitSeq, for the checkpoint
+	checkpointed uint64        // checkpoint only: commits in the marker file
+	lostCommits  uint64        // found missing at open (ForceEmpty)
+	hwm          *hwmFile      // committer only (after open); nil in memory
+	hwmFailing   bool          // committer only: the last HWMFile write failed
+
 	reqs          chan *request
 	committerDone chan struct{}
 	stopGC        chan struct{}
 	gcDone        chan struct{}
+
+	stopCheckpoint chan struct{}
+	checkpointDone chan struct{}
 
 	mu       sync.Mutex
 	closed   bool
@@ -139,27 +167,7 @@ func OpenBadger(opts BadgerOptions) (*BadgerStore, error) {
 	if opts.Path == "" && !opts.InMemory {
 		return nil, errors.New("state: OpenBadger needs a Path")
 	}
-	if opts.MaxBatch <= 0 {
-		opts.MaxBatch = 256
-	}
-	if opts.QueueSize <= 0 {
-		opts.QueueSize = 4 * opts.MaxBatch
-	}
-	if opts.GCInterval == 0 {
-		opts.GCInterval = 10 * time.Minute
-	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
-	if opts.MinFreeBytes == 0 {
-		opts.MinFreeBytes = 512 << 20
-	}
-	if opts.InMemory {
-		opts.MinFreeBytes = -1
-	}
-	if opts.diskFree == nil {
-		opts.diskFree = diskFree
-	}
+	opts.setDefaults()
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -177,9 +185,9 @@ func OpenBadger(opts BadgerOptions) (*BadgerStore, error) {
 	if opts.tune != nil {
 		bo = opts.tune(bo)
 	}
-	db, err := badger.Open(bo)
+	db, mark, lost, err := openChecked(bo, opts, log)
 	if err != nil {
-		return nil, fmt.Errorf("state: open badger %q: %w", opts.Path, err)
+		return nil, err
 	}
 	qseq, err := loadQueueSeq(db)
 	if err != nil {
@@ -188,6 +196,8 @@ func OpenBadger(opts BadgerOptions) (*BadgerStore, error) {
 	}
 	s := &BadgerStore{
 		qseq:          qseq,
+		mark:          mark,
+		lostCommits:   lost,
 		db:            db,
 		log:           log,
 		now:           opts.Now,
@@ -199,14 +209,137 @@ func OpenBadger(opts BadgerOptions) (*BadgerStore, error) {
 		committerDone: make(chan struct{}),
 		stopGC:        make(chan struct{}),
 		gcDone:        make(chan struct{}),
+
+		stopCheckpoint: make(chan struct{}),
+		checkpointDone: make(chan struct{}),
+	}
+	if mark != nil {
+		if err := s.startMarks(mark); err != nil {
+			_ = db.Close()
+			return nil, err
+		}
 	}
 	go s.commitLoop()
+	if mark != nil && opts.CheckpointInterval > 0 {
+		go s.checkpointLoop(opts.CheckpointInterval)
+	} else {
+		close(s.checkpointDone)
+	}
 	if opts.GCInterval > 0 && !opts.InMemory {
 		go s.gcLoop(opts.GCInterval)
 	} else {
 		close(s.gcDone)
 	}
 	return s, nil
+}
+
+// startMarks sets the store's commit count from its marker and opens the
+// HWMFile.
+func (s *BadgerStore) startMarks(mark *marker) error {
+	s.commitSeq, s.checkpointed = mark.Commits, mark.Commits
+	s.committed.Store(mark.Commits)
+	h, err := openHWMFile(s.path, mark.Instance)
+	if err != nil {
+		return err
+	}
+	if err := h.write(mark.Commits, mark.At); err != nil {
+		_ = h.f.Close()
+		return fmt.Errorf("state: write %s: %w", HWMFile, err)
+	}
+	s.hwm = h
+	return nil
+}
+
+// setDefaults fills the zero fields with their documented defaults.
+func (opts *BadgerOptions) setDefaults() {
+	if opts.MaxBatch <= 0 {
+		opts.MaxBatch = 256
+	}
+	if opts.QueueSize <= 0 {
+		opts.QueueSize = 4 * opts.MaxBatch
+	}
+	if opts.GCInterval == 0 {
+		opts.GCInterval = 10 * time.Minute
+	}
+	if opts.CheckpointInterval == 0 {
+		opts.CheckpointInterval = time.Second
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.MinFreeBytes == 0 {
+		opts.MinFreeBytes = 512 << 20
+	}
+	if opts.InMemory {
+		opts.MinFreeBytes = -1
+	}
+	if opts.diskFree == nil {
+		opts.diskFree = diskFree
+	}
+}
+
+// prepareDir inspects the store directory under Badger's lock, refuses
+// it if damaged (unless ForceEmpty, which then quarantines a damaged
+// MANIFEST and the tables) and returns what it found.
+func prepareDir(opts BadgerOptions, bo badger.Options, log *slog.Logger) (dirState, error) {
+	unlock, err := lockDir(opts.Path)
+	if err != nil {
+		return dirState{}, err
+	}
+	defer unlock()
+	ds, err := inspectDir(opts.Path, bo)
+	if err != nil {
+		return ds, err
+	}
+	if len(ds.damage) > 0 && !opts.ForceEmpty {
+		return ds, damaged(opts.Path, ds.damage)
+	}
+	names, err := ds.quarantineFiles(opts.Path)
+	if err != nil || len(names) == 0 {
+		return ds, err
+	}
+	q, err := quarantine(opts.Path, names, time.Now())
+	if err != nil {
+		return ds, err
+	}
+	log.Warn("state: store damaged; files moved aside (force-empty-store)", "path", opts.Path, "moved_to", q, "files", names, "problems", ds.damage)
+	return ds, nil
+}
+
+// openChecked opens Badger on a directory that inspectDir and settle
+// found whole (or that the operator forced, see BadgerOptions.ForceEmpty)
+// and returns the store's marker (nil in memory) and the commits known
+// lost. A panic of Badger's while opening is an ErrStoreDamaged.
+func openChecked(bo badger.Options, opts BadgerOptions, log *slog.Logger) (db *badger.DB, mark *marker, lost uint64, err error) {
+	var ds dirState
+	if !opts.InMemory {
+		if ds, err = prepareDir(opts, bo, log); err != nil {
+			return nil, nil, 0, err
+		}
+	}
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				err = damaged(opts.Path, []string{"Badger failed opening it: " + firstLine(fmt.Sprint(p))})
+			}
+		}()
+		db, err = badger.Open(bo)
+	}()
+	if err != nil {
+		if errors.Is(err, ErrStoreDamaged) {
+			return nil, nil, 0, err
+		}
+		return nil, nil, 0, fmt.Errorf("state: open badger %q: %w", opts.Path, err)
+	}
+	if opts.InMemory {
+		return db, nil, 0, nil
+	}
+	mark, lost, err = settle(db, opts.Path, ds, opts.ForceEmpty, log)
+	if err != nil {
+		_ = db.Close()
+		return nil, nil, lost, err
+	}
+	return db, mark, lost, nil
 }
 
 // FailWrites is a fault-injection hook for tests: after FailWrites(err)
@@ -223,7 +356,7 @@ func (s *BadgerStore) FailWrites(err error) {
 
 // Stats returns the committer's counters.
 func (s *BadgerStore) Stats() BadgerStats {
-	return BadgerStats{Ops: s.ops.Load(), Commits: s.commits.Load(), Failed: s.failed.Load()}
+	return BadgerStats{Ops: s.ops.Load(), Commits: s.commits.Load(), Failed: s.failed.Load(), LostCommits: s.lostCommits}
 }
 
 // enter admits one call unless ctx is done or the store is closed; every
@@ -412,6 +545,14 @@ func (s *BadgerStore) Close() error {
 		<-s.committerDone
 		close(s.stopGC)
 		<-s.gcDone
+		close(s.stopCheckpoint)
+		<-s.checkpointDone
+		if err := s.checkpoint(); err != nil {
+			s.log.Error("state: store high-water mark not checkpointed at close", "err", err)
+		}
+		if s.hwm != nil {
+			_ = s.hwm.f.Close()
+		}
 		if err := s.db.Close(); err != nil {
 			s.closeErr = fmt.Errorf("state: close badger: %w", err)
 		}
@@ -486,7 +627,9 @@ func readIndex(txn *badger.Txn, ik, rk []byte) (bool, error) {
 }
 
 // badgerLogger routes Badger's logging to slog: errors and warnings as
-// such, everything else at debug level.
+// such, and its notes about data files it deletes or truncates (which
+// Badger logs at info or debug level) as warnings; everything else at
+// debug level.
 type badgerLogger struct{ l *slog.Logger }
 
 func (b badgerLogger) Errorf(f string, a ...any)   { b.logf(slog.LevelError, f, a) }
@@ -494,10 +637,18 @@ func (b badgerLogger) Warningf(f string, a ...any) { b.logf(slog.LevelWarn, f, a
 func (b badgerLogger) Infof(f string, a ...any)    { b.logf(slog.LevelDebug, f, a) }
 func (b badgerLogger) Debugf(f string, a ...any)   { b.logf(slog.LevelDebug, f, a) }
 
+// badgerDataLoss are the phrases of Badger's messages about data files it
+// deletes or truncates.
+var badgerDataLoss = []string{"not referenced in MANIFEST", "truncat", "Truncat", "Deleting", "corrupt", "Corrupt"}
+
 func (b badgerLogger) logf(level slog.Level, f string, a []any) {
 	ctx := context.Background()
+	msg := strings.TrimSpace(fmt.Sprintf(f, a...))
+	if level < slog.LevelWarn && slices.ContainsFunc(badgerDataLoss, func(p string) bool { return strings.Contains(msg, p) }) {
+		level = slog.LevelWarn
+	}
 	if !b.l.Enabled(ctx, level) {
 		return
 	}
-	b.l.Log(ctx, level, "badger: "+strings.TrimSpace(fmt.Sprintf(f, a...)))
+	b.l.Log(ctx, level, "badger: "+msg)
 }

@@ -269,6 +269,8 @@ func (d *decoder) time() time.Time {
 //	q/<queue>\x00<seq, 8 bytes BE>         → encoded QueueEntry
 //	d/<queue>\x00<dedup key>               → dedup marker of a queue entry
 //	x/qseq                                  → last queue sequence number
+//	x/marker                                → the store's marker (JSON; marker.go)
+//	x/hwm                                   → commits made, last commit time (hwm.go)
 //
 // Index entries carry the TTL of their record. Lookups through an index
 // always load the record and check that it still has those fields, so a

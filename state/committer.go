@@ -269,7 +269,7 @@ func (st *stager) expiresAt(expires time.Time) uint64 {
 // not yet committed fails with that error: later requests may have seen
 // the failed writes.
 func (s *BadgerStore) commitStaged(batch []*request) {
-	txn := s.db.NewTransaction(true)
+	txn := s.writeTxn()
 	defer func() { txn.Discard() }()
 	pending := 0 // writes set in txn
 	start := 0   // first request not yet committed
@@ -281,7 +281,7 @@ func (s *BadgerStore) commitStaged(batch []*request) {
 		if errors.Is(err, badger.ErrTxnTooBig) && pending > 0 {
 			// txn may hold part of r's writes: rebuild it without r.
 			txn.Discard()
-			txn = s.db.NewTransaction(true)
+			txn = s.writeTxn()
 			if err = setAll(txn, batch[start:i]); err == nil {
 				err = s.commit(txn)
 			}
@@ -291,7 +291,7 @@ func (s *BadgerStore) commitStaged(batch []*request) {
 			}
 			s.finish(batch[start:i], nil)
 			start, pending = i, 0
-			txn = s.db.NewTransaction(true)
+			txn = s.writeTxn()
 			err = setWrites(txn, r.writes)
 		}
 		if err != nil {
@@ -314,6 +314,7 @@ func (s *BadgerStore) commit(txn *badger.Txn) error {
 		return fmt.Errorf("state: commit: %w", err)
 	}
 	s.commits.Add(1)
+	s.committedNow()
 	return nil
 }
 

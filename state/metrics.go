@@ -17,7 +17,8 @@ const DefaultScanCap = 1_000_000
 // prometheus.Collector:
 //
 //   - a BadgerStore's group-commit counters are read from Stats at scrape
-//     time (write ops, commits, failed writes; ops/commits is the batch size);
+//     time (write ops, commits, failed writes; ops/commits is the batch
+//     size), and so are the commits found lost at open;
 //   - the latency of Create and Update as their callers see it (queueing,
 //     group commit and fsync) is observed by the Store that Instrument
 //     returns;
@@ -40,7 +41,7 @@ type Metrics struct {
 	commitSeconds prometheus.Histogram
 	commitBatch   prometheus.Histogram
 
-	ops, commits, failed            *prometheus.Desc
+	ops, commits, failed, lost      *prometheus.Desc
 	records, scanTime, scanComplete *prometheus.Desc
 
 	mu        sync.Mutex
@@ -80,6 +81,8 @@ func NewMetrics(s Store) *Metrics {
 			"Transactions committed, one fsync each; write_ops_total / commits_total is the mean batch size.", nil, nil),
 		failed: prometheus.NewDesc("smppproxy_store_failed_writes_total",
 			"Write requests refused because their transaction could not be committed (disk full, I/O error).", nil, nil),
+		lost: prometheus.NewDesc("smppproxy_store_lost_commits",
+			"Commits found missing when the store was opened (a write-ahead log cut short) and started anyway with --force-empty-store; 0 on a normal start.", nil, nil),
 		records: prometheus.NewDesc("smppproxy_store_records",
 			"Live records by submit state, as of the last periodic scan.", []string{"state"}, nil),
 		scanTime: prometheus.NewDesc("smppproxy_store_records_scan_timestamp_seconds",
@@ -182,7 +185,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	m.writes.Describe(ch)
 	m.commitSeconds.Describe(ch)
 	m.commitBatch.Describe(ch)
-	for _, d := range []*prometheus.Desc{m.ops, m.commits, m.failed, m.records, m.scanTime, m.scanComplete} {
+	for _, d := range []*prometheus.Desc{m.ops, m.commits, m.failed, m.lost, m.records, m.scanTime, m.scanComplete} {
 		ch <- d
 	}
 }
@@ -195,6 +198,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(m.ops, prometheus.CounterValue, float64(st.Ops))
 		ch <- prometheus.MustNewConstMetric(m.commits, prometheus.CounterValue, float64(st.Commits))
 		ch <- prometheus.MustNewConstMetric(m.failed, prometheus.CounterValue, float64(st.Failed))
+		ch <- prometheus.MustNewConstMetric(m.lost, prometheus.GaugeValue, float64(st.LostCommits))
 	}
 	m.mu.Lock()
 	counts, at, complete, observed := m.counts, m.scannedAt, m.complete, m.observed

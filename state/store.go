@@ -7,6 +7,9 @@
 // production backend of both (group commit: many concurrent writers share
 // one transaction and one fsync) and MemStore is the in-memory backend for
 // unit tests. Both pass the same conformance suite in state/storetest.
+// OpenBadger refuses a directory that lost data (ErrStoreDamaged: a
+// damaged MANIFEST or table, a missing marker, commits lost with the tail
+// of the write-ahead log; see marker.go) unless forced.
 package state
 
 import (

@@ -32,13 +32,15 @@ func serveCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "config", Aliases: []string{"c"}, Usage: "configuration file (YAML)", Required: true},
 			&cli.DurationFlag{Name: "records-every", Value: time.Minute, Usage: "period of the store scan behind the records-by-state metric"},
+			&cli.BoolFlag{Name: "force-empty-store", Usage: "start even though the store lost data (it is refused otherwise): " +
+				"retries of submits recorded in the lost data will be forwarded again; read the README (store damage) first"},
 		},
 		Action: func(c *cli.Context) error {
 			cfg, err := config.Load(c.String("config"))
 			if err != nil {
 				return err
 			}
-			return serve(c.String("config"), cfg, c.Duration("records-every"), os.Stderr)
+			return serve(c.String("config"), cfg, c.Duration("records-every"), c.Bool("force-empty-store"), os.Stderr)
 		},
 	}
 }
@@ -49,8 +51,9 @@ func serveCommand() *cli.Command {
 // before the ESME is answered), the upstream binds are unbound and the store
 // is closed. A second signal cuts the drain short. SIGHUP re-reads the
 // configuration and reports whether accounts changed, but does not apply
-// them (see the README).
-func serve(path string, cfg *config.Config, recordsEvery time.Duration, logOut io.Writer) error {
+// them (see the README). A store that lost data is refused (exit status 1)
+// unless forceEmptyStore.
+func serve(path string, cfg *config.Config, recordsEvery time.Duration, forceEmptyStore bool, logOut io.Writer) error {
 	log := newLogger(cfg.Log, logOut)
 	// From the start: a SIGHUP during start-up must not kill the process
 	// (its default action), and a SIGTERM then shuts down once started.
@@ -76,7 +79,7 @@ func serve(path string, cfg *config.Config, recordsEvery time.Duration, logOut i
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	app, err := proxy.New(proxy.Options{Config: cfg, Logger: log, Registerer: reg})
+	app, err := proxy.New(proxy.Options{Config: cfg, Logger: log, Registerer: reg, ForceEmptyStore: forceEmptyStore})
 	if err != nil {
 		return err
 	}
