@@ -367,7 +367,7 @@ func (e *Engine) renew(ctx context.Context, log *slog.Logger, old, rec *state.Re
 // Notes recorded in the history when a record is taken over.
 const (
 	noteRetake          = "retry takes over a retryable record"
-	noteResendAfter     = "on_unknown resend_after: retry forwards again"
+	noteResendAfter     = state.LegacyResendNote
 	noteResend          = "on_unknown resend: retry forwards again (upstream deduplicates)"
 	noteValidityExpired = "validity period over; not sent"
 )
@@ -379,13 +379,8 @@ func (e *Engine) resendUnknown(p Policy, r *state.Record) string {
 	case OnUnknownResend:
 		return noteResend
 	case OnUnknownResendAfter:
-		if e.now().Sub(r.Updated) < p.UnknownTimeout {
-			return ""
-		}
-		for _, ev := range r.History {
-			if ev.Note == noteResendAfter {
-				return "" // resent once already: at-least-once, not at-least-many
-			}
+		if e.now().Sub(r.Updated) < p.UnknownTimeout || r.Resends > 0 {
+			return "" // too early, or resent once already: at-least-once, not at-least-many
 		}
 		return noteResendAfter
 	}
@@ -418,6 +413,9 @@ func (e *Engine) takeover(ctx context.Context, log *slog.Logger, account string,
 		// A record being forwarded must not expire under its owner.
 		r.Expires = maxTime(r.Expires, r.Updated.Add(flightGuard))
 		r.Attempts++
+		if from == state.Unknown {
+			r.Resends++
+		}
 		addEvent(r, state.Event{At: r.Updated, State: state.Sent, Note: note})
 		return nil
 	})

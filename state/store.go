@@ -105,8 +105,28 @@ type Record struct {
 	// Expires: after this instant the record is treated as absent (a new
 	// operation) and may be dropped by the backend.
 	Expires time.Time `json:"expires"`
-	History []Event   `json:"history,omitempty"`
+	// Resends counts the forwards of the record after an unknown outcome
+	// (on_unknown: resend_after, resend). Decisions read it, never History.
+	Resends int `json:"resends,omitempty"`
+	// FingerprintVersion says how Fingerprint was computed: FingerprintHMAC
+	// (current) or FingerprintSHA256 (records written before the secret;
+	// 0 means the same). A record is compared with a retry's fingerprint
+	// of its own version.
+	FingerprintVersion uint8 `json:"fingerprint_version,omitempty"`
+	// History is for operators only: it keeps the first event and the
+	// latest ones, so no decision may depend on it.
+	History []Event `json:"history,omitempty"`
 }
+
+// Fingerprint versions (Record.FingerprintVersion).
+const (
+	// FingerprintSHA256: unsalted SHA-256 of the submit's significant
+	// parameters (records of codec versions 1 and 2).
+	FingerprintSHA256 uint8 = 1
+	// FingerprintHMAC: HMAC-SHA256 of the same under the per-install
+	// secret (Secret).
+	FingerprintHMAC uint8 = 2
+)
 
 // ClientMessageID is the message id the ESME was given in its
 // submit_sm_resp: ProxyID when the proxy issued one, else MessageID.
