@@ -291,7 +291,13 @@ func (e *Engine) decide(ctx context.Context, account string, p Policy, k state.K
 			return a
 		}
 		if window > 0 && existing.State != state.Sent && !e.now().Before(existing.Created.Add(window)) {
-			if e.renew(ctx, log, existing, rec) {
+			renewed, err := e.renew(ctx, log, existing, rec)
+			if err != nil {
+				// The renewal may have been applied all the same.
+				e.releaseUnsent(ctx, log, k, me, retention, "not sent: store error on renewal")
+				return Answer{Status: smpp.StatusSysErr, Outcome: OutStoreErr, Key: k}
+			}
+			if renewed {
 				// rec now stands under the key, owned by this submit.
 				return e.forward(ctx, log, account, p, k, me, sub, seg, now, retention)
 			}
@@ -336,14 +342,16 @@ func (e *Engine) decide(ctx context.Context, account string, p Policy, k state.K
 // fingerprint_window): the record is first copied under an archive key —
 // so its receipts still find it by message id — and then replaced by rec
 // under the same key, atomically against a concurrent renewal. It reports
-// whether this call replaced it; either way the caller decides again.
-func (e *Engine) renew(ctx context.Context, log *slog.Logger, old, rec *state.Record) bool {
+// whether this call replaced it (false: someone else did, decide again),
+// or the store's error (the replacement may have been applied all the
+// same: the caller releases the record).
+func (e *Engine) renew(ctx context.Context, log *slog.Logger, old, rec *state.Record) (bool, error) {
 	arch := old.Clone()
 	arch.Key.Key = old.Key.Key + "@" + strconv.FormatInt(old.Created.UnixNano(), 36)
 	arch.Owner = "archived"
 	if _, _, err := e.cfg.Store.Create(ctx, arch); err != nil {
-		log.Error("store refused to archive a record past its dedup window", "err", err)
-		return false
+		log.Error("store refused to archive a record past its dedup window; nothing forwarded", "err", err)
+		return false, err
 	}
 	_, err := e.cfg.Store.Update(ctx, old.Key, func(r *state.Record) error {
 		if !r.Created.Equal(old.Created) || r.State == state.Sent {
@@ -354,14 +362,15 @@ func (e *Engine) renew(ctx context.Context, log *slog.Logger, old, rec *state.Re
 		*r = *fresh
 		return nil
 	})
-	if err != nil {
-		if !errors.Is(err, state.ErrAbort) && !errors.Is(err, state.ErrNotFound) {
-			log.Error("store refused to renew a record past its dedup window", "err", err)
-		}
-		return false
+	switch {
+	case errors.Is(err, state.ErrAbort), errors.Is(err, state.ErrNotFound):
+		return false, nil
+	case err != nil:
+		log.Error("store refused to renew a record past its dedup window; nothing forwarded", "err", err)
+		return false, err
 	}
 	log.Info("dedup window passed; the key starts a new operation", "archived_as", arch.Key.Key)
-	return true
+	return true, nil
 }
 
 // Notes recorded in the history when a record is taken over.
@@ -410,6 +419,10 @@ func (e *Engine) takeover(ctx context.Context, log *slog.Logger, account string,
 			return nil
 		}
 		r.State, r.Owner = state.Sent, me
+		// The new owner starts without a journal (the previous attempt's
+		// stays in the history): until it journals, nothing of its own has
+		// been written, and a store error can release it (releaseUnsent).
+		r.Session, r.Sequence = "", 0
 		// A record being forwarded must not expire under its owner.
 		r.Expires = maxTime(r.Expires, r.Updated.Add(flightGuard))
 		r.Attempts++
@@ -469,11 +482,12 @@ func addEvent(r *state.Record, ev state.Event) {
 	}
 }
 
-// releaseUnsent is the compensation for a store error on create or
-// takeover: a failed Badger commit is ambiguous (the write may be visible
+// releaseUnsent is the compensation for a store error on create, takeover
+// or renewal: a failed Badger commit is ambiguous (the write may be visible
 // all the same), and a record left `sent` without an owner would throttle
-// every retry until a restart. Best effort: if the record is ours, sent and
-// never journaled (so nothing was written upstream), it becomes retryable.
+// every retry until a restart (and be held `unknown` after it). Best
+// effort: if the record is ours, sent and not journaled by us (so nothing
+// was written upstream), it becomes retryable.
 func (e *Engine) releaseUnsent(ctx context.Context, log *slog.Logger, k state.Key, me string, retention time.Duration, note string) {
 	_, err := e.cfg.Store.Update(context.WithoutCancel(ctx), k, func(r *state.Record) error {
 		if r.Owner != me || r.State != state.Sent || r.Session != "" {
