@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/smppproxy/smppproxy/smpp"
 	"github.com/smppproxy/smppproxy/state"
@@ -52,10 +53,18 @@ func (e *Engine) issueID(ctx context.Context, account string) string {
 // Resolve settles an unknown record by an operator: with a message id it
 // becomes accepted (retries are answered with that id); with notSent it
 // becomes retryable (the next retry forwards it). Only unknown records can
-// be resolved; ErrNotUnknown otherwise.
+// be resolved; ErrNotUnknown otherwise. A message id that another live
+// record of the record's upstream holds is refused with ErrMessageIDHeld:
+// the receipt index would be re-pointed and that record's receipts would
+// go to this record's ESME.
 func (e *Engine) Resolve(ctx context.Context, k state.Key, messageID string, notSent bool, who string) (*state.Record, error) {
 	if (messageID == "") == !notSent {
 		return nil, errors.New("dedup: resolve needs exactly one of a message id or not-sent")
+	}
+	if messageID != "" {
+		if err := e.checkIDFree(ctx, k, messageID); err != nil {
+			return nil, err
+		}
 	}
 	r, err := e.cfg.Store.Update(ctx, k, func(r *state.Record) error {
 		if r.State != state.Unknown {
@@ -80,6 +89,44 @@ func (e *Engine) Resolve(ctx context.Context, k state.Key, messageID string, not
 		e.cfg.Metrics.resolve(k.Account, string(r.State))
 	}
 	return r, err
+}
+
+// checkIDFree returns ErrMessageIDHeld, naming the holder, when another
+// live record of k's upstream is indexed under messageID (as normalised
+// for that upstream). The record's own id is free.
+func (e *Engine) checkIDFree(ctx context.Context, k state.Key, messageID string) error {
+	cur, err := e.cfg.Store.Get(ctx, k)
+	if err != nil {
+		return err
+	}
+	match := e.normID(cur.Upstream, messageID)
+	if match == "" {
+		match = messageID
+	}
+	other, err := e.cfg.Store.ByMessageID(ctx, cur.Upstream, match)
+	switch {
+	case errors.Is(err, state.ErrNotFound):
+		return nil
+	case err != nil:
+		return err
+	case other.Key == k:
+		return nil
+	}
+	where := ""
+	if other.Key.Segment != "" {
+		where = fmt.Sprintf(" segment %q", other.Key.Segment)
+	}
+	return fmt.Errorf("%w: message id %q of upstream %q belongs to account %q key %q%s (state %s); resolving with it would send that record's receipts to this one",
+		ErrMessageIDHeld, messageID, cur.Upstream, other.Key.Account, e.DisplayKey(other.Key.Key), where, other.State)
+}
+
+// DisplayKey is a stored key as operators see it: the client's key for a
+// key-TLV record, the stored key otherwise.
+func (e *Engine) DisplayKey(stored string) string {
+	if v, ok := strings.CutPrefix(stored, "k:"); ok {
+		return v
+	}
+	return stored
 }
 
 // ResolveFromReceipt settles an unknown record of upstream that a receipt
@@ -116,3 +163,7 @@ func KeyOfTLV(v []byte) string { return "k:" + string(bytes.TrimRight(v, "\x00")
 
 // ErrNotUnknown is returned by Resolve for a record that is not unknown.
 var ErrNotUnknown = errors.New("dedup: record is not unknown")
+
+// ErrMessageIDHeld is returned by Resolve for a message id that another
+// live record of the same upstream already holds.
+var ErrMessageIDHeld = errors.New("dedup: message id already held by another record")
