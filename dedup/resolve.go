@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/smppproxy/smppproxy/smpp"
 	"github.com/smppproxy/smppproxy/state"
@@ -85,7 +84,7 @@ func (e *Engine) Resolve(ctx context.Context, k state.Key, messageID string, not
 		return nil
 	})
 	if err == nil {
-		e.log.Info("unknown record resolved", "account", k.Account, "key", k.Key, "segment", k.Segment, "state", string(r.State), "message_id", r.MessageID, "by", who)
+		e.log.Info("unknown record resolved", "account", k.Account, "key", e.logKey(k.Key), "segment", k.Segment, "state", string(r.State), "message_id", r.MessageID, "by", who)
 		e.cfg.Metrics.resolve(k.Account, string(r.State))
 	}
 	return r, err
@@ -120,15 +119,6 @@ func (e *Engine) checkIDFree(ctx context.Context, k state.Key, messageID string)
 		ErrMessageIDHeld, messageID, cur.Upstream, other.Key.Account, e.DisplayKey(other.Key.Key), where, other.State)
 }
 
-// DisplayKey is a stored key as operators see it: the client's key for a
-// key-TLV record, the stored key otherwise.
-func (e *Engine) DisplayKey(stored string) string {
-	if v, ok := strings.CutPrefix(stored, "k:"); ok {
-		return v
-	}
-	return stored
-}
-
 // ResolveFromReceipt settles an unknown record of upstream that a receipt
 // named (SPEC §5): it becomes accepted with messageID (as the upstream
 // would have written it in its submit_sm_resp), so retries are answered
@@ -150,7 +140,7 @@ func (e *Engine) ResolveFromReceipt(ctx context.Context, k state.Key, upstream, 
 		return nil
 	})
 	if err == nil {
-		e.log.Info("unknown record resolved by a receipt", "account", k.Account, "key", k.Key, "segment", k.Segment, "upstream", upstream, "message_id", messageID, "why", why)
+		e.log.Info("unknown record resolved by a receipt", "account", k.Account, "key", e.logKey(k.Key), "segment", k.Segment, "upstream", upstream, "message_id", messageID, "why", why)
 		e.cfg.Metrics.resolve(k.Account, string(r.State))
 	}
 	return r, err

@@ -84,6 +84,11 @@ func New(opts Options) (*App, error) {
 		st = b
 	}
 	a.store = st
+	secret, err := loadSecret(context.Background(), cfg.Store.Path, st, log)
+	if err != nil {
+		_ = st.Close()
+		return nil, fmt.Errorf("proxy: %w", err)
+	}
 	rs, err := newReceipts(cfg, st, log, reg)
 	if err != nil {
 		_ = st.Close()
@@ -126,7 +131,7 @@ func New(opts Options) (*App, error) {
 		}
 	}
 	a.instr.router = route.New(route.Config{Routes: routes, Logger: log})
-	a.engine = dedup.New(dedup.Config{Store: a.instr.engineStore(st), Forwarder: a.instr.router, Logger: log, Metrics: dedup.NewMetrics(reg), InstanceID: opts.InstanceID, IDs: rs.IDs()})
+	a.engine = dedup.New(dedup.Config{Store: a.instr.engineStore(st), Forwarder: a.instr.router, Logger: log, Metrics: dedup.NewMetrics(reg), InstanceID: opts.InstanceID, IDs: rs.IDs(), Secret: secret})
 	n, err := a.engine.Recover(context.Background())
 	if err != nil {
 		_ = st.Close()
