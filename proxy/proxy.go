@@ -41,6 +41,9 @@ type Options struct {
 	Store state.Store
 	// InstanceID distinguishes this process run; empty = random.
 	InstanceID string
+	// Secrets keeps the fingerprint secret; nil = state.FileSecret in the
+	// configured store path (none without a path: a random secret).
+	Secrets state.SecretKeeper
 }
 
 // App is a wired proxy.
@@ -84,7 +87,11 @@ func New(opts Options) (*App, error) {
 		st = b
 	}
 	a.store = st
-	secret, err := loadSecret(context.Background(), cfg.Store.Path, st, log)
+	keeper := opts.Secrets
+	if keeper == nil && cfg.Store.Path != "" {
+		keeper = state.FileSecret{Dir: cfg.Store.Path}
+	}
+	secret, err := loadSecret(context.Background(), keeper, st, log)
 	if err != nil {
 		_ = st.Close()
 		return nil, fmt.Errorf("proxy: %w", err)

@@ -2,8 +2,10 @@
 // (account, idempotency key, segment), the journal of what was written to
 // which upstream session, the indexes from upstream message ids, proxy
 // message ids and (for unknown records) addresses back to records, and the
-// durable queues of receipts and MO waiting for an ESME. Store and Queue
-// are the small interfaces the rest of the proxy uses; BadgerStore is the
+// durable queues of receipts and MO waiting for an ESME; and the
+// per-install fingerprint secret (Secret, kept by a SecretKeeper: FileSecret
+// in the store directory). Store and Queue are the small interfaces the
+// rest of the proxy uses; BadgerStore is the
 // production backend of both (group commit: many concurrent writers share
 // one transaction and one fsync) and MemStore is the in-memory backend for
 // unit tests. Both pass the same conformance suite in state/storetest.
