@@ -106,6 +106,10 @@ type Config struct {
 	// Token, the mutating endpoints answer only when it is loopback; empty
 	// = judged per request from the address the connection came in on.
 	Address string
+	// Tagger turns fingerprints into the short tags the API shows instead
+	// (nil: the Resolver when it is one, as *dedup.Engine is; else a
+	// random key of this handler, so tags compare within it only).
+	Tagger Tagger
 }
 
 // Timeouts of the server NewServer returns. WriteTimeout leaves room for
@@ -162,6 +166,7 @@ type handler struct {
 	// refusedLog limits the refused-mutation warnings to one per source
 	// per minute (a web page can send many).
 	refusedLog *logx.Limiter
+	tag        Tagger
 }
 
 // NewHandler returns the admin endpoint.
@@ -172,7 +177,7 @@ func NewHandler(cfg Config) http.Handler {
 	if cfg.ScanCap <= 0 {
 		cfg.ScanCap = state.DefaultScanCap
 	}
-	h := &handler{cfg: cfg, log: cfg.Logger, refusedLog: logx.NewLimiter(time.Minute, 1024, nil)}
+	h := &handler{cfg: cfg, log: cfg.Logger, tag: tagger(cfg), refusedLog: logx.NewLimiter(time.Minute, 1024, nil)}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
@@ -393,7 +398,7 @@ func (h *handler) listKeys(w http.ResponseWriter, r *http.Request) {
 			out.Truncated = true
 			return false
 		}
-		out.Records = append(out.Records, NewRecord(rec))
+		out.Records = append(out.Records, NewRecord(rec, h.tag))
 		return true
 	})
 	if err != nil {
@@ -436,11 +441,16 @@ func (h *handler) showKey(w http.ResponseWriter, r *http.Request) {
 	}
 	segment, oneSegment := q.Get("segment"), q.Has("segment")
 	out := RecordList{Records: []Record{}}
-	for _, sk := range storedKeys(key) {
+	sks, err := h.storedKeysOf(r.Context(), account, key)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	for _, sk := range sks {
 		rec, err := h.cfg.Store.Get(r.Context(), state.Key{Account: account, Key: sk, Segment: segment})
 		switch {
 		case err == nil:
-			out.Records = append(out.Records, NewRecord(rec))
+			out.Records = append(out.Records, NewRecord(rec, h.tag))
 			writeJSON(w, http.StatusOK, out)
 			return
 		case !errors.Is(err, state.ErrNotFound):
@@ -451,17 +461,17 @@ func (h *handler) showKey(w http.ResponseWriter, r *http.Request) {
 	if !oneSegment {
 		// The parts of a concatenated message: bounded scan.
 		want := map[string]bool{}
-		for _, sk := range storedKeys(key) {
+		for _, sk := range sks {
 			want[sk] = true
 		}
 		visited := 0
-		err := h.cfg.Store.Scan(r.Context(), func(rec *state.Record) bool {
+		err = h.cfg.Store.Scan(r.Context(), func(rec *state.Record) bool {
 			if visited++; visited > h.cfg.ScanCap {
 				out.Truncated = true
 				return false
 			}
 			if rec.Key.Account == account && want[rec.Key.Key] {
-				out.Records = append(out.Records, NewRecord(rec))
+				out.Records = append(out.Records, NewRecord(rec, h.tag))
 			}
 			return true
 		})
@@ -492,7 +502,12 @@ func (h *handler) resolve(w http.ResponseWriter, r *http.Request) {
 	}
 	var k state.Key
 	found := false
-	for _, sk := range storedKeys(req.Key) {
+	sks, err := h.storedKeysOf(r.Context(), req.Account, req.Key)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	for _, sk := range sks {
 		k = state.Key{Account: req.Account, Key: sk, Segment: req.Segment}
 		_, err := h.cfg.Store.Get(r.Context(), k)
 		if err == nil {
@@ -519,14 +534,14 @@ func (h *handler) resolve(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, state.ErrNotFound):
 		writeError(w, http.StatusNotFound, err.Error())
 		return
-	case errors.Is(err, dedup.ErrNotUnknown):
+	case errors.Is(err, dedup.ErrNotUnknown), errors.Is(err, dedup.ErrMessageIDHeld):
 		writeError(w, http.StatusConflict, err.Error())
 		return
 	default:
 		writeError(w, http.StatusInternalServerError, err.Error())
 		return
 	}
-	writeJSON(w, http.StatusOK, NewRecord(rec))
+	writeJSON(w, http.StatusOK, NewRecord(rec, h.tag))
 }
 
 // unmatched lists kept receipts: of one upstream, or of every one.

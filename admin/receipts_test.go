@@ -230,7 +230,7 @@ func TestNewRecordShowsTheReceiptSide(t *testing.T) {
 		{"rejected", state.Record{State: state.Rejected, Status: 0x0B}, ""},
 	} {
 		tc.rec.Key = state.Key{Account: "shop", Key: "k:otp-1"}
-		got := admin.NewRecord(&tc.rec)
+		got := admin.NewRecord(&tc.rec, nil)
 		if got.MessageID != tc.rec.MessageID || got.ProxyID != tc.rec.ProxyID || got.ClientMessageID != tc.wantClient ||
 			got.Delivery != string(tc.rec.Delivery) || !got.DeliveryAt.Equal(tc.rec.DeliveryAt) {
 			t.Errorf("%s: NewRecord = message %q proxy %q client %q delivery %q at %v; want %q %q %q %q at %v", tc.name,

@@ -1,10 +1,10 @@
 package admin
 
 import (
-	"encoding/hex"
 	"strings"
 	"time"
 
+	"github.com/smppproxy/smppproxy/dedup"
 	"github.com/smppproxy/smppproxy/dlr"
 	"github.com/smppproxy/smppproxy/session"
 	"github.com/smppproxy/smppproxy/smpp"
@@ -22,8 +22,11 @@ type SessionList struct {
 // message text.
 type Record struct {
 	Account string `json:"account"`
-	// Key is the client's idempotency key for a key-TLV record; for a
-	// fingerprint ("fp:…") or untracked ("u:…") record it is the stored key.
+	// Key is the client's idempotency key for a key-TLV record; for an
+	// untracked record ("u:…") it is the stored key; for a fingerprint
+	// record it is the stored key with the fingerprint replaced by its tag
+	// ("fp~" + 8 hex digits, then "/ref<n>" or "@<archived>" as stored):
+	// show and resolve accept that form.
 	Key string `json:"key"`
 	// Kind is "tlv", "fingerprint" or "untracked".
 	Kind     string `json:"kind"`
@@ -46,17 +49,21 @@ type Record struct {
 	// delivered, expired, deleted, undeliverable, accepted, unknown,
 	// rejected, skipped), kept apart from State; "" before any receipt.
 	// DeliveryAt is when the proxy received that receipt.
-	Delivery    string    `json:"delivery,omitempty"`
-	DeliveryAt  time.Time `json:"delivery_at,omitzero"`
-	Status      uint32    `json:"status"`
-	StatusName  string    `json:"status_name"`
-	Attempts    int       `json:"attempts,omitempty"`
-	Owner       string    `json:"owner,omitempty"`
-	Fingerprint string    `json:"fingerprint"`
-	Created     time.Time `json:"created"`
-	Updated     time.Time `json:"updated"`
-	Expires     time.Time `json:"expires"`
-	History     []Event   `json:"history,omitempty"`
+	Delivery   string    `json:"delivery,omitempty"`
+	DeliveryAt time.Time `json:"delivery_at,omitzero"`
+	Status     uint32    `json:"status"`
+	StatusName string    `json:"status_name"`
+	Attempts   int       `json:"attempts,omitempty"`
+	Owner      string    `json:"owner,omitempty"`
+	// FingerprintTag stands for the record's content fingerprint, which
+	// is never shown: 8 hex digits of an HMAC under the install's secret
+	// (dedup.Engine.Tag). Two records with the same tag were, almost
+	// surely, the same message; the message cannot be recovered from it.
+	FingerprintTag string    `json:"fingerprint_tag"`
+	Created        time.Time `json:"created"`
+	Updated        time.Time `json:"updated"`
+	Expires        time.Time `json:"expires"`
+	History        []Event   `json:"history,omitempty"`
 }
 
 // Event is one transition of a record.
@@ -133,28 +140,33 @@ func storedKeys(key string) []string {
 }
 
 // displayKey splits a stored key into what an operator reads and its kind.
-func displayKey(stored string) (key, kind string) {
+func displayKey(stored string, t Tagger) (key, kind string) {
 	switch {
 	case strings.HasPrefix(stored, prefixTLV):
 		return strings.TrimPrefix(stored, prefixTLV), "tlv"
 	case strings.HasPrefix(stored, prefixFingerprint):
-		return stored, "fingerprint"
+		return dedup.TagKey(stored, t.Tag), "fingerprint"
 	case strings.HasPrefix(stored, prefixUntracked):
 		return stored, "untracked"
 	}
 	return stored, "other"
 }
 
-// NewRecord converts a stored record for the API.
-func NewRecord(r *state.Record) Record {
-	key, kind := displayKey(r.Key.Key)
+// NewRecord converts a stored record for the API, its fingerprint (and
+// the fingerprint a fingerprint key embeds) shown by t's tag only; nil t
+// shows none.
+func NewRecord(r *state.Record, t Tagger) Record {
+	if t == nil {
+		t = hiddenTags{}
+	}
+	key, kind := displayKey(r.Key.Key, t)
 	out := Record{
 		Account: r.Key.Account, Key: key, Kind: kind, Segment: r.Key.Segment,
 		State: string(r.State), Upstream: r.Upstream, Session: r.Session, Sequence: r.Sequence,
 		MessageID: r.MessageID, ProxyID: r.ProxyID,
 		Delivery: string(r.Delivery), DeliveryAt: r.DeliveryAt,
 		Status: r.Status, StatusName: smpp.Status(r.Status).String(),
-		Attempts: r.Attempts, Owner: r.Owner, Fingerprint: hex.EncodeToString(r.Fingerprint[:]),
+		Attempts: r.Attempts, Owner: r.Owner, FingerprintTag: t.Tag(r.Fingerprint),
 		Created: r.Created, Updated: r.Updated, Expires: r.Expires,
 	}
 	if r.State == state.Accepted {

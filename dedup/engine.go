@@ -54,6 +54,10 @@ type Config struct {
 	// proxy message ids (message_id: proxy). nil: ids are stored as the
 	// upstream wrote them and every account gets upstream ids.
 	IDs IDs
+	// Secret keys the fingerprints (HMAC-SHA256) and the tags operators
+	// see instead of them: the install's secret (state.FileSecret). nil: a
+	// random secret of this Engine only (unit tests).
+	Secret *state.Secret
 }
 
 // Engine applies the submit decision table. Safe for concurrent use.
@@ -86,6 +90,11 @@ func New(cfg Config) *Engine {
 	}
 	if e.cfg.InstanceID == "" {
 		e.cfg.InstanceID = randomID()
+	}
+	if e.cfg.Secret == nil {
+		var b [32]byte
+		_, _ = rand.Read(b[:])
+		e.cfg.Secret = state.NewSecret(b)
 	}
 	return e
 }
@@ -138,7 +147,7 @@ func (e *Engine) Recover(ctx context.Context) (int, error) {
 		switch {
 		case err == nil:
 			n++
-			e.log.Warn("record unknown after restart", "account", k.Account, "key", k.Key, "segment", k.Segment)
+			e.log.Warn("record unknown after restart", "account", k.Account, "key", e.logKey(k.Key), "segment", k.Segment)
 		case errors.Is(err, state.ErrAbort), errors.Is(err, state.ErrNotFound):
 		default:
 			return n, err
@@ -164,7 +173,8 @@ func sessionOf(ctx context.Context) string {
 func (e *Engine) Submit(ctx context.Context, account string, p Policy, sub *smpp.Submit) Answer {
 	p = p.withDefaults()
 	seg := sub.Segment()
-	fp := sub.FingerprintOf(seg)
+	c := &content{sub: sub, seg: seg, fp: sub.FingerprintWith(seg, e.cfg.Secret.MAC())}
+	fp := c.fp
 	key, tracked, window, st := e.derive(p, sub, fp, seg)
 	retention := max(p.Retention, window)
 	if st != smpp.StatusOK {
@@ -172,6 +182,9 @@ func (e *Engine) Submit(ctx context.Context, account string, p Policy, sub *smpp
 		return e.counted(account, Answer{Status: st, Outcome: OutInvalid})
 	}
 	k := state.Key{Account: account, Key: key, Segment: seg.String()}
+	if window > 0 {
+		k = e.legacyKey(ctx, k, c, window)
+	}
 
 	// Join an identical submit of the same key already being decided here.
 	e.mu.Lock()
@@ -200,7 +213,7 @@ func (e *Engine) Submit(ctx context.Context, account string, p Policy, sub *smpp
 			close(f.done)
 		}()
 	}
-	a = e.decide(ctx, account, p, k, fp, tracked, retention, window, sub, seg)
+	a = e.decide(ctx, account, p, k, c, tracked, retention, window)
 	return e.counted(account, a)
 }
 
@@ -213,12 +226,12 @@ func (e *Engine) join(ctx context.Context, account string, p Policy, k state.Key
 		if a.Outcome == OutForwarded {
 			a.Outcome = OutJoined
 		}
-		e.log.Info("duplicate joined in-flight submit", "account", k.Account, "session", sessionOf(ctx), "key", k.Key, "segment", k.Segment, "status", a.Status.String(), "message_id", a.MessageID)
+		e.log.Info("duplicate joined in-flight submit", "account", k.Account, "session", sessionOf(ctx), "key", e.logKey(k.Key), "segment", k.Segment, "status", a.Status.String(), "message_id", a.MessageID)
 		return e.counted(account, a)
 	case <-t.C:
 	case <-ctx.Done():
 	}
-	e.log.Info("duplicate still in flight; throttled", "account", k.Account, "session", sessionOf(ctx), "key", k.Key, "segment", k.Segment)
+	e.log.Info("duplicate still in flight; throttled", "account", k.Account, "session", sessionOf(ctx), "key", e.logKey(k.Key), "segment", k.Segment)
 	return e.counted(account, Answer{Status: smpp.StatusThrottled, Outcome: OutThrottled, Key: k})
 }
 
@@ -245,7 +258,7 @@ func (e *Engine) derive(p Policy, sub *smpp.Submit, fp [32]byte, seg smpp.Segmen
 		}
 	}
 	if mode == KeyFingerprint {
-		key := "fp:" + hex.EncodeToString(fp[:])
+		key := prefixFingerprintKey + hex.EncodeToString(fp[:])
 		if g := seg; g.Total > 0 {
 			// Without a client key, the reference number is what tells the
 			// parts of two long messages with a common tail apart.
@@ -265,12 +278,13 @@ func (e *Engine) owner() string {
 // kept (receipts are routed by it); window, when set (fingerprint keys), is
 // how long it deduplicates: an older record of the key is archived and the
 // submit is a new operation.
-func (e *Engine) decide(ctx context.Context, account string, p Policy, k state.Key, fp [32]byte, tracked bool, retention, window time.Duration, sub *smpp.Submit, seg smpp.Segment) Answer {
-	log := e.log.With("account", account, "session", sessionOf(ctx), "key", k.Key, "segment", k.Segment, "sequence", sub.Header.Sequence)
+func (e *Engine) decide(ctx context.Context, account string, p Policy, k state.Key, c *content, tracked bool, retention, window time.Duration) Answer {
+	sub, seg := c.sub, c.seg
+	log := e.log.With("account", account, "session", sessionOf(ctx), "key", e.logKey(k.Key), "segment", k.Segment, "sequence", sub.Header.Sequence)
 	now := e.now()
 	me := e.owner()
 	rec := &state.Record{
-		Key: k, Fingerprint: fp, State: state.Sent, Owner: me,
+		Key: k, Fingerprint: c.fp, FingerprintVersion: state.FingerprintHMAC, State: state.Sent, Owner: me,
 		Created: now, Updated: now, Expires: now.Add(max(retention, flightGuard)), Attempts: 1,
 		ProxyID:  e.issueID(ctx, account),
 		AddrHash: state.HashAddrs(sub.SrcAddr, sub.DstAddr),
@@ -291,13 +305,19 @@ func (e *Engine) decide(ctx context.Context, account string, p Policy, k state.K
 			return a
 		}
 		if window > 0 && existing.State != state.Sent && !e.now().Before(existing.Created.Add(window)) {
-			if e.renew(ctx, log, existing, rec) {
+			renewed, err := e.renew(ctx, log, existing, rec)
+			if err != nil {
+				// The renewal may have been applied all the same.
+				e.releaseUnsent(ctx, log, k, me, retention, "not sent: store error on renewal")
+				return Answer{Status: smpp.StatusSysErr, Outcome: OutStoreErr, Key: k}
+			}
+			if renewed {
 				// rec now stands under the key, owned by this submit.
 				return e.forward(ctx, log, account, p, k, me, sub, seg, now, retention)
 			}
 			continue // renewed by another submit meanwhile: decide again
 		}
-		if existing.Fingerprint != fp {
+		if !c.matches(existing) {
 			log.Warn("key reused for other content; conflict", "status", p.ConflictStatus.String(), "state", string(existing.State))
 			return Answer{Status: p.ConflictStatus, Outcome: OutConflict, Key: k}
 		}
@@ -314,14 +334,14 @@ func (e *Engine) decide(ctx context.Context, account string, p Policy, k state.K
 				log.Info("duplicate of an unknown outcome; not forwarded", "status", p.UnknownStatus.String(), "policy", p.OnUnknown)
 				return Answer{Status: p.UnknownStatus, Outcome: OutUnknown, Key: k}
 			}
-			a, again := e.takeover(ctx, log, account, p, k, fp, me, sub, seg, retention, state.Unknown, why)
+			a, again := e.takeover(ctx, log, account, p, k, c, me, retention, state.Unknown, why)
 			if !again {
 				return a
 			}
 		case state.Sent:
 			return e.waitOther(ctx, log, p, k)
 		case state.Retryable:
-			a, again := e.takeover(ctx, log, account, p, k, fp, me, sub, seg, retention, state.Retryable, noteRetake)
+			a, again := e.takeover(ctx, log, account, p, k, c, me, retention, state.Retryable, noteRetake)
 			if !again {
 				return a
 			}
@@ -336,14 +356,16 @@ func (e *Engine) decide(ctx context.Context, account string, p Policy, k state.K
 // fingerprint_window): the record is first copied under an archive key —
 // so its receipts still find it by message id — and then replaced by rec
 // under the same key, atomically against a concurrent renewal. It reports
-// whether this call replaced it; either way the caller decides again.
-func (e *Engine) renew(ctx context.Context, log *slog.Logger, old, rec *state.Record) bool {
+// whether this call replaced it (false: someone else did, decide again),
+// or the store's error (the replacement may have been applied all the
+// same: the caller releases the record).
+func (e *Engine) renew(ctx context.Context, log *slog.Logger, old, rec *state.Record) (bool, error) {
 	arch := old.Clone()
 	arch.Key.Key = old.Key.Key + "@" + strconv.FormatInt(old.Created.UnixNano(), 36)
 	arch.Owner = "archived"
 	if _, _, err := e.cfg.Store.Create(ctx, arch); err != nil {
-		log.Error("store refused to archive a record past its dedup window", "err", err)
-		return false
+		log.Error("store refused to archive a record past its dedup window; nothing forwarded", "err", err)
+		return false, err
 	}
 	_, err := e.cfg.Store.Update(ctx, old.Key, func(r *state.Record) error {
 		if !r.Created.Equal(old.Created) || r.State == state.Sent {
@@ -354,20 +376,21 @@ func (e *Engine) renew(ctx context.Context, log *slog.Logger, old, rec *state.Re
 		*r = *fresh
 		return nil
 	})
-	if err != nil {
-		if !errors.Is(err, state.ErrAbort) && !errors.Is(err, state.ErrNotFound) {
-			log.Error("store refused to renew a record past its dedup window", "err", err)
-		}
-		return false
+	switch {
+	case errors.Is(err, state.ErrAbort), errors.Is(err, state.ErrNotFound):
+		return false, nil
+	case err != nil:
+		log.Error("store refused to renew a record past its dedup window; nothing forwarded", "err", err)
+		return false, err
 	}
-	log.Info("dedup window passed; the key starts a new operation", "archived_as", arch.Key.Key)
-	return true
+	log.Info("dedup window passed; the key starts a new operation", "archived_as", e.logKey(arch.Key.Key))
+	return true, nil
 }
 
 // Notes recorded in the history when a record is taken over.
 const (
 	noteRetake          = "retry takes over a retryable record"
-	noteResendAfter     = "on_unknown resend_after: retry forwards again"
+	noteResendAfter     = state.LegacyResendNote
 	noteResend          = "on_unknown resend: retry forwards again (upstream deduplicates)"
 	noteValidityExpired = "validity period over; not sent"
 )
@@ -379,13 +402,8 @@ func (e *Engine) resendUnknown(p Policy, r *state.Record) string {
 	case OnUnknownResend:
 		return noteResend
 	case OnUnknownResendAfter:
-		if e.now().Sub(r.Updated) < p.UnknownTimeout {
-			return ""
-		}
-		for _, ev := range r.History {
-			if ev.Note == noteResendAfter {
-				return "" // resent once already: at-least-once, not at-least-many
-			}
+		if e.now().Sub(r.Updated) < p.UnknownTimeout || r.Resends > 0 {
+			return "" // too early, or resent once already: at-least-once, not at-least-many
 		}
 		return noteResendAfter
 	}
@@ -394,11 +412,12 @@ func (e *Engine) resendUnknown(p Policy, r *state.Record) string {
 
 // takeover makes this submit the owner of a record in state from and
 // forwards it. again=true: someone else moved the record; decide anew.
-func (e *Engine) takeover(ctx context.Context, log *slog.Logger, account string, p Policy, k state.Key, fp [32]byte, me string, sub *smpp.Submit, seg smpp.Segment, retention time.Duration, from state.SubmitState, note string) (Answer, bool) {
+func (e *Engine) takeover(ctx context.Context, log *slog.Logger, account string, p Policy, k state.Key, c *content, me string, retention time.Duration, from state.SubmitState, note string) (Answer, bool) {
+	sub, seg := c.sub, c.seg
 	expired := false
 	var created time.Time
 	_, err := e.cfg.Store.Update(ctx, k, func(r *state.Record) error {
-		if r.State != from || r.Fingerprint != fp {
+		if r.State != from || !c.matches(r) {
 			return state.ErrAbort
 		}
 		// Decided again atomically: another retry may have resent it meanwhile.
@@ -415,9 +434,16 @@ func (e *Engine) takeover(ctx context.Context, log *slog.Logger, account string,
 			return nil
 		}
 		r.State, r.Owner = state.Sent, me
+		// The new owner starts without a journal (the previous attempt's
+		// stays in the history): until it journals, nothing of its own has
+		// been written, and a store error can release it (releaseUnsent).
+		r.Session, r.Sequence = "", 0
 		// A record being forwarded must not expire under its owner.
 		r.Expires = maxTime(r.Expires, r.Updated.Add(flightGuard))
 		r.Attempts++
+		if from == state.Unknown {
+			r.Resends++
+		}
 		addEvent(r, state.Event{At: r.Updated, State: state.Sent, Note: note})
 		return nil
 	})
@@ -471,11 +497,12 @@ func addEvent(r *state.Record, ev state.Event) {
 	}
 }
 
-// releaseUnsent is the compensation for a store error on create or
-// takeover: a failed Badger commit is ambiguous (the write may be visible
+// releaseUnsent is the compensation for a store error on create, takeover
+// or renewal: a failed Badger commit is ambiguous (the write may be visible
 // all the same), and a record left `sent` without an owner would throttle
-// every retry until a restart. Best effort: if the record is ours, sent and
-// never journaled (so nothing was written upstream), it becomes retryable.
+// every retry until a restart (and be held `unknown` after it). Best
+// effort: if the record is ours, sent and not journaled by us (so nothing
+// was written upstream), it becomes retryable.
 func (e *Engine) releaseUnsent(ctx context.Context, log *slog.Logger, k state.Key, me string, retention time.Duration, note string) {
 	_, err := e.cfg.Store.Update(context.WithoutCancel(ctx), k, func(r *state.Record) error {
 		if r.Owner != me || r.State != state.Sent || r.Session != "" {
@@ -542,7 +569,7 @@ func (e *Engine) forward(ctx context.Context, log *slog.Logger, account string, 
 		keyTag = p.TLVTag
 	}
 	att := &Attempt{
-		Account: account, Key: k.Key, Submit: sub, Segment: seg, KeyTag: keyTag,
+		Account: account, Key: e.logKey(k.Key), Submit: sub, Segment: seg, KeyTag: keyTag,
 		Journal: func(upstream, session string, seq uint32) error {
 			// Not the ESME's context: its owner disconnecting must not make
 			// the attempt "not sent" for the duplicates that joined it.

@@ -67,8 +67,12 @@ func TestReviewResendAfterResendsAtMostOnceUnderRace(t *testing.T) {
 	mem := state.NewMem(clk.now)
 	slow := &rvRaceStore{Store: mem, entered: make(chan struct{}), release: make(chan struct{})}
 	var forwards atomic.Int32
-	a := New(Config{Store: mem, Forwarder: rvRaceForwarder{&forwards}, Now: clk.now, InstanceID: "rv-a"})
-	b := New(Config{Store: slow, Forwarder: rvRaceForwarder{&forwards}, Now: clk.now, InstanceID: "rv-b"})
+	secret, err := state.RandomSecret() // one install: both processes key fingerprints alike
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := New(Config{Store: mem, Forwarder: rvRaceForwarder{&forwards}, Now: clk.now, InstanceID: "rv-a", Secret: secret})
+	b := New(Config{Store: slow, Forwarder: rvRaceForwarder{&forwards}, Now: clk.now, InstanceID: "rv-b", Secret: secret})
 	p := Policy{OnUnknown: OnUnknownResendAfter, UnknownTimeout: time.Minute, InflightWait: 50 * time.Millisecond}
 	sub := func() *smpp.Submit {
 		s, err := smpp.ParseSubmit(smpp.EncodeSubmit(9, smpp.SubmitFields{

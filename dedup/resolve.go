@@ -52,10 +52,18 @@ func (e *Engine) issueID(ctx context.Context, account string) string {
 // Resolve settles an unknown record by an operator: with a message id it
 // becomes accepted (retries are answered with that id); with notSent it
 // becomes retryable (the next retry forwards it). Only unknown records can
-// be resolved; ErrNotUnknown otherwise.
+// be resolved; ErrNotUnknown otherwise. A message id that another live
+// record of the record's upstream holds is refused with ErrMessageIDHeld:
+// the receipt index would be re-pointed and that record's receipts would
+// go to this record's ESME.
 func (e *Engine) Resolve(ctx context.Context, k state.Key, messageID string, notSent bool, who string) (*state.Record, error) {
 	if (messageID == "") == !notSent {
 		return nil, errors.New("dedup: resolve needs exactly one of a message id or not-sent")
+	}
+	if messageID != "" {
+		if err := e.checkIDFree(ctx, k, messageID); err != nil {
+			return nil, err
+		}
 	}
 	r, err := e.cfg.Store.Update(ctx, k, func(r *state.Record) error {
 		if r.State != state.Unknown {
@@ -76,10 +84,39 @@ func (e *Engine) Resolve(ctx context.Context, k state.Key, messageID string, not
 		return nil
 	})
 	if err == nil {
-		e.log.Info("unknown record resolved", "account", k.Account, "key", k.Key, "segment", k.Segment, "state", string(r.State), "message_id", r.MessageID, "by", who)
+		e.log.Info("unknown record resolved", "account", k.Account, "key", e.logKey(k.Key), "segment", k.Segment, "state", string(r.State), "message_id", r.MessageID, "by", who)
 		e.cfg.Metrics.resolve(k.Account, string(r.State))
 	}
 	return r, err
+}
+
+// checkIDFree returns ErrMessageIDHeld, naming the holder, when another
+// live record of k's upstream is indexed under messageID (as normalised
+// for that upstream). The record's own id is free.
+func (e *Engine) checkIDFree(ctx context.Context, k state.Key, messageID string) error {
+	cur, err := e.cfg.Store.Get(ctx, k)
+	if err != nil {
+		return err
+	}
+	match := e.normID(cur.Upstream, messageID)
+	if match == "" {
+		match = messageID
+	}
+	other, err := e.cfg.Store.ByMessageID(ctx, cur.Upstream, match)
+	switch {
+	case errors.Is(err, state.ErrNotFound):
+		return nil
+	case err != nil:
+		return err
+	case other.Key == k:
+		return nil
+	}
+	where := ""
+	if other.Key.Segment != "" {
+		where = fmt.Sprintf(" segment %q", other.Key.Segment)
+	}
+	return fmt.Errorf("%w: message id %q of upstream %q belongs to account %q key %q%s (state %s); resolving with it would send that record's receipts to this one",
+		ErrMessageIDHeld, messageID, cur.Upstream, other.Key.Account, e.DisplayKey(other.Key.Key), where, other.State)
 }
 
 // ResolveFromReceipt settles an unknown record of upstream that a receipt
@@ -103,7 +140,7 @@ func (e *Engine) ResolveFromReceipt(ctx context.Context, k state.Key, upstream, 
 		return nil
 	})
 	if err == nil {
-		e.log.Info("unknown record resolved by a receipt", "account", k.Account, "key", k.Key, "segment", k.Segment, "upstream", upstream, "message_id", messageID, "why", why)
+		e.log.Info("unknown record resolved by a receipt", "account", k.Account, "key", e.logKey(k.Key), "segment", k.Segment, "upstream", upstream, "message_id", messageID, "why", why)
 		e.cfg.Metrics.resolve(k.Account, string(r.State))
 	}
 	return r, err
@@ -116,3 +153,7 @@ func KeyOfTLV(v []byte) string { return "k:" + string(bytes.TrimRight(v, "\x00")
 
 // ErrNotUnknown is returned by Resolve for a record that is not unknown.
 var ErrNotUnknown = errors.New("dedup: record is not unknown")
+
+// ErrMessageIDHeld is returned by Resolve for a message id that another
+// live record of the same upstream already holds.
+var ErrMessageIDHeld = errors.New("dedup: message id already held by another record")

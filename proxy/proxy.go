@@ -45,6 +45,9 @@ type Options struct {
 	// refusing it (state.BadgerOptions.ForceEmpty; serve
 	// --force-empty-store).
 	ForceEmptyStore bool
+	// Secrets keeps the fingerprint secret; nil = state.FileSecret in the
+	// configured store path (none without a path: a random secret).
+	Secrets state.SecretKeeper
 }
 
 // App is a wired proxy.
@@ -88,6 +91,15 @@ func New(opts Options) (*App, error) {
 		st = b
 	}
 	a.store = st
+	keeper := opts.Secrets
+	if keeper == nil && cfg.Store.Path != "" {
+		keeper = state.FileSecret{Dir: cfg.Store.Path}
+	}
+	secret, err := loadSecret(context.Background(), keeper, st, log)
+	if err != nil {
+		_ = st.Close()
+		return nil, fmt.Errorf("proxy: %w", err)
+	}
 	rs, err := newReceipts(cfg, st, log, reg)
 	if err != nil {
 		_ = st.Close()
@@ -130,7 +142,7 @@ func New(opts Options) (*App, error) {
 		}
 	}
 	a.instr.router = route.New(route.Config{Routes: routes, Logger: log})
-	a.engine = dedup.New(dedup.Config{Store: a.instr.engineStore(st), Forwarder: a.instr.router, Logger: log, Metrics: dedup.NewMetrics(reg), InstanceID: opts.InstanceID, IDs: rs.IDs()})
+	a.engine = dedup.New(dedup.Config{Store: a.instr.engineStore(st), Forwarder: a.instr.router, Logger: log, Metrics: dedup.NewMetrics(reg), InstanceID: opts.InstanceID, IDs: rs.IDs(), Secret: secret})
 	n, err := a.engine.Recover(context.Background())
 	if err != nil {
 		_ = st.Close()

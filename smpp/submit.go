@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
+	"hash"
 	"strconv"
 )
 
@@ -236,19 +237,28 @@ func (s *Submit) Segment() Segment {
 	return Segment{}
 }
 
-// Fingerprint is SHA-256 over the significant parameters of the submit
-// (SPEC §2): service_type, source and destination ton/npi/addr, esm_class,
-// protocol_id, priority_flag, registered_delivery, data_coding, the user
-// data (short_message or message_payload) and the segment identity. The
-// concatenation reference number is zeroed in the hashed copy so a client
-// that renews it on retry is not taken for a conflict. sequence_number,
-// schedule_delivery_time, validity_period and the key TLV are excluded.
+// Fingerprint is the unsalted SHA-256 over the significant parameters of
+// the submit (SPEC §2): service_type, source and destination ton/npi/addr,
+// esm_class, protocol_id, priority_flag, registered_delivery, data_coding,
+// the user data (short_message or message_payload) and the segment
+// identity. The concatenation reference number is zeroed in the hashed
+// copy so a client that renews it on retry is not taken for a conflict.
+// sequence_number, schedule_delivery_time, validity_period and the key TLV
+// are excluded. It is the legacy (version 1) fingerprint: the proxy keys
+// it with a per-install secret (FingerprintWith an HMAC), since a short
+// message such as an OTP can be recovered from the plain hash.
 func (s *Submit) Fingerprint() [32]byte { return s.FingerprintOf(s.Segment()) }
 
 // FingerprintOf is Fingerprint for a caller that already has the submit's
 // Segment (it walks the UDH and TLVs only once per submit).
 func (s *Submit) FingerprintOf(g Segment) [32]byte {
-	h := sha256.New()
+	return s.FingerprintWith(g, sha256.New())
+}
+
+// FingerprintWith writes the fields of Fingerprint into h (a fresh or
+// reset hash with a 32-byte sum, such as an HMAC-SHA256) and returns its
+// sum.
+func (s *Submit) FingerprintWith(g Segment, h hash.Hash) [32]byte {
 	var lb [4]byte
 	field := func(b []byte) {
 		binary.BigEndian.PutUint32(lb[:], uint32(len(b)))

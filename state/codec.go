@@ -36,20 +36,43 @@ import (
 //	str     Delivery
 //	time    DeliveryAt
 //
+// Version 3 (written since resends are counted and fingerprints are
+// versioned) is version 2 with the version byte 3 and, after DeliveryAt:
+//
+//	varint  Resends
+//	byte    FingerprintVersion
+//
+// A record of version 1 or 2 decodes with FingerprintVersion
+// FingerprintSHA256 (its fingerprint is the unsalted SHA-256 of those
+// versions) and with Resends counted once from the history events whose
+// note is LegacyResendNote (how those versions kept the fact); nothing
+// reads the history of a record of version 3.
+//
 // Nothing may follow the last field. A new field means a new version; the
 // decoder keeps reading every older version it knows. Decoded times are in
 // UTC without a monotonic reading.
 const (
 	recordVersion1 = 1
 	recordVersion2 = 2
+	recordVersion3 = 3
 )
+
+// LegacyResendNote is the history note with which records of codec
+// versions 1 and 2 marked a resend under on_unknown: resend_after.
+const LegacyResendNote = "on_unknown resend_after: retry forwards again"
 
 // errCorrupt is wrapped by every decoding error.
 var errCorrupt = errors.New("state: corrupt record")
 
 // encodeRecord appends the current binary encoding of r to dst.
 func encodeRecord(dst []byte, r *Record) []byte {
-	dst = append(dst, recordVersion2)
+	return encodeRecordVersion(dst, r, recordVersion3)
+}
+
+// encodeRecordVersion appends the encoding of r in version v (older
+// versions are written by tests only, to check that they still decode).
+func encodeRecordVersion(dst []byte, r *Record, v byte) []byte {
+	dst = append(dst, v)
 	dst = appendString(dst, r.Key.Account)
 	dst = appendString(dst, r.Key.Key)
 	dst = appendString(dst, r.Key.Segment)
@@ -76,11 +99,19 @@ func encodeRecord(dst []byte, r *Record) []byte {
 		dst = appendString(dst, e.MessageID)
 		dst = appendString(dst, e.Note)
 	}
+	if v < recordVersion2 {
+		return dst
+	}
 	dst = appendString(dst, r.NormID)
 	dst = appendString(dst, r.ProxyID)
 	dst = append(dst, r.AddrHash[:]...)
 	dst = appendString(dst, string(r.Delivery))
-	return appendTime(dst, r.DeliveryAt)
+	dst = appendTime(dst, r.DeliveryAt)
+	if v < recordVersion3 {
+		return dst
+	}
+	dst = binary.AppendVarint(dst, int64(r.Resends))
+	return append(dst, r.FingerprintVersion)
 }
 
 // decodeRecord decodes what encodeRecord wrote. It copies everything it
@@ -90,7 +121,7 @@ func decodeRecord(b []byte) (*Record, error) {
 		return nil, fmt.Errorf("%w: empty", errCorrupt)
 	}
 	version := b[0]
-	if version != recordVersion1 && version != recordVersion2 {
+	if version < recordVersion1 || version > recordVersion3 {
 		return nil, fmt.Errorf("%w: unknown version %d", errCorrupt, b[0])
 	}
 	d := decoder{b: b[1:]}
@@ -136,6 +167,15 @@ func decodeRecord(b []byte) (*Record, error) {
 		r.Delivery = DeliveryState(d.str())
 		r.DeliveryAt = d.time()
 	}
+	if version >= recordVersion3 {
+		r.Resends = d.int()
+		var fv [1]byte
+		d.bytes(fv[:])
+		r.FingerprintVersion = fv[0]
+	} else {
+		r.FingerprintVersion = FingerprintSHA256
+		r.Resends = legacyResends(r.History)
+	}
 	if d.err == nil && len(d.b) != 0 {
 		d.fail("%d trailing bytes", len(d.b))
 	}
@@ -143,6 +183,18 @@ func decodeRecord(b []byte) (*Record, error) {
 		return nil, d.err
 	}
 	return r, nil
+}
+
+// legacyResends counts the resends a record of version 1 or 2 noted in
+// its history (the codec upgrade of such a record; see LegacyResendNote).
+func legacyResends(h []Event) int {
+	n := 0
+	for i := range h {
+		if h[i].Note == LegacyResendNote {
+			n++
+		}
+	}
+	return n
 }
 
 func appendString(dst []byte, s string) []byte {

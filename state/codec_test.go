@@ -12,23 +12,25 @@ import (
 func codecSample() *Record {
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
 	return &Record{
-		Key:         Key{Account: "acme", Key: "k\x00\x01\xff", Segment: "1/2"},
-		Fingerprint: [32]byte{1, 2, 3, 31: 0xff},
-		State:       Unknown,
-		Owner:       "owner",
-		Upstream:    "smsc",
-		Session:     "smsc/1",
-		Sequence:    1<<32 - 1,
-		MessageID:   "abc",
-		NormID:      "2748",
-		ProxyID:     "p-1",
-		AddrHash:    [16]byte{0, 1, 15: 0xee},
-		Delivery:    DeliveryDelivered,
-		DeliveryAt:  t0.Add(time.Second),
-		Status:      0xC4,
-		Attempts:    -3,
-		Created:     time.Date(1969, 7, 20, 20, 17, 40, 999999999, time.UTC),
-		Updated:     t0,
+		Key:                Key{Account: "acme", Key: "k\x00\x01\xff", Segment: "1/2"},
+		Fingerprint:        [32]byte{1, 2, 3, 31: 0xff},
+		State:              Unknown,
+		Owner:              "owner",
+		Upstream:           "smsc",
+		Session:            "smsc/1",
+		Sequence:           1<<32 - 1,
+		MessageID:          "abc",
+		NormID:             "2748",
+		ProxyID:            "p-1",
+		AddrHash:           [16]byte{0, 1, 15: 0xee},
+		Delivery:           DeliveryDelivered,
+		DeliveryAt:         t0.Add(time.Second),
+		Status:             0xC4,
+		Attempts:           -3,
+		Created:            time.Date(1969, 7, 20, 20, 17, 40, 999999999, time.UTC),
+		Updated:            t0,
+		Resends:            2,
+		FingerprintVersion: FingerprintHMAC,
 		History: []Event{
 			{At: t0, State: Sent, Session: "smsc/1", Sequence: 9, Note: "n"},
 			{State: Unknown, Status: 8, MessageID: "x"},
@@ -66,9 +68,9 @@ func TestRecordCodecRejectsDamage(t *testing.T) {
 	if r, err := decodeRecord(append(b, 0)); !errors.Is(err, errCorrupt) {
 		t.Errorf("decodeRecord(trailing byte) = %+v, %v; want errCorrupt", r, err)
 	}
-	v3 := append([]byte{3}, b[1:]...)
-	if r, err := decodeRecord(v3); !errors.Is(err, errCorrupt) {
-		t.Errorf("decodeRecord(version 3) = %+v, %v; want errCorrupt", r, err)
+	v4 := append([]byte{4}, b[1:]...)
+	if r, err := decodeRecord(v4); !errors.Is(err, errCorrupt) {
+		t.Errorf("decodeRecord(version 4) = %+v, %v; want errCorrupt", r, err)
 	}
 }
 
@@ -146,13 +148,35 @@ func BenchmarkRecordCodec(b *testing.B) {
 func TestRecordCodecReadsVersion1(t *testing.T) {
 	want := codecSample()
 	want.NormID, want.ProxyID, want.AddrHash, want.Delivery, want.DeliveryAt = "", "", [16]byte{}, "", time.Time{}
-	b := encodeRecord(nil, want)
-	// A version-1 encoding is the version-2 one without its tail.
-	tail := len(encodeRecord(nil, &Record{})) - len(encodeRecordV1Empty())
-	v1 := append([]byte{recordVersion1}, b[1:len(b)-tail]...)
+	want.Resends, want.FingerprintVersion = 0, FingerprintSHA256
+	v1 := encodeRecordVersion(nil, want, recordVersion1)
+	if !bytes.Equal(encodeRecordVersion(nil, &Record{}, recordVersion1), encodeRecordV1Empty()) {
+		t.Fatalf("encodeRecordVersion(1) does not write the version-1 layout")
+	}
 	got, err := decodeRecord(v1)
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("decodeRecord(version 1) = %+v, %v; want %+v", got, err, want)
+	}
+}
+
+// A record written by a version-2 store decodes with an unsalted
+// fingerprint and with the resend its history noted counted, once; the
+// count survives the history losing that event later.
+func TestRecordCodecUpgradesVersion2(t *testing.T) {
+	old := codecSample()
+	old.Resends, old.FingerprintVersion = 0, 0
+	old.History = append(old.History, Event{State: Sent, Note: LegacyResendNote})
+	got, err := decodeRecord(encodeRecordVersion(nil, old, recordVersion2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Resends != 1 || got.FingerprintVersion != FingerprintSHA256 {
+		t.Errorf("version-2 record decodes with resends %d, fingerprint version %d; want 1, %d", got.Resends, got.FingerprintVersion, FingerprintSHA256)
+	}
+	got.History = got.History[:1]
+	again, err := decodeRecord(encodeRecord(nil, got))
+	if err != nil || again.Resends != 1 {
+		t.Errorf("re-encoded record: resends %v, %v; want 1", again, err)
 	}
 }
 

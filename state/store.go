@@ -2,8 +2,10 @@
 // (account, idempotency key, segment), the journal of what was written to
 // which upstream session, the indexes from upstream message ids, proxy
 // message ids and (for unknown records) addresses back to records, and the
-// durable queues of receipts and MO waiting for an ESME. Store and Queue
-// are the small interfaces the rest of the proxy uses; BadgerStore is the
+// durable queues of receipts and MO waiting for an ESME; and the
+// per-install fingerprint secret (Secret, kept by a SecretKeeper: FileSecret
+// in the store directory). Store and Queue are the small interfaces the
+// rest of the proxy uses; BadgerStore is the
 // production backend of both (group commit: many concurrent writers share
 // one transaction and one fsync) and MemStore is the in-memory backend for
 // unit tests. Both pass the same conformance suite in state/storetest.
@@ -108,8 +110,28 @@ type Record struct {
 	// Expires: after this instant the record is treated as absent (a new
 	// operation) and may be dropped by the backend.
 	Expires time.Time `json:"expires"`
-	History []Event   `json:"history,omitempty"`
+	// Resends counts the forwards of the record after an unknown outcome
+	// (on_unknown: resend_after, resend). Decisions read it, never History.
+	Resends int `json:"resends,omitempty"`
+	// FingerprintVersion says how Fingerprint was computed: FingerprintHMAC
+	// (current) or FingerprintSHA256 (records written before the secret;
+	// 0 means the same). A record is compared with a retry's fingerprint
+	// of its own version.
+	FingerprintVersion uint8 `json:"fingerprint_version,omitempty"`
+	// History is for operators only: it keeps the first event and the
+	// latest ones, so no decision may depend on it.
+	History []Event `json:"history,omitempty"`
 }
+
+// Fingerprint versions (Record.FingerprintVersion).
+const (
+	// FingerprintSHA256: unsalted SHA-256 of the submit's significant
+	// parameters (records of codec versions 1 and 2).
+	FingerprintSHA256 uint8 = 1
+	// FingerprintHMAC: HMAC-SHA256 of the same under the per-install
+	// secret (Secret).
+	FingerprintHMAC uint8 = 2
+)
 
 // ClientMessageID is the message id the ESME was given in its
 // submit_sm_resp: ProxyID when the proxy issued one, else MessageID.

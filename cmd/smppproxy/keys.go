@@ -160,7 +160,7 @@ func printRecord(w io.Writer, r admin.Record) {
 	fmt.Fprintf(tw, "created\t%s\n", r.Created.Local().Format(timeLayout))
 	fmt.Fprintf(tw, "updated\t%s\n", r.Updated.Local().Format(timeLayout))
 	fmt.Fprintf(tw, "expires\t%s\n", r.Expires.Local().Format(timeLayout))
-	fmt.Fprintf(tw, "fingerprint\t%s\n", r.Fingerprint)
+	fmt.Fprintf(tw, "fingerprint tag\t%s\n", r.FingerprintTag)
 	_ = tw.Flush()
 	if len(r.History) == 0 {
 		return
