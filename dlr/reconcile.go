@@ -284,7 +284,7 @@ func (c *reconciler) attempt(ctx context.Context, up string, e *state.QueueEntry
 	s.bound.removed(up)
 	s.m.received(rec.Key.Account, up, out)
 	s.log.Info("dlr: kept receipt matched", "upstream", up, "receipt_id", r.id, "stat", r.stat, "outcome", out,
-		"account", rec.Key.Account, "key", rec.Key.Key, "segment", rec.Key.Segment, "message_id", rec.ClientMessageID())
+		"account", rec.Key.Account, "key", s.cfg.LogKey(rec.Key.Key), "segment", rec.Key.Segment, "message_id", rec.ClientMessageID())
 	return true, 0, nil
 }
 

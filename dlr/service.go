@@ -68,6 +68,10 @@ type Config struct {
 	// overtake it).
 	BindSettle time.Duration
 	Logger     *slog.Logger
+	// LogKey is how a stored record key appears in log lines (nil = as
+	// stored). The proxy replaces the fingerprint a fingerprint-derived key
+	// embeds by its tag (dedup.TagKey), so no log line carries it.
+	LogKey func(stored string) string
 	// Registerer for the metrics; nil: not registered.
 	Registerer prometheus.Registerer
 	Now        func() time.Time
@@ -186,6 +190,9 @@ func New(cfg Config) (*Service, error) {
 		if _, ok := accts[r.Account]; !ok {
 			return nil, fmt.Errorf("dlr: mo route %q: no account %q", r.Prefix, r.Account)
 		}
+	}
+	if cfg.LogKey == nil {
+		cfg.LogKey = func(k string) string { return k }
 	}
 	// Longest prefix first.
 	cfg.MORoutes = append([]MORoute(nil), cfg.MORoutes...)
@@ -381,7 +388,7 @@ func (s *Service) intakeReceipt(ctx context.Context, upstream string, m *message
 		out, err = s.route(ctx, upstream, rec, r)
 		if err == nil {
 			s.m.received(rec.Key.Account, upstream, out)
-			log.Info("dlr: receipt", "outcome", out, "account", rec.Key.Account, "key", rec.Key.Key, "segment", rec.Key.Segment, "message_id", rec.ClientMessageID())
+			log.Info("dlr: receipt", "outcome", out, "account", rec.Key.Account, "key", s.cfg.LogKey(rec.Key.Key), "segment", rec.Key.Segment, "message_id", rec.ClientMessageID())
 			return smpp.StatusOK
 		}
 	}
@@ -556,7 +563,7 @@ func (s *Service) markDelivery(ctx context.Context, k state.Key, upstream string
 		return nil
 	})
 	if err != nil {
-		s.log.Warn("dlr: delivery state not recorded", "account", k.Account, "key", k.Key, "segment", k.Segment, "err", err)
+		s.log.Warn("dlr: delivery state not recorded", "account", k.Account, "key", s.cfg.LogKey(k.Key), "segment", k.Segment, "err", err)
 	}
 }
 

@@ -100,7 +100,7 @@ func New(opts Options) (*App, error) {
 		_ = st.Close()
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
-	rs, err := newReceipts(cfg, st, log, reg)
+	rs, err := newReceipts(cfg, st, secret, log, reg)
 	if err != nil {
 		_ = st.Close()
 		return nil, fmt.Errorf("proxy: receipts: %w", err)

@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/smppproxy/smppproxy/config"
+	"github.com/smppproxy/smppproxy/dedup"
 	"github.com/smppproxy/smppproxy/dlr"
 	"github.com/smppproxy/smppproxy/smppclient"
 	"github.com/smppproxy/smppproxy/state"
@@ -15,8 +16,8 @@ import (
 // configuration: per account dlr_retention, dlr_redelivery, message_id and
 // route; per upstream resp_id_format, receipt_id_format and echo_tlv;
 // mo_routes and default_account. Proxy-issued ids use dlr's default style
-// (20 lower-case hex digits).
-func newReceipts(cfg *config.Config, st state.Store, log *slog.Logger, reg prometheus.Registerer) (*dlr.Service, error) {
+// (20 lower-case hex digits). Log lines show fingerprint keys by their tag.
+func newReceipts(cfg *config.Config, st state.Store, secret *state.Secret, log *slog.Logger, reg prometheus.Registerer) (*dlr.Service, error) {
 	dc := dlr.Config{
 		Store:          st,
 		Accounts:       map[string]dlr.Account{},
@@ -24,6 +25,7 @@ func newReceipts(cfg *config.Config, st state.Store, log *slog.Logger, reg prome
 		DefaultAccount: cfg.DefaultAccount,
 		Logger:         log,
 		Registerer:     reg,
+		LogKey:         func(k string) string { return dedup.TagKey(k, secret.Tag) },
 	}
 	for _, a := range cfg.Accounts {
 		dc.Accounts[a.SystemID] = dlr.Account{
