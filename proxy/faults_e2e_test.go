@@ -111,10 +111,7 @@ func TestConnectionCutWithTwentyInFlight(t *testing.T) {
 					first[i] = c.submit(uint32(i+1), keyed(fmt.Sprintf("cut-%d", i), fmt.Sprintf("text %d", i)))
 				}()
 			}
-			deadline := time.Now().Add(5 * time.Second)
-			for smsc.Total() < 20 && time.Now().Before(deadline) {
-				time.Sleep(5 * time.Millisecond)
-			}
+			waitFor(t, 5*time.Second, "20 submits in flight at the SMSC before the cut", func() bool { return smsc.Total() >= 20 })
 			if n := smsc.Total(); n != 20 {
 				t.Fatalf("submits in flight at the SMSC before the cut = %d, want 20", n)
 			}
