@@ -7,6 +7,7 @@ package testkit
 
 import (
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 )
@@ -16,10 +17,10 @@ import (
 // every pollEvery.
 const pollEvery = 10 * time.Millisecond
 
-// poll calls cond, backing off from 1ms to pollEvery, until it holds
+// Poll calls cond, backing off from 1ms to pollEvery, until it holds
 // (true) or timeout has passed (false). It never sleeps past the deadline
 // by more than one interval.
-func poll(timeout time.Duration, cond func() bool) bool {
+func Poll(timeout time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(timeout)
 	wait := time.Millisecond
 	for !cond() {
@@ -40,7 +41,7 @@ func poll(timeout time.Duration, cond func() bool) bool {
 // from the test's goroutine (it calls t.Fatalf).
 func Eventually(t testing.TB, timeout time.Duration, cond func() bool, msg string) {
 	t.Helper()
-	if !poll(timeout, cond) {
+	if !Poll(timeout, cond) {
 		t.Fatalf("%s (not within %v)", msg, timeout)
 	}
 }
@@ -61,7 +62,7 @@ func (g Goroutines) Count() int { return g.n }
 // settled.
 func (g Goroutines) Settle(timeout time.Duration, slack int) (int, bool) {
 	n := 0
-	ok := poll(timeout, func() bool {
+	ok := Poll(timeout, func() bool {
 		n = runtime.NumGoroutine()
 		return n <= g.n+slack
 	})
@@ -90,4 +91,22 @@ func CheckLeaks(t testing.TB, timeout time.Duration) {
 func Stacks() string {
 	buf := make([]byte, 1<<20)
 	return string(buf[:runtime.Stack(buf, true)])
+}
+
+// LeftRunning waits up to timeout for every goroutine whose stack
+// mentions match (a function, as "esme.(*Client)") to end, and returns the
+// stacks of those still running, "" when none is. It suits TestMain, which
+// has no test to fail and runs among the testing package's goroutines.
+func LeftRunning(timeout time.Duration, match string) string {
+	var left []string
+	Poll(timeout, func() bool {
+		left = left[:0]
+		for _, g := range strings.Split(Stacks(), "\n\n") {
+			if strings.Contains(g, match) {
+				left = append(left, g)
+			}
+		}
+		return len(left) == 0
+	})
+	return strings.Join(left, "\n\n")
 }

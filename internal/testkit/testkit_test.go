@@ -1,6 +1,7 @@
 package testkit
 
 import (
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,8 +21,8 @@ func TestEventuallyReturnsOnceTheConditionHolds(t *testing.T) {
 // forever.
 func TestPollGivesUpAtTheDeadline(t *testing.T) {
 	looks := 0
-	if poll(5*time.Millisecond, func() bool { looks++; return false }) {
-		t.Fatal("poll() = true for a condition that never holds")
+	if Poll(5*time.Millisecond, func() bool { looks++; return false }) {
+		t.Fatal("Poll() = true for a condition that never holds")
 	}
 	if looks < 2 {
 		t.Errorf("cond called %d times, want it looked at again before giving up", looks)
@@ -32,9 +33,9 @@ func TestPollGivesUpAtTheDeadline(t *testing.T) {
 // it ends, the count settles.
 func TestGoroutinesSeesALeakUntilItEnds(t *testing.T) {
 	g := CountGoroutines()
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() { <-stop; close(done) }()
+	started, stop, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	go parkedInTestkit(started, stop, done)
+	<-started
 	if n, ok := g.Settle(0, 0); ok {
 		t.Fatalf("Settle() = %d, true with a goroutine still running; want false", n)
 	}
@@ -43,4 +44,26 @@ func TestGoroutinesSeesALeakUntilItEnds(t *testing.T) {
 	if n, ok := g.Settle(time.Minute, 0); !ok {
 		t.Fatalf("Settle() = %d, false after the goroutine ended (count before %d)", n, g.Count())
 	}
+}
+
+// LeftRunning names a goroutine still running in a function it is asked
+// about, and nothing once that goroutine has ended.
+func TestLeftRunningNamesTheGoroutinesOfAFunction(t *testing.T) {
+	started, stop, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	go parkedInTestkit(started, stop, done)
+	<-started
+	if left := LeftRunning(0, "testkit.parkedInTestkit"); !strings.Contains(left, "parkedInTestkit") {
+		t.Fatalf("LeftRunning() = %q with parkedInTestkit running, want its stack", left)
+	}
+	close(stop)
+	<-done
+	if left := LeftRunning(time.Minute, "testkit.parkedInTestkit"); left != "" {
+		t.Fatalf("LeftRunning() = %q after the goroutine ended, want \"\"", left)
+	}
+}
+
+func parkedInTestkit(started chan<- struct{}, stop <-chan struct{}, done chan<- struct{}) {
+	close(started)
+	<-stop
+	close(done)
 }
