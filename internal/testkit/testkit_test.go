@@ -1,6 +1,7 @@
 package testkit
 
 import (
+	"log/slog"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -66,4 +67,20 @@ func parkedInTestkit(started chan<- struct{}, stop <-chan struct{}, done chan<- 
 	close(started)
 	<-stop
 	close(done)
+}
+
+// LogLines counts lines by message and reports the held-back count of the
+// last line of each.
+func TestLogLinesCountsByMessageWithTheLastSuppressedCount(t *testing.T) {
+	lines := NewLogLines()
+	log := slog.New(lines)
+	log.Warn("noisy")
+	log.Warn("noisy", "suppressed", 29)
+	log.Info("quiet")
+	if n, sup := lines.Count("noisy"); n != 2 || sup != 29 {
+		t.Errorf(`Count("noisy") = %d, %d; want 2, 29`, n, sup)
+	}
+	if n, sup := lines.Count("quiet"); n != 1 || sup != 0 {
+		t.Errorf(`Count("quiet") = %d, %d; want 1, 0`, n, sup)
+	}
 }
