@@ -7,13 +7,13 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/smppproxy/smppproxy/internal/testkit"
 	"github.com/smppproxy/smppproxy/sim"
 	"github.com/smppproxy/smppproxy/smpp"
 )
@@ -22,30 +22,12 @@ import (
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if code == 0 {
-		if leaked := clientGoroutines(2 * time.Second); leaked != "" {
+		if leaked := testkit.LeftRunning(2*time.Second, "esme.(*Client)"); leaked != "" {
 			fmt.Fprintf(os.Stderr, "leaked esme goroutines:\n%s\n", leaked)
 			code = 1
 		}
 	}
 	os.Exit(code)
-}
-
-func clientGoroutines(wait time.Duration) string {
-	deadline := time.Now().Add(wait)
-	for {
-		buf := make([]byte, 1<<20)
-		buf = buf[:runtime.Stack(buf, true)]
-		var leaked []string
-		for _, g := range strings.Split(string(buf), "\n\n") {
-			if strings.Contains(g, "esme.(*Client)") {
-				leaked = append(leaked, g)
-			}
-		}
-		if len(leaked) == 0 || time.Now().After(deadline) {
-			return strings.Join(leaked, "\n\n")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // startSim runs a simulator on 127.0.0.1:0 for the test.
@@ -490,11 +472,5 @@ func TestManualDeliverResp(t *testing.T) {
 
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 5s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.Eventually(t, 5*time.Second, cond, "condition not met")
 }

@@ -10,6 +10,8 @@ import (
 	fsmpp "github.com/fiorix/go-smpp/smpp"
 	"github.com/fiorix/go-smpp/smpp/pdu/pdutext"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/smppproxy/smppproxy/internal/testkit"
 )
 
 // Test 3: fiorix at both ends, the proxy in between. Two fiorix
@@ -174,7 +176,7 @@ func TestFiorixBothEnds(t *testing.T) {
 			t.Logf("receipt for %s delivered %d times", id, n)
 		}
 	}
-	if !eventually(2*time.Second, func() bool { sent, ok := smsc.Acked(); return sent == keys && ok == keys }) {
+	if !testkit.Poll(2*time.Second, func() bool { sent, ok := smsc.Acked(); return sent == keys && ok == keys }) {
 		sent, ok := smsc.Acked()
 		t.Errorf("smpptest sent %d receipts, %d answered with status 0; want %d, %d", sent, ok, keys, keys)
 	}

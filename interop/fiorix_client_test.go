@@ -13,6 +13,7 @@ import (
 	"github.com/fiorix/go-smpp/smpp/pdu/pdutlv"
 
 	"github.com/smppproxy/smppproxy/config"
+	"github.com/smppproxy/smppproxy/internal/testkit"
 	"github.com/smppproxy/smppproxy/sim"
 )
 
@@ -90,7 +91,7 @@ func TestFiorixClientThroughProxy(t *testing.T) {
 	}
 	// fiorix acknowledged it (deliver_sm_resp status 0): the simulator
 	// counts it accepted.
-	if !eventually(2*time.Second, func() bool { _, ok := smsc.Receipts(); return ok >= 1 }) {
+	if !testkit.Poll(2*time.Second, func() bool { _, ok := smsc.Receipts(); return ok >= 1 }) {
 		t.Error("the simulator never saw its receipt accepted")
 	}
 

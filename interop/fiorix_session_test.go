@@ -11,6 +11,7 @@ import (
 	"github.com/fiorix/go-smpp/smpp/pdu/pdutext"
 
 	"github.com/smppproxy/smppproxy/config"
+	"github.com/smppproxy/smppproxy/internal/testkit"
 	"github.com/smppproxy/smppproxy/session"
 	"github.com/smppproxy/smppproxy/sim"
 )
@@ -90,7 +91,7 @@ func TestFiorixTransmitterAndReceiver(t *testing.T) {
 	if d := time.Since(start); d > 900*time.Millisecond {
 		t.Errorf("fiorix Close took %v: the proxy did not close the connection after unbind_resp", d)
 	}
-	if !eventually(2*time.Second, func() bool {
+	if !testkit.Poll(2*time.Second, func() bool {
 		for _, s := range app.Sessions.List() {
 			if s.Side == session.SideESME && s.Bind == session.BindTX {
 				return false
@@ -156,7 +157,7 @@ func TestFiorixGracefulShutdown(t *testing.T) {
 		}
 		done <- r
 	}()
-	if !eventually(2*time.Second, func() bool { return smsc.Total() == 1 }) {
+	if !testkit.Poll(2*time.Second, func() bool { return smsc.Total() == 1 }) {
 		t.Fatal("the submit never reached the simulator")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -410,17 +410,3 @@ func counter(t *testing.T, reg *prometheus.Registry, name string, labels map[str
 	}
 	return sum
 }
-
-// eventually polls cond every 10ms for up to d.
-func eventually(d time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(d)
-	for {
-		if cond() {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/smppproxy/smppproxy/config"
 	"github.com/smppproxy/smppproxy/esme"
+	"github.com/smppproxy/smppproxy/internal/testkit"
 	"github.com/smppproxy/smppproxy/session"
 	"github.com/smppproxy/smppproxy/smpp"
 )
@@ -102,7 +103,7 @@ func TestProxyToFiorixSMSC(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the receipt smpptest sent never reached the ESME")
 	}
-	if !eventually(2*time.Second, func() bool { sent, ok := smsc.Acked(); return sent == 1 && ok == 1 }) {
+	if !testkit.Poll(2*time.Second, func() bool { sent, ok := smsc.Acked(); return sent == 1 && ok == 1 }) {
 		sent, ok := smsc.Acked()
 		t.Errorf("smpptest sent %d receipts, %d answered with status 0; want 1, 1", sent, ok)
 	}
@@ -179,7 +180,7 @@ func TestProxyEnquireLinkToFiorixSMSC(t *testing.T) {
 	}
 	before := upstreamIDs()
 	t.Logf("upstream sessions %v", before)
-	if !eventually(3*time.Second, func() bool { return smsc.EnquireLinks() >= 5 }) {
+	if !testkit.Poll(3*time.Second, func() bool { return smsc.EnquireLinks() >= 5 }) {
 		t.Fatalf("smpptest saw %d enquire_link in 3s, want 5 (one per 100ms idle)", smsc.EnquireLinks())
 	}
 	if after := upstreamIDs(); len(before) != 1 || !slices.Equal(before, after) {

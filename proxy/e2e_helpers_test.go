@@ -39,7 +39,13 @@ func testConfig(t *testing.T, smsc, dir string) *config.Config {
 // upstream binds.
 func startProxy(t *testing.T, cfg *config.Config) *App {
 	t.Helper()
-	app, err := New(Options{Config: cfg})
+	return startProxyWith(t, Options{Config: cfg})
+}
+
+// startProxyWith is startProxy with every option of New.
+func startProxyWith(t *testing.T, opts Options) *App {
+	t.Helper()
+	app, err := New(opts)
 	if err != nil {
 		t.Fatalf("proxy.New: %v", err)
 	}

@@ -98,7 +98,8 @@ func TestConnectionCutWithTwentyInFlight(t *testing.T) {
 			cfg.Accounts[0].Idempotency.OnUnknown = policy
 			const unknownTimeout = 2 * time.Second
 			cfg.Accounts[0].Idempotency.UnknownTimeout = config.Duration(unknownTimeout)
-			app := startProxy(t, cfg)
+			clock := &fakeClock{now: time.Now()} // auth_test.go
+			app := startProxyWith(t, Options{Config: cfg, Now: clock.Now})
 			c := dialESME(t, app.Addr())
 			c.bind(smpp.CmdBindTransceiver, "shop", "secret")
 			var wg sync.WaitGroup
@@ -110,10 +111,7 @@ func TestConnectionCutWithTwentyInFlight(t *testing.T) {
 					first[i] = c.submit(uint32(i+1), keyed(fmt.Sprintf("cut-%d", i), fmt.Sprintf("text %d", i)))
 				}()
 			}
-			deadline := time.Now().Add(5 * time.Second)
-			for smsc.Total() < 20 && time.Now().Before(deadline) {
-				time.Sleep(5 * time.Millisecond)
-			}
+			waitFor(t, 5*time.Second, "20 submits in flight at the SMSC before the cut", func() bool { return smsc.Total() >= 20 })
 			if n := smsc.Total(); n != 20 {
 				t.Fatalf("submits in flight at the SMSC before the cut = %d, want 20", n)
 			}
@@ -122,20 +120,17 @@ func TestConnectionCutWithTwentyInFlight(t *testing.T) {
 			slow.Unlock()
 			smsc.KickAll()
 			wg.Wait()
-			cut := time.Now()
 			for i, r := range first {
 				if r.Status != smpp.StatusSysErr {
 					t.Errorf("submit %d after the cut = %v, want unknown_status 0x08", i, r.Status)
 				}
 			}
-			// Retries before unknown_timeout: held under both policies.
+			// Retries before unknown_timeout (the proxy's clock has not
+			// moved since the cut): held under both policies.
 			for i := range 20 {
 				if r := c.submit(uint32(100+i), keyed(fmt.Sprintf("cut-%d", i), fmt.Sprintf("text %d", i))); r.Status != smpp.StatusSysErr {
 					t.Errorf("immediate retry %d = %v, want unknown_status", i, r.Status)
 				}
-			}
-			if time.Since(cut) >= unknownTimeout {
-				t.Skipf("machine too slow: immediate retries took %v, past unknown_timeout", time.Since(cut))
 			}
 			if got := smsc.Total(); got != 20 {
 				t.Fatalf("submits at the SMSC after immediate retries = %d, want 20", got)
@@ -143,7 +138,7 @@ func TestConnectionCutWithTwentyInFlight(t *testing.T) {
 			if err := app.WaitUpstreams(t.Context()); err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(time.Until(cut.Add(unknownTimeout + 100*time.Millisecond)))
+			clock.Advance(unknownTimeout + time.Millisecond)
 			for round := range 2 {
 				for i := range 20 {
 					r := c.submit(uint32(200+20*round+i), keyed(fmt.Sprintf("cut-%d", i), fmt.Sprintf("text %d", i)))
@@ -171,8 +166,10 @@ func TestFingerprintModeWindow(t *testing.T) {
 	smsc := startSim(t, sim.Config{})
 	cfg := testConfig(t, smsc.Addr(), t.TempDir())
 	cfg.Accounts[0].Idempotency.Key = config.KeyFingerprint
-	cfg.Accounts[0].Idempotency.FingerprintWindow = config.Duration(700 * time.Millisecond)
-	app := startProxy(t, cfg)
+	const window = 700 * time.Millisecond
+	cfg.Accounts[0].Idempotency.FingerprintWindow = config.Duration(window)
+	clock := &fakeClock{now: time.Now()} // auth_test.go
+	app := startProxyWith(t, Options{Config: cfg, Now: clock.Now})
 	c := dialESME(t, app.Addr())
 	c.bind(smpp.CmdBindTransceiver, "shop", "secret")
 	a := c.submit(1, keyed("", "Your code is 4711"))
@@ -180,7 +177,7 @@ func TestFingerprintModeWindow(t *testing.T) {
 	if a.Status != 0 || b.ID != a.ID || smsc.Total() != 1 {
 		t.Fatalf("inside the window: ids %q %q, SMSC got %d; want one SMS", a.ID, b.ID, smsc.Total())
 	}
-	time.Sleep(800 * time.Millisecond)
+	clock.Advance(window)
 	cc := c.submit(3, keyed("", "Your code is 4711"))
 	if cc.Status != 0 || cc.ID == a.ID || smsc.Total() != 2 {
 		t.Errorf("outside the window: id %q (first %q), SMSC got %d; want a second SMS", cc.ID, a.ID, smsc.Total())

@@ -10,6 +10,7 @@ import (
 
 	"github.com/smppproxy/smppproxy/config"
 	"github.com/smppproxy/smppproxy/esme"
+	"github.com/smppproxy/smppproxy/internal/testkit"
 	"github.com/smppproxy/smppproxy/sim"
 	"github.com/smppproxy/smppproxy/smpp"
 )
@@ -62,18 +63,17 @@ func TestFiveHundredSessionsLeaveNothingBehind(t *testing.T) {
 			t.Fatalf("warm-up: %v", err)
 		}
 	}
-	settle := func() (int, uint64) {
+	heapAlloc := func() uint64 {
 		runtime.GC()
 		runtime.GC()
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
-		return runtime.NumGoroutine(), ms.HeapAlloc
+		return ms.HeapAlloc
 	}
-	var baseG int
 	waitFor(t, 10*time.Second, "the warm-up sessions to end", func() bool {
 		return len(app.server.Sessions()) == 0
 	})
-	baseG, baseHeap := settle()
+	baseG, baseHeap := testkit.CountGoroutines(), heapAlloc()
 
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -101,21 +101,12 @@ func TestFiveHundredSessionsLeaveNothingBehind(t *testing.T) {
 		t.Errorf("SMSC received %d submits, want %d", got, sessions+5)
 	}
 
-	var g int
-	var heap uint64
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		g, heap = settle()
-		if g <= baseG+5 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	g, settled := baseG.Settle(10*time.Second, 5)
+	heap := heapAlloc()
 	t.Logf("%d sessions in %v (up to %d at once); goroutines %d → %d; heap %d KiB → %d KiB",
-		sessions, ran.Round(time.Millisecond), peakSessions.Load(), baseG, g, baseHeap>>10, heap>>10)
-	if g > baseG+5 {
-		buf := make([]byte, 1<<20)
-		t.Errorf("goroutines = %d after the sessions ended, baseline %d; stacks:\n%s", g, baseG, buf[:runtime.Stack(buf, true)])
+		sessions, ran.Round(time.Millisecond), peakSessions.Load(), baseG.Count(), g, baseHeap>>10, heap>>10)
+	if !settled {
+		t.Errorf("goroutines = %d after the sessions ended, baseline %d; stacks:\n%s", g, baseG.Count(), testkit.Stacks())
 	}
 	if heap > baseHeap+16<<20 {
 		t.Errorf("heap = %d KiB after the sessions ended, baseline %d KiB, want within 16 MiB", heap>>10, baseHeap>>10)

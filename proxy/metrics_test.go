@@ -62,10 +62,7 @@ func TestRegisterMetricsAndReady(t *testing.T) {
 	if err := c.Unbind(ctx); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for downs.Load() == 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitFor(t, 5*time.Second, "the session-down hook", func() bool { return downs.Load() > 0 })
 	if ups.Load() != 1 || downs.Load() != 1 {
 		t.Fatalf("earlier hook saw %d up, %d down; want 1 and 1", ups.Load(), downs.Load())
 	}

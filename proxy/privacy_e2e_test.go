@@ -31,7 +31,7 @@ func TestOTPNeverReachesTheStore(t *testing.T) {
 	if err != nil || r.Status != 0 {
 		t.Fatalf("submit = %+v, %v", r, err)
 	}
-	waitUntil(t, 5*time.Second, "the receipt reached the SMSC's log of sent receipts", func() bool { return len(smsc.Sent()) > 0 })
+	waitFor(t, 5*time.Second, "the receipt reached the SMSC's log of sent receipts", func() bool { return len(smsc.Sent()) > 0 })
 	if !bytes.Contains(smsc.Sent()[0], []byte(otp)) {
 		t.Fatalf("the simulator's receipt does not echo the message start; the test would prove nothing")
 	}

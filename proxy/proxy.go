@@ -35,6 +35,10 @@ import (
 type Options struct {
 	Config *config.Config
 	Logger *slog.Logger
+	// Now is the clock of the idempotency policy windows (unknown_timeout,
+	// fingerprint_window) and of the records' timestamps; nil = time.Now.
+	// Tests inject one to step past a window instead of sleeping.
+	Now func() time.Time
 	// Registerer for metrics; nil = a fresh registry.
 	Registerer prometheus.Registerer
 	// Store overrides the configured backend (tests).
@@ -142,7 +146,7 @@ func New(opts Options) (*App, error) {
 		}
 	}
 	a.instr.router = route.New(route.Config{Routes: routes, Logger: log})
-	a.engine = dedup.New(dedup.Config{Store: a.instr.engineStore(st), Forwarder: a.instr.router, Logger: log, Metrics: dedup.NewMetrics(reg), InstanceID: opts.InstanceID, IDs: rs.IDs(), Secret: secret})
+	a.engine = dedup.New(dedup.Config{Store: a.instr.engineStore(st), Forwarder: a.instr.router, Logger: log, Metrics: dedup.NewMetrics(reg), InstanceID: opts.InstanceID, IDs: rs.IDs(), Secret: secret, Now: opts.Now})
 	n, err := a.engine.Recover(context.Background())
 	if err != nil {
 		_ = st.Close()

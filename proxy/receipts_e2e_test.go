@@ -95,7 +95,7 @@ func TestReceiptsQueuedUntilTheESMEBinds(t *testing.T) {
 	if !slices.Equal(gotIDs, ids) {
 		t.Errorf("receipts arrived as\n%v\nwant, in the order produced,\n%v", gotIDs, ids)
 	}
-	waitUntil(t, 5*time.Second, "queue drained", func() bool { return len(queued(t, app.Store(), "shop")) == 0 })
+	waitFor(t, 5*time.Second, "queue drained", func() bool { return len(queued(t, app.Store(), "shop")) == 0 })
 	none(t, rx, 1500*time.Millisecond, "after every receipt was acknowledged (dlr_redelivery 1s)")
 	if n := metric(t, reg, "smppproxy_receipts_deliveries_total", map[string]string{"account": "shop", "outcome": "acked"}); n != 100 {
 		t.Errorf("%v acknowledged deliveries, want 100", n)
@@ -144,7 +144,7 @@ func TestUnansweredReceiptsAreRedeliveredOnTheNextBind(t *testing.T) {
 	if !slices.Equal(b, sorted) {
 		t.Errorf("after the rebind got %v, want every one of %v", b, sorted)
 	}
-	waitUntil(t, 5*time.Second, "queue drained", func() bool { return len(queued(t, app.Store(), "shop")) == 0 })
+	waitFor(t, 5*time.Second, "queue drained", func() bool { return len(queued(t, app.Store(), "shop")) == 0 })
 	// Each of the 10 was lost with the session at least once; a dispatcher
 	// that tried the closing session again before it noticed counts more.
 	if n := metric(t, reg, "smppproxy_receipts_deliveries_total", map[string]string{"outcome": "session_lost"}); n < 10 {
@@ -201,7 +201,7 @@ func TestLostResponseIsHealedByItsReceipt(t *testing.T) {
 		t.Fatalf("receipt ids: TLV %q, text %q; want the SMSC's id in both", d.ReceiptedID, textID(d))
 	}
 	var rec *state.Record
-	waitUntil(t, 5*time.Second, "record accepted", func() bool {
+	waitFor(t, 5*time.Second, "record accepted", func() bool {
 		rec = recordOf(t, app.Store(), d.ReceiptedID)
 		return rec.State == state.Accepted
 	})
@@ -216,7 +216,7 @@ func TestLostResponseIsHealedByItsReceipt(t *testing.T) {
 		t.Errorf("the SMSC received %d submits, want 1", n)
 	}
 	// The counter follows the record update (the receipt is delivered first).
-	waitUntil(t, 5*time.Second, "one receipt counted as reconciled", func() bool {
+	waitFor(t, 5*time.Second, "one receipt counted as reconciled", func() bool {
 		return metric(t, reg, "smppproxy_receipts_total", map[string]string{"outcome": "reconciled"}) == 1
 	})
 }
@@ -262,7 +262,7 @@ func TestProxyIDsRewriteReceiptsPassthroughDoesNot(t *testing.T) {
 		}
 		return false
 	}
-	waitUntil(t, 2*time.Second, "passthrough receipt byte for byte as the SMSC sent it, but for the text: content", asSent)
+	waitFor(t, 2*time.Second, "passthrough receipt byte for byte as the SMSC sent it, but for the text: content", asSent)
 }
 
 // withoutTextContent is a receipt deliver_sm body (short_message starting

@@ -177,17 +177,6 @@ func queued(t *testing.T, st state.Store, account string) []*state.QueueEntry {
 	return es
 }
 
-func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, d)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func keys(prefix string, n int) []string {
 	out := make([]string, n)
 	for i := range out {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/smppproxy/smppproxy/config"
 	"github.com/smppproxy/smppproxy/esme"
+	"github.com/smppproxy/smppproxy/internal/testkit"
 	"github.com/smppproxy/smppproxy/route"
 	"github.com/smppproxy/smppproxy/sim"
 	"github.com/smppproxy/smppproxy/smpp"
@@ -55,16 +56,10 @@ func boundTo(app *App, upstream string) int {
 	return n
 }
 
-// waitFor polls cond every 5ms until it holds or d passes.
+// waitFor waits up to d for cond (testkit.Eventually).
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.Eventually(t, d, cond, "waiting for "+what)
 }
 
 // dialClients binds n transceivers as system_id/password with a client

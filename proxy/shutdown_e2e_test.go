@@ -32,9 +32,7 @@ func TestShutdownDeadlineDoesNotWaitForResponseTimeout(t *testing.T) {
 	c := dialESME(t, app.Addr())
 	c.bind(smpp.CmdBindTransceiver, "shop", "secret")
 	go func() { _, _ = c.call(smpp.EncodeSubmit(1, keyed("sd-1", "x")), 40*time.Second) }()
-	for smsc.Total() == 0 {
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitFor(t, 10*time.Second, "the submit to reach the SMSC", func() bool { return smsc.Total() > 0 })
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	start := time.Now()

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/smppproxy/smppproxy/esme"
+	"github.com/smppproxy/smppproxy/internal/testkit"
 )
 
 // A dropped submit stays unanswered even when the simulator is closed
@@ -23,9 +24,7 @@ func TestDroppedSubmitIsNeverAnsweredOnClose(t *testing.T) {
 			t.Fatal(err)
 		}
 		res := c.SubmitAsync(ctx, esme.Submit{Dst: "1", Text: []byte("x"), Key: "k"})
-		for s.Total() == 0 {
-			time.Sleep(time.Millisecond)
-		}
+		testkit.Eventually(t, 5*time.Second, func() bool { return s.Total() > 0 }, "the submit to reach the simulator")
 		s.Close()
 		r := <-res
 		if r.Err == nil {

@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/smppproxy/smppproxy/internal/testkit"
 	"github.com/smppproxy/smppproxy/smpp"
 )
 
@@ -242,16 +242,10 @@ func (w testWriter) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// eventually polls cond for up to 5s.
+// eventually waits up to 5s for cond (testkit.Eventually).
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.Eventually(t, 5*time.Second, cond, "waiting for "+what)
 }
 
 func waitUp(t *testing.T, p *Pool, n int) {
@@ -262,19 +256,8 @@ func waitUp(t *testing.T, p *Pool, n int) {
 // checkLeaks fails the test if goroutines started during it outlive it.
 // Register it first so that its cleanup runs last.
 func checkLeaks(t *testing.T) {
-	before := runtime.NumGoroutine()
-	t.Cleanup(func() {
-		deadline := time.Now().Add(3 * time.Second)
-		for runtime.NumGoroutine() > before {
-			if time.Now().After(deadline) {
-				buf := make([]byte, 1<<20)
-				buf = buf[:runtime.Stack(buf, true)]
-				t.Errorf("goroutines: %d before the test, %d after\n%s", before, runtime.NumGoroutine(), buf)
-				return
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-	})
+	t.Helper()
+	testkit.CheckLeaks(t, 3*time.Second)
 }
 
 func submit(p *Pool, prefer string) (Response, error) {

@@ -5,13 +5,13 @@ import (
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/smppproxy/smppproxy/internal/testkit"
 	"github.com/smppproxy/smppproxy/smpp"
 )
 
@@ -48,41 +48,6 @@ smppproxy_upstream_responses_total{status="other",upstream="up"} 19
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "smppproxy_upstream_responses_total"); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// lineCounter is a slog.Handler counting records by message and keeping
-// the "suppressed" attribute of the last one of each.
-type lineCounter struct {
-	mu         sync.Mutex
-	n          map[string]int
-	suppressed map[string]int64
-}
-
-func newLineCounter() *lineCounter {
-	return &lineCounter{n: map[string]int{}, suppressed: map[string]int64{}}
-}
-
-func (h *lineCounter) Enabled(context.Context, slog.Level) bool { return true }
-func (h *lineCounter) WithAttrs([]slog.Attr) slog.Handler       { return h }
-func (h *lineCounter) WithGroup(string) slog.Handler            { return h }
-func (h *lineCounter) Handle(_ context.Context, r slog.Record) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.n[r.Message]++
-	h.suppressed[r.Message] = 0
-	r.Attrs(func(a slog.Attr) bool {
-		if a.Key == "suppressed" {
-			h.suppressed[r.Message] = a.Value.Int64()
-		}
-		return true
-	})
-	return nil
-}
-
-func (h *lineCounter) count(msg string) (int, int64) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.n[msg], h.suppressed[msg]
 }
 
 // Per-PDU warnings about what an upstream sends — responses nobody waits
@@ -122,7 +87,7 @@ func TestPerPDUWarningsFromAnUpstreamAreRateLimited(t *testing.T) {
 			checkLeaks(t)
 			f := newFakeSMSC(t)
 			clock := &testClock{t: time.Unix(1000, 0)}
-			lines := newLineCounter()
+			lines := testkit.NewLogLines()
 			release := make(chan struct{})
 			p := newPool(t, f.addr, func(c *Config) {
 				c.Logger = slog.New(lines)
@@ -143,13 +108,13 @@ func TestPerPDUWarningsFromAnUpstreamAreRateLimited(t *testing.T) {
 			}
 			tc.flood(f.lastConn(), 30)
 			eventually(t, "30 PDUs handled", func() bool { return tc.count(p.Stats()) == 30 })
-			if n, _ := lines.count(tc.msg); n != 1 {
+			if n, _ := lines.Count(tc.msg); n != 1 {
 				t.Errorf("%d lines %q for 30 PDUs within one interval, want 1", n, tc.msg)
 			}
 			clock.Add(time.Minute)
 			tc.flood(f.lastConn(), 1)
 			eventually(t, "the next PDU handled", func() bool { return tc.count(p.Stats()) == 31 })
-			if n, sup := lines.count(tc.msg); n != 2 || sup != 29 {
+			if n, sup := lines.Count(tc.msg); n != 2 || sup != 29 {
 				t.Errorf("after the interval: %d lines, the last with suppressed=%d; want 2 lines, suppressed=29", n, sup)
 			}
 		})
@@ -161,7 +126,7 @@ func TestPerPDUWarningsFromAnUpstreamAreRateLimited(t *testing.T) {
 func TestUnsupportedRequestsFromAnUpstreamAreLoggedOncePerInterval(t *testing.T) {
 	checkLeaks(t)
 	f := newFakeSMSC(t)
-	lines := newLineCounter()
+	lines := testkit.NewLogLines()
 	clock := &testClock{t: time.Unix(1000, 0)}
 	p := newPool(t, f.addr, func(c *Config) { c.Logger, c.Now = slog.New(lines), clock.Now })
 	waitUp(t, p, 1)
@@ -175,7 +140,7 @@ func TestUnsupportedRequestsFromAnUpstreamAreLoggedOncePerInterval(t *testing.T)
 			t.Fatalf("unsupported request answered %+v, want generic_nack ESME_RINVCMDID", h)
 		}
 	}
-	if n, _ := lines.count("unsupported request from upstream"); n != 1 {
+	if n, _ := lines.Count("unsupported request from upstream"); n != 1 {
 		t.Errorf("%d lines for 30 unsupported requests within one interval, want 1", n)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smppproxy/smppproxy/internal/testkit"
 	"github.com/smppproxy/smppproxy/smpp"
 )
 
@@ -260,16 +261,10 @@ func submitBody(text string) []byte {
 // timeAfter fires after ioTimeout.
 func timeAfter() <-chan time.Time { return time.After(ioTimeout) }
 
-// waitFor polls cond until it holds or ioTimeout passes.
+// waitFor waits up to ioTimeout for cond (testkit.Eventually).
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(ioTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testkit.Eventually(t, ioTimeout, cond, "waiting for "+what)
 }
 
 // sessionOf returns the server's session for the client connection c.

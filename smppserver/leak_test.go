@@ -2,10 +2,10 @@ package smppserver
 
 import (
 	"context"
-	"runtime"
 	"testing"
 	"time"
 
+	"github.com/smppproxy/smppproxy/internal/testkit"
 	"github.com/smppproxy/smppproxy/smpp"
 )
 
@@ -13,7 +13,7 @@ import (
 // nor any session's reader, writer, handler, bind timer or pending request.
 // Not parallel: it counts the process's goroutines.
 func TestNoGoroutineLeakAfterClose(t *testing.T) {
-	baseline := runtime.NumGoroutine()
+	baseline := testkit.CountGoroutines()
 
 	g := newGatedHandler(2) // a handler that waits on its context
 	srv := newTestServer(g)
@@ -54,17 +54,5 @@ func TestNoGoroutineLeakAfterClose(t *testing.T) {
 		_ = c.conn.Close()
 	}
 
-	deadline := time.Now().Add(ioTimeout)
-	for {
-		n := runtime.NumGoroutine()
-		if n <= baseline {
-			break
-		}
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<20)
-			buf = buf[:runtime.Stack(buf, true)]
-			t.Fatalf("goroutines after Close = %d, want at most %d (before the server started)\n%s", n, baseline, buf)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	baseline.Check(t, ioTimeout, 0)
 }

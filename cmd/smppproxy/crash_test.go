@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/smppproxy/smppproxy/esme"
+	"github.com/smppproxy/smppproxy/internal/testkit"
 	"github.com/smppproxy/smppproxy/sim"
 	"github.com/smppproxy/smppproxy/smpp"
 )
@@ -104,21 +105,26 @@ upstreams:
 	return p
 }
 
-// dialReady binds to the proxy once it accepts and its upstream is bound.
+// dialReady binds to the proxy as a shop transceiver (window 20) once it
+// accepts and its upstream is bound.
 func dialReady(t *testing.T, addr string) *esme.Client {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	return dialUntilBound(t, addr, esme.Options{SystemID: "shop", Password: "secret", Bind: esme.BindTRX, Timeout: 5 * time.Second, Window: 20})
+}
+
+// dialUntilBound dials and binds with opts until the proxy at addr
+// accepts, for up to 30s (a child process starting).
+func dialUntilBound(t *testing.T, addr string, opts esme.Options) *esme.Client {
+	t.Helper()
+	var c *esme.Client
+	testkit.Eventually(t, 30*time.Second, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		c, err := esme.Dial(ctx, addr, esme.Options{SystemID: "shop", Password: "secret", Bind: esme.BindTRX, Timeout: 5 * time.Second, Window: 20})
-		cancel()
-		if err == nil {
-			return c
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("proxy at %s never accepted a bind", addr)
-	return nil
+		defer cancel()
+		var err error
+		c, err = esme.Dial(ctx, addr, opts)
+		return err == nil
+	}, "proxy at "+addr+" never accepted a bind")
+	return c
 }
 
 // Issue #3, test 4: kill -9 of `smppproxy serve` in the middle of a
@@ -179,15 +185,11 @@ func TestKill9DuringLoadNeverDuplicates(t *testing.T) {
 			}
 		}()
 	}
-	for {
+	testkit.Eventually(t, 30*time.Second, func() bool {
 		mu.Lock()
-		n := len(acked)
-		mu.Unlock()
-		if n >= keys/3 {
-			break
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+		defer mu.Unlock()
+		return len(acked) >= keys/3
+	}, "a third of the keys acknowledged before the crash")
 	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}

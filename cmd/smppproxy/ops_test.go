@@ -15,6 +15,7 @@ import (
 
 	"github.com/smppproxy/smppproxy/admin"
 	"github.com/smppproxy/smppproxy/esme"
+	"github.com/smppproxy/smppproxy/internal/testkit"
 	"github.com/smppproxy/smppproxy/sim"
 )
 
@@ -132,16 +133,16 @@ func startServeArgs(t *testing.T, cfgPath, logPath string, extra ...string) *pro
 // waitReady polls /readyz until the child's upstream is bound.
 func waitReady(t *testing.T, adminURL, logPath string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	ready := testkit.Poll(30*time.Second, func() bool {
 		resp, err := http.Get(adminURL + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
+		if err != nil {
+			return false
 		}
-		time.Sleep(20 * time.Millisecond)
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	if ready {
+		return
 	}
 	log, _ := os.ReadFile(logPath)
 	t.Fatalf("proxy never became ready at %s; log:\n%s", adminURL, log)
@@ -461,22 +462,18 @@ func TestMetricsCountEachOutcomeExactly(t *testing.T) {
 	}
 	// Records by state: the periodic scan (every 100ms here) catches up.
 	want := map[string]string{"accepted": "4", "unknown": "1", "sent": "0", "rejected": "0", "retryable": "0"}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	bad := ""
+	if !testkit.Poll(5*time.Second, func() bool {
 		m = scrape(t, p.adminURL, "")
-		bad := ""
+		bad = ""
 		for st, n := range want {
 			if got := sample(m, fmt.Sprintf(`smppproxy_store_records{state="%s"}`, st)); got != n {
 				bad += fmt.Sprintf(" %s=%q (want %s)", st, got, n)
 			}
 		}
-		if bad == "" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("records by state:%s", bad)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return bad == ""
+	}) {
+		t.Fatalf("records by state:%s", bad)
 	}
 	var st admin.Stats
 	if err := json.Unmarshal([]byte(mustCLI(t, "stats", "--json", "--admin", p.adminURL)), &st); err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/smppproxy/smppproxy/admin"
 	"github.com/smppproxy/smppproxy/config"
 	"github.com/smppproxy/smppproxy/esme"
+	"github.com/smppproxy/smppproxy/internal/testkit"
 	"github.com/smppproxy/smppproxy/proxy"
 	"github.com/smppproxy/smppproxy/session"
 	"github.com/smppproxy/smppproxy/sim"
@@ -187,11 +188,9 @@ func TestCLIReceiptsUnmatchedAndDeliveryState(t *testing.T) {
 	if err := rx.AckDeliver(d.Seq, smpp.StatusOK); err != nil {
 		t.Fatal(err)
 	}
-	for got := pendingOf(); got["RX"] != "0"; got = pendingOf() {
-		if ctx.Err() != nil {
-			t.Fatalf("receipts pending after the ack = %v, want RX 0", got)
-		}
-		time.Sleep(20 * time.Millisecond)
+	var got map[string]string
+	if deadline, _ := ctx.Deadline(); !testkit.Poll(time.Until(deadline), func() bool { got = pendingOf(); return got["RX"] == "0" }) {
+		t.Fatalf("receipts pending after the ack = %v, want RX 0", got)
 	}
 
 	// A message submitted to the SMSC by someone else (here: directly, as

@@ -17,18 +17,7 @@ import (
 // dialBind binds to the proxy as shop with bind type bt once it accepts.
 func dialBind(t *testing.T, addr, bt string) *esme.Client {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		c, err := esme.Dial(ctx, addr, esme.Options{SystemID: "shop", Password: "secret", Bind: bt, Timeout: 5 * time.Second})
-		cancel()
-		if err == nil {
-			return c
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("proxy at %s never accepted a bind", addr)
-	return nil
+	return dialUntilBound(t, addr, esme.Options{SystemID: "shop", Password: "secret", Bind: bt, Timeout: 5 * time.Second})
 }
 
 // Issue #4, test 4: `smppproxy serve` is killed (SIGKILL) with receipts

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/smppproxy/smppproxy/esme"
+	"github.com/smppproxy/smppproxy/internal/testkit"
 	"github.com/smppproxy/smppproxy/sim"
 	"github.com/smppproxy/smppproxy/state"
 )
@@ -96,15 +97,11 @@ func TestSIGTERMDuringWindowedLoadLosesNoAck(t *testing.T) {
 			}
 		}()
 	}
-	for {
+	testkit.Eventually(t, 30*time.Second, func() bool {
 		mu.Lock()
-		n := len(acked)
-		mu.Unlock()
-		if n >= 300 {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		defer mu.Unlock()
+		return len(acked) >= 300
+	}, "300 submits acknowledged before SIGTERM")
 	start := time.Now()
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -180,12 +177,12 @@ func TestLogsNeverCarryTextPasswordsOrNumbers(t *testing.T) {
 	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for b, _ := os.ReadFile(p.logPath); !strings.Contains(string(b), "SIGHUP: configuration valid"); b, _ = os.ReadFile(p.logPath) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no SIGHUP answer in the log:\n%s", tail(string(b), 10))
-		}
-		time.Sleep(10 * time.Millisecond)
+	var b []byte
+	if !testkit.Poll(5*time.Second, func() bool {
+		b, _ = os.ReadFile(p.logPath)
+		return strings.Contains(string(b), "SIGHUP: configuration valid")
+	}) {
+		t.Fatalf("no SIGHUP answer in the log:\n%s", tail(string(b), 10))
 	}
 	if r, err := c.Submit(ctx, esme.Submit{Src: "BANK", Dst: number, Key: "login-7", Text: []byte("Your code is " + otp)}); err != nil || r.Status != 0 {
 		t.Fatalf("submit after SIGHUP: %+v, %v", r, err)

@@ -1,0 +1,174 @@
+package archtest
+
+import (
+	"go/build"
+	"io/fs"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/smppproxy/smppproxy"
+
+// layers lists, for every package of the module (path relative to the
+// module root), the project packages its non-test files may import. It
+// draws the layering of STYLE.md, bottom to top:
+//
+//	smpp, logx                          leaves: wire format, log helpers
+//	config                              the schema, on smpp (its enums)
+//	smppserver, smppclient, state,      the edges, on smpp
+//	session
+//	dedup, route, dlr                   the middle: decide, forward, receipts
+//	esme, sim                           test and tool support (clients, SMSC)
+//	proxy, admin                        wiring and the operator surface
+//	cmd/smppproxy                       the command, on top
+//
+// No package imports one above it. A package missing from this table
+// fails the test: add it, at its layer. Imports that break the intended
+// layering today are listed in exceptions, not here.
+var layers = map[string][]string{
+	"smpp": nil,
+	"logx": nil,
+	// config may name the wire's enums (smpp.BindType) in its schema.
+	"config": {"smpp"},
+
+	"smppserver":      {"smpp", "logx"},
+	"smppclient":      {"smpp", "logx"},
+	"state":           {"smpp", "logx"},
+	"state/storetest": {"state", "smpp"},
+	"session":         {"smpp", "logx"},
+
+	// dedup is a middleware of smppserver's handler chain and forwards
+	// through its own Forwarder interface, so it needs no smppclient.
+	"dedup": {"smpp", "logx", "smppserver", "state"},
+	"route": {"smpp", "logx", "smppclient", "state"},
+	"dlr":   {"smpp", "logx", "smppserver", "smppclient", "state"},
+
+	"esme": {"smpp", "logx"},
+	"sim":  {"smpp", "logx", "smppserver"},
+
+	"proxy": {"smpp", "logx", "config", "smppserver", "smppclient", "state", "session", "dedup", "route", "dlr"},
+	"admin": {"smpp", "logx", "config", "state", "session", "dedup", "route", "dlr"},
+
+	// The command wires everything; bench, demo and sim are tools built
+	// on the test-support packages.
+	"cmd/smppproxy": {"smpp", "logx", "config", "smppserver", "smppclient", "state", "session", "dedup", "route", "dlr", "proxy", "admin", "esme", "sim"},
+
+	// Packages of tests only: their non-test files import nothing.
+	"interop":           nil,
+	"internal/docs":     nil,
+	"internal/archtest": nil,
+	"internal/testkit":  nil,
+}
+
+// exceptions are imports that break the layering of the table today. Each
+// is kept until the code is changed; an exception no longer used fails the
+// test, so the list only shrinks.
+var exceptions = map[string][]string{
+	// route implements dedup.Forwarder and classifies dedup.Result: the
+	// forwarder's contract lives in the layer that calls it.
+	"route": {"dedup"},
+	// dlr builds and compares dedup's key format (dedup.KeyOfTLV) to match
+	// a receipt by its echoed key, and tests dedup.ErrNotUnknown when it
+	// settles a record: dedup should export a predicate instead.
+	"dlr": {"dedup"},
+}
+
+// projectImports returns, per package directory of the module (relative
+// path), the project packages its non-test files import.
+func projectImports(t *testing.T) map[string][]string {
+	t.Helper()
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]string{}
+	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() {
+			return nil
+		}
+		if p != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" || d.Name() == "vendor") {
+			return filepath.SkipDir
+		}
+		pkg, err := build.Default.ImportDir(p, 0)
+		if err != nil {
+			if _, ok := err.(*build.NoGoError); ok {
+				return nil
+			}
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		rel = filepath.ToSlash(rel)
+		var own []string
+		for _, imp := range pkg.Imports {
+			if after, ok := strings.CutPrefix(imp, module+"/"); ok {
+				own = append(own, after)
+			}
+		}
+		out[rel] = own
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out) < 10 {
+		t.Fatalf("found only %d packages under %s", len(out), root)
+	}
+	return out
+}
+
+// No package imports a project package its layer may not use.
+func TestPackagesImportOnlyTheLayersBelow(t *testing.T) {
+	used := map[string]bool{} // "pkg → imp" of exceptions seen
+	got := projectImports(t)
+	pkgs := make([]string, 0, len(got))
+	for p := range got {
+		pkgs = append(pkgs, p)
+	}
+	sort.Strings(pkgs)
+	for _, pkg := range pkgs {
+		allowed, ok := layers[pkg]
+		if !ok {
+			t.Errorf("package %s is not in the layering table (internal/archtest/imports_test.go): add it at its layer", pkg)
+			continue
+		}
+		for _, imp := range got[pkg] {
+			switch {
+			case slices.Contains(allowed, imp):
+			case slices.Contains(exceptions[pkg], imp):
+				used[pkg+" → "+imp] = true
+			default:
+				t.Errorf("forbidden import: %s imports %s; its layer may import only %v", pkg, imp, allowed)
+			}
+		}
+	}
+	for pkg, imps := range exceptions {
+		for _, imp := range imps {
+			if !used[pkg+" → "+imp] {
+				t.Errorf("exception %s → %s is no longer used: remove it from the exceptions table", pkg, imp)
+			}
+		}
+	}
+}
+
+// The table itself points only down: no package may import one that may
+// import it back, and every name in it is a package of the table.
+func TestLayeringTableHasNoCycle(t *testing.T) {
+	for pkg, allowed := range layers {
+		for _, imp := range append(slices.Clone(allowed), exceptions[pkg]...) {
+			below, ok := layers[imp]
+			if !ok {
+				t.Errorf("layers[%q] allows %q, which is not in the table", pkg, imp)
+				continue
+			}
+			if slices.Contains(below, pkg) {
+				t.Errorf("layers allow both %s → %s and %s → %s", pkg, imp, imp, pkg)
+			}
+		}
+	}
+}
