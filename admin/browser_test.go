@@ -2,14 +2,13 @@ package admin_test
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
+	"github.com/smppproxy/smppproxy/internal/testkit"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -125,24 +124,6 @@ func TestMutatingCallsWithoutATokenAreRefusedOffLoopback(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for a logger and a test to share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (w *syncBuffer) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *syncBuffer) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
-}
-
 // NewServer bounds how long a client may take to send a request and to
 // read the answer, and how long an idle connection stays: a client that
 // sends half a header is cut off. It warns at start when mutations are
@@ -152,7 +133,7 @@ func TestAdminServerCutsOffAStalledClientAndWarnsWhenMutationsAreRefused(t *test
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
+	var logs testkit.Buffer
 	srv := admin.NewServer(ln, admin.Config{Address: "0.0.0.0:9775", Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()

@@ -1,38 +1,20 @@
 package dlr
 
 import (
-	"bytes"
+	"github.com/smppproxy/smppproxy/internal/testkit"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/smppproxy/smppproxy/smpp"
 )
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // A fingerprint-derived key embeds the message's fingerprint; receipt log
 // lines show the key the way Config.LogKey says (the proxy: its tag),
 // never the fingerprint.
 func TestReceiptLogLinesShowKeysThroughLogKey(t *testing.T) {
 	fp := strings.Repeat("ab", 32)
-	out := &syncBuffer{}
+	out := &testkit.Buffer{}
 	e := newEnv(t, func(c *Config) {
 		c.Logger = slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelDebug}))
 		c.LogKey = func(k string) string { return strings.Replace(k, fp, "TAG", 1) }

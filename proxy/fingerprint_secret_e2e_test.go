@@ -1,13 +1,12 @@
 package proxy
 
 import (
-	"bytes"
 	"encoding/hex"
+	"github.com/smppproxy/smppproxy/internal/testkit"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,23 +14,6 @@ import (
 	"github.com/smppproxy/smppproxy/sim"
 	"github.com/smppproxy/smppproxy/smpp"
 )
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // The fingerprint secret is created in the store directory on first start
 // (0600, never logged) and read back after a restart, so a fingerprint
@@ -43,7 +25,7 @@ func TestFingerprintSecretLivesInTheStoreDirectory(t *testing.T) {
 	cfg := testConfig(t, smsc.Addr(), dir)
 	cfg.Accounts[0].Idempotency.Key = config.KeyFingerprint
 	cfg.Accounts[0].Idempotency.FingerprintWindow = config.Duration(time.Hour)
-	var logs lockedBuffer
+	var logs testkit.Buffer
 	cfg.Log.Level = "debug"
 	start := func() *App {
 		app, err := New(Options{Config: cfg, Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})

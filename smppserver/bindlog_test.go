@@ -1,39 +1,20 @@
 package smppserver
 
 import (
-	"bytes"
+	"github.com/smppproxy/smppproxy/internal/testkit"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/smppproxy/smppproxy/smpp"
 )
-
-// syncBuffer is a bytes.Buffer safe for the server's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
 
 // Refused and malformed binds from one source address are logged once per
 // interval (with a count of the lines held back), not once per bind: a
 // guessing client cannot flood the log.
 func TestRepeatedBindRefusalsFromOneSourceAreLoggedOnce(t *testing.T) {
 	t.Parallel()
-	var buf syncBuffer
+	var buf testkit.Buffer
 	srv := newTestServer(nil)
 	srv.Logger = slog.New(slog.NewTextHandler(&buf, nil))
 	addr := RunLocalServer(t, srv)

@@ -1,6 +1,7 @@
 package testkit
 
 import (
+	"bytes"
 	"context"
 	"log/slog"
 	"sync"
@@ -51,4 +52,25 @@ func (h *LogLines) Count(msg string) (n int, suppressed int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.n[msg], h.suppressed[msg]
+}
+
+// Buffer is a bytes.Buffer that a logger's goroutines and a test may share:
+// give it to slog.NewTextHandler or NewJSONHandler and read String.
+type Buffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+// Write implements io.Writer.
+func (w *Buffer) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+// String returns everything written so far.
+func (w *Buffer) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
 }
