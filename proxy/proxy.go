@@ -379,7 +379,7 @@ func (s serverSource) Sessions() []session.Info {
 	for _, ss := range s.s.Sessions() {
 		out = append(out, session.Info{
 			ID: ss.ID(), Side: session.SideESME, Owner: ss.Account(), Bind: ss.BindType().String(),
-			Remote: ss.RemoteAddr().String(), State: map[bool]string{true: "bound", false: "open"}[ss.BindType() != smppserver.BindNone],
+			Remote: ss.RemoteAddr().String(), State: map[bool]string{true: "bound", false: "open"}[ss.BindType() != smpp.BindNone],
 			Since: ss.BoundAt(), InFlight: ss.InFlight(), Requests: ss.Requests(),
 		})
 	}
