@@ -98,10 +98,11 @@ func New(opts Options) (*App, error) {
 			_ = st.Close()
 			return nil, err
 		}
+		bind, receivers := u.Bind.Sessions()
 		p := smppclient.New(smppclient.Config{
 			Name: u.Name, Address: u.Address, TLS: tc,
 			SystemID: u.SystemID, Password: u.Password, SystemType: u.SystemType,
-			Bind: string(u.Bind), Binds: u.Binds, Window: u.Window, DeliverWindow: u.DeliverWindow, Throughput: float64(u.Throughput),
+			Bind: bind, Receivers: receivers, Binds: u.Binds, Window: u.Window, DeliverWindow: u.DeliverWindow, Throughput: float64(u.Throughput),
 			ResponseTimeout: u.ResponseTimeout.Std(), RouteWait: u.RouteWait.Std(), EnquireLink: u.EnquireLink.Std(),
 			InstanceID: opts.InstanceID, Logger: log,
 			OnDeliver: rs.OnDeliver,
@@ -400,7 +401,7 @@ func (p poolSource) Sessions() []session.Info {
 	var out []session.Info
 	for _, si := range p.p.Sessions() {
 		out = append(out, session.Info{
-			ID: si.ID, Side: session.SideUpstream, Owner: p.p.Name(), Bind: si.Bind, State: si.State,
+			ID: si.ID, Side: session.SideUpstream, Owner: p.p.Name(), Bind: si.Bind.Name(), State: si.State.String(),
 			Since: si.BoundSince, InFlight: si.InFlight, Window: si.Window, Requests: si.Submits, LastError: si.LastError,
 		})
 	}
