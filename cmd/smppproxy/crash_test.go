@@ -110,7 +110,7 @@ func dialReady(t *testing.T, addr string) *esme.Client {
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		c, err := esme.Dial(ctx, addr, esme.Options{SystemID: "shop", Password: "secret", Bind: esme.BindTRX, Timeout: 5 * time.Second, Window: 20})
+		c, err := esme.Dial(ctx, addr, esme.Options{SystemID: "shop", Password: "secret", Bind: smpp.BindTransceiver, Timeout: 5 * time.Second, Window: 20})
 		cancel()
 		if err == nil {
 			return c

@@ -16,6 +16,7 @@ import (
 	"github.com/smppproxy/smppproxy/admin"
 	"github.com/smppproxy/smppproxy/esme"
 	"github.com/smppproxy/smppproxy/sim"
+	"github.com/smppproxy/smppproxy/smpp"
 )
 
 // Subprocess tests of issue #5 (operations): `smppproxy serve` runs as a
@@ -167,7 +168,7 @@ func mustCLI(t *testing.T, args ...string) string {
 	return out
 }
 
-func dialAs(t *testing.T, addr, password, bind string) *esme.Client {
+func dialAs(t *testing.T, addr, password string, bind smpp.BindType) *esme.Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -234,8 +235,8 @@ func TestCLISessionsListAndKick(t *testing.T) {
 	defer smsc.Close()
 	const token = "adm-7f3c9e"
 	p := startOps(t, smsc.Addr(), opsOptions{token: token})
-	trx := dialAs(t, p.listen, "secret", esme.BindTRX)
-	tx := dialAs(t, p.listen, "secret", esme.BindTX)
+	trx := dialAs(t, p.listen, "secret", smpp.BindTransceiver)
+	tx := dialAs(t, p.listen, "secret", smpp.BindTransmitter)
 	if r := submit(t, tx, "k-1", "hello"); r.Status != 0 {
 		t.Fatalf("submit: %v", r.Status)
 	}
@@ -353,7 +354,7 @@ func TestCLIKeysShowAndResolve(t *testing.T) {
 	}
 	defer smsc.Close()
 	p := startOps(t, smsc.Addr(), opsOptions{})
-	c := dialAs(t, p.listen, "secret", esme.BindTRX)
+	c := dialAs(t, p.listen, "secret", smpp.BindTransceiver)
 	first := submit(t, c, "otp-1", "code 1")
 	dup := submit(t, c, "otp-1", "code 1")
 	if first.Status != 0 || dup.Status != 0 || dup.MessageID != first.MessageID {
@@ -425,7 +426,7 @@ func TestMetricsCountEachOutcomeExactly(t *testing.T) {
 	}
 	defer smsc.Close()
 	p := startOps(t, smsc.Addr(), opsOptions{})
-	c := dialAs(t, p.listen, "secret", esme.BindTRX)
+	c := dialAs(t, p.listen, "secret", smpp.BindTransceiver)
 	script := []struct {
 		key, text string
 		status    uint32

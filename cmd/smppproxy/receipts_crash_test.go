@@ -12,10 +12,11 @@ import (
 
 	"github.com/smppproxy/smppproxy/esme"
 	"github.com/smppproxy/smppproxy/sim"
+	"github.com/smppproxy/smppproxy/smpp"
 )
 
 // dialBind binds to the proxy as shop with bind type bt once it accepts.
-func dialBind(t *testing.T, addr, bt string) *esme.Client {
+func dialBind(t *testing.T, addr string, bt smpp.BindType) *esme.Client {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
@@ -50,7 +51,7 @@ func TestKill9WithQueuedReceiptsLosesNone(t *testing.T) {
 	logPath := filepath.Join(dir, "proxy.log")
 	p := startServe(t, cfgPath, logPath)
 
-	tx := dialBind(t, listen, esme.BindTX)
+	tx := dialBind(t, listen, smpp.BindTransmitter)
 	const n = 30
 	var ids []string
 	for i := range n {
@@ -91,7 +92,7 @@ func TestKill9WithQueuedReceiptsLosesNone(t *testing.T) {
 	startServe(t, cfgPath, logPath)
 	wg.Wait()
 
-	rx := dialBind(t, listen, esme.BindRX)
+	rx := dialBind(t, listen, smpp.BindReceiver)
 	defer rx.Close()
 	var got []string
 	timeout := time.After(15 * time.Second)
