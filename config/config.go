@@ -20,6 +20,8 @@ import (
 	"net/netip"
 	"strings"
 	"time"
+
+	"github.com/smppproxy/smppproxy/smpp"
 )
 
 // Config is the whole configuration file.
@@ -200,6 +202,21 @@ const (
 	BindTransmitter         BindMode = "transmitter"
 	BindTransmitterReceiver BindMode = "transmitter+receiver" // a TX and an RX session per bind
 )
+
+// Sessions is what m opens per bind: sessions of type bind, plus as many
+// receiver sessions when receivers is set ("transmitter+receiver"). An
+// unknown mode (refused by validation) gives smpp.BindNone.
+func (m BindMode) Sessions() (bind smpp.BindType, receivers bool) {
+	switch m {
+	case BindTransceiver:
+		return smpp.BindTransceiver, false
+	case BindTransmitter:
+		return smpp.BindTransmitter, false
+	case BindTransmitterReceiver:
+		return smpp.BindTransmitter, true
+	}
+	return smpp.BindNone, false
+}
 
 // IDFormat is how an upstream writes message ids.
 type IDFormat string

@@ -47,13 +47,6 @@ var (
 	ErrUnbound = errors.New("esme: unbound by the peer")
 )
 
-// Bind types accepted in Options.Bind.
-const (
-	BindTRX = "trx"
-	BindTX  = "tx"
-	BindRX  = "rx"
-)
-
 // Defaults applied to zero Options fields.
 const (
 	DefaultTimeout       = 10 * time.Second
@@ -65,9 +58,9 @@ const (
 // bind with a 10s timeout).
 type Options struct {
 	SystemID, Password, SystemType string
-	// Bind is "trx" (default), "tx" or "rx"; "transceiver", "transmitter"
-	// and "receiver" are accepted too.
-	Bind string
+	// Bind is the bind type (default smpp.BindTransceiver when
+	// smpp.BindNone).
+	Bind smpp.BindType
 	// InterfaceVersion sent in the bind (default 0x34).
 	InterfaceVersion byte
 	// Timeout bounds the connect and bind together, each request's wait for
@@ -112,16 +105,14 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-func bindCommand(b string) (uint32, error) {
-	switch b {
-	case "", BindTRX, "transceiver":
-		return smpp.CmdBindTransceiver, nil
-	case BindTX, "transmitter":
-		return smpp.CmdBindTransmitter, nil
-	case BindRX, "receiver":
-		return smpp.CmdBindReceiver, nil
+func bindCommand(b smpp.BindType) (uint32, error) {
+	if b == smpp.BindNone {
+		b = smpp.BindTransceiver
 	}
-	return 0, fmt.Errorf("esme: unknown bind type %q (want trx, tx or rx)", b)
+	if cmd := b.Command(); cmd != 0 {
+		return cmd, nil
+	}
+	return 0, fmt.Errorf("esme: unknown bind type %v", b)
 }
 
 // Stats are counters of one Client.

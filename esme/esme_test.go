@@ -55,7 +55,7 @@ func dial(t *testing.T, addr string, o Options) *Client {
 
 func TestBindAndSubmit(t *testing.T) {
 	s := startSim(t, sim.Config{SystemID: "acme", Password: "secret"})
-	c := dial(t, s.Addr(), Options{SystemID: "acme", Password: "secret", Bind: BindTX})
+	c := dial(t, s.Addr(), Options{SystemID: "acme", Password: "secret", Bind: smpp.BindTransmitter})
 	if got := c.ServerSystemID(); got != "smscsim" {
 		t.Errorf("ServerSystemID() = %q, want smscsim", got)
 	}
@@ -80,7 +80,7 @@ func TestBindRefused(t *testing.T) {
 	if !IsStatus(err, smpp.StatusBindFail) || !errors.Is(err, smpp.StatusBindFail) {
 		t.Fatalf("Dial with a wrong password: err = %v, want ESME_RBINDFAIL", err)
 	}
-	if _, err := Dial(context.Background(), s.Addr(), Options{Bind: "xx"}); err == nil {
+	if _, err := Dial(context.Background(), s.Addr(), Options{Bind: smpp.BindType(9)}); err == nil {
 		t.Fatal("Dial with bind type xx: no error")
 	}
 }

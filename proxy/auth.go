@@ -94,15 +94,15 @@ func newAccountAuth(log *slog.Logger, accts []config.Account, now func() time.Ti
 // (rate-limited) and answered after the back-off delay.
 func (a *accountAuth) Authenticate(ctx context.Context, r smppserver.BindRequest) (*smppserver.Principal, smpp.Status) {
 	ip := remoteIP(r.Remote).String()
-	acc, why, err := a.check(ctx, r)
+	acc, refusal, err := a.check(ctx, r)
 	if err != nil {
 		// No check slot before the bind's deadline: not a failed guess.
 		a.logRefusal(ip, "bind refused: no password check slot before bind_timeout", r, 0)
 		return nil, smpp.StatusBindFail
 	}
-	if why != "" {
+	if refusal != bindAccepted {
 		d := a.backoff.fail(ip, r.SystemID)
-		a.logRefusal(ip, "bind refused: "+why, r, d)
+		a.logRefusal(ip, "bind refused: "+refusal.String(), r, d)
 		a.sleep(ctx, d)
 		return nil, smpp.StatusBindFail
 	}
@@ -114,25 +114,54 @@ func (a *accountAuth) Authenticate(ctx context.Context, r smppserver.BindRequest
 // checked before the address so that a known system_id from a refused
 // network costs what an unknown one does. err is set when ctx ended before
 // a bcrypt check could start.
-func (a *accountAuth) check(ctx context.Context, r smppserver.BindRequest) (*config.Account, string, error) {
+func (a *accountAuth) check(ctx context.Context, r smppserver.BindRequest) (*config.Account, bindRefusal, error) {
 	acc, ok := a.accounts[r.SystemID]
 	if !ok {
 		if _, err := a.verify(ctx, a.dummy, "\x00", r.Password); err != nil {
-			return nil, "", err
+			return nil, bindAccepted, err
 		}
-		return nil, "unknown system_id", nil
+		return nil, refusedUnknownSystemID, nil
 	}
 	match, err := a.verify(ctx, []byte(acc.PasswordHash), acc.Password, r.Password)
 	switch {
 	case err != nil:
-		return nil, "", err
+		return nil, bindAccepted, err
 	case !match:
-		return nil, "wrong password", nil
+		return nil, refusedWrongPassword, nil
 	case !acc.Allows(remoteIP(r.Remote)):
-		return nil, "address not in allowed_networks", nil
+		return nil, refusedAddress, nil
 	}
-	return acc, "", nil
+	return acc, bindAccepted, nil
 }
+
+// bindRefusal is why check refused a bind; its String ends the log
+// message "bind refused: …".
+type bindRefusal uint8
+
+// Bind refusals.
+const (
+	bindAccepted bindRefusal = iota
+	refusedUnknownSystemID
+	refusedWrongPassword
+	refusedAddress
+)
+
+var bindRefusalNames = [...]string{
+	bindAccepted:           "accepted",
+	refusedUnknownSystemID: "unknown system_id",
+	refusedWrongPassword:   "wrong password",
+	refusedAddress:         "address not in allowed_networks",
+}
+
+func (r bindRefusal) String() string {
+	if int(r) < len(bindRefusalNames) {
+		return bindRefusalNames[r]
+	}
+	return "unknown"
+}
+
+// MarshalText writes the name.
+func (r bindRefusal) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
 
 // verify compares given with the bcrypt hash, or with plain when there is
 // no hash. A bcrypt check waits for a slot of the semaphore until ctx ends.

@@ -35,7 +35,7 @@ func account(id, pw, hash string) config.Account {
 
 func bindFrom(ip, systemID, pw string) smppserver.BindRequest {
 	return smppserver.BindRequest{
-		SystemID: systemID, Password: pw, Type: smppserver.BindTransceiver,
+		SystemID: systemID, Password: pw, Type: smpp.BindTransceiver,
 		Remote: &net.TCPAddr{IP: net.ParseIP(ip), Port: 40000},
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/smppproxy/smppproxy/esme"
 	"github.com/smppproxy/smppproxy/sim"
+	"github.com/smppproxy/smppproxy/smpp"
 )
 
 // The store never holds message text: not the submit (hashes only), not the
@@ -24,7 +25,7 @@ func TestOTPNeverReachesTheStore(t *testing.T) {
 	cfg := receiptConfig(t, smsc.Addr())
 	dir := cfg.Store.Path
 	app, _ := startReceiptsProxy(t, cfg)
-	tx := bindESME(t, app.Addr(), "shop", esme.BindTX, false) // nobody receives: the receipt is queued
+	tx := bindESME(t, app.Addr(), "shop", smpp.BindTransmitter, false) // nobody receives: the receipt is queued
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	r, err := tx.Submit(ctx, esme.Submit{Src: "SHOP", Dst: "447700900123", Text: []byte("Code " + otp), Key: "otp-priv", RegisteredDelivery: 1})
@@ -52,7 +53,7 @@ func TestOTPNeverReachesTheStore(t *testing.T) {
 	}
 	grepStore("while the receipt is queued")
 
-	rx := bindESME(t, app.Addr(), "shop", esme.BindRX, false)
+	rx := bindESME(t, app.Addr(), "shop", smpp.BindReceiver, false)
 	d := receive(t, rx, 1, 5*time.Second)[0]
 	if bytes.Contains(d.Text, []byte(otp)) {
 		t.Errorf("the ESME's receipt text %q carries the OTP", d.Text)

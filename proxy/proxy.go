@@ -110,26 +110,10 @@ func New(opts Options) (*App, error) {
 		return nil, fmt.Errorf("proxy: receipts: %w", err)
 	}
 	a.receipts = rs
-	byName := map[string]*smppclient.Pool{}
-	upCfg := map[string]config.Upstream{}
-	for _, u := range cfg.Upstreams {
-		tc, err := upstreamTLS(u)
-		if err != nil {
-			_ = st.Close()
-			return nil, err
-		}
-		p := smppclient.New(smppclient.Config{
-			Name: u.Name, Address: u.Address, TLS: tc,
-			SystemID: u.SystemID, Password: u.Password, SystemType: u.SystemType,
-			Bind: string(u.Bind), Binds: u.Binds, Window: u.Window, DeliverWindow: u.DeliverWindow, Throughput: float64(u.Throughput),
-			ResponseTimeout: u.ResponseTimeout.Std(), RouteWait: u.RouteWait.Std(), EnquireLink: u.EnquireLink.Std(),
-			InstanceID: opts.InstanceID, Logger: log,
-			OnDeliver: rs.OnDeliver,
-		})
-		a.pools = append(a.pools, p)
-		byName[u.Name] = p
-		upCfg[u.Name] = u
-		a.Sessions.Add(poolSource{p})
+	byName, upCfg, err := a.newPools(opts, rs.OnDeliver)
+	if err != nil {
+		_ = st.Close()
+		return nil, err
 	}
 	a.instr = newInstruments(a.pools, st)
 	if b, ok := st.(*state.BadgerStore); ok {
@@ -177,6 +161,33 @@ func New(opts Options) (*App, error) {
 	rs.Attach(dlr.ServerReceivers(a.server), a.engine)
 	a.Sessions.Add(serverSource{a.server})
 	return a, nil
+}
+
+// newPools builds one upstream pool per configured upstream, by name, and
+// the upstreams' configuration by name.
+func (a *App) newPools(opts Options, onDeliver func(context.Context, smppclient.Delivery) smpp.Status) (map[string]*smppclient.Pool, map[string]config.Upstream, error) {
+	byName := map[string]*smppclient.Pool{}
+	upCfg := map[string]config.Upstream{}
+	for _, u := range a.cfg.Upstreams {
+		tc, err := upstreamTLS(u)
+		if err != nil {
+			return nil, nil, err
+		}
+		bind, receivers := u.Bind.Sessions()
+		p := smppclient.New(smppclient.Config{
+			Name: u.Name, Address: u.Address, TLS: tc,
+			SystemID: u.SystemID, Password: u.Password, SystemType: u.SystemType,
+			Bind: bind, Receivers: receivers, Binds: u.Binds, Window: u.Window, DeliverWindow: u.DeliverWindow, Throughput: float64(u.Throughput),
+			ResponseTimeout: u.ResponseTimeout.Std(), RouteWait: u.RouteWait.Std(), EnquireLink: u.EnquireLink.Std(),
+			InstanceID: opts.InstanceID, Logger: a.log,
+			OnDeliver: onDeliver,
+		})
+		a.pools = append(a.pools, p)
+		byName[u.Name] = p
+		upCfg[u.Name] = u
+		a.Sessions.Add(poolSource{p})
+	}
+	return byName, upCfg, nil
 }
 
 // upstreamTLS is the client TLS configuration of an upstream (nil for
@@ -399,7 +410,7 @@ func (s serverSource) Sessions() []session.Info {
 	for _, ss := range s.s.Sessions() {
 		out = append(out, session.Info{
 			ID: ss.ID(), Side: session.SideESME, Owner: ss.Account(), Bind: ss.BindType().String(),
-			Remote: ss.RemoteAddr().String(), State: map[bool]string{true: "bound", false: "open"}[ss.BindType() != smppserver.BindNone],
+			Remote: ss.RemoteAddr().String(), State: map[bool]string{true: "bound", false: "open"}[ss.BindType() != smpp.BindNone],
 			Since: ss.BoundAt(), InFlight: ss.InFlight(), Requests: ss.Requests(),
 		})
 	}
@@ -420,7 +431,7 @@ func (p poolSource) Sessions() []session.Info {
 	var out []session.Info
 	for _, si := range p.p.Sessions() {
 		out = append(out, session.Info{
-			ID: si.ID, Side: session.SideUpstream, Owner: p.p.Name(), Bind: si.Bind, State: si.State,
+			ID: si.ID, Side: session.SideUpstream, Owner: p.p.Name(), Bind: si.Bind.Name(), State: si.State.String(),
 			Since: si.BoundSince, InFlight: si.InFlight, Window: si.Window, Requests: si.Submits, LastError: si.LastError,
 		})
 	}

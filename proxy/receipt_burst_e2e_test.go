@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/smppproxy/smppproxy/esme"
 	"github.com/smppproxy/smppproxy/sim"
 	"github.com/smppproxy/smppproxy/smpp"
 )
@@ -22,7 +21,7 @@ func TestReceiptBurstLargerThanTheSubmitWindowIsAllQueued(t *testing.T) {
 	cfg := receiptConfig(t, smsc.Addr())
 	cfg.Upstreams[0].Binds, cfg.Upstreams[0].Window = 1, 10
 	app, _ := startReceiptsProxy(t, cfg)
-	tx := bindESME(t, app.Addr(), "shop", esme.BindTX, false)
+	tx := bindESME(t, app.Addr(), "shop", smpp.BindTransmitter, false)
 	var ids []string
 	for _, k := range keys("burst", 50) {
 		ids = append(ids, submitDLR(t, tx, k))

@@ -37,7 +37,7 @@ func TestReceiptIDFormatsAreNormalised(t *testing.T) {
 			cfg := receiptConfig(t, smsc.Addr())
 			cfg.Upstreams[0].RespIDFormat, cfg.Upstreams[0].ReceiptIDFormat = tc.resp, tc.receipt
 			app, reg := startReceiptsProxy(t, cfg)
-			c := bindESME(t, app.Addr(), "shop", esme.BindTRX, false)
+			c := bindESME(t, app.Addr(), "shop", smpp.BindTransceiver, false)
 			id := submitDLR(t, c, "fmt-1")
 			d := receive(t, c, 1, 5*time.Second)[0]
 			if d.ReceiptedID != id || textID(d) != id || d.Stat != "DELIVRD" {
@@ -67,7 +67,7 @@ func TestReceiptsQueuedUntilTheESMEBinds(t *testing.T) {
 	t.Parallel()
 	smsc := startSim(t, sim.Config{HexIDs: true})
 	app, reg := startReceiptsProxy(t, receiptConfig(t, smsc.Addr()))
-	tx := bindESME(t, app.Addr(), "shop", esme.BindTX, false)
+	tx := bindESME(t, app.Addr(), "shop", smpp.BindTransmitter, false)
 	var ids []string
 	for _, k := range keys("q", 100) {
 		ids = append(ids, submitDLR(t, tx, k))
@@ -86,7 +86,7 @@ func TestReceiptsQueuedUntilTheESMEBinds(t *testing.T) {
 		t.Errorf("queue depth gauge = %v, want 100", got)
 	}
 
-	rx := bindESME(t, app.Addr(), "shop", esme.BindRX, false)
+	rx := bindESME(t, app.Addr(), "shop", smpp.BindReceiver, false)
 	got := receive(t, rx, 100, 10*time.Second)
 	var gotIDs []string
 	for _, d := range got {
@@ -110,12 +110,12 @@ func TestUnansweredReceiptsAreRedeliveredOnTheNextBind(t *testing.T) {
 	cfg := receiptConfig(t, smsc.Addr())
 	cfg.Accounts[0].DLRRedelivery = config.Duration(time.Minute) // only the rebind may redeliver
 	app, reg := startReceiptsProxy(t, cfg)
-	tx := bindESME(t, app.Addr(), "shop", esme.BindTX, false)
+	tx := bindESME(t, app.Addr(), "shop", smpp.BindTransmitter, false)
 	var ids []string
 	for _, k := range keys("drop", 10) {
 		ids = append(ids, submitDLR(t, tx, k))
 	}
-	silent := bindESME(t, app.Addr(), "shop", esme.BindRX, true) // never answers
+	silent := bindESME(t, app.Addr(), "shop", smpp.BindReceiver, true) // never answers
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, id := range ids {
@@ -129,7 +129,7 @@ func TestUnansweredReceiptsAreRedeliveredOnTheNextBind(t *testing.T) {
 		t.Errorf("%d receipts queued after the drop, want all 10", n)
 	}
 
-	again := bindESME(t, app.Addr(), "shop", esme.BindRX, false)
+	again := bindESME(t, app.Addr(), "shop", smpp.BindReceiver, false)
 	second := receive(t, again, 10, 5*time.Second)
 	var a, b []string
 	for i := range first {
@@ -161,7 +161,7 @@ func TestTwoAccountsGetOnlyTheirOwnReceipts(t *testing.T) {
 	mine := map[string]map[string]bool{}
 	clients := map[string]*esme.Client{}
 	for _, acct := range []string{"shop", "bank"} {
-		c := bindESME(t, app.Addr(), acct, esme.BindTRX, false)
+		c := bindESME(t, app.Addr(), acct, smpp.BindTransceiver, false)
 		clients[acct] = c
 		mine[acct] = map[string]bool{}
 		for _, k := range keys(acct, 5) {
@@ -188,7 +188,7 @@ func TestLostResponseIsHealedByItsReceipt(t *testing.T) {
 		return sim.Action{LoseResponse: string(c.Submit.DstAddr) == "447700900777"}
 	}})
 	app, reg := startReceiptsProxy(t, receiptConfig(t, smsc.Addr()))
-	c := bindESME(t, app.Addr(), "shop", esme.BindTRX, false)
+	c := bindESME(t, app.Addr(), "shop", smpp.BindTransceiver, false)
 	submit := esme.Submit{Src: "SHOP", Dst: "447700900777", Text: []byte("Your code is 424242"), Key: "otp-lost", RegisteredDelivery: 1}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -230,8 +230,8 @@ func TestProxyIDsRewriteReceiptsPassthroughDoesNot(t *testing.T) {
 	cfg := receiptConfig(t, smsc.Addr())
 	cfg.Accounts[0].MessageID = config.MessageIDProxy // shop: proxy ids; bank: passthrough
 	app, _ := startReceiptsProxy(t, cfg)
-	shop := bindESME(t, app.Addr(), "shop", esme.BindTRX, false)
-	bank := bindESME(t, app.Addr(), "bank", esme.BindTRX, false)
+	shop := bindESME(t, app.Addr(), "shop", smpp.BindTransceiver, false)
+	bank := bindESME(t, app.Addr(), "bank", smpp.BindTransceiver, false)
 
 	pid := submitDLR(t, shop, "p-1")
 	rec := recordOf(t, app.Store(), pid)

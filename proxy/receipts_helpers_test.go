@@ -12,6 +12,7 @@ import (
 	"github.com/smppproxy/smppproxy/config"
 	"github.com/smppproxy/smppproxy/dlr"
 	"github.com/smppproxy/smppproxy/esme"
+	"github.com/smppproxy/smppproxy/smpp"
 	"github.com/smppproxy/smppproxy/state"
 )
 
@@ -85,7 +86,7 @@ func metric(t *testing.T, reg *prometheus.Registry, name string, labels map[stri
 }
 
 // bindESME binds account (password secret) with bind type bt.
-func bindESME(t *testing.T, addr, account, bt string, manual bool) *esme.Client {
+func bindESME(t *testing.T, addr, account string, bt smpp.BindType, manual bool) *esme.Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

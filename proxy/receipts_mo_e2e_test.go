@@ -19,7 +19,7 @@ func TestIntermediateForwardedDuplicateOnce(t *testing.T) {
 	t.Parallel()
 	smsc := startSim(t, sim.Config{})
 	app, reg := startReceiptsProxy(t, receiptConfig(t, smsc.Addr()))
-	c := bindESME(t, app.Addr(), "shop", esme.BindTRX, false)
+	c := bindESME(t, app.Addr(), "shop", smpp.BindTransceiver, false)
 	id := submitDLR(t, c, "dup-1")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -47,8 +47,8 @@ func TestMORoutedByPrefixElseDefaultAccount(t *testing.T) {
 	cfg.MORoutes = []config.MORoute{{Prefix: "4477", Account: "bank"}}
 	cfg.DefaultAccount = "shop"
 	app, _ := startReceiptsProxy(t, cfg)
-	shop := bindESME(t, app.Addr(), "shop", esme.BindRX, false)
-	bank := bindESME(t, app.Addr(), "bank", esme.BindRX, false)
+	shop := bindESME(t, app.Addr(), "shop", smpp.BindReceiver, false)
+	bank := bindESME(t, app.Addr(), "bank", smpp.BindReceiver, false)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, mo := range []struct{ dst, text string }{{"447712345678", "STOP"}, {"33612345678", "OUI"}} {
@@ -80,8 +80,8 @@ func TestQueryAndCancelGoToTheUpstreamWithItsID(t *testing.T) {
 	cfg := receiptConfig(t, smsc.Addr())
 	cfg.Accounts[0].MessageID = config.MessageIDProxy
 	app, _ := startReceiptsProxy(t, cfg)
-	shop := bindESME(t, app.Addr(), "shop", esme.BindTRX, false)
-	bank := bindESME(t, app.Addr(), "bank", esme.BindTRX, false)
+	shop := bindESME(t, app.Addr(), "shop", smpp.BindTransceiver, false)
+	bank := bindESME(t, app.Addr(), "bank", smpp.BindTransceiver, false)
 	pid := submitDLR(t, shop, "q-1")
 	uid := submitDLR(t, bank, "q-2")
 	upstreamOf := recordOf(t, app.Store(), pid).MessageID

@@ -441,7 +441,7 @@ func TestExampleTwoSMSCsConfig(t *testing.T) {
 		for n, s := range sims {
 			before[n] = s.Total()
 		}
-		c, err := esme.Dial(t.Context(), app.Addr(), esme.Options{SystemID: acc.SystemID, Password: pw, Bind: esme.BindTX})
+		c, err := esme.Dial(t.Context(), app.Addr(), esme.Options{SystemID: acc.SystemID, Password: pw, Bind: smpp.BindTransmitter})
 		if err != nil {
 			t.Fatalf("bind as %s: %v", acc.SystemID, err)
 		}

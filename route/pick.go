@@ -161,7 +161,7 @@ func (r *Router) preferSession(m Member, msgKey, last string) string {
 	}
 	var bound []string
 	for _, s := range sl.Sessions() {
-		if s.State != smppclient.StateBound || s.Bind == smppclient.BindReceiver {
+		if s.State != smppclient.StateBound || s.Bind == smpp.BindReceiver {
 			continue
 		}
 		if s.ID == last {

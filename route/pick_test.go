@@ -88,7 +88,7 @@ func (f *fakeBinds) Sessions() []smppclient.SessionInfo {
 	defer f.mu2.Unlock()
 	var out []smppclient.SessionInfo
 	for _, id := range f.sessions {
-		out = append(out, smppclient.SessionInfo{ID: id, State: smppclient.StateBound, Bind: smppclient.BindTransceiver})
+		out = append(out, smppclient.SessionInfo{ID: id, State: smppclient.StateBound, Bind: smpp.BindTransceiver})
 	}
 	return out
 }

@@ -10,12 +10,18 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/smppproxy/smppproxy/smpp"
 )
+
+// Side is which side of the proxy a session is on; its value is what the
+// admin API writes in "side".
+type Side string
 
 // Sides.
 const (
-	SideESME     = "esme"
-	SideUpstream = "upstream"
+	SideESME     Side = "esme"
+	SideUpstream Side = "upstream"
 )
 
 // ErrNotFound is returned by Kick for an unknown session id.
@@ -24,9 +30,13 @@ var ErrNotFound = errors.New("session: not found")
 // Info describes one live session.
 type Info struct {
 	ID   string `json:"id"`
-	Side string `json:"side"`
+	Side Side   `json:"side"`
 	// Owner is the account (ESME side) or the upstream name.
-	Owner     string    `json:"owner"`
+	Owner string `json:"owner"`
+	// Bind is the bind type as the admin API writes it: for an ESME
+	// session smpp.BindType's String ("TX", "RX", "TRX", "unbound"), for
+	// an upstream bind its Name ("transmitter", "receiver",
+	// "transceiver").
 	Bind      string    `json:"bind"`
 	Remote    string    `json:"remote,omitempty"`
 	State     string    `json:"state"`
@@ -44,17 +54,22 @@ type Info struct {
 	ReceiptsPending *int `json:"receipts_pending,omitempty"`
 }
 
-// Bind types of an ESME session as Info.Bind writes them.
-const (
-	BindTX  = "TX"
-	BindRX  = "RX"
-	BindTRX = "TRX"
+// Bind types of an ESME session as Info.Bind writes them (the String of
+// smpp.BindTransmitter, smpp.BindReceiver and smpp.BindTransceiver).
+var (
+	BindTX  = smpp.BindTransmitter.String()
+	BindRX  = smpp.BindReceiver.String()
+	BindTRX = smpp.BindTransceiver.String()
 )
 
 // CanReceive reports whether the session is an ESME session bound to
 // receive deliver_sm (receipts and MO): RX or TRX.
 func (i Info) CanReceive() bool {
-	return i.Side == SideESME && (i.Bind == BindRX || i.Bind == BindTRX)
+	if i.Side != SideESME {
+		return false
+	}
+	b, err := smpp.ParseBindType(i.Bind)
+	return err == nil && b.CanReceive()
 }
 
 // Source lists one side's sessions and can close one of them.

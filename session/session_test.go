@@ -1,7 +1,9 @@
 package session
 
 import (
+	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -61,6 +63,24 @@ func TestCanReceiveOnlyForReceivingESMESessions(t *testing.T) {
 	} {
 		if got := tc.info.CanReceive(); got != tc.want {
 			t.Errorf("Info{Side: %q, Bind: %q}.CanReceive() = %v, want %v", tc.info.Side, tc.info.Bind, got, tc.want)
+		}
+	}
+}
+
+// The admin API's side and bind values keep their spelling.
+func TestInfoJSONKeepsSideAndBindSpelling(t *testing.T) {
+	for _, tc := range []struct {
+		info Info
+		want string
+	}{
+		{Info{ID: "e", Side: SideESME, Bind: BindRX}, `"side":"esme","owner":"","bind":"RX"`},
+		{Info{ID: "e", Side: SideESME, Bind: BindTX}, `"side":"esme","owner":"","bind":"TX"`},
+		{Info{ID: "e", Side: SideESME, Bind: BindTRX}, `"side":"esme","owner":"","bind":"TRX"`},
+		{Info{ID: "u", Side: SideUpstream, Bind: "transceiver"}, `"side":"upstream","owner":"","bind":"transceiver"`},
+	} {
+		b, err := json.Marshal(tc.info)
+		if err != nil || !strings.Contains(string(b), tc.want) {
+			t.Errorf("json.Marshal(%+v) = %s, %v; want it to contain %s", tc.info, b, err, tc.want)
 		}
 	}
 }

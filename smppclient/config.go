@@ -3,6 +3,7 @@ package smppclient
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"time"
@@ -10,24 +11,46 @@ import (
 	"github.com/smppproxy/smppproxy/smpp"
 )
 
-// Bind types accepted in Config.Bind.
+// State is where a session is in its life, as SessionInfo reports it.
+// MarshalText writes String ("connecting", "bound", "closed"), the value
+// of the admin API's state field and of the sessions metric's state label.
+type State uint8
+
+// Session states.
 const (
-	BindTransceiver = "transceiver"
-	BindTransmitter = "transmitter"
-	// BindTXRX opens Config.Binds transmitter sessions plus the same number
-	// of receiver sessions; the receivers only receive.
-	BindTXRX = "transmitter+receiver"
-	// BindReceiver is the type reported by SessionInfo for the receiver
-	// half of BindTXRX.
-	BindReceiver = "receiver"
+	StateConnecting State = iota
+	StateBound
+	StateClosed
+	stateCount
 )
 
-// Session states reported by SessionInfo.State.
-const (
-	StateConnecting = "connecting"
-	StateBound      = "bound"
-	StateClosed     = "closed"
-)
+var stateNames = [...]string{
+	StateConnecting: "connecting",
+	StateBound:      "bound",
+	StateClosed:     "closed",
+}
+
+// String is the state's name.
+func (s State) String() string {
+	if s < stateCount {
+		return stateNames[s]
+	}
+	return fmt.Sprintf("State(%d)", uint8(s))
+}
+
+// MarshalText writes the name.
+func (s State) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// UnmarshalText reads a name written by MarshalText.
+func (s *State) UnmarshalText(text []byte) error {
+	for v := StateConnecting; v < stateCount; v++ {
+		if stateNames[v] == string(text) {
+			*s = v
+			return nil
+		}
+	}
+	return fmt.Errorf("smppclient: unknown session state %q", text)
+}
 
 // Defaults applied by New to zero fields of Config.
 const (
@@ -61,12 +84,18 @@ type Config struct {
 
 	SystemID, Password, SystemType string
 
-	// Bind is BindTransceiver (default when empty), BindTransmitter or
-	// BindTXRX. Any other value makes every bind attempt fail (visible in
-	// Sessions and the log).
-	Bind string
-	// Binds is the number of parallel sessions (default 1); with BindTXRX
-	// as many receiver sessions are opened on top.
+	// Bind is the type of the Binds sessions: smpp.BindTransceiver
+	// (default when smpp.BindNone), smpp.BindTransmitter or
+	// smpp.BindReceiver. An undeclared value makes every bind attempt
+	// fail (visible in Sessions and the log).
+	Bind smpp.BindType
+	// Receivers, with Bind smpp.BindTransmitter, opens as many receiver
+	// sessions on top of the Binds transmitters (the configuration's
+	// "transmitter+receiver"); the receivers only receive. Ignored for
+	// any other Bind.
+	Receivers bool
+	// Binds is the number of parallel sessions (default 1); with
+	// Receivers as many receiver sessions are opened on top.
 	Binds int
 	// Window is the number of outstanding requests per session (default
 	// 10).
@@ -164,8 +193,8 @@ type Response struct {
 // SessionInfo describes one session for the admin API.
 type SessionInfo struct {
 	ID         string
-	State      string // StateConnecting, StateBound or StateClosed
-	Bind       string // BindTransceiver, BindTransmitter or BindReceiver
+	State      State
+	Bind       smpp.BindType // what the session binds as; Name() is its admin spelling
 	InFlight   int
 	Window     int
 	BoundSince time.Time // zero unless bound
@@ -174,8 +203,8 @@ type SessionInfo struct {
 }
 
 func (c Config) withDefaults() Config {
-	if c.Bind == "" {
-		c.Bind = BindTransceiver
+	if c.Bind == smpp.BindNone {
+		c.Bind = smpp.BindTransceiver
 	}
 	if c.Binds <= 0 {
 		c.Binds = DefaultBinds
@@ -256,4 +285,10 @@ func sleep(ctx context.Context, d time.Duration) {
 // burst is the token bucket burst for a rate: 10% of it, at least 1.
 func burst(perSecond float64) int {
 	return max(1, int(perSecond/10))
+}
+
+// splitReceivers reports whether the pool opens a receiver session per
+// transmitter (Receivers with Bind smpp.BindTransmitter).
+func (c Config) splitReceivers() bool {
+	return c.Receivers && c.Bind == smpp.BindTransmitter
 }

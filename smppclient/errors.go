@@ -44,7 +44,8 @@ func notSent(cause error) error {
 }
 
 // CloseReason is the one reason a session closed. Its String is used in
-// logs and is meant as a metric label.
+// logs and as a metric label; MarshalText writes it, so text and JSON log
+// handlers print "peer_closed", never a number.
 type CloseReason int
 
 // Close reasons.
@@ -76,4 +77,18 @@ func (r CloseReason) String() string {
 		return reasonNames[r]
 	}
 	return fmt.Sprintf("CloseReason(%d)", int(r))
+}
+
+// MarshalText writes the name.
+func (r CloseReason) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
+
+// UnmarshalText reads a name written by MarshalText.
+func (r *CloseReason) UnmarshalText(text []byte) error {
+	for v := ReasonNone; v < reasonCount; v++ {
+		if reasonNames[v] == string(text) {
+			*r = v
+			return nil
+		}
+	}
+	return fmt.Errorf("smppclient: unknown close reason %q", text)
 }

@@ -129,7 +129,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 			if s.State == StateClosed {
 				continue
 			}
-			n[group{s.Bind, s.State}]++
+			n[group{s.Bind.Name(), s.State.String()}]++
 			inflight += s.InFlight
 		}
 		for g, c := range n {

@@ -68,7 +68,12 @@ smppproxy_upstream_requests_written_total{upstream="up"} 3
 			}
 		}
 	}
-	if n, _ := testutil.GatherAndCount(reg, "smppproxy_upstream_sessions"); n != 1 {
-		t.Fatalf("sessions series = %d, want 1 (transceiver, bound)", n)
+	sessions := `
+# HELP smppproxy_upstream_sessions Upstream binds by upstream, bind type and state (connecting, bound).
+# TYPE smppproxy_upstream_sessions gauge
+smppproxy_upstream_sessions{bind="transceiver",state="bound",upstream="up"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(sessions), "smppproxy_upstream_sessions"); err != nil {
+		t.Fatalf("sessions series, want one (transceiver, bound): %v", err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/smppproxy/smppproxy/logx"
+	"github.com/smppproxy/smppproxy/smpp"
 )
 
 // WarnInterval is how often a per-PDU warning about what the upstream sends
@@ -57,7 +58,7 @@ func New(cfg Config) *Pool {
 		cfg.InstanceID = hex.EncodeToString(b[:])
 	}
 	n := cfg.Binds
-	if cfg.Bind == BindTXRX {
+	if cfg.splitReceivers() {
 		n *= 2
 	}
 	p := &Pool{
@@ -216,11 +217,8 @@ func (p *Pool) noteStatus(s *session, throttled bool) {
 func (p *Pool) bindLoop(slot int) {
 	defer p.loops.Done()
 	bind := p.cfg.Bind
-	if bind == BindTXRX {
-		bind = BindTransmitter
-		if slot >= p.cfg.Binds {
-			bind = BindReceiver
-		}
+	if p.cfg.splitReceivers() && slot >= p.cfg.Binds {
+		bind = smpp.BindReceiver
 	}
 	for attempt := 0; ; {
 		if p.ctx.Err() != nil {
@@ -256,12 +254,12 @@ func (p *Pool) bindLoop(slot int) {
 // runSession runs a freshly bound session until it ends and reports
 // whether it stayed bound for StableAfter (else the bind counts as a
 // failed attempt for the back-off).
-func (p *Pool) runSession(s *session, bind string) bool {
+func (p *Pool) runSession(s *session, bind smpp.BindType) bool {
 	p.stats.binds.Add(1)
 	s.start()
 	boundAt := p.cfg.Now()
 	if p.markBound(s) {
-		p.log.Info("bound", "session", s.id, "bind", bind)
+		p.log.Info("bound", "session", s.id, "bind", bind.Name())
 	} else {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*p.cfg.UnbindWait)
 		s.shutdown(ctx)
@@ -271,7 +269,7 @@ func (p *Pool) runSession(s *session, bind string) bool {
 	return p.cfg.Now().Sub(boundAt) >= p.cfg.StableAfter
 }
 
-func (p *Pool) newSession(bind string) *session {
+func (p *Pool) newSession(bind smpp.BindType) *session {
 	id := fmt.Sprintf("%s/%s/%d", p.cfg.Name, p.cfg.InstanceID, p.nextID.Add(1))
 	return newSession(p, id, bind)
 }

@@ -39,7 +39,7 @@ func TestSubmitGetsMessageID(t *testing.T) {
 		t.Errorf("beforeWrite saw (%s, %v), response is (%s, %d)", journalSession, journaled, r.Session, r.Sequence)
 	}
 	ss := p.Sessions()
-	if len(ss) != 1 || ss[0].ID != r.Session || ss[0].State != StateBound || ss[0].Bind != BindTransceiver || ss[0].Submits != 1 || ss[0].InFlight != 0 {
+	if len(ss) != 1 || ss[0].ID != r.Session || ss[0].State != StateBound || ss[0].Bind != smpp.BindTransceiver || ss[0].Submits != 1 || ss[0].InFlight != 0 {
 		t.Errorf("Sessions() = %+v", ss)
 	}
 	if got := smpp.ParseHeader(r.Frame).ID; got != smpp.CmdSubmitSM|smpp.RespBit {
@@ -408,15 +408,15 @@ func TestPreferSession(t *testing.T) {
 func TestTransmitterPlusReceiver(t *testing.T) {
 	checkLeaks(t)
 	f := newFakeSMSC(t)
-	p := newPool(t, f.addr, func(c *Config) { c.Bind = BindTXRX; c.Binds = 2 })
+	p := newPool(t, f.addr, func(c *Config) { c.Bind = smpp.BindTransmitter; c.Receivers = true; c.Binds = 2 })
 	waitUp(t, p, 2)
 	eventually(t, "4 binds", func() bool { return f.binds.Load() == 4 })
 	var tx, rx int
 	for _, s := range p.Sessions() {
 		switch s.Bind {
-		case BindTransmitter:
+		case smpp.BindTransmitter:
 			tx++
-		case BindReceiver:
+		case smpp.BindReceiver:
 			rx++
 		}
 	}
@@ -429,7 +429,7 @@ func TestTransmitterPlusReceiver(t *testing.T) {
 			t.Fatalf("Submit = %v", err)
 		}
 		for _, s := range p.Sessions() {
-			if s.ID == r.Session && s.Bind != BindTransmitter {
+			if s.ID == r.Session && s.Bind != smpp.BindTransmitter {
 				t.Errorf("Submit used a %s session", s.Bind)
 			}
 		}

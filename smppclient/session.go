@@ -24,13 +24,13 @@ const maxSeq = 0x7FFFFFFF
 type session struct {
 	p    *Pool
 	id   string
-	bind string
+	bind smpp.BindType
 	tx   bool
 	log  *slog.Logger
 	conn *gosmpp.Connection // set by connect, before start
 
 	// Guarded by p.mu: what routing and Sessions look at.
-	state         string
+	state         State
 	inFlight      int
 	pausedUntil   time.Time
 	throttlePause time.Duration
@@ -88,10 +88,10 @@ type writeResult struct {
 	err error
 }
 
-func newSession(p *Pool, id, bind string) *session {
+func newSession(p *Pool, id string, bind smpp.BindType) *session {
 	w := p.cfg.Window
 	s := &session{
-		p: p, id: id, bind: bind, tx: bind != BindReceiver,
+		p: p, id: id, bind: bind, tx: bind != smpp.BindReceiver,
 		log:        p.log.With("session", id),
 		state:      StateConnecting,
 		pending:    make(map[uint32]*pending),
@@ -131,14 +131,14 @@ func (s *session) connect(ctx context.Context) error {
 	auth := gosmpp.Auth{SMSC: cfg.Address, SystemID: cfg.SystemID, Password: cfg.Password, SystemType: cfg.SystemType}
 	var connector gosmpp.Connector
 	switch s.bind {
-	case BindTransceiver:
+	case smpp.BindTransceiver:
 		connector = gosmpp.TRXConnector(dial, auth)
-	case BindTransmitter:
+	case smpp.BindTransmitter:
 		connector = gosmpp.TXConnector(dial, auth)
-	case BindReceiver:
+	case smpp.BindReceiver:
 		connector = gosmpp.RXConnector(dial, auth)
 	default:
-		return fmt.Errorf("smppclient: unknown bind type %q", s.bind)
+		return fmt.Errorf("smppclient: unknown bind type %v", s.bind)
 	}
 	// gosmpp decodes the SMSC's answers to the bind itself; a PDU it panics
 	// on must fail this bind, not the process.

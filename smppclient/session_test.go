@@ -241,7 +241,7 @@ func testCerts(t *testing.T) (server, client *tls.Config) {
 }
 
 func TestSequenceNumbers(t *testing.T) {
-	s := newSession(New(Config{}), "x", BindTransceiver)
+	s := newSession(New(Config{}), "x", smpp.BindTransceiver)
 	s.seq = maxSeq - 1
 	for _, want := range []uint32{maxSeq, 1, 3} {
 		if want == 3 {

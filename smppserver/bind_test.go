@@ -12,11 +12,11 @@ func TestBindWithGoodCredentials(t *testing.T) {
 	t.Parallel()
 	tests := map[string]struct {
 		cmd  uint32
-		want BindType
+		want smpp.BindType
 	}{
-		"bind_transmitter": {smpp.CmdBindTransmitter, BindTransmitter},
-		"bind_receiver":    {smpp.CmdBindReceiver, BindReceiver},
-		"bind_transceiver": {smpp.CmdBindTransceiver, BindTransceiver},
+		"bind_transmitter": {smpp.CmdBindTransmitter, smpp.BindTransmitter},
+		"bind_receiver":    {smpp.CmdBindReceiver, smpp.BindReceiver},
+		"bind_transceiver": {smpp.CmdBindTransceiver, smpp.BindTransceiver},
 	}
 	srv := newTestServer(nil)
 	addr := RunLocalServer(t, srv)
@@ -133,8 +133,8 @@ func TestSecondBindOnBoundConnection(t *testing.T) {
 		}
 	}
 	c.submit("submit after a refused second bind", smpp.StatusOK)
-	if got := sessionOf(t, srv, c).BindType(); got != BindTransceiver {
-		t.Errorf("BindType() after second bind = %v, want %v", got, BindTransceiver)
+	if got := sessionOf(t, srv, c).BindType(); got != smpp.BindTransceiver {
+		t.Errorf("BindType() after second bind = %v, want %v", got, smpp.BindTransceiver)
 	}
 }
 

@@ -299,7 +299,7 @@ type sessionEvent struct {
 	id      string
 	up      bool
 	account string
-	bind    BindType
+	bind    smpp.BindType
 	reason  CloseReason
 }
 

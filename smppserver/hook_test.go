@@ -55,12 +55,12 @@ func TestOnSession(t *testing.T) {
 			c.mustBind(smpp.CmdBindReceiver, "shop")
 			s := sessionOf(t, srv, c)
 			up := rec.next(t)
-			if want := (sessionEvent{id: s.ID(), up: true, account: "shop", bind: BindReceiver}); up != want {
+			if want := (sessionEvent{id: s.ID(), up: true, account: "shop", bind: smpp.BindReceiver}); up != want {
 				t.Errorf("%s: OnSession up = %+v, want %+v", name, up, want)
 			}
 			tt.end(t, c, s)
 			down := rec.next(t)
-			if want := (sessionEvent{id: s.ID(), up: false, account: "shop", bind: BindReceiver, reason: tt.want}); down != want {
+			if want := (sessionEvent{id: s.ID(), up: false, account: "shop", bind: smpp.BindReceiver, reason: tt.want}); down != want {
 				t.Errorf("%s: OnSession down = %+v, want %+v", name, down, want)
 			}
 			if got := s.CloseReason(); got != tt.want {

@@ -1,7 +1,11 @@
 package smppserver
 
+import "fmt"
+
 // CloseReason is the one reason a session ended (nats-server ClosedState
-// style); it is logged and used as a metric label.
+// style); it is logged and used as a metric label, always by name:
+// MarshalText writes String, so text and JSON log handlers print
+// "client_closed", never a number.
 type CloseReason int
 
 // Close reasons.
@@ -17,6 +21,7 @@ const (
 	ReasonWriteError
 	ReasonServerShutdown
 	ReasonKicked
+	reasonCount
 )
 
 var reasonNames = [...]string{
@@ -33,9 +38,24 @@ var reasonNames = [...]string{
 	ReasonKicked:         "kicked",
 }
 
+// String is the reason's name ("client_closed", …).
 func (r CloseReason) String() string {
-	if int(r) >= 0 && int(r) < len(reasonNames) {
+	if r >= 0 && r < reasonCount {
 		return reasonNames[r]
 	}
 	return "unknown"
+}
+
+// MarshalText writes the name.
+func (r CloseReason) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
+
+// UnmarshalText reads a name written by MarshalText.
+func (r *CloseReason) UnmarshalText(text []byte) error {
+	for v := ReasonNone; v < reasonCount; v++ {
+		if reasonNames[v] == string(text) {
+			*r = v
+			return nil
+		}
+	}
+	return fmt.Errorf("smppserver: unknown close reason %q", text)
 }

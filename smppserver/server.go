@@ -24,42 +24,13 @@ var (
 	ErrSessionClosed = errors.New("smppserver: session closed")
 )
 
-// BindType is the kind of bind an ESME holds.
-type BindType int
-
-// Bind types.
-const (
-	BindNone BindType = iota
-	BindTransmitter
-	BindReceiver
-	BindTransceiver
-)
-
-func (b BindType) String() string {
-	switch b {
-	case BindTransmitter:
-		return "TX"
-	case BindReceiver:
-		return "RX"
-	case BindTransceiver:
-		return "TRX"
-	}
-	return "unbound"
-}
-
-// CanTransmit reports whether the bind may submit.
-func (b BindType) CanTransmit() bool { return b == BindTransmitter || b == BindTransceiver }
-
-// CanReceive reports whether the bind may receive deliver_sm.
-func (b BindType) CanReceive() bool { return b == BindReceiver || b == BindTransceiver }
-
 // BindRequest is what an ESME presented in its bind.
 type BindRequest struct {
 	SystemID         string
 	Password         string
 	SystemType       string
 	InterfaceVersion byte
-	Type             BindType
+	Type             smpp.BindType
 	Remote           net.Addr
 }
 
@@ -265,6 +236,17 @@ var refuseNames = [...]string{
 	refusedMaxConnectionsPerIP: "max_connections_per_ip",
 }
 
+// String is the reason's name, its metric label value.
+func (r refuseReason) String() string {
+	if r > refusedNone && int(r) < len(refuseNames) {
+		return refuseNames[r]
+	}
+	return "none"
+}
+
+// MarshalText writes the name, so log handlers print it, not a number.
+func (r refuseReason) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
+
 // refuseLocked counts a new connection from ip against the caps, or
 // returns why it is refused; s.mu is held.
 func (s *Server) refuseLocked(ip netip.Addr) refuseReason {
@@ -294,7 +276,7 @@ func (s *Server) refuse(c net.Conn, ip netip.Addr, r refuseReason) {
 	lim := s.refuseLog
 	s.mu.Unlock()
 	if ok, n := lim.Allow(ip.String()); ok {
-		s.logger().Warn("connection refused", "remote", ip.String(), "reason", refuseNames[r], "suppressed", n)
+		s.logger().Warn("connection refused", "remote", ip.String(), "reason", r, "suppressed", n)
 	}
 }
 
@@ -327,7 +309,7 @@ func (s *Server) releaseConn(ip netip.Addr) {
 func (s *Server) RefusedCounts() map[string]uint64 {
 	out := make(map[string]uint64, len(refuseNames)-1)
 	for r := refusedMaxConnections; int(r) < len(refuseNames); r++ {
-		out[refuseNames[r]] = s.refused[r].Load()
+		out[r.String()] = s.refused[r].Load()
 	}
 	return out
 }

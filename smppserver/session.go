@@ -26,7 +26,7 @@ type Session struct {
 	connectedAt time.Time
 
 	mu        sync.Mutex
-	bindType  BindType
+	bindType  smpp.BindType
 	announced bool // bind_resp queued: visible to ReceiversOf
 	principal *Principal
 	boundAt   time.Time
@@ -99,8 +99,8 @@ func (s *Session) Account() string {
 	return ""
 }
 
-// BindType is the session's bind.
-func (s *Session) BindType() BindType {
+// BindType is the session's bind (smpp.BindNone until bound).
+func (s *Session) BindType() smpp.BindType {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.bindType
@@ -152,7 +152,7 @@ func (s *Session) run() {
 	log.Debug("esme connected", "session", s.id, "remote", s.conn.RemoteAddr().String())
 	bindTimer := time.AfterFunc(s.srv.bindTimeout(), func() {
 		s.mu.Lock()
-		expired := s.bindType == BindNone
+		expired := s.bindType == smpp.BindNone
 		if expired {
 			s.bindExpired = true
 		}
@@ -179,10 +179,10 @@ func (s *Session) run() {
 	if s.Principal() == nil {
 		// Never bound: a refused bind was logged (rate-limited) already,
 		// and a line per connection would let any client flood the log.
-		log.Debug("esme session closed", "session", s.id, "reason", s.CloseReason().String())
+		log.Debug("esme session closed", "session", s.id, "reason", s.CloseReason())
 		return
 	}
-	log.Info("esme session closed", "session", s.id, "account", s.Account(), "reason", s.CloseReason().String())
+	log.Info("esme session closed", "session", s.id, "account", s.Account(), "reason", s.CloseReason())
 }
 
 // readLoop reads and dispatches frames until the session ends. Until bind
@@ -196,7 +196,7 @@ func (s *Session) readLoop() CloseReason {
 	buffered := false
 	for {
 		limit := s.srv.maxPDU()
-		if s.BindType() == BindNone {
+		if s.BindType() == smpp.BindNone {
 			limit = min(limit, MaxUnboundPDUSize)
 			_ = s.conn.SetReadDeadline(s.connectedAt.Add(s.srv.bindTimeout()))
 		} else {
@@ -218,7 +218,7 @@ func (s *Session) readLoop() CloseReason {
 			case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 				return ReasonClientClosed
 			case errors.As(err, &ne) && ne.Timeout():
-				if s.BindType() == BindNone {
+				if s.BindType() == smpp.BindNone {
 					return ReasonBindTimeout
 				}
 				return ReasonIdleTimeout
@@ -255,7 +255,7 @@ func (s *Session) dispatch(frame []byte) {
 		s.handleBind(h, frame)
 		return
 	case smpp.CmdUnbind:
-		if s.BindType() == BindNone {
+		if s.BindType() == smpp.BindNone {
 			_ = s.enqueue(outFrame{b: StatusResponse(h, smpp.StatusInvBndSts)})
 			return
 		}
@@ -264,7 +264,7 @@ func (s *Session) dispatch(frame []byte) {
 	}
 	bt := s.BindType()
 	switch {
-	case bt == BindNone:
+	case bt == smpp.BindNone:
 		_ = s.enqueue(outFrame{b: StatusResponse(h, smpp.StatusInvBndSts)})
 		return
 	case (h.ID == smpp.CmdSubmitSM || h.ID == smpp.CmdSubmitMulti || h.ID == smpp.CmdDataSM) && !bt.CanTransmit():
@@ -313,20 +313,9 @@ func (s *Session) serve(h smpp.Header, frame []byte) {
 	s.srv.Handler.ServeSMPP(s.ctx, w, &Request{Header: h, Frame: frame, Session: s})
 }
 
-func bindTypeOf(id uint32) BindType {
-	switch id {
-	case smpp.CmdBindTransmitter:
-		return BindTransmitter
-	case smpp.CmdBindReceiver:
-		return BindReceiver
-	default:
-		return BindTransceiver
-	}
-}
-
 func (s *Session) handleBind(h smpp.Header, frame []byte) {
 	log := s.srv.logger()
-	if s.BindType() != BindNone {
+	if s.BindType() != smpp.BindNone {
 		_ = s.enqueue(outFrame{b: s.bindResp(h, smpp.StatusAlyBnd, 0)})
 		return
 	}
@@ -342,7 +331,7 @@ func (s *Session) handleBind(h smpp.Header, frame []byte) {
 		Password:         br.Password,
 		SystemType:       br.SystemType,
 		InterfaceVersion: br.InterfaceVersion,
-		Type:             bindTypeOf(h.ID),
+		Type:             smpp.BindTypeOf(h.ID),
 		Remote:           s.conn.RemoteAddr(),
 	}
 	principal, status := s.authenticate(req)
@@ -485,7 +474,7 @@ func (s *Session) writeLoop() {
 				}
 			}
 		case <-tick.C:
-			if s.BindType() == BindNone {
+			if s.BindType() == smpp.BindNone {
 				continue
 			}
 			last := max(s.lastRead.Load(), s.lastWrite.Load())
@@ -514,11 +503,11 @@ func (s *Session) writeLoop() {
 // bound and bw is empty.
 func (s *Session) writeBuffer(bw *bufio.Writer) *bufio.Writer {
 	switch {
-	case bw == nil && s.BindType() == BindNone:
+	case bw == nil && s.BindType() == smpp.BindNone:
 		return bufio.NewWriterSize(s.conn, unboundBufSize)
 	case bw == nil:
 		return bufio.NewWriterSize(s.conn, boundBufSize)
-	case bw.Size() < boundBufSize && bw.Buffered() == 0 && s.BindType() != BindNone:
+	case bw.Size() < boundBufSize && bw.Buffered() == 0 && s.BindType() != smpp.BindNone:
 		return bufio.NewWriterSize(s.conn, boundBufSize)
 	}
 	return bw
@@ -625,7 +614,7 @@ const unbindGrace = time.Second
 func (s *Session) beginShutdown() {
 	s.mu.Lock()
 	s.draining = true
-	bound := s.bindType != BindNone
+	bound := s.bindType != smpp.BindNone
 	s.mu.Unlock()
 	if !bound {
 		s.close(ReasonServerShutdown)
@@ -666,7 +655,7 @@ func (s *Session) close(r CloseReason) {
 		s.closed = true
 		s.reason = r
 		p := s.principal
-		bound := s.bindType != BindNone
+		bound := s.bindType != smpp.BindNone
 		s.mu.Unlock()
 		if bound {
 			s.srv.release(p)

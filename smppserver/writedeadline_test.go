@@ -55,7 +55,7 @@ func TestReviewLargeFrameAfterIdleIsWritten(t *testing.T) {
 	}
 	var s *Session
 	for deadline := time.Now().Add(2 * time.Second); s == nil && time.Now().Before(deadline); {
-		if ss := srv.Sessions(); len(ss) == 1 && ss[0].BindType() != BindNone {
+		if ss := srv.Sessions(); len(ss) == 1 && ss[0].BindType() != smpp.BindNone {
 			s = ss[0]
 		} else {
 			time.Sleep(5 * time.Millisecond)

@@ -257,7 +257,7 @@ func runBench(ctx context.Context, o benchOptions) (benchResult, error) {
 	for i := range clients {
 		g.Go(func() {
 			clients[i], bindErrs[i] = esme.Dial(ctx, o.Target, esme.Options{
-				SystemID: o.SystemID, Password: o.Password, Bind: esme.BindTRX, Window: o.Window, Timeout: o.Timeout,
+				SystemID: o.SystemID, Password: o.Password, Bind: smpp.BindTransceiver, Window: o.Window, Timeout: o.Timeout,
 			})
 		})
 	}

@@ -109,7 +109,7 @@ upstreams:
 // accepts and its upstream is bound.
 func dialReady(t *testing.T, addr string) *esme.Client {
 	t.Helper()
-	return dialUntilBound(t, addr, esme.Options{SystemID: "shop", Password: "secret", Bind: esme.BindTRX, Timeout: 5 * time.Second, Window: 20})
+	return dialUntilBound(t, addr, esme.Options{SystemID: "shop", Password: "secret", Bind: smpp.BindTransceiver, Timeout: 5 * time.Second, Window: 20})
 }
 
 // dialUntilBound dials and binds with opts until the proxy at addr

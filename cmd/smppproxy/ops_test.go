@@ -17,6 +17,7 @@ import (
 	"github.com/smppproxy/smppproxy/esme"
 	"github.com/smppproxy/smppproxy/internal/testkit"
 	"github.com/smppproxy/smppproxy/sim"
+	"github.com/smppproxy/smppproxy/smpp"
 )
 
 // Subprocess tests of issue #5 (operations): `smppproxy serve` runs as a
@@ -168,7 +169,7 @@ func mustCLI(t *testing.T, args ...string) string {
 	return out
 }
 
-func dialAs(t *testing.T, addr, password, bind string) *esme.Client {
+func dialAs(t *testing.T, addr, password string, bind smpp.BindType) *esme.Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -235,8 +236,8 @@ func TestCLISessionsListAndKick(t *testing.T) {
 	defer smsc.Close()
 	const token = "adm-7f3c9e"
 	p := startOps(t, smsc.Addr(), opsOptions{token: token})
-	trx := dialAs(t, p.listen, "secret", esme.BindTRX)
-	tx := dialAs(t, p.listen, "secret", esme.BindTX)
+	trx := dialAs(t, p.listen, "secret", smpp.BindTransceiver)
+	tx := dialAs(t, p.listen, "secret", smpp.BindTransmitter)
 	if r := submit(t, tx, "k-1", "hello"); r.Status != 0 {
 		t.Fatalf("submit: %v", r.Status)
 	}
@@ -354,7 +355,7 @@ func TestCLIKeysShowAndResolve(t *testing.T) {
 	}
 	defer smsc.Close()
 	p := startOps(t, smsc.Addr(), opsOptions{})
-	c := dialAs(t, p.listen, "secret", esme.BindTRX)
+	c := dialAs(t, p.listen, "secret", smpp.BindTransceiver)
 	first := submit(t, c, "otp-1", "code 1")
 	dup := submit(t, c, "otp-1", "code 1")
 	if first.Status != 0 || dup.Status != 0 || dup.MessageID != first.MessageID {
@@ -426,7 +427,7 @@ func TestMetricsCountEachOutcomeExactly(t *testing.T) {
 	}
 	defer smsc.Close()
 	p := startOps(t, smsc.Addr(), opsOptions{})
-	c := dialAs(t, p.listen, "secret", esme.BindTRX)
+	c := dialAs(t, p.listen, "secret", smpp.BindTransceiver)
 	script := []struct {
 		key, text string
 		status    uint32

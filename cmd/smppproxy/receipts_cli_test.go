@@ -108,7 +108,7 @@ func TestCLIReceiptsUnmatchedAndDeliveryState(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
-	tx, err := esme.Dial(ctx, s.app.Addr(), esme.Options{SystemID: "shop", Password: "secret", Bind: esme.BindTX, Timeout: 5 * time.Second})
+	tx, err := esme.Dial(ctx, s.app.Addr(), esme.Options{SystemID: "shop", Password: "secret", Bind: smpp.BindTransmitter, Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +149,7 @@ func TestCLIReceiptsUnmatchedAndDeliveryState(t *testing.T) {
 	}
 
 	// The queued receipt is pending for a receiving session until acked.
-	rx, err := esme.Dial(ctx, s.app.Addr(), esme.Options{SystemID: "shop", Password: "secret", Bind: esme.BindRX, Timeout: 5 * time.Second, ManualDeliverResp: true})
+	rx, err := esme.Dial(ctx, s.app.Addr(), esme.Options{SystemID: "shop", Password: "secret", Bind: smpp.BindReceiver, Timeout: 5 * time.Second, ManualDeliverResp: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +196,7 @@ func TestCLIReceiptsUnmatchedAndDeliveryState(t *testing.T) {
 	// A message submitted to the SMSC by someone else (here: directly, as
 	// the proxy's own system_id): its receipt reaches the proxy's bind and
 	// matches no record.
-	direct, err := esme.Dial(ctx, s.smsc.Addr(), esme.Options{SystemID: "proxy", Password: "pw", Bind: esme.BindTX, Timeout: 5 * time.Second})
+	direct, err := esme.Dial(ctx, s.smsc.Addr(), esme.Options{SystemID: "proxy", Password: "pw", Bind: smpp.BindTransmitter, Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,10 +12,11 @@ import (
 
 	"github.com/smppproxy/smppproxy/esme"
 	"github.com/smppproxy/smppproxy/sim"
+	"github.com/smppproxy/smppproxy/smpp"
 )
 
 // dialBind binds to the proxy as shop with bind type bt once it accepts.
-func dialBind(t *testing.T, addr, bt string) *esme.Client {
+func dialBind(t *testing.T, addr string, bt smpp.BindType) *esme.Client {
 	t.Helper()
 	return dialUntilBound(t, addr, esme.Options{SystemID: "shop", Password: "secret", Bind: bt, Timeout: 5 * time.Second})
 }
@@ -39,7 +40,7 @@ func TestKill9WithQueuedReceiptsLosesNone(t *testing.T) {
 	logPath := filepath.Join(dir, "proxy.log")
 	p := startServe(t, cfgPath, logPath)
 
-	tx := dialBind(t, listen, esme.BindTX)
+	tx := dialBind(t, listen, smpp.BindTransmitter)
 	const n = 30
 	var ids []string
 	for i := range n {
@@ -80,7 +81,7 @@ func TestKill9WithQueuedReceiptsLosesNone(t *testing.T) {
 	startServe(t, cfgPath, logPath)
 	wg.Wait()
 
-	rx := dialBind(t, listen, esme.BindRX)
+	rx := dialBind(t, listen, smpp.BindReceiver)
 	defer rx.Close()
 	var got []string
 	timeout := time.After(15 * time.Second)

@@ -2,11 +2,11 @@ package main
 
 import (
 	"encoding/json"
+	"github.com/smppproxy/smppproxy/smpp"
 	"strings"
 	"testing"
 
 	"github.com/smppproxy/smppproxy/admin"
-	"github.com/smppproxy/smppproxy/esme"
 	"github.com/smppproxy/smppproxy/sim"
 )
 
@@ -25,7 +25,7 @@ func TestCLIKeysResolveRefusesAMessageIDAnotherRecordHolds(t *testing.T) {
 	}
 	defer smsc.Close()
 	p := startOps(t, smsc.Addr(), opsOptions{})
-	c := dialAs(t, p.listen, "secret", esme.BindTRX)
+	c := dialAs(t, p.listen, "secret", smpp.BindTransceiver)
 	held := submit(t, c, "otp-1", "code 1")
 	if held.Status != 0 || held.MessageID == "" {
 		t.Fatalf("submit otp-1 = %+v, want accepted", held)

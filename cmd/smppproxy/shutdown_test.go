@@ -16,6 +16,7 @@ import (
 	"github.com/smppproxy/smppproxy/esme"
 	"github.com/smppproxy/smppproxy/internal/testkit"
 	"github.com/smppproxy/smppproxy/sim"
+	"github.com/smppproxy/smppproxy/smpp"
 	"github.com/smppproxy/smppproxy/state"
 )
 
@@ -68,7 +69,7 @@ func TestSIGTERMDuringWindowedLoadLosesNoAck(t *testing.T) {
 	acked := map[string]string{} // key → message id the ESME saw
 	var wg sync.WaitGroup
 	for w := range 3 {
-		c := dialAs(t, p.listen, "secret", esme.BindTRX)
+		c := dialAs(t, p.listen, "secret", smpp.BindTransceiver)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -165,7 +166,7 @@ func TestLogsNeverCarryTextPasswordsOrNumbers(t *testing.T) {
 		c.Close()
 		t.Fatal("a bind with a wrong password succeeded")
 	}
-	c := dialAs(t, p.listen, password, esme.BindTRX)
+	c := dialAs(t, p.listen, password, smpp.BindTransceiver)
 	for range 2 { // forwarded, then replayed
 		r, err := c.Submit(ctx, esme.Submit{Src: "BANK", Dst: number, Key: "login-7", Text: []byte("Your code is " + otp)})
 		if err != nil || r.Status != 0 {
