@@ -17,27 +17,12 @@ import (
 	"github.com/smppproxy/smppproxy/state"
 )
 
-// Outcome labels (metrics and logs).
-const (
-	OutForwarded = "forwarded"
-	OutReplayed  = "replayed"
-	OutJoined    = "joined"
-	OutConflict  = "conflict"
-	OutUnknown   = "unknown"
-	OutRejected  = "rejected"
-	OutThrottled = "throttled"
-	OutUntracked = "untracked"
-	OutRetryable = "retryable"
-	OutInvalid   = "invalid"
-	OutStoreErr  = "store_error"
-)
-
 // Answer is what the ESME gets for one submit_sm.
 type Answer struct {
 	Status    smpp.Status
 	MessageID string
-	// Outcome is the decision taken (one of the Out* labels).
-	Outcome string
+	// Outcome is the decision taken.
+	Outcome Outcome
 	Key     state.Key
 }
 
@@ -68,7 +53,7 @@ type Engine struct {
 	seq   atomic.Uint64
 	mu    sync.Mutex
 	fl    map[state.Key]*flight
-	count sync.Map // outcome -> *atomic.Uint64
+	count [numOutcomes]atomic.Uint64
 }
 
 // flight is a submit being decided in this process; identical submits of
@@ -106,17 +91,18 @@ func randomID() string {
 }
 
 // Count returns how many submits ended with outcome.
-func (e *Engine) Count(outcome string) uint64 {
-	if v, ok := e.count.Load(outcome); ok {
-		return v.(*atomic.Uint64).Load()
+func (e *Engine) Count(outcome Outcome) uint64 {
+	if outcome >= numOutcomes {
+		return 0
 	}
-	return 0
+	return e.count[outcome].Load()
 }
 
 func (e *Engine) counted(account string, a Answer) Answer {
-	v, _ := e.count.LoadOrStore(a.Outcome, new(atomic.Uint64))
-	v.(*atomic.Uint64).Add(1)
-	e.cfg.Metrics.submit(account, a.Outcome)
+	if a.Outcome < numOutcomes {
+		e.count[a.Outcome].Add(1)
+	}
+	e.cfg.Metrics.submit(account, a.Outcome.String())
 	return a
 }
 
@@ -331,7 +317,7 @@ func (e *Engine) decide(ctx context.Context, account string, p Policy, k state.K
 		case state.Unknown:
 			why := e.resendUnknown(p, existing)
 			if why == "" {
-				log.Info("duplicate of an unknown outcome; not forwarded", "status", p.UnknownStatus.String(), "policy", p.OnUnknown)
+				log.Info("duplicate of an unknown outcome; not forwarded", "status", p.UnknownStatus.String(), "policy", string(p.OnUnknown))
 				return Answer{Status: p.UnknownStatus, Outcome: OutUnknown, Key: k}
 			}
 			a, again := e.takeover(ctx, log, account, p, k, c, me, retention, state.Unknown, why)
@@ -655,7 +641,7 @@ func (e *Engine) forward(ctx context.Context, log *slog.Logger, account string, 
 	if next == state.Unknown {
 		lvl = slog.LevelWarn
 	}
-	log.Log(ctx, lvl, "submit decided", "outcome", a.Outcome, "state", string(next), "status", res.Status.String(), "message_id", res.MessageID, "proxy_id", rec.ProxyID, "reason", errString(res.Err))
+	log.Log(ctx, lvl, "submit decided", "outcome", a.Outcome.String(), "state", string(next), "status", res.Status.String(), "message_id", res.MessageID, "proxy_id", rec.ProxyID, "reason", errString(res.Err))
 	return a
 }
 

@@ -197,7 +197,7 @@ func TestSentOwnerIsJoinedByConcurrentDuplicates(t *testing.T) {
 	close(f.release)
 	wg.Wait()
 	close(answers)
-	outcomes := map[string]int{}
+	outcomes := map[Outcome]int{}
 	for a := range answers {
 		if a.Status != 0 || a.MessageID != "m1" {
 			t.Errorf("answer = {%v %q %s}, want {0 m1}", a.Status, a.MessageID, a.Outcome)
@@ -276,7 +276,7 @@ func TestKeyPolicies(t *testing.T) {
 		p          Policy
 		key        string
 		wantStatus smpp.Status
-		wantOut    string
+		wantOut    Outcome
 		twiceFwd   int // forwards after submitting the same thing twice
 	}{
 		"tlv key dedups":               {Policy{}, "a", 0, OutReplayed, 1},
