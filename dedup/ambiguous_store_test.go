@@ -78,7 +78,7 @@ func rvAmbSubmit(t *testing.T, key string) *smpp.Submit {
 func TestReviewAmbiguousCreateFailureDoesNotWedgeTheKey(t *testing.T) {
 	st := &rvAmbStore{Store: state.NewMem(nil)}
 	f := &rvAmbForwarder{}
-	e := New(Config{Store: st, Forwarder: f, InstanceID: "rv-amb"})
+	e := newTestEngine(t, Config{Store: st, Forwarder: f, InstanceID: "rv-amb"})
 	p := Policy{InflightWait: 50 * time.Millisecond}
 	bg := context.Background()
 
@@ -105,7 +105,7 @@ func TestReviewOutcomeWriteFailureDoesNotWedgeTheKey(t *testing.T) {
 	mem := state.NewMem(nil)
 	// The disk fills up while the SMSC answers; space is back right after.
 	f := &rvAmbForwarder{after: func(int) { mem.FailWrites(errors.New("no space left on device")) }}
-	e := New(Config{Store: mem, Forwarder: f, InstanceID: "rv-amb2"})
+	e := newTestEngine(t, Config{Store: mem, Forwarder: f, InstanceID: "rv-amb2"})
 	p := Policy{InflightWait: 50 * time.Millisecond}
 	bg := context.Background()
 

@@ -32,7 +32,9 @@ type Config struct {
 	Metrics   *Metrics // nil: not counted
 	// InstanceID distinguishes owners across processes and restarts.
 	InstanceID string
-	Now        func() time.Time
+	// Now is the clock every time decision of the engine reads (windows,
+	// unknown_timeout, expiry, back-off deadlines). nil: time.Now.
+	Now func() time.Time
 	// IDs normalises upstream message ids for receipt matching and issues
 	// proxy message ids (message_id: proxy). nil: ids are stored as the
 	// upstream wrote them and every account gets upstream ids.
@@ -44,6 +46,7 @@ type Config struct {
 }
 
 // Engine applies the submit decision table. Safe for concurrent use.
+// Close stops its background writes.
 type Engine struct {
 	cfg   Config
 	log   *slog.Logger
@@ -52,6 +55,12 @@ type Engine struct {
 	mu    sync.Mutex
 	fl    map[state.Key]*flight
 	count [numOutcomes]atomic.Uint64
+
+	// bgCtx is the context of the background goroutines (persistLater):
+	// Close cancels it (stop) and waits for them (bg).
+	bgCtx context.Context
+	stop  context.CancelFunc
+	bg    sync.WaitGroup
 }
 
 // flight is a submit being decided in this process; identical submits of
@@ -65,6 +74,7 @@ type flight struct {
 // New returns an Engine.
 func New(cfg Config) *Engine {
 	e := &Engine{cfg: cfg, log: cfg.Logger, now: cfg.Now, fl: make(map[state.Key]*flight)}
+	e.bgCtx, e.stop = context.WithCancel(context.Background())
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
 	}
@@ -80,6 +90,16 @@ func New(cfg Config) *Engine {
 		e.cfg.Secret = state.NewSecret(b)
 	}
 	return e
+}
+
+// Close stops the engine's background goroutines (outcome writes still
+// being retried after a store error) and waits for them. A record whose
+// outcome was not written stays `sent` (Recover makes it unknown at the
+// next start). Call it before closing the store; Submit must not be called
+// after it.
+func (e *Engine) Close() {
+	e.stop()
+	e.bg.Wait()
 }
 
 func randomID() string {

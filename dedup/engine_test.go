@@ -64,7 +64,15 @@ func newEngine(t *testing.T, f *fakeForwarder) (*Engine, *state.MemStore, *clock
 	t.Helper()
 	c := &clock{t: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
 	st := state.NewMem(c.now)
-	return New(Config{Store: st, Forwarder: f, Now: c.now, InstanceID: "test"}), st, c
+	return newTestEngine(t, Config{Store: st, Forwarder: f, Now: c.now, InstanceID: "test"}), st, c
+}
+
+// newTestEngine returns New(cfg), closed when the test ends.
+func newTestEngine(t *testing.T, cfg Config) *Engine {
+	t.Helper()
+	e := New(cfg)
+	t.Cleanup(e.Close)
+	return e
 }
 
 func submit(t *testing.T, key, text string, extra ...smpp.TLV) *smpp.Submit {

@@ -73,7 +73,7 @@ func TestReviewTakeoverNearEndOfRetentionIsNotSentTwice(t *testing.T) {
 		}
 		return Result{Kind: Answered, Status: smpp.StatusOK, MessageID: fmt.Sprintf("m%d", n)}
 	}}
-	e := New(Config{Store: st, Forwarder: f, Now: clk.now, InstanceID: "rv-exp"})
+	e := newTestEngine(t, Config{Store: st, Forwarder: f, Now: clk.now, InstanceID: "rv-exp"})
 	p := Policy{Retention: time.Hour, InflightWait: 50 * time.Millisecond}
 	bg := context.Background()
 

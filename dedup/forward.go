@@ -26,7 +26,7 @@ func (o *op) forward(ctx context.Context, created time.Time) Answer {
 		// written later, so retries are answered by what happened instead
 		// of waiting for an owner that is gone.
 		log.Error("store refused the outcome; answering ESME_RSYSERR and retrying the write", "err", err, "outcome", string(next))
-		go e.persistLater(log, o.k, outcome)
+		e.goBackground(func() { e.persistLater(log, o.k, outcome) })
 		return o.storeErr()
 	}
 	if next == state.Accepted {
@@ -132,17 +132,35 @@ func (o *op) outcomeWrite(res Result, next state.SubmitState, stored smpp.Status
 
 var errNotOwned = errors.New("dedup: record no longer owned")
 
+// goBackground runs fn on a goroutine that Close stops and waits for.
+func (e *Engine) goBackground(fn func()) {
+	e.bg.Add(1)
+	go func() {
+		defer e.bg.Done()
+		fn()
+	}()
+}
+
 // persistLater retries an outcome write that the store refused, with
-// back-off, for up to persistFor; it stops when the write succeeds, the
-// record is gone or no longer ours, or the store is closed. Until it
-// succeeds the record stays `sent` (a restart makes it unknown).
+// back-off, until persistFor has passed on the engine's clock; it stops
+// when the write succeeds, the record is gone or no longer ours, the store
+// is closed, or the engine is closed. Until it succeeds the record stays
+// `sent` (a restart makes it unknown).
 func (e *Engine) persistLater(log *slog.Logger, k state.Key, fn func(*state.Record) error) {
 	delay := 10 * time.Millisecond
-	deadline := time.Now().Add(persistFor)
-	for time.Now().Before(deadline) {
-		time.Sleep(delay)
+	deadline := e.now().Add(persistFor)
+	t := time.NewTimer(delay)
+	defer t.Stop()
+	for e.now().Before(deadline) {
+		select {
+		case <-e.bgCtx.Done():
+			log.Warn("outcome not written before the engine closed; the record stays sent until a restart makes it unknown")
+			return
+		case <-t.C:
+		}
 		delay = min(delay*2, 5*time.Second)
-		_, err := e.cfg.Store.Update(context.Background(), k, fn)
+		t.Reset(delay)
+		_, err := e.cfg.Store.Update(e.bgCtx, k, fn)
 		switch {
 		case err == nil:
 			log.Warn("outcome written after an earlier store error")

@@ -320,23 +320,28 @@ func (o *op) releaseUnsent(ctx context.Context, note string) {
 // different timing, by polling the store.
 func (o *op) waitOther(ctx context.Context) Answer {
 	p, k := o.p, o.k
-	deadline := time.Now().Add(p.InflightWait)
+	bound := time.NewTimer(p.InflightWait)
+	defer bound.Stop()
 	delay := 5 * time.Millisecond
-	for time.Now().Before(deadline) {
+	poll := time.NewTimer(delay)
+	defer poll.Stop()
+	for {
 		select {
 		case <-ctx.Done():
-			deadline = time.Time{}
+		case <-bound.C:
+		case <-poll.C:
+			delay = min(delay*2, 100*time.Millisecond)
+			poll.Reset(delay)
+			r, err := o.e.cfg.Store.Get(ctx, k)
+			if err != nil {
+				break
+			}
+			if a, ok := o.settledByOther(r); ok {
+				return a
+			}
 			continue
-		case <-time.After(delay):
 		}
-		delay = min(delay*2, 100*time.Millisecond)
-		r, err := o.e.cfg.Store.Get(ctx, k)
-		if err != nil {
-			break
-		}
-		if a, ok := o.settledByOther(r); ok {
-			return a
-		}
+		break
 	}
 	o.log.Info("duplicate still in flight; throttled")
 	return Answer{Status: smpp.StatusThrottled, Outcome: OutThrottled, Key: k}

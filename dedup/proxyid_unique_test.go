@@ -30,7 +30,7 @@ func (c *collidingIDs) IssueID(account string) string {
 func TestReview2ProxyIDsAreUniquePerAccount(t *testing.T) {
 	c := &clock{t: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
 	st := state.NewMem(c.now)
-	e := New(Config{Store: st, Forwarder: &fakeForwarder{}, Now: c.now, InstanceID: "test", IDs: &collidingIDs{}})
+	e := newTestEngine(t, Config{Store: st, Forwarder: &fakeForwarder{}, Now: c.now, InstanceID: "test", IDs: &collidingIDs{}})
 	a := e.Submit(ctx, "proxied", Policy{}, submit(t, "otp-1", "code 1"))
 	b := e.Submit(ctx, "proxied", Policy{}, submit(t, "otp-2", "code 2"))
 	if a.Status != 0 || b.Status != 0 {

@@ -71,8 +71,8 @@ func TestReviewResendAfterResendsAtMostOnceUnderRace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := New(Config{Store: mem, Forwarder: rvRaceForwarder{&forwards}, Now: clk.now, InstanceID: "rv-a", Secret: secret})
-	b := New(Config{Store: slow, Forwarder: rvRaceForwarder{&forwards}, Now: clk.now, InstanceID: "rv-b", Secret: secret})
+	a := newTestEngine(t, Config{Store: mem, Forwarder: rvRaceForwarder{&forwards}, Now: clk.now, InstanceID: "rv-a", Secret: secret})
+	b := newTestEngine(t, Config{Store: slow, Forwarder: rvRaceForwarder{&forwards}, Now: clk.now, InstanceID: "rv-b", Secret: secret})
 	p := Policy{OnUnknown: OnUnknownResendAfter, UnknownTimeout: time.Minute, InflightWait: 50 * time.Millisecond}
 	sub := func() *smpp.Submit {
 		s, err := smpp.ParseSubmit(smpp.EncodeSubmit(9, smpp.SubmitFields{

@@ -35,7 +35,7 @@ func (f *rvSegForwarder) Forward(_ context.Context, a *Attempt) Result {
 
 func TestReviewFingerprintPolicyKeepsPartsOfDifferentMessagesApart(t *testing.T) {
 	f := &rvSegForwarder{}
-	e := New(Config{Store: state.NewMem(nil), Forwarder: f, InstanceID: "rv-seg"})
+	e := newTestEngine(t, Config{Store: state.NewMem(nil), Forwarder: f, InstanceID: "rv-seg"})
 	p := Policy{Key: KeyFingerprint, FingerprintWindow: time.Minute, InflightWait: 50 * time.Millisecond}
 	part := func(ref, seq byte, text string) *smpp.Submit {
 		ud := append([]byte{0x05, 0x00, 0x03, ref, 0x02, seq}, text...)

@@ -380,6 +380,7 @@ func (a *App) Shutdown(ctx context.Context) error {
 			}
 		}
 		a.receipts.Close()
+		a.engine.Close()
 		if e := a.store.Close(); e != nil && err == nil {
 			err = e
 		}
@@ -399,6 +400,7 @@ func (a *App) Close() {
 			_ = p.Close(ctx)
 		}
 		a.receipts.Close()
+		a.engine.Close()
 		_ = a.store.Close()
 	})
 }
