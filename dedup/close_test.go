@@ -22,10 +22,10 @@ func newEngineWithStuckOutcome(t *testing.T) (*Engine, *clock, *testkit.LogLines
 	t.Helper()
 	clk := &clock{t: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
 	mem := state.NewMem(clk.now)
-	f := &rvAmbForwarder{after: func(int) { mem.FailWrites(errors.New("no space left on device")) }}
+	f := &ambForwarder{after: func(int) { mem.FailWrites(errors.New("no space left on device")) }}
 	lines := testkit.NewLogLines()
 	e := newTestEngine(t, Config{Store: mem, Forwarder: f, Now: clk.now, InstanceID: "stuck", Logger: slog.New(lines)})
-	if a := e.Submit(ctx, "shop", Policy{}, rvAmbSubmit(t, "k1")); a.Outcome != OutStoreErr {
+	if a := e.Submit(ctx, "shop", Policy{}, ambSubmit(t, "k1")); a.Outcome != OutStoreErr {
 		t.Fatalf("submit whose outcome could not be stored = %v %s, want store_error", a.Status, a.Outcome)
 	}
 	return e, clk, lines

@@ -69,6 +69,8 @@ type flight struct {
 	fp   [32]byte
 	done chan struct{}
 	ans  Answer
+	// joiners is how many duplicates joined it (guarded by Engine.mu).
+	joiners int
 }
 
 // New returns an Engine.
@@ -186,6 +188,7 @@ func (e *Engine) Submit(ctx context.Context, account string, p Policy, sub *smpp
 	e.mu.Lock()
 	cur, busy := e.fl[k]
 	if busy && cur.fp == o.c.fp {
+		cur.joiners++
 		e.mu.Unlock()
 		return e.join(ctx, account, o.p, k, cur)
 	}
