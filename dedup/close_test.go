@@ -10,10 +10,7 @@ import (
 	"github.com/smppproxy/smppproxy/state"
 )
 
-const (
-	msgNotWrittenAtClose = "outcome not written before the engine closed; the record stays sent until a restart makes it unknown"
-	msgNotWrittenInTime  = "outcome still not written; the record stays sent until a restart makes it unknown"
-)
+const msgNotWrittenInTime = "outcome still not written; the record stays sent until a restart makes it unknown"
 
 // newEngineWithStuckOutcome returns an engine whose store refuses every
 // write once the SMSC has answered, after one submit whose outcome write
@@ -62,5 +59,28 @@ func TestOutcomeRetriesEndWhenPersistForPassesOnTheEngineClock(t *testing.T) {
 	}
 	if n, _ := lines.Count(msgNotWrittenAtClose); n != 0 {
 		t.Errorf("%q logged although the engine was not closed", msgNotWrittenAtClose)
+	}
+}
+
+// A submit whose outcome write fails after Close starts no background
+// retry: it says so, and the record stays sent (unknown after a restart).
+func TestOutcomeWriteFailingAfterCloseStartsNoRetry(t *testing.T) {
+	clk := &clock{t: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
+	mem := state.NewMem(clk.now)
+	lines := testkit.NewLogLines()
+	var e *Engine
+	f := &ambForwarder{after: func(int) {
+		e.Close() // the proxy stops while the SMSC answers
+		mem.FailWrites(errors.New("no space left on device"))
+	}}
+	e = newTestEngine(t, Config{Store: mem, Forwarder: f, Now: clk.now, InstanceID: "closing", Logger: slog.New(lines)})
+	if a := e.Submit(ctx, "shop", Policy{}, ambSubmit(t, "k1")); a.Outcome != OutStoreErr {
+		t.Fatalf("submit whose outcome could not be stored = %v %s, want store_error", a.Status, a.Outcome)
+	}
+	if left := testkit.LeftRunning(0, "dedup.(*Engine).persistLater"); left != "" {
+		t.Fatalf("outcome retry started after Close:\n%s", left)
+	}
+	if n, _ := lines.Count(msgNotWrittenAtClose); n != 1 {
+		t.Errorf("%q logged %d times, want once", msgNotWrittenAtClose, n)
 	}
 }

@@ -100,7 +100,9 @@ func New(cfg Config) *Engine {
 // next start). Call it before closing the store; Submit must not be called
 // after it.
 func (e *Engine) Close() {
-	e.stop()
+	e.mu.Lock()
+	e.stop() // under mu: no goroutine is added once Wait may run
+	e.mu.Unlock()
 	e.bg.Wait()
 }
 

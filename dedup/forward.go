@@ -26,7 +26,9 @@ func (o *op) forward(ctx context.Context, created time.Time) Answer {
 		// written later, so retries are answered by what happened instead
 		// of waiting for an owner that is gone.
 		log.Error("store refused the outcome; answering ESME_RSYSERR and retrying the write", "err", err, "outcome", string(next))
-		e.goBackground(func() { e.persistLater(log, o.k, outcome) })
+		if !e.goBackground(func() { e.persistLater(log, o.k, outcome) }) {
+			log.Warn(msgNotWrittenAtClose)
+		}
 		return o.storeErr()
 	}
 	if next == state.Accepted {
@@ -132,13 +134,20 @@ func (o *op) outcomeWrite(res Result, next state.SubmitState, stored smpp.Status
 
 var errNotOwned = errors.New("dedup: record no longer owned")
 
-// goBackground runs fn on a goroutine that Close stops and waits for.
-func (e *Engine) goBackground(fn func()) {
+// goBackground runs fn on a goroutine that Close stops and waits for, or
+// reports false when the engine is closed.
+func (e *Engine) goBackground(fn func()) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.bgCtx.Err() != nil {
+		return false
+	}
 	e.bg.Add(1)
 	go func() {
 		defer e.bg.Done()
 		fn()
 	}()
+	return true
 }
 
 // persistLater retries an outcome write that the store refused, with
@@ -154,7 +163,7 @@ func (e *Engine) persistLater(log *slog.Logger, k state.Key, fn func(*state.Reco
 	for e.now().Before(deadline) {
 		select {
 		case <-e.bgCtx.Done():
-			log.Warn("outcome not written before the engine closed; the record stays sent until a restart makes it unknown")
+			log.Warn(msgNotWrittenAtClose)
 			return
 		case <-t.C:
 		}
@@ -174,3 +183,5 @@ func (e *Engine) persistLater(log *slog.Logger, k state.Key, fn func(*state.Reco
 
 // persistFor bounds persistLater.
 const persistFor = 2 * time.Minute
+
+const msgNotWrittenAtClose = "outcome not written before the engine closed; the record stays sent until a restart makes it unknown"
