@@ -1,17 +1,16 @@
 package dedup
 
-// Review finding: after a store error the engine can leave a record in
-// `sent` with no live owner. Nothing in the running process ever moves it,
-// so every retry waits inflight_wait and gets ESME_RTHROTTLED, forever
-// (after a restart Recover makes it `unknown`: 0x08 until an operator
-// resolves it), although the proxy knows what happened:
+// A store error must not leave a record in `sent` with no live owner:
+// nothing in the running process would move it, so every retry would wait
+// inflight_wait and get ESME_RTHROTTLED until a restart (and be held
+// `unknown` after it), although the proxy knows what happened:
 //
-//   - Create is reported failed but was applied. The state package says a
-//     failed Badger commit is ambiguous (Badger puts a batch in its memtable
-//     before syncing the WAL, so later reads see it). Nothing was forwarded.
+//   - Create is reported failed but was applied (a failed Badger commit is
+//     ambiguous: Badger puts a batch in its memtable before syncing the
+//     WAL, so later reads see it). Nothing was forwarded: a retry sends it.
 //   - The outcome write fails (disk full for a moment) after the SMSC
-//     accepted: the record stays `sent`; once the store works again a
-//     retry still gets 0x58 instead of the message id the proxy was given.
+//     accepted: once the store works again the outcome is written and a
+//     retry is answered with the message id the proxy was given.
 
 import (
 	"context"
@@ -22,18 +21,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smppproxy/smppproxy/internal/testkit"
 	"github.com/smppproxy/smppproxy/smpp"
 	"github.com/smppproxy/smppproxy/state"
 )
 
-// rvAmbStore reports the next successful Create as failed, as a Badger
+// ambStore reports the next successful Create as failed, as a Badger
 // commit whose fsync failed after the memtable was updated.
-type rvAmbStore struct {
+type ambStore struct {
 	state.Store
 	failNextCreate atomic.Bool
 }
 
-func (s *rvAmbStore) Create(ctx context.Context, rec *state.Record) (*state.Record, bool, error) {
+func (s *ambStore) Create(ctx context.Context, rec *state.Record) (*state.Record, bool, error) {
 	ex, created, err := s.Store.Create(ctx, rec)
 	if err == nil && created && s.failNextCreate.CompareAndSwap(true, false) {
 		return nil, false, errors.New("state: commit: sync wal: input/output error")
@@ -41,13 +41,13 @@ func (s *rvAmbStore) Create(ctx context.Context, rec *state.Record) (*state.Reco
 	return ex, created, err
 }
 
-type rvAmbForwarder struct {
+type ambForwarder struct {
 	mu    sync.Mutex
 	n     int
 	after func(n int) // called after the journal, before answering
 }
 
-func (f *rvAmbForwarder) Forward(_ context.Context, a *Attempt) Result {
+func (f *ambForwarder) Forward(_ context.Context, a *Attempt) Result {
 	f.mu.Lock()
 	f.n++
 	n := f.n
@@ -61,9 +61,9 @@ func (f *rvAmbForwarder) Forward(_ context.Context, a *Attempt) Result {
 	return Result{Kind: Answered, Status: smpp.StatusOK, MessageID: fmt.Sprintf("m%d", n), Upstream: "up", Session: "up/s1", Sequence: uint32(n)}
 }
 
-func (f *rvAmbForwarder) count() int { f.mu.Lock(); defer f.mu.Unlock(); return f.n }
+func (f *ambForwarder) count() int { f.mu.Lock(); defer f.mu.Unlock(); return f.n }
 
-func rvAmbSubmit(t *testing.T, key string) *smpp.Submit {
+func ambSubmit(t *testing.T, key string) *smpp.Submit {
 	t.Helper()
 	s, err := smpp.ParseSubmit(smpp.EncodeSubmit(3, smpp.SubmitFields{
 		Src: "SHOP", Dst: "447700900123", ShortMessage: []byte("hello"),
@@ -75,21 +75,21 @@ func rvAmbSubmit(t *testing.T, key string) *smpp.Submit {
 	return s
 }
 
-func TestReviewAmbiguousCreateFailureDoesNotWedgeTheKey(t *testing.T) {
-	st := &rvAmbStore{Store: state.NewMem(nil)}
-	f := &rvAmbForwarder{}
-	e := New(Config{Store: st, Forwarder: f, InstanceID: "rv-amb"})
+func TestAmbiguousCreateFailureDoesNotWedgeTheKey(t *testing.T) {
+	st := &ambStore{Store: state.NewMem(nil)}
+	f := &ambForwarder{}
+	e := newTestEngine(t, Config{Store: st, Forwarder: f, InstanceID: "amb"})
 	p := Policy{InflightWait: 50 * time.Millisecond}
 	bg := context.Background()
 
 	st.failNextCreate.Store(true)
-	a1 := e.Submit(bg, "shop", p, rvAmbSubmit(t, "k1"))
+	a1 := e.Submit(bg, "shop", p, ambSubmit(t, "k1"))
 	if a1.Status != smpp.StatusSysErr || f.count() != 0 {
 		t.Fatalf("submit whose Create failed = %v %s with %d forwards, want ESME_RSYSERR and nothing forwarded", a1.Status, a1.Outcome, f.count())
 	}
 	// Nothing was sent: the ESME's retry must be able to send it.
 	for i := range 3 {
-		a := e.Submit(bg, "shop", p, rvAmbSubmit(t, "k1"))
+		a := e.Submit(bg, "shop", p, ambSubmit(t, "k1"))
 		if a.Status == smpp.StatusOK {
 			if f.count() != 1 {
 				t.Fatalf("forwards = %d, want 1", f.count())
@@ -101,36 +101,34 @@ func TestReviewAmbiguousCreateFailureDoesNotWedgeTheKey(t *testing.T) {
 	t.Errorf("every retry after an ambiguous Create failure was refused; forwards = %d: the key is stuck in `sent` with no owner until restart", f.count())
 }
 
-func TestReviewOutcomeWriteFailureDoesNotWedgeTheKey(t *testing.T) {
+func TestOutcomeWriteFailureDoesNotWedgeTheKey(t *testing.T) {
 	mem := state.NewMem(nil)
 	// The disk fills up while the SMSC answers; space is back right after.
-	f := &rvAmbForwarder{after: func(int) { mem.FailWrites(errors.New("no space left on device")) }}
-	e := New(Config{Store: mem, Forwarder: f, InstanceID: "rv-amb2"})
+	f := &ambForwarder{after: func(int) { mem.FailWrites(errors.New("no space left on device")) }}
+	e := newTestEngine(t, Config{Store: mem, Forwarder: f, InstanceID: "amb2"})
 	p := Policy{InflightWait: 50 * time.Millisecond}
 	bg := context.Background()
 
-	a1 := e.Submit(bg, "shop", p, rvAmbSubmit(t, "k2"))
+	a1 := e.Submit(bg, "shop", p, ambSubmit(t, "k2"))
 	mem.FailWrites(nil)
 	f.after = nil
 	if a1.Status != smpp.StatusSysErr {
 		t.Fatalf("submit whose outcome could not be stored = %v %s, want ESME_RSYSERR", a1.Status, a1.Outcome)
 	}
-	// The store works again. A retry must be answered by what happened
-	// (ideally status 0 with m1, the id the SMSC gave; at least the
-	// unknown_status of an ambiguous outcome), not wait for an owner that
-	// is gone and get ESME_RTHROTTLED, and must not be forwarded again.
-	time.Sleep(100 * time.Millisecond)
-	a2 := e.Submit(bg, "shop", p, rvAmbSubmit(t, "k2"))
+	// The store works again: the outcome is written in the background, and
+	// a retry is answered by what happened (status 0 with m1, the id the
+	// SMSC gave), not by waiting for an owner that is gone
+	// (ESME_RTHROTTLED), and is not forwarded again.
+	k := state.Key{Account: "shop", Key: KeyOfTLV([]byte("k2"))}
+	testkit.Eventually(t, 10*time.Second, func() bool {
+		r, err := mem.Get(bg, k)
+		return err == nil && r.State != state.Sent
+	}, "the outcome was written once the store worked again")
+	a2 := e.Submit(bg, "shop", p, ambSubmit(t, "k2"))
 	if f.count() != 1 {
 		t.Fatalf("forwards = %d, want 1 (the SMSC accepted the first)", f.count())
 	}
-	r, _ := mem.Get(bg, state.Key{Account: "shop", Key: KeyOfTLV([]byte("k2"))})
-	st := ""
-	if r != nil {
-		st = string(r.State)
-	}
-	if a2.Outcome == OutThrottled || st == string(state.Sent) {
-		t.Errorf("retry once the store works again = %v %q %s (record %s), want status 0 with m1 (or unknown_status): "+
-			"the record stays `sent` with no owner and every retry gets 0x58 until restart", a2.Status, a2.MessageID, a2.Outcome, st)
+	if a2.Status != smpp.StatusOK || a2.MessageID != "m1" || a2.Outcome != OutReplayed {
+		t.Errorf("retry once the store works again = {%v %q %s}, want {0 m1 replayed}", a2.Status, a2.MessageID, a2.Outcome)
 	}
 }

@@ -57,7 +57,7 @@ func newAppliedThenFailedEngine(t *testing.T, f *fakeForwarder) (*Engine, *appli
 	t.Helper()
 	c := &clock{t: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
 	st := &appliedThenFailedStore{Store: state.NewMem(c.now)}
-	return New(Config{Store: st, Forwarder: f, Now: c.now, InstanceID: "applied"}), st, c
+	return newTestEngine(t, Config{Store: st, Forwarder: f, Now: c.now, InstanceID: "applied"}), st, c
 }
 
 // afterFailedWrite checks that a submit whose store write was applied but

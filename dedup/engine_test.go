@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smppproxy/smppproxy/internal/testkit"
 	"github.com/smppproxy/smppproxy/smpp"
 	"github.com/smppproxy/smppproxy/state"
 )
@@ -64,7 +65,15 @@ func newEngine(t *testing.T, f *fakeForwarder) (*Engine, *state.MemStore, *clock
 	t.Helper()
 	c := &clock{t: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
 	st := state.NewMem(c.now)
-	return New(Config{Store: st, Forwarder: f, Now: c.now, InstanceID: "test"}), st, c
+	return newTestEngine(t, Config{Store: st, Forwarder: f, Now: c.now, InstanceID: "test"}), st, c
+}
+
+// newTestEngine returns New(cfg), closed when the test ends.
+func newTestEngine(t *testing.T, cfg Config) *Engine {
+	t.Helper()
+	e := New(cfg)
+	t.Cleanup(e.Close)
+	return e
 }
 
 func submit(t *testing.T, key, text string, extra ...smpp.TLV) *smpp.Submit {
@@ -177,39 +186,49 @@ func TestDecisionTable(t *testing.T) {
 	}
 }
 
+// Duplicates that arrive while the owner waits for the upstream join it:
+// each gets the owner's answer (joined), and the upstream sees one submit.
 func TestSentOwnerIsJoinedByConcurrentDuplicates(t *testing.T) {
-	f := &fakeForwarder{release: make(chan struct{})}
+	f := &fakeForwarder{release: make(chan struct{}), written: make(chan struct{})}
 	e, _, _ := newEngine(t, f)
 	const n = 50
+	p := Policy{InflightWait: time.Minute}
 	answers := make(chan Answer, n)
+	owner := func() { answers <- e.Submit(ctx, "shop", p, submit(t, "otp-7", "code 7")) }
+	go owner()
+	<-f.written // the owner's submit is upstream, its answer held back
 	var wg sync.WaitGroup
-	for range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			answers <- e.Submit(ctx, "shop", Policy{InflightWait: 5 * time.Second}, submit(t, "otp-7", "code 7"))
-		}()
+	for range n - 1 {
+		wg.Go(owner)
 	}
-	for f.count() == 0 {
-		time.Sleep(time.Millisecond)
-	}
-	time.Sleep(20 * time.Millisecond)
+	k := state.Key{Account: "shop", Key: "k:otp-7"}
+	testkit.Eventually(t, 10*time.Second, func() bool { return e.joinersOf(k) == n-1 }, "every duplicate joined the flight")
 	close(f.release)
 	wg.Wait()
-	close(answers)
-	outcomes := map[string]int{}
-	for a := range answers {
+	outcomes := map[Outcome]int{}
+	for range n {
+		a := <-answers
 		if a.Status != 0 || a.MessageID != "m1" {
 			t.Errorf("answer = {%v %q %s}, want {0 m1}", a.Status, a.MessageID, a.Outcome)
 		}
 		outcomes[a.Outcome]++
 	}
-	if outcomes[OutForwarded] != 1 || outcomes[OutJoined]+outcomes[OutReplayed] != n-1 {
-		t.Errorf("outcomes = %v, want 1 forwarded and %d joined or replayed", outcomes, n-1)
+	if outcomes[OutForwarded] != 1 || outcomes[OutJoined] != n-1 || len(outcomes) != 2 {
+		t.Errorf("outcomes = %v, want 1 forwarded and %d joined", outcomes, n-1)
 	}
 	if c := f.count(); c != 1 {
 		t.Errorf("forwards = %d, want 1", c)
 	}
+}
+
+// joinersOf is how many duplicates joined the flight of k (0: none in flight).
+func (e *Engine) joinersOf(k state.Key) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if f := e.fl[k]; f != nil {
+		return f.joiners
+	}
+	return 0
 }
 
 func TestSentByAnotherOwnerTimesOutWithThrottled(t *testing.T) {
@@ -232,13 +251,11 @@ func TestSentByAnotherOwnerTimesOutWithThrottled(t *testing.T) {
 }
 
 func TestConflictWhileSent(t *testing.T) {
-	f := &fakeForwarder{release: make(chan struct{})}
+	f := &fakeForwarder{release: make(chan struct{}), written: make(chan struct{})}
 	e, _, _ := newEngine(t, f)
 	done := make(chan Answer)
 	go func() { done <- e.Submit(ctx, "shop", Policy{}, submit(t, "s1", "original")) }()
-	for f.count() == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	<-f.written // the owner is upstream, its answer held back
 	got := e.Submit(ctx, "shop", Policy{}, submit(t, "s1", "other content"))
 	if got.Status != smpp.StatusKeyConflict || got.Outcome != OutConflict {
 		t.Errorf("other content while the owner is in flight = {%v %s}, want conflict", got.Status, got.Outcome)
@@ -249,19 +266,34 @@ func TestConflictWhileSent(t *testing.T) {
 	}
 }
 
+// getSignal is a store that announces the first Get (a duplicate polling
+// for another owner's answer).
+type getSignal struct {
+	state.Store
+	once sync.Once
+	got  chan struct{}
+}
+
+func (s *getSignal) Get(ctx context.Context, k state.Key) (*state.Record, error) {
+	s.once.Do(func() { close(s.got) })
+	return s.Store.Get(ctx, k)
+}
+
 func TestSentByAnotherOwnerIsJoinedWhenItResolves(t *testing.T) {
 	f := &fakeForwarder{}
-	e, st, clk := newEngine(t, f)
+	c := &clock{t: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
+	st := &getSignal{Store: state.NewMem(c.now), got: make(chan struct{})}
+	e := newTestEngine(t, Config{Store: st, Forwarder: f, Now: c.now, InstanceID: "test"})
 	s := submit(t, "k10", "text")
 	k := state.Key{Account: "shop", Key: "k:k10"}
-	if _, _, err := st.Create(ctx, &state.Record{Key: k, Fingerprint: s.Fingerprint(), State: state.Sent, Owner: "other/1", Expires: clk.now().Add(time.Hour)}); err != nil {
+	if _, _, err := st.Create(ctx, &state.Record{Key: k, Fingerprint: s.Fingerprint(), State: state.Sent, Owner: "other/1", Expires: c.now().Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
 	go func() {
-		time.Sleep(30 * time.Millisecond)
+		<-st.got // the duplicate waits for the other owner
 		_, _ = st.Update(ctx, k, func(r *state.Record) error { r.State, r.MessageID = state.Accepted, "other-id"; return nil })
 	}()
-	got := e.Submit(ctx, "shop", Policy{InflightWait: 2 * time.Second}, s)
+	got := e.Submit(ctx, "shop", Policy{InflightWait: time.Minute}, s)
 	if got.Status != 0 || got.MessageID != "other-id" || got.Outcome != OutJoined {
 		t.Errorf("Submit = {%v %q %s}, want {0 other-id joined}", got.Status, got.MessageID, got.Outcome)
 	}
@@ -276,7 +308,7 @@ func TestKeyPolicies(t *testing.T) {
 		p          Policy
 		key        string
 		wantStatus smpp.Status
-		wantOut    string
+		wantOut    Outcome
 		twiceFwd   int // forwards after submitting the same thing twice
 	}{
 		"tlv key dedups":               {Policy{}, "a", 0, OutReplayed, 1},

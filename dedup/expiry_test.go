@@ -1,12 +1,12 @@
 package dedup
 
-// Review finding: a record's Expires is fixed at Create (Created+retention)
-// and a takeover of a retryable (or unknown) record does not extend it. A
-// takeover shortly before the end of retention forwards the submit; the
-// record expires while the upstream answers; the owner's outcome write
-// then fails (ErrNotFound) and the ESME gets ESME_RSYSERR although the SMSC
-// accepted the message; the ESME retries, the expired record counts as
-// absent, and the retry is forwarded again: a second SMS.
+// A takeover of a retryable (or unknown) record extends its Expires (fixed
+// at Create to Created+retention) past the forward. Otherwise a takeover
+// shortly before the end of retention forwards the submit, the record
+// expires while the upstream answers, the owner's outcome write fails
+// (ErrNotFound) and the ESME gets ESME_RSYSERR although the SMSC accepted
+// the message; its retry finds no record and is forwarded again: a second
+// SMS.
 
 import (
 	"context"
@@ -19,21 +19,13 @@ import (
 	"github.com/smppproxy/smppproxy/state"
 )
 
-type rvExpClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *rvExpClock) now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *rvExpClock) add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
-
-type rvExpForwarder struct {
+type expForwarder struct {
 	mu     sync.Mutex
 	n      int
 	script func(n int) Result
 }
 
-func (f *rvExpForwarder) Forward(_ context.Context, a *Attempt) Result {
+func (f *expForwarder) Forward(_ context.Context, a *Attempt) Result {
 	f.mu.Lock()
 	f.n++
 	n := f.n
@@ -46,9 +38,9 @@ func (f *rvExpForwarder) Forward(_ context.Context, a *Attempt) Result {
 	return r
 }
 
-func (f *rvExpForwarder) count() int { f.mu.Lock(); defer f.mu.Unlock(); return f.n }
+func (f *expForwarder) count() int { f.mu.Lock(); defer f.mu.Unlock(); return f.n }
 
-func rvExpSubmit(t *testing.T, key, text string) *smpp.Submit {
+func expSubmit(t *testing.T, key, text string) *smpp.Submit {
 	t.Helper()
 	s, err := smpp.ParseSubmit(smpp.EncodeSubmit(7, smpp.SubmitFields{
 		Src: "SHOP", Dst: "447700900123", ShortMessage: []byte(text),
@@ -60,10 +52,10 @@ func rvExpSubmit(t *testing.T, key, text string) *smpp.Submit {
 	return s
 }
 
-func TestReviewTakeoverNearEndOfRetentionIsNotSentTwice(t *testing.T) {
-	clk := &rvExpClock{t: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
+func TestTakeoverNearEndOfRetentionIsNotSentTwice(t *testing.T) {
+	clk := &clock{t: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
 	st := state.NewMem(clk.now)
-	f := &rvExpForwarder{script: func(n int) Result {
+	f := &expForwarder{script: func(n int) Result {
 		switch n {
 		case 1: // first try: upstream throttles → retryable
 			return Result{Kind: Answered, Status: smpp.StatusThrottled}
@@ -73,19 +65,19 @@ func TestReviewTakeoverNearEndOfRetentionIsNotSentTwice(t *testing.T) {
 		}
 		return Result{Kind: Answered, Status: smpp.StatusOK, MessageID: fmt.Sprintf("m%d", n)}
 	}}
-	e := New(Config{Store: st, Forwarder: f, Now: clk.now, InstanceID: "rv-exp"})
+	e := newTestEngine(t, Config{Store: st, Forwarder: f, Now: clk.now, InstanceID: "exp"})
 	p := Policy{Retention: time.Hour, InflightWait: 50 * time.Millisecond}
 	bg := context.Background()
 
-	a1 := e.Submit(bg, "shop", p, rvExpSubmit(t, "otp-1", "code 123456"))
+	a1 := e.Submit(bg, "shop", p, expSubmit(t, "otp-1", "code 123456"))
 	if a1.Status != smpp.StatusThrottled {
 		t.Fatalf("first submit = %v %s, want ESME_RTHROTTLED (retryable)", a1.Status, a1.Outcome)
 	}
 	// The ESME retries 5 s before the record's retention ends.
 	clk.add(time.Hour - 5*time.Second)
-	a2 := e.Submit(bg, "shop", p, rvExpSubmit(t, "otp-1", "code 123456"))
+	a2 := e.Submit(bg, "shop", p, expSubmit(t, "otp-1", "code 123456"))
 	// Whatever a2 got, a retry must not reach the SMSC a second time.
-	a3 := e.Submit(bg, "shop", p, rvExpSubmit(t, "otp-1", "code 123456"))
+	a3 := e.Submit(bg, "shop", p, expSubmit(t, "otp-1", "code 123456"))
 	if n := f.count(); n != 2 {
 		t.Errorf("forwards = %d, want 2 (one throttled, one accepted): the accepted message was sent again "+
 			"(takeover answer %v %q %s; retry answer %v %q %s)", n, a2.Status, a2.MessageID, a2.Outcome, a3.Status, a3.MessageID, a3.Outcome)

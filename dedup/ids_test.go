@@ -29,7 +29,7 @@ func newIDEngine(t *testing.T, f *fakeForwarder) (*Engine, *state.MemStore) {
 	t.Helper()
 	c := &clock{t: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
 	st := state.NewMem(c.now)
-	return New(Config{Store: st, Forwarder: f, Now: c.now, InstanceID: "test", IDs: &fakeIDs{}}), st
+	return newTestEngine(t, Config{Store: st, Forwarder: f, Now: c.now, InstanceID: "test", IDs: &fakeIDs{}}), st
 }
 
 // message_id: proxy — the ESME gets the proxy id on the first answer, on

@@ -16,7 +16,7 @@ func TestDecisionLogsNameTheSessionNotTheText(t *testing.T) {
 	var buf bytes.Buffer
 	f := &fakeForwarder{}
 	c := &clock{t: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
-	e := New(Config{Store: state.NewMem(c.now), Forwarder: f, Now: c.now, InstanceID: "t",
+	e := newTestEngine(t, Config{Store: state.NewMem(c.now), Forwarder: f, Now: c.now, InstanceID: "t",
 		Logger: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	ctx := WithSession(ctx, "esme-42")
 	e.Submit(ctx, "shop", Policy{}, submit(t, "otp-9", "Your code is 918273"))

@@ -12,38 +12,56 @@ import (
 	"github.com/smppproxy/smppproxy/smpp"
 )
 
+// KeyPolicy is where a submit's idempotency key comes from (SPEC §3.1);
+// its values are config's idempotency.key names.
+type KeyPolicy string
+
 // Key policies (SPEC §3.1).
 const (
-	KeyTLV         = "tlv"
-	KeyFingerprint = "fingerprint"
-	KeyNone        = "none"
+	KeyTLV         KeyPolicy = "tlv"
+	KeyFingerprint KeyPolicy = "fingerprint"
+	KeyNone        KeyPolicy = "none"
+)
 
-	MissingForward     = "forward"
-	MissingReject      = "reject"
-	MissingFingerprint = "fingerprint"
+// MissingKeyPolicy is what the tlv policy does with a submit without the
+// key TLV; its values are config's idempotency.missing_key names.
+type MissingKeyPolicy string
 
+// Missing-key policies.
+const (
+	MissingForward     MissingKeyPolicy = "forward"
+	MissingReject      MissingKeyPolicy = "reject"
+	MissingFingerprint MissingKeyPolicy = "fingerprint"
+)
+
+// UnknownPolicy is what a retry of an unknown record gets; its values are
+// config's idempotency.on_unknown names.
+type UnknownPolicy string
+
+// Unknown policies.
+const (
 	// OnUnknownHold answers unknown_status until the record is resolved.
-	OnUnknownHold = "hold"
+	OnUnknownHold UnknownPolicy = "hold"
 	// OnUnknownResendAfter lets one client retry forward again once the
 	// record has been unknown for UnknownTimeout (at-least-once opt-in).
-	OnUnknownResendAfter = "resend_after"
+	OnUnknownResendAfter UnknownPolicy = "resend_after"
 	// OnUnknownResend lets every client retry forward again at once: for an
 	// upstream that deduplicates by the forwarded key TLV itself.
-	OnUnknownResend = "resend"
+	OnUnknownResend UnknownPolicy = "resend"
 )
 
 // Policy is an account's idempotency policy. Zero fields take the SPEC
 // defaults (see withDefaults).
 type Policy struct {
-	Key               string
+	Key               KeyPolicy
 	TLVTag            uint16
-	MissingKey        string
+	MissingKey        MissingKeyPolicy
 	Retention         time.Duration
 	FingerprintWindow time.Duration
 	InflightWait      time.Duration
 	ConflictStatus    smpp.Status
 	UnknownStatus     smpp.Status
-	OnUnknown         string
+	OnUnknown         UnknownPolicy
 	UnknownTimeout    time.Duration
 }
 

@@ -24,13 +24,13 @@ func (c *collidingIDs) IssueID(account string) string {
 // SPEC §3.6 / §4 (message_id: proxy): the ESME must be able to tell its
 // messages apart by the id it is given; receipts are rewritten to it and
 // query_sm/cancel_sm look the record up by it. Proxy ids are drawn at
-// random and stored without a uniqueness check: two live records of one
-// account get the same id, the ESME gets two receipts with one id, and
-// the proxy-id index (query_sm, cancel_sm) points at only one of them.
-func TestReview2ProxyIDsAreUniquePerAccount(t *testing.T) {
+// random, so an id a live record of the account holds is drawn again;
+// otherwise the ESME would get two receipts with one id and the proxy-id
+// index (query_sm, cancel_sm) would point at only one of them.
+func TestProxyIDsAreUniquePerAccount(t *testing.T) {
 	c := &clock{t: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
 	st := state.NewMem(c.now)
-	e := New(Config{Store: st, Forwarder: &fakeForwarder{}, Now: c.now, InstanceID: "test", IDs: &collidingIDs{}})
+	e := newTestEngine(t, Config{Store: st, Forwarder: &fakeForwarder{}, Now: c.now, InstanceID: "test", IDs: &collidingIDs{}})
 	a := e.Submit(ctx, "proxied", Policy{}, submit(t, "otp-1", "code 1"))
 	b := e.Submit(ctx, "proxied", Policy{}, submit(t, "otp-2", "code 2"))
 	if a.Status != 0 || b.Status != 0 {

@@ -1,13 +1,12 @@
 package dedup
 
-// Review finding: under on_unknown: resend_after, whether a retry may
-// forward an unknown record again ("at most once more": UnknownTimeout
-// elapsed and no earlier resend in the history) is decided on the record
-// returned by Create, but takeover's atomic Update only re-checks the state
-// and fingerprint. A retry whose Create saw the record before another
-// retry's resend, and whose takeover runs after that resend ended unknown
-// again, resends a second time: three copies upstream, where the policy
-// promises at most two. SPEC §3.2 asks for exactly one owner among
+// Under on_unknown: resend_after, whether a retry may forward an unknown
+// record again ("at most once more": UnknownTimeout elapsed and no earlier
+// resend) is decided again inside takeover's atomic Update, not only on the
+// record returned by Create. Otherwise a retry whose Create saw the record
+// before another retry's resend, and whose takeover runs after that resend
+// ended unknown again, resends a second time: three copies upstream, where
+// the policy promises at most two. SPEC §3.2 asks for exactly one owner among
 // concurrent submits of one key across processes sharing a store; two
 // engines on one store model that (in one process the same interleaving
 // needs the second retry's Update to lag its Create by a whole forward).
@@ -15,7 +14,6 @@ package dedup
 import (
 	"context"
 	"errors"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -24,37 +22,29 @@ import (
 	"github.com/smppproxy/smppproxy/state"
 )
 
-type rvRaceMarker struct{}
+type raceMarker struct{}
 
-// rvRaceStore delays the first Update made with a marked context until
+// raceStore delays the first Update made with a marked context until
 // released: the gap between a retry's Create and its takeover.
-type rvRaceStore struct {
+type raceStore struct {
 	state.Store
 	once    atomic.Bool
 	entered chan struct{}
 	release chan struct{}
 }
 
-func (s *rvRaceStore) Update(ctx context.Context, k state.Key, fn func(*state.Record) error) (*state.Record, error) {
-	if ctx.Value(rvRaceMarker{}) != nil && s.once.CompareAndSwap(false, true) {
+func (s *raceStore) Update(ctx context.Context, k state.Key, fn func(*state.Record) error) (*state.Record, error) {
+	if ctx.Value(raceMarker{}) != nil && s.once.CompareAndSwap(false, true) {
 		close(s.entered)
 		<-s.release
 	}
 	return s.Store.Update(ctx, k, fn)
 }
 
-type rvRaceClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+// raceForwarder: every forward times out (ambiguous).
+type raceForwarder struct{ n *atomic.Int32 }
 
-func (c *rvRaceClock) now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *rvRaceClock) add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
-
-// rvRaceForwarder: every forward times out (ambiguous).
-type rvRaceForwarder struct{ n *atomic.Int32 }
-
-func (f rvRaceForwarder) Forward(_ context.Context, a *Attempt) Result {
+func (f raceForwarder) Forward(_ context.Context, a *Attempt) Result {
 	n := f.n.Add(1)
 	if err := a.Journal("up", "up/s1", uint32(n)); err != nil {
 		return Result{Kind: NotSent, Status: smpp.StatusSysErr, Err: err, Upstream: "up"}
@@ -62,17 +52,17 @@ func (f rvRaceForwarder) Forward(_ context.Context, a *Attempt) Result {
 	return Result{Kind: Ambiguous, Err: errors.New("response timeout"), Upstream: "up", Session: "up/s1", Sequence: uint32(n)}
 }
 
-func TestReviewResendAfterResendsAtMostOnceUnderRace(t *testing.T) {
-	clk := &rvRaceClock{t: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
+func TestResendAfterResendsAtMostOnceUnderRace(t *testing.T) {
+	clk := &clock{t: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
 	mem := state.NewMem(clk.now)
-	slow := &rvRaceStore{Store: mem, entered: make(chan struct{}), release: make(chan struct{})}
+	slow := &raceStore{Store: mem, entered: make(chan struct{}), release: make(chan struct{})}
 	var forwards atomic.Int32
 	secret, err := state.RandomSecret() // one install: both processes key fingerprints alike
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := New(Config{Store: mem, Forwarder: rvRaceForwarder{&forwards}, Now: clk.now, InstanceID: "rv-a", Secret: secret})
-	b := New(Config{Store: slow, Forwarder: rvRaceForwarder{&forwards}, Now: clk.now, InstanceID: "rv-b", Secret: secret})
+	a := newTestEngine(t, Config{Store: mem, Forwarder: raceForwarder{&forwards}, Now: clk.now, InstanceID: "a", Secret: secret})
+	b := newTestEngine(t, Config{Store: slow, Forwarder: raceForwarder{&forwards}, Now: clk.now, InstanceID: "b", Secret: secret})
 	p := Policy{OnUnknown: OnUnknownResendAfter, UnknownTimeout: time.Minute, InflightWait: 50 * time.Millisecond}
 	sub := func() *smpp.Submit {
 		s, err := smpp.ParseSubmit(smpp.EncodeSubmit(9, smpp.SubmitFields{
@@ -92,7 +82,7 @@ func TestReviewResendAfterResendsAtMostOnceUnderRace(t *testing.T) {
 	clk.add(2 * time.Minute) // unknown_timeout elapsed: one resend allowed
 
 	done := make(chan Answer, 1)
-	go func() { done <- b.Submit(context.WithValue(bg, rvRaceMarker{}, true), "shop", p, sub()) }()
+	go func() { done <- b.Submit(context.WithValue(bg, raceMarker{}, true), "shop", p, sub()) }()
 	<-slow.entered // b's Create saw the record unknown, never resent
 
 	if got := a.Submit(bg, "shop", p, sub()); got.Outcome != OutUnknown {

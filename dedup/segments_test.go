@@ -1,14 +1,14 @@
 package dedup
 
-// Review finding: under the fingerprint key policy (and missing_key:
-// fingerprint) the record key of a segment is the fingerprint, and the
-// fingerprint zeroes the concatenation reference number. Two different long
-// messages to one number within fingerprint_window whose part k is
-// byte-identical (a fixed-length variable part in part 1 followed by a
-// fixed text — e.g. a new OTP requested 20 s after the first) share the
-// record of part k: part 2 of the second message is answered with the
-// first message's part-2 id and never sent, so the handset can never
-// reassemble the second message (reference R2 has no part 2). The SPEC
+// Under the fingerprint key policy (and missing_key: fingerprint) the
+// record key of a segment carries the concatenation reference number, which
+// the fingerprint zeroes. Otherwise two different long messages to one
+// number within fingerprint_window whose part k is byte-identical (a
+// fixed-length variable part in part 1 followed by a fixed text — e.g. a
+// new OTP requested 20 s after the first) would share the record of part
+// k: part 2 of the second message would be answered with the first
+// message's part-2 id and never sent, and the handset could never
+// reassemble the second message. The SPEC
 // accepts merging two *identical* messages in the window, not parts of
 // different ones ("segments of one message are never duplicates of each
 // other").
@@ -23,9 +23,9 @@ import (
 	"github.com/smppproxy/smppproxy/state"
 )
 
-type rvSegForwarder struct{ n atomic.Int32 }
+type segForwarder struct{ n atomic.Int32 }
 
-func (f *rvSegForwarder) Forward(_ context.Context, a *Attempt) Result {
+func (f *segForwarder) Forward(_ context.Context, a *Attempt) Result {
 	n := f.n.Add(1)
 	if err := a.Journal("up", "up/s1", uint32(n)); err != nil {
 		return Result{Kind: NotSent, Status: smpp.StatusSysErr, Err: err, Upstream: "up"}
@@ -33,9 +33,9 @@ func (f *rvSegForwarder) Forward(_ context.Context, a *Attempt) Result {
 	return Result{Kind: Answered, Status: smpp.StatusOK, MessageID: "m" + string(rune('0'+n)), Upstream: "up"}
 }
 
-func TestReviewFingerprintPolicyKeepsPartsOfDifferentMessagesApart(t *testing.T) {
-	f := &rvSegForwarder{}
-	e := New(Config{Store: state.NewMem(nil), Forwarder: f, InstanceID: "rv-seg"})
+func TestFingerprintPolicyKeepsPartsOfDifferentMessagesApart(t *testing.T) {
+	f := &segForwarder{}
+	e := newTestEngine(t, Config{Store: state.NewMem(nil), Forwarder: f, InstanceID: "seg"})
 	p := Policy{Key: KeyFingerprint, FingerprintWindow: time.Minute, InflightWait: 50 * time.Millisecond}
 	part := func(ref, seq byte, text string) *smpp.Submit {
 		ud := append([]byte{0x05, 0x00, 0x03, ref, 0x02, seq}, text...)

@@ -230,11 +230,11 @@ func policyOf(p *smppserver.Principal) dedup.Policy {
 	}
 	id := acc.Idempotency
 	return dedup.Policy{
-		Key: string(id.Key), TLVTag: uint16(id.TLVTag), MissingKey: string(id.MissingKey),
+		Key: dedup.KeyPolicy(id.Key), TLVTag: uint16(id.TLVTag), MissingKey: dedup.MissingKeyPolicy(id.MissingKey),
 		Retention: id.Retention.Std(), FingerprintWindow: id.FingerprintWindow.Std(),
 		InflightWait: id.InflightWait.Std(), ConflictStatus: smpp.Status(id.ConflictStatus),
 		UnknownStatus: smpp.Status(id.UnknownStatus),
-		OnUnknown:     string(id.OnUnknown), UnknownTimeout: id.UnknownTimeout.Std(),
+		OnUnknown:     dedup.UnknownPolicy(id.OnUnknown), UnknownTimeout: id.UnknownTimeout.Std(),
 	}
 }
 
@@ -380,6 +380,7 @@ func (a *App) Shutdown(ctx context.Context) error {
 			}
 		}
 		a.receipts.Close()
+		a.engine.Close()
 		if e := a.store.Close(); e != nil && err == nil {
 			err = e
 		}
@@ -399,6 +400,7 @@ func (a *App) Close() {
 			_ = p.Close(ctx)
 		}
 		a.receipts.Close()
+		a.engine.Close()
 		_ = a.store.Close()
 	})
 }

@@ -116,7 +116,7 @@ type demoReport struct {
 	Attempts int
 	// Outcomes are the proxy's decisions (dedup outcome → count), summed
 	// over both proxy runs.
-	Outcomes     map[string]uint64
+	Outcomes     map[dedup.Outcome]uint64
 	ReachedSMSC  int64
 	DistinctKeys int
 	Duplicates   map[string]int
@@ -166,7 +166,7 @@ type demo struct {
 	first    map[string]string // key → the first message id the ESME got
 	rep      *demoReport
 	phase    *demoPhase
-	counts   map[string]uint64 // outcomes of proxy runs already shut down
+	counts   map[dedup.Outcome]uint64 // outcomes of proxy runs already shut down
 }
 
 func runDemo(ctx context.Context, o demoOptions) (*demoReport, error) {
@@ -177,7 +177,7 @@ func runDemo(ctx context.Context, o demoOptions) (*demoReport, error) {
 	ctx, cancel := context.WithTimeout(ctx, 50*time.Second)
 	defer cancel()
 	start := time.Now()
-	d := &demo{o: o, first: map[string]string{}, rep: &demoReport{}, counts: map[string]uint64{}}
+	d := &demo{o: o, first: map[string]string{}, rep: &demoReport{}, counts: map[dedup.Outcome]uint64{}}
 	defer d.close()
 
 	n := o.Keys
@@ -363,13 +363,11 @@ func (d *demo) stopProxy(ctx context.Context) error {
 	return nil
 }
 
-var demoOutcomes = []string{
-	dedup.OutForwarded, dedup.OutReplayed, dedup.OutJoined, dedup.OutConflict, dedup.OutUnknown,
-	dedup.OutRejected, dedup.OutThrottled, dedup.OutUntracked, dedup.OutRetryable, dedup.OutInvalid, dedup.OutStoreErr,
-}
+// demoOutcomes are the engine's outcomes, the five the report names first.
+var demoOutcomes = dedup.Outcomes()
 
-func (d *demo) appOutcomes() map[string]uint64 {
-	m := map[string]uint64{}
+func (d *demo) appOutcomes() map[dedup.Outcome]uint64 {
+	m := map[dedup.Outcome]uint64{}
 	if d.app != nil {
 		for _, o := range demoOutcomes {
 			m[o] = d.app.Engine().Count(o)
@@ -378,7 +376,7 @@ func (d *demo) appOutcomes() map[string]uint64 {
 	return m
 }
 
-func (d *demo) outcomes() map[string]uint64 {
+func (d *demo) outcomes() map[dedup.Outcome]uint64 {
 	m := d.appOutcomes()
 	for k, v := range d.counts {
 		m[k] += v

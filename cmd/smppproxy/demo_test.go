@@ -26,7 +26,7 @@ func TestDemo(t *testing.T) {
 	if rep.ReachedSMSC != 11 || rep.DistinctKeys != 11 {
 		t.Errorf("reached the SMSC %d, distinct keys %d; want 11, 11", rep.ReachedSMSC, rep.DistinctKeys)
 	}
-	want := map[string]uint64{dedup.OutForwarded: 10, dedup.OutConflict: 1, dedup.OutJoined: 1, dedup.OutUnknown: 4}
+	want := map[dedup.Outcome]uint64{dedup.OutForwarded: 10, dedup.OutConflict: 1, dedup.OutJoined: 1, dedup.OutUnknown: 4}
 	for o, n := range want {
 		if got := rep.Outcomes[o]; got != n {
 			t.Errorf("outcome %s = %d, want %d", o, got, n)

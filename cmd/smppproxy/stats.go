@@ -12,6 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/smppproxy/smppproxy/admin"
+	"github.com/smppproxy/smppproxy/dedup"
 )
 
 func statsCommand() *cli.Command {
@@ -40,8 +41,17 @@ func statsCommand() *cli.Command {
 	}
 }
 
-// Outcomes in the order of SPEC §9, then any others the engine counts.
-var outcomeOrder = []string{"forwarded", "replayed", "joined", "conflict", "unknown", "rejected", "throttled", "untracked", "retryable", "invalid", "store_error"}
+// outcomeOrder is the order submits are listed in: the engine's outcomes
+// (SPEC §9 order), then any other label, sorted.
+var outcomeOrder = outcomeNames()
+
+func outcomeNames() []string {
+	var names []string
+	for _, o := range dedup.Outcomes() {
+		names = append(names, o.String())
+	}
+	return names
+}
 
 func printStats(w io.Writer, s *admin.Stats, now time.Time) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

@@ -1,0 +1,187 @@
+package dedup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/smppproxy/smppproxy/smpp"
+	"github.com/smppproxy/smppproxy/state"
+)
+
+// forward sends the owned record upstream and persists the outcome before
+// answering. created is when the record's operation began (validity
+// periods count from it).
+func (o *op) forward(ctx context.Context, created time.Time) Answer {
+	e := o.e
+	res := e.cfg.Forwarder.Forward(context.WithoutCancel(ctx), o.attempt(ctx, created))
+	log := o.log.With("upstream", res.Upstream, "upstream_session", res.Session, "upstream_sequence", res.Sequence)
+	next, a, stored := o.classify(res)
+	outcome := o.outcomeWrite(res, next, stored)
+	rec, err := e.cfg.Store.Update(context.WithoutCancel(ctx), o.k, outcome)
+	if err != nil {
+		// The outcome could not be made durable: never claim success. It is
+		// written later, so retries are answered by what happened instead
+		// of waiting for an owner that is gone.
+		log.Error("store refused the outcome; answering ESME_RSYSERR and retrying the write", "err", err, "outcome", string(next))
+		if !e.goBackground(func() { e.persistLater(log, o.k, outcome) }) {
+			log.Warn(msgNotWrittenAtClose)
+		}
+		return o.storeErr()
+	}
+	if next == state.Accepted {
+		a.MessageID = rec.ClientMessageID()
+	}
+	lvl := slog.LevelInfo
+	if next == state.Unknown {
+		lvl = slog.LevelWarn
+	}
+	log.Log(ctx, lvl, "submit decided", "outcome", a.Outcome.String(), "state", string(next), "status", res.Status.String(), "message_id", res.MessageID, "proxy_id", rec.ProxyID, "reason", errString(res.Err))
+	return a
+}
+
+// attempt is the forward of this submit, journaling into its record.
+func (o *op) attempt(ctx context.Context, created time.Time) *Attempt {
+	e := o.e
+	var keyTag uint16
+	if o.p.Key == KeyTLV {
+		keyTag = o.p.TLVTag
+	}
+	att := &Attempt{
+		Account: o.account, Key: e.logKey(o.k.Key), Submit: o.c.sub, Segment: o.c.seg, KeyTag: keyTag,
+		Journal: func(upstream, session string, seq uint32) error {
+			// Not the ESME's context: its owner disconnecting must not make
+			// the attempt "not sent" for the duplicates that joined it.
+			_, err := e.cfg.Store.Update(context.WithoutCancel(ctx), o.k, func(r *state.Record) error {
+				if r.Owner != o.owner || r.State != state.Sent {
+					return fmt.Errorf("dedup: record no longer owned (state %s)", r.State)
+				}
+				r.Upstream, r.Session, r.Sequence, r.Updated = upstream, session, seq, e.now()
+				addEvent(r, state.Event{At: r.Updated, State: state.Sent, Session: session, Sequence: seq, Note: "journaled before write to " + upstream})
+				return nil
+			})
+			return err
+		},
+	}
+	if dl, ok := validityDeadline(o.c.sub, created); ok {
+		att.Deadline = dl
+	}
+	return att
+}
+
+// classify maps a forward's result to the record's next state, the
+// answer, and the status kept on the record (replayed to joiners).
+func (o *op) classify(res Result) (state.SubmitState, Answer, smpp.Status) {
+	stored := res.Status
+	var next state.SubmitState
+	var a Answer
+	switch {
+	case res.Kind == Answered && res.Status == smpp.StatusOK:
+		next, a = state.Accepted, Answer{Status: smpp.StatusOK, MessageID: res.MessageID, Outcome: OutForwarded}
+	case res.Kind == Answered && res.Status.Temporary():
+		next, a = state.Retryable, Answer{Status: res.Status, Outcome: OutRetryable}
+	case res.Kind == Answered:
+		next, a = state.Rejected, Answer{Status: res.Status, Outcome: OutRejected}
+	case res.Kind == NotSent:
+		st := res.Status
+		if st == 0 {
+			st = smpp.StatusSysErr
+		}
+		next, a, stored = state.Retryable, Answer{Status: st, Outcome: OutRetryable}, st
+		if st == smpp.StatusThrottled {
+			a.Outcome = OutThrottled
+		}
+	default:
+		next, a = state.Unknown, Answer{Status: o.p.UnknownStatus, Outcome: OutUnknown}
+	}
+	a.Key = o.k
+	return next, a, stored
+}
+
+// outcomeWrite is the store update recording res on the record this
+// submit owns (errNotOwned if it no longer does).
+func (o *op) outcomeWrite(res Result, next state.SubmitState, stored smpp.Status) func(*state.Record) error {
+	e := o.e
+	return func(r *state.Record) error {
+		if r.Owner != o.owner || r.State != state.Sent {
+			return errNotOwned
+		}
+		r.State, r.Status, r.Updated = next, uint32(stored), e.now()
+		r.Expires = expiresAfterAnswer(r, o.retention, r.Updated)
+		if res.Upstream != "" {
+			r.Upstream = res.Upstream
+		}
+		if next == state.Accepted {
+			r.MessageID = res.MessageID
+			r.NormID = e.normID(r.Upstream, res.MessageID)
+		}
+		note := "upstream answered"
+		switch res.Kind {
+		case NotSent:
+			note = "not sent: " + errString(res.Err)
+		case Ambiguous:
+			note = "ambiguous: " + errString(res.Err)
+		}
+		if res.Attempts > 1 {
+			note += fmt.Sprintf(" after %d attempts", res.Attempts)
+		}
+		addEvent(r, state.Event{At: r.Updated, State: next, Status: uint32(res.Status), Session: res.Session, Sequence: res.Sequence, MessageID: r.MessageID, Note: note})
+		return nil
+	}
+}
+
+var errNotOwned = errors.New("dedup: record no longer owned")
+
+// goBackground runs fn on a goroutine that Close stops and waits for, or
+// reports false when the engine is closed.
+func (e *Engine) goBackground(fn func()) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.bgCtx.Err() != nil {
+		return false
+	}
+	e.bg.Add(1)
+	go func() {
+		defer e.bg.Done()
+		fn()
+	}()
+	return true
+}
+
+// persistLater retries an outcome write that the store refused, with
+// back-off, until persistFor has passed on the engine's clock; it stops
+// when the write succeeds, the record is gone or no longer ours, the store
+// is closed, or the engine is closed. Until it succeeds the record stays
+// `sent` (a restart makes it unknown).
+func (e *Engine) persistLater(log *slog.Logger, k state.Key, fn func(*state.Record) error) {
+	delay := 10 * time.Millisecond
+	deadline := e.now().Add(persistFor)
+	t := time.NewTimer(delay)
+	defer t.Stop()
+	for e.now().Before(deadline) {
+		select {
+		case <-e.bgCtx.Done():
+			log.Warn(msgNotWrittenAtClose)
+			return
+		case <-t.C:
+		}
+		delay = min(delay*2, 5*time.Second)
+		t.Reset(delay)
+		_, err := e.cfg.Store.Update(e.bgCtx, k, fn)
+		switch {
+		case err == nil:
+			log.Warn("outcome written after an earlier store error")
+			return
+		case errors.Is(err, errNotOwned), errors.Is(err, state.ErrNotFound), errors.Is(err, state.ErrClosed):
+			return
+		}
+	}
+	log.Error("outcome still not written; the record stays sent until a restart makes it unknown")
+}
+
+// persistFor bounds persistLater.
+const persistFor = 2 * time.Minute
+
+const msgNotWrittenAtClose = "outcome not written before the engine closed; the record stays sent until a restart makes it unknown"

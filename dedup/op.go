@@ -1,0 +1,363 @@
+package dedup
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/smppproxy/smppproxy/smpp"
+	"github.com/smppproxy/smppproxy/state"
+)
+
+// op is one submit_sm being decided: the facts every step of the decision
+// table needs, the way net/http keeps one response per request. The steps
+// (decide, renew, takeover, waitOther, forward, releaseUnsent) are its
+// methods. An op belongs to the goroutine of its Submit.
+type op struct {
+	e       *Engine
+	account string
+	p       Policy // with defaults
+	c       *content
+	k       state.Key
+	// tracked: the key deduplicates (false: a unique key, recorded for
+	// receipt routing only).
+	tracked bool
+	// retention is how long the record is kept (receipts are routed by
+	// it); window, when set (fingerprint keys), is how long it
+	// deduplicates: an older record of the key is archived and the submit
+	// is a new operation.
+	retention, window time.Duration
+	// owner is this submit's owner token on the record (set by decide).
+	owner string
+	log   *slog.Logger
+}
+
+// newOp derives the submit's key, segment and fingerprint under policy p,
+// or the status refusing it.
+func (e *Engine) newOp(ctx context.Context, account string, p Policy, sub *smpp.Submit) (*op, smpp.Status) {
+	seg := sub.Segment()
+	o := &op{e: e, account: account, p: p.withDefaults(),
+		c: &content{sub: sub, seg: seg, fp: sub.FingerprintWith(seg, e.cfg.Secret.MAC())}}
+	key, st := o.deriveKey()
+	if st != smpp.StatusOK {
+		return nil, st
+	}
+	o.retention = max(o.p.Retention, o.window)
+	o.k = state.Key{Account: account, Key: key, Segment: seg.String()}
+	if o.window > 0 {
+		o.k = e.legacyKey(ctx, o.k, o.c, o.window)
+	}
+	return o, smpp.StatusOK
+}
+
+// deriveKey returns the record key, setting tracked and window (0: the
+// whole retention), or a refusal status.
+func (o *op) deriveKey() (string, smpp.Status) {
+	p, sub := o.p, o.c.sub
+	mode := p.Key
+	if mode == KeyTLV {
+		v, ok := sub.TLV(p.TLVTag)
+		if ok {
+			v = bytes.TrimRight(v, "\x00")
+			if len(v) == 0 || len(v) > 255 {
+				return "", smpp.StatusInvTLVVal
+			}
+			o.tracked = true
+			return KeyOfTLV(v), smpp.StatusOK
+		}
+		switch p.MissingKey {
+		case MissingReject:
+			return "", smpp.StatusMissingTLV
+		case MissingFingerprint:
+			mode = KeyFingerprint
+		default:
+			mode = KeyNone
+		}
+	}
+	if mode == KeyFingerprint {
+		key := prefixFingerprintKey + hex.EncodeToString(o.c.fp[:])
+		if g := o.c.seg; g.Total > 0 {
+			// Without a client key, the reference number is what tells the
+			// parts of two long messages with a common tail apart.
+			key += "/ref" + strconv.Itoa(int(g.Ref))
+		}
+		o.tracked, o.window = true, p.FingerprintWindow
+		return key, smpp.StatusOK
+	}
+	// Untracked: still recorded (for receipt routing) under a unique key.
+	return "u:" + o.e.cfg.InstanceID + "-" + strconv.FormatUint(o.e.seq.Add(1), 36), smpp.StatusOK
+}
+
+// storeErr is the answer to a submit the store refused.
+func (o *op) storeErr() Answer {
+	return Answer{Status: smpp.StatusSysErr, Outcome: OutStoreErr, Key: o.k}
+}
+
+// decide applies the decision table: it creates the record, or answers by
+// the one already under the key.
+func (o *op) decide(ctx context.Context) Answer {
+	e, sub := o.e, o.c.sub
+	o.log = e.log.With("account", o.account, "session", sessionOf(ctx), "key", e.logKey(o.k.Key), "segment", o.k.Segment, "sequence", sub.Header.Sequence)
+	now := e.now()
+	o.owner = e.owner()
+	rec := &state.Record{
+		Key: o.k, Fingerprint: o.c.fp, FingerprintVersion: state.FingerprintHMAC, State: state.Sent, Owner: o.owner,
+		Created: now, Updated: now, Expires: now.Add(max(o.retention, flightGuard)), Attempts: 1,
+		ProxyID:  e.issueID(ctx, o.account),
+		AddrHash: state.HashAddrs(sub.SrcAddr, sub.DstAddr),
+		History:  []state.Event{{At: now, State: state.Sent, Note: "created"}},
+	}
+	for range 4 {
+		existing, created, err := e.cfg.Store.Create(ctx, rec)
+		if err != nil {
+			o.log.Error("store refused the record; nothing forwarded", "err", err)
+			o.releaseUnsent(ctx, "not sent: store error on create")
+			return o.storeErr()
+		}
+		if created {
+			a := o.forward(ctx, now)
+			if !o.tracked && a.Outcome == OutForwarded {
+				a.Outcome = OutUntracked
+			}
+			return a
+		}
+		if o.window > 0 && existing.State != state.Sent && !e.now().Before(existing.Created.Add(o.window)) {
+			renewed, err := o.renew(ctx, existing, rec)
+			if err != nil {
+				// The renewal may have been applied all the same.
+				o.releaseUnsent(ctx, "not sent: store error on renewal")
+				return o.storeErr()
+			}
+			if renewed {
+				// rec now stands under the key, owned by this submit.
+				return o.forward(ctx, now)
+			}
+			continue // renewed by another submit meanwhile: decide again
+		}
+		if a, again := o.answerExisting(ctx, existing); !again {
+			return a
+		}
+	}
+	return Answer{Status: smpp.StatusThrottled, Outcome: OutThrottled, Key: o.k}
+}
+
+// answerExisting answers by the record already under the key (within its
+// dedup window). again=true: it was moved meanwhile; decide anew.
+func (o *op) answerExisting(ctx context.Context, existing *state.Record) (Answer, bool) {
+	p, k, log := o.p, o.k, o.log
+	if !o.c.matches(existing) {
+		log.Warn("key reused for other content; conflict", "status", p.ConflictStatus.String(), "state", string(existing.State))
+		return Answer{Status: p.ConflictStatus, Outcome: OutConflict, Key: k}, false
+	}
+	switch existing.State {
+	case state.Accepted:
+		log.Info("duplicate replayed", "message_id", existing.MessageID, "proxy_id", existing.ProxyID, "upstream", existing.Upstream)
+		return Answer{Status: smpp.StatusOK, MessageID: existing.ClientMessageID(), Outcome: OutReplayed, Key: k}, false
+	case state.Rejected:
+		log.Info("duplicate replayed rejection", "status", smpp.Status(existing.Status).String())
+		return Answer{Status: smpp.Status(existing.Status), Outcome: OutReplayed, Key: k}, false
+	case state.Unknown:
+		why := o.resendUnknown(existing)
+		if why == "" {
+			log.Info("duplicate of an unknown outcome; not forwarded", "status", p.UnknownStatus.String(), "policy", string(p.OnUnknown))
+			return Answer{Status: p.UnknownStatus, Outcome: OutUnknown, Key: k}, false
+		}
+		return o.takeover(ctx, state.Unknown, why)
+	case state.Sent:
+		return o.waitOther(ctx), false
+	case state.Retryable:
+		return o.takeover(ctx, state.Retryable, noteRetake)
+	default:
+		return o.storeErr(), false
+	}
+}
+
+// renew ends the dedup window of old (a fingerprint record past
+// fingerprint_window): the record is first copied under an archive key —
+// so its receipts still find it by message id — and then replaced by rec
+// under the same key, atomically against a concurrent renewal. It reports
+// whether this call replaced it (false: someone else did, decide again),
+// or the store's error (the replacement may have been applied all the
+// same: the caller releases the record).
+func (o *op) renew(ctx context.Context, old, rec *state.Record) (bool, error) {
+	e, log := o.e, o.log
+	arch := old.Clone()
+	arch.Key.Key = old.Key.Key + "@" + strconv.FormatInt(old.Created.UnixNano(), 36)
+	arch.Owner = "archived"
+	if _, _, err := e.cfg.Store.Create(ctx, arch); err != nil {
+		log.Error("store refused to archive a record past its dedup window; nothing forwarded", "err", err)
+		return false, err
+	}
+	_, err := e.cfg.Store.Update(ctx, old.Key, func(r *state.Record) error {
+		if !r.Created.Equal(old.Created) || r.State == state.Sent {
+			return state.ErrAbort // renewed by someone else, or in flight
+		}
+		fresh := rec.Clone()
+		fresh.History = []state.Event{{At: rec.Created, State: state.Sent, Note: "created (the previous record of this key passed its dedup window; archived)"}}
+		*r = *fresh
+		return nil
+	})
+	switch {
+	case errors.Is(err, state.ErrAbort), errors.Is(err, state.ErrNotFound):
+		return false, nil
+	case err != nil:
+		log.Error("store refused to renew a record past its dedup window; nothing forwarded", "err", err)
+		return false, err
+	}
+	log.Info("dedup window passed; the key starts a new operation", "archived_as", e.logKey(arch.Key.Key))
+	return true, nil
+}
+
+// Notes recorded in the history when a record is taken over.
+const (
+	noteRetake          = "retry takes over a retryable record"
+	noteResendAfter     = state.LegacyResendNote
+	noteResend          = "on_unknown resend: retry forwards again (upstream deduplicates)"
+	noteValidityExpired = "validity period over; not sent"
+)
+
+// resendUnknown returns the reason a retry of an unknown record may forward
+// again under the account's on_unknown policy, or "" to hold.
+func (o *op) resendUnknown(r *state.Record) string {
+	switch o.p.OnUnknown {
+	case OnUnknownResend:
+		return noteResend
+	case OnUnknownResendAfter:
+		if o.e.now().Sub(r.Updated) < o.p.UnknownTimeout || r.Resends > 0 {
+			return "" // too early, or resent once already: at-least-once, not at-least-many
+		}
+		return noteResendAfter
+	}
+	return ""
+}
+
+// takeover makes this submit the owner of a record in state from and
+// forwards it. again=true: someone else moved the record; decide anew.
+func (o *op) takeover(ctx context.Context, from state.SubmitState, note string) (Answer, bool) {
+	expired := false
+	var created time.Time
+	_, err := o.e.cfg.Store.Update(ctx, o.k, func(r *state.Record) error {
+		if r.State != from || !o.c.matches(r) {
+			return state.ErrAbort
+		}
+		// Decided again atomically: another retry may have resent it meanwhile.
+		if from == state.Unknown && o.resendUnknown(r) == "" {
+			return state.ErrAbort
+		}
+		created = r.Created
+		expired = o.retake(r, from, note)
+		return nil
+	})
+	switch {
+	case err == nil && expired:
+		o.log.Info("retry after the validity period; not forwarded", "status", smpp.StatusInvExpiry.String())
+		return Answer{Status: smpp.StatusInvExpiry, Outcome: OutRejected, Key: o.k}, false
+	case err == nil:
+		o.log.Info("record taken over; forwarding again", "from", string(from), "reason", note)
+		return o.forward(ctx, created), false
+	case errors.Is(err, state.ErrAbort), errors.Is(err, state.ErrNotFound):
+		return Answer{}, true
+	default:
+		o.log.Error("store refused the takeover; nothing forwarded", "err", err)
+		o.releaseUnsent(ctx, "not sent: store error on takeover")
+		return o.storeErr(), false
+	}
+}
+
+// retake moves r, in state from, to `sent` owned by this submit, or to
+// rejected when the submit's validity period is over (expired=true).
+func (o *op) retake(r *state.Record, from state.SubmitState, note string) (expired bool) {
+	r.Updated = o.e.now()
+	if dl, ok := validityDeadline(o.c.sub, r.Created); ok && !r.Updated.Before(dl) {
+		// An OTP that can no longer be used must not be sent late.
+		r.State, r.Status = state.Rejected, uint32(smpp.StatusInvExpiry)
+		addEvent(r, state.Event{At: r.Updated, State: state.Rejected, Status: r.Status, Note: noteValidityExpired})
+		return true
+	}
+	r.State, r.Owner = state.Sent, o.owner
+	// The new owner starts without a journal (the previous attempt's
+	// stays in the history): until it journals, nothing of its own has
+	// been written, and a store error can release it (releaseUnsent).
+	r.Session, r.Sequence = "", 0
+	// A record being forwarded must not expire under its owner.
+	r.Expires = maxTime(r.Expires, r.Updated.Add(flightGuard))
+	r.Attempts++
+	if from == state.Unknown {
+		r.Resends++
+	}
+	addEvent(r, state.Event{At: r.Updated, State: state.Sent, Note: note})
+	return false
+}
+
+// releaseUnsent is the compensation for a store error on create, takeover
+// or renewal: a failed Badger commit is ambiguous (the write may be visible
+// all the same), and a record left `sent` without an owner would throttle
+// every retry until a restart (and be held `unknown` after it). Best
+// effort: if the record is ours, sent and not journaled by us (so nothing
+// was written upstream), it becomes retryable.
+func (o *op) releaseUnsent(ctx context.Context, note string) {
+	_, err := o.e.cfg.Store.Update(context.WithoutCancel(ctx), o.k, func(r *state.Record) error {
+		if r.Owner != o.owner || r.State != state.Sent || r.Session != "" {
+			return state.ErrAbort
+		}
+		now := o.e.now()
+		r.State, r.Status, r.Updated = state.Retryable, uint32(smpp.StatusSysErr), now
+		r.Expires = expiresAfterAnswer(r, o.retention, now)
+		addEvent(r, state.Event{At: now, State: state.Retryable, Status: r.Status, Note: note})
+		return nil
+	})
+	if err == nil {
+		o.log.Warn("record left by a failed store write released as retryable")
+	}
+}
+
+// waitOther waits (bounded by inflight_wait) for an owner in another
+// process, or one that was already deciding when this submit arrived with
+// different timing, by polling the store.
+func (o *op) waitOther(ctx context.Context) Answer {
+	p, k := o.p, o.k
+	bound := time.NewTimer(p.InflightWait)
+	defer bound.Stop()
+	delay := 5 * time.Millisecond
+	poll := time.NewTimer(delay)
+	defer poll.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+		case <-bound.C:
+		case <-poll.C:
+			delay = min(delay*2, 100*time.Millisecond)
+			poll.Reset(delay)
+			r, err := o.e.cfg.Store.Get(ctx, k)
+			if err != nil {
+				break
+			}
+			if a, ok := o.settledByOther(r); ok {
+				return a
+			}
+			continue
+		}
+		break
+	}
+	o.log.Info("duplicate still in flight; throttled")
+	return Answer{Status: smpp.StatusThrottled, Outcome: OutThrottled, Key: k}
+}
+
+// settledByOther is the answer to a duplicate once the record's owner has
+// settled it, or false while it is still `sent`.
+func (o *op) settledByOther(r *state.Record) (Answer, bool) {
+	switch r.State {
+	case state.Accepted:
+		o.log.Info("duplicate joined in-flight submit", "message_id", r.MessageID, "proxy_id", r.ProxyID)
+		return Answer{Status: smpp.StatusOK, MessageID: r.ClientMessageID(), Outcome: OutJoined, Key: o.k}, true
+	case state.Rejected, state.Retryable:
+		return Answer{Status: smpp.Status(r.Status), Outcome: OutJoined, Key: o.k}, true
+	case state.Unknown:
+		return Answer{Status: o.p.UnknownStatus, Outcome: OutUnknown, Key: o.k}, true
+	}
+	return Answer{}, false
+}
