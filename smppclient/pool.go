@@ -28,6 +28,12 @@ type Pool struct {
 	cfg     Config
 	log     *slog.Logger
 	limiter *rate.Limiter // nil: unlimited throughput
+	// tokenMu serialises the limiter's calls, each with a time read under
+	// it, so the times the limiter is given never go backwards:
+	// rate.Limiter takes a caller's time as its new "last" even when it is
+	// older than the one it holds, and then counts the interval between the
+	// two again, granting more than the rate. Never held across I/O.
+	tokenMu sync.Mutex
 	// warn rate-limits the per-PDU warnings about what the upstream sends
 	// (keyed by kind: one pool is one upstream).
 	warn *logx.Limiter

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"golang.org/x/time/rate"
 	"time"
 
 	"github.com/smppproxy/smppproxy/smpp"
@@ -175,18 +176,20 @@ func (p *Pool) takeToken(ctx context.Context, deadline time.Time) error {
 	if p.limiter == nil {
 		return nil
 	}
-	now := time.Now()
+	p.tokenMu.Lock()
+	now := p.cfg.Now()
 	r := p.limiter.ReserveN(now, 1)
-	if !r.OK() {
-		return ErrBusy
-	}
 	d := r.DelayFrom(now)
-	if d == 0 {
-		return nil
-	}
-	if now.Add(d).After(deadline) {
+	if r.OK() && d > 0 && now.Add(d).After(deadline) {
 		r.CancelAt(now)
+		d = -1
+	}
+	p.tokenMu.Unlock()
+	switch {
+	case !r.OK() || d < 0:
 		return ErrBusy
+	case d == 0:
+		return nil
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -194,12 +197,19 @@ func (p *Pool) takeToken(ctx context.Context, deadline time.Time) error {
 	case <-t.C:
 		return nil
 	case <-ctx.Done():
-		r.Cancel()
+		p.cancelToken(r)
 		return ctx.Err()
 	case <-p.ctx.Done():
-		r.Cancel()
+		p.cancelToken(r)
 		return ErrClosed
 	}
+}
+
+// cancelToken gives back a token reserved for a submit that gave up.
+func (p *Pool) cancelToken(r *rate.Reservation) {
+	p.tokenMu.Lock()
+	defer p.tokenMu.Unlock()
+	r.CancelAt(p.cfg.Now())
 }
 
 // roundTrip runs one request on s, whose window slot the caller holds.
