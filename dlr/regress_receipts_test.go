@@ -71,14 +71,15 @@ func TestReview2FingerprintRecordStillRoutesLateReceipt(t *testing.T) {
 	st := state.NewMem(clk.now)
 	svc, err := New(Config{
 		Store:     st,
+		IDs:       testIDs,
 		Accounts:  map[string]Account{"shop": {Route: []string{"smsc"}}},
-		Upstreams: map[string]Upstream{"smsc": {RespIDFormat: Hex, ReceiptIDFormat: Dec}},
+		Upstreams: map[string]Upstream{"smsc": {}},
 		Now:       clk.now,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng := dedup.New(dedup.Config{Store: st, Forwarder: r2accept{"3e8"}, IDs: svc.IDs(), Now: clk.now})
+	eng := dedup.New(dedup.Config{Store: st, Forwarder: r2accept{"3e8"}, IDs: testIDs, Now: clk.now})
 	svc.Attach(&fakeRcv{}, eng)
 	svc.Start()
 	t.Cleanup(svc.Close)
@@ -106,9 +107,9 @@ func TestReview2FingerprintRecordStillRoutesLateReceipt(t *testing.T) {
 func TestReview2EchoTLVDoesNotPickAnotherAccountsRecord(t *testing.T) {
 	for i := range 12 {
 		e := newEnv(t, func(c *Config) {
-			c.Upstreams = map[string]Upstream{"smsc": {RespIDFormat: Hex, ReceiptIDFormat: Dec, EchoTLV: smpp.DefaultIdempotencyTag}}
+			c.Upstreams = map[string]Upstream{"smsc": {EchoTLV: smpp.DefaultIdempotencyTag}}
 		})
-		eng := dedup.New(dedup.Config{Store: e.st, Forwarder: fwd{}, IDs: e.svc.IDs()})
+		eng := dedup.New(dedup.Config{Store: e.st, Forwarder: fwd{}, IDs: testIDs})
 		e.svc.Attach(e.rcv, eng)
 		e.accepted(t, "bank", dedup.KeyOfTLV([]byte("order-1")), "3e9") // bank's own order-1, accepted
 		a := eng.Submit(bg, "shop", dedup.Policy{}, r2submit(t, "order-1", "447700900999"))
@@ -142,9 +143,9 @@ func TestReview2ReconcileIgnoresUnknownWhileSentRecordHasSameAddresses(t *testin
 	// The second record below stays `sent` for the whole test, as a real
 	// one does for up to the upstream's response_timeout.
 	e := newEnv(t, func(c *Config) {
-		c.Upstreams = map[string]Upstream{"smsc": {RespIDFormat: Hex, ReceiptIDFormat: Dec, ResponseTimeout: 10 * time.Second}}
+		c.Upstreams = map[string]Upstream{"smsc": {ResponseTimeout: 10 * time.Second}}
 	})
-	eng := dedup.New(dedup.Config{Store: e.st, Forwarder: fwd{}, IDs: e.svc.IDs()})
+	eng := dedup.New(dedup.Config{Store: e.st, Forwarder: fwd{}, IDs: testIDs})
 	e.svc.Attach(e.rcv, eng)
 	old := eng.Submit(bg, "shop", dedup.Policy{}, r2submit(t, "otp-1", "447700900123"))
 	if old.Outcome != dedup.OutUnknown {
@@ -323,8 +324,9 @@ func TestDispatcherForgetsBackoffOfExpiredEntries(t *testing.T) {
 	st := state.NewMem(clk.now)
 	svc, err := New(Config{
 		Store:     st,
+		IDs:       testIDs,
 		Accounts:  map[string]Account{"shop": {Retention: time.Hour, Redelivery: time.Hour}},
-		Upstreams: map[string]Upstream{"smsc": {RespIDFormat: Hex, ReceiptIDFormat: Dec}},
+		Upstreams: map[string]Upstream{"smsc": {}},
 		Now:       clk.now,
 	})
 	if err != nil {
@@ -370,9 +372,9 @@ func TestReview2EchoTLVResolvesTheOnlyUnknownPart(t *testing.T) {
 	}{{"one unknown part", state.Accepted, true}, {"two unknown parts", state.Unknown, false}} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, func(c *Config) {
-				c.Upstreams = map[string]Upstream{"smsc": {RespIDFormat: Hex, ReceiptIDFormat: Dec, EchoTLV: smpp.DefaultIdempotencyTag}}
+				c.Upstreams = map[string]Upstream{"smsc": {EchoTLV: smpp.DefaultIdempotencyTag}}
 			})
-			eng := dedup.New(dedup.Config{Store: e.st, Forwarder: fwd{}, IDs: e.svc.IDs()})
+			eng := dedup.New(dedup.Config{Store: e.st, Forwarder: fwd{}, IDs: testIDs})
 			e.svc.Attach(e.rcv, eng)
 			now := time.Now()
 			addr := state.HashAddrs([]byte("SHOP"), []byte("447700900123"))
@@ -380,7 +382,7 @@ func TestReview2EchoTLVResolvesTheOnlyUnknownPart(t *testing.T) {
 				r := &state.Record{Key: state.Key{Account: "shop", Key: key, Segment: seg}, State: st, Upstream: "smsc",
 					AddrHash: addr, Created: now, Updated: now, Expires: now.Add(time.Hour)}
 				if id != "" {
-					r.MessageID, r.NormID = id, e.svc.IDs().NormalizeID("smsc", id)
+					r.MessageID, r.NormID = id, testIDs.NormalizeID("smsc", id)
 				}
 				if _, ok, err := e.st.Create(bg, r); err != nil || !ok {
 					t.Fatal(ok, err)

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/smppproxy/smppproxy/logx"
+	"github.com/smppproxy/smppproxy/msgid"
 	"github.com/smppproxy/smppproxy/smpp"
 	"github.com/smppproxy/smppproxy/smppclient"
 	"github.com/smppproxy/smppproxy/state"
@@ -44,6 +45,9 @@ type Config struct {
 	// Accounts by system_id, Upstreams by name.
 	Accounts  map[string]Account
 	Upstreams map[string]Upstream
+	// IDs reads the upstreams' message ids and issues none here (nil: every
+	// id as-is): the one the dedup engine uses (dedup.Config.IDs).
+	IDs *msgid.IDs
 	// MORoutes route MO by the longest matching destination prefix; MO
 	// that matches none goes to DefaultAccount ("" = refused).
 	MORoutes       []MORoute
@@ -81,16 +85,12 @@ type Config struct {
 type Account struct {
 	// Retention is dlr_retention (72h); Redelivery is dlr_redelivery (10s).
 	Retention, Redelivery time.Duration
-	// ProxyIDs: message_id: proxy; the ESME gets ids in ProxyIDStyle.
-	ProxyIDs     bool
-	ProxyIDStyle ProxyIDStyle
 	// Route lists the account's upstreams (query_sm lookup, echo_tlv).
 	Route []string
 }
 
 // Upstream is the receipt configuration of one upstream.
 type Upstream struct {
-	RespIDFormat, ReceiptIDFormat Format
 	// EchoTLV is a TLV the upstream echoes in receipts carrying the
 	// idempotency key of the submit (0 = none).
 	EchoTLV uint16
@@ -117,7 +117,7 @@ type Resolver interface {
 // with Attach, run it with Start, stop it with Close.
 type Service struct {
 	cfg Config
-	ids *IDs
+	ids *msgid.IDs
 	q   state.Queue
 	log *slog.Logger
 	now func() time.Time
@@ -167,6 +167,9 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.IDs == nil {
+		cfg.IDs, _ = msgid.New(nil, nil)
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -177,11 +180,6 @@ func New(cfg Config) (*Service, error) {
 		}
 		if a.Redelivery <= 0 {
 			a.Redelivery = DefaultRedelivery
-		}
-		if a.ProxyIDs {
-			if err := a.ProxyIDStyle.Validate(); err != nil {
-				return nil, fmt.Errorf("dlr: account %s: %w", name, err)
-			}
 		}
 		accts[name] = a
 	}
@@ -200,7 +198,7 @@ func New(cfg Config) (*Service, error) {
 	s := &Service{
 		cfg: cfg, q: q, log: cfg.Logger, now: cfg.Now, m: newMetrics(cfg.Registerer),
 		warn:     logx.NewLimiter(smppclient.WarnInterval, 256, cfg.Now),
-		ids:      &IDs{upstreams: cfg.Upstreams, accounts: accts},
+		ids:      cfg.IDs,
 		accounts: map[string]*dispatcher{},
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
@@ -211,9 +209,6 @@ func New(cfg Config) (*Service, error) {
 	s.bound = newUnmatchedBound(cfg.UnmatchedMax, q, cfg.Logger, s.m, cfg.Registerer)
 	return s, nil
 }
-
-// IDs returns the id mapper for the dedup engine (dedup.Config.IDs).
-func (s *Service) IDs() *IDs { return s.ids }
 
 type attachment struct {
 	rcv Receivers

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/smppproxy/smppproxy/dedup"
+	"github.com/smppproxy/smppproxy/msgid"
 	"github.com/smppproxy/smppproxy/smpp"
 	"github.com/smppproxy/smppproxy/smppclient"
 	"github.com/smppproxy/smppproxy/smppserver"
@@ -146,6 +147,17 @@ func (f *fakeRcv) bind(account string, rx ...*fakeRx) {
 	}
 }
 
+// testIDs reads smsc's ids as hex in its submit_sm_resp and decimal in
+// its receipts; bank is given proxy ids.
+var testIDs = func() *msgid.IDs {
+	ids, err := msgid.New(map[string]msgid.Upstream{"smsc": {RespIDFormat: msgid.Hex, ReceiptIDFormat: msgid.Dec}},
+		map[string]msgid.ProxyIDStyle{"bank": {}})
+	if err != nil {
+		panic(err)
+	}
+	return ids
+}()
+
 type env struct {
 	svc *Service
 	st  *state.MemStore
@@ -157,11 +169,12 @@ func newEnv(t *testing.T, mod func(*Config)) *env {
 	st := state.NewMem(nil)
 	cfg := Config{
 		Store: st,
+		IDs:   testIDs,
 		Accounts: map[string]Account{
 			"shop": {Redelivery: 200 * time.Millisecond, Route: []string{"smsc"}},
-			"bank": {Redelivery: 200 * time.Millisecond, Route: []string{"smsc"}, ProxyIDs: true},
+			"bank": {Redelivery: 200 * time.Millisecond, Route: []string{"smsc"}},
 		},
-		Upstreams:  map[string]Upstream{"smsc": {RespIDFormat: Hex, ReceiptIDFormat: Dec}},
+		Upstreams:  map[string]Upstream{"smsc": {}},
 		BindSettle: time.Millisecond,
 	}
 	if mod != nil {
@@ -185,7 +198,7 @@ func (e *env) accepted(t *testing.T, account, key, id string) *state.Record {
 	now := time.Now()
 	r := &state.Record{
 		Key: state.Key{Account: account, Key: key}, State: state.Accepted, Upstream: "smsc",
-		MessageID: id, NormID: e.svc.IDs().NormalizeID("smsc", id), ProxyID: e.svc.IDs().IssueID(account),
+		MessageID: id, NormID: testIDs.NormalizeID("smsc", id), ProxyID: testIDs.IssueID(account),
 		AddrHash: state.HashAddrs([]byte("SHOP"), []byte("447700900123")),
 		Created:  now, Updated: now, Expires: now.Add(time.Hour),
 	}
@@ -342,7 +355,7 @@ func (fwd) Forward(ctx context.Context, a *dedup.Attempt) dedup.Result {
 // nothing.
 func TestReconcileUnknown(t *testing.T) {
 	e := newEnv(t, nil)
-	eng := dedup.New(dedup.Config{Store: e.st, Forwarder: fwd{}, IDs: e.svc.IDs()})
+	eng := dedup.New(dedup.Config{Store: e.st, Forwarder: fwd{}, IDs: testIDs})
 	e.svc.Attach(e.rcv, eng)
 	sub := func(key, dst string) *smpp.Submit {
 		s, err := smpp.ParseSubmit(smpp.EncodeSubmit(1, smpp.SubmitFields{Src: "SHOP", Dst: dst, RegisteredDelivery: 1, ShortMessage: []byte("hi " + key),

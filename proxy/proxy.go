@@ -86,25 +86,17 @@ func New(opts Options) (*App, error) {
 		reg = prometheus.NewRegistry()
 	}
 	a := &App{cfg: cfg, log: log}
-	st := opts.Store
-	if st == nil {
-		b, err := state.OpenBadger(state.BadgerOptions{Path: cfg.Store.Path, Logger: log, ForceEmpty: opts.ForceEmptyStore})
-		if err != nil {
-			return nil, fmt.Errorf("proxy: open store %s: %w", cfg.Store.Path, err)
-		}
-		st = b
+	st, secret, err := openStore(opts, log)
+	if err != nil {
+		return nil, err
 	}
 	a.store = st
-	keeper := opts.Secrets
-	if keeper == nil && cfg.Store.Path != "" {
-		keeper = state.FileSecret{Dir: cfg.Store.Path}
-	}
-	secret, err := loadSecret(context.Background(), keeper, st, log)
+	ids, err := newIDs(cfg)
 	if err != nil {
 		_ = st.Close()
-		return nil, fmt.Errorf("proxy: %w", err)
+		return nil, fmt.Errorf("proxy: message ids: %w", err)
 	}
-	rs, err := newReceipts(cfg, st, secret, log, reg)
+	rs, err := newReceipts(cfg, st, ids, secret, log, reg)
 	if err != nil {
 		_ = st.Close()
 		return nil, fmt.Errorf("proxy: receipts: %w", err)
@@ -130,7 +122,7 @@ func New(opts Options) (*App, error) {
 		}
 	}
 	a.instr.router = route.New(route.Config{Routes: routes, Logger: log})
-	a.engine = dedup.New(dedup.Config{Store: a.instr.engineStore(st), Forwarder: a.instr.router, Logger: log, Metrics: dedup.NewMetrics(reg), InstanceID: opts.InstanceID, IDs: rs.IDs(), Secret: secret, Now: opts.Now})
+	a.engine = dedup.New(dedup.Config{Store: a.instr.engineStore(st), Forwarder: a.instr.router, Logger: log, Metrics: dedup.NewMetrics(reg), InstanceID: opts.InstanceID, IDs: ids, Secret: secret, Now: opts.Now})
 	n, err := a.engine.Recover(context.Background())
 	if err != nil {
 		_ = st.Close()
@@ -161,6 +153,31 @@ func New(opts Options) (*App, error) {
 	rs.Attach(dlr.ServerReceivers(a.server), a.engine)
 	a.Sessions.Add(serverSource{a.server})
 	return a, nil
+}
+
+// openStore opens the store (opts.Store, else Badger at the configured
+// path) and loads the fingerprint secret; the store is closed again when
+// the secret cannot be loaded.
+func openStore(opts Options, log *slog.Logger) (state.Store, *state.Secret, error) {
+	cfg := opts.Config
+	st := opts.Store
+	if st == nil {
+		b, err := state.OpenBadger(state.BadgerOptions{Path: cfg.Store.Path, Logger: log, ForceEmpty: opts.ForceEmptyStore})
+		if err != nil {
+			return nil, nil, fmt.Errorf("proxy: open store %s: %w", cfg.Store.Path, err)
+		}
+		st = b
+	}
+	keeper := opts.Secrets
+	if keeper == nil && cfg.Store.Path != "" {
+		keeper = state.FileSecret{Dir: cfg.Store.Path}
+	}
+	secret, err := loadSecret(context.Background(), keeper, st, log)
+	if err != nil {
+		_ = st.Close()
+		return nil, nil, fmt.Errorf("proxy: %w", err)
+	}
+	return st, secret, nil
 }
 
 // newPools builds one upstream pool per configured upstream, by name, and

@@ -8,18 +8,40 @@ import (
 	"github.com/smppproxy/smppproxy/config"
 	"github.com/smppproxy/smppproxy/dedup"
 	"github.com/smppproxy/smppproxy/dlr"
+	"github.com/smppproxy/smppproxy/msgid"
 	"github.com/smppproxy/smppproxy/smppclient"
 	"github.com/smppproxy/smppproxy/state"
 )
 
+// newIDs builds the message ids (package msgid) shared by the dedup
+// engine and the receipts: per upstream resp_id_format and
+// receipt_id_format; per account with message_id: proxy its proxy_id
+// style (default 20 lower-case hex digits).
+func newIDs(cfg *config.Config) (*msgid.IDs, error) {
+	ups := map[string]msgid.Upstream{}
+	for _, u := range cfg.Upstreams {
+		ups[u.Name] = msgid.Upstream{
+			RespIDFormat:    msgid.Format(u.RespIDFormat),
+			ReceiptIDFormat: msgid.Format(u.ReceiptIDFormat),
+		}
+	}
+	styles := map[string]msgid.ProxyIDStyle{}
+	for _, a := range cfg.Accounts {
+		if a.MessageID == config.MessageIDProxy {
+			styles[a.SystemID] = msgid.ProxyIDStyle{Format: msgid.Format(a.ProxyID.Format), Length: a.ProxyID.Length}
+		}
+	}
+	return msgid.New(ups, styles)
+}
+
 // newReceipts builds the receipt and MO service (package dlr) from the
-// configuration: per account dlr_retention, dlr_redelivery, message_id and
-// route; per upstream resp_id_format, receipt_id_format and echo_tlv;
-// mo_routes and default_account. Proxy-issued ids use dlr's default style
-// (20 lower-case hex digits). Log lines show fingerprint keys by their tag.
-func newReceipts(cfg *config.Config, st state.Store, secret *state.Secret, log *slog.Logger, reg prometheus.Registerer) (*dlr.Service, error) {
+// configuration: per account dlr_retention, dlr_redelivery and route; per
+// upstream echo_tlv and response_timeout; mo_routes and default_account.
+// Ids are read with ids. Log lines show fingerprint keys by their tag.
+func newReceipts(cfg *config.Config, st state.Store, ids *msgid.IDs, secret *state.Secret, log *slog.Logger, reg prometheus.Registerer) (*dlr.Service, error) {
 	dc := dlr.Config{
 		Store:          st,
+		IDs:            ids,
 		Accounts:       map[string]dlr.Account{},
 		Upstreams:      map[string]dlr.Upstream{},
 		DefaultAccount: cfg.DefaultAccount,
@@ -31,17 +53,11 @@ func newReceipts(cfg *config.Config, st state.Store, secret *state.Secret, log *
 		dc.Accounts[a.SystemID] = dlr.Account{
 			Retention:  a.DLRRetention.Std(),
 			Redelivery: a.DLRRedelivery.Std(),
-			ProxyIDs:   a.MessageID == config.MessageIDProxy,
-			ProxyIDStyle: dlr.ProxyIDStyle{
-				Format: dlr.Format(a.ProxyID.Format), Length: a.ProxyID.Length,
-			},
-			Route: a.Route,
+			Route:      a.Route,
 		}
 	}
 	for _, u := range cfg.Upstreams {
 		dc.Upstreams[u.Name] = dlr.Upstream{
-			RespIDFormat:    dlr.Format(u.RespIDFormat),
-			ReceiptIDFormat: dlr.Format(u.ReceiptIDFormat),
 			EchoTLV:         uint16(u.EchoTLV),
 			ResponseTimeout: u.ResponseTimeout.Std(),
 		}

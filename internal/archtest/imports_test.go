@@ -16,7 +16,8 @@ const module = "github.com/smppproxy/smppproxy"
 // module root), the project packages its non-test files may import. It
 // draws the layering of STYLE.md, bottom to top:
 //
-//	smpp, logx                          leaves: wire format, log helpers
+//	smpp, logx, msgid                   leaves: wire format, log helpers,
+//	                                    message ids
 //	config                              the schema, on smpp (its enums)
 //	smppserver, smppclient, state,      the edges, on smpp
 //	session
@@ -31,6 +32,9 @@ const module = "github.com/smppproxy/smppproxy"
 var layers = map[string][]string{
 	"smpp": nil,
 	"logx": nil,
+	// msgid reads and issues message ids for dedup (submit) and dlr
+	// (receipts).
+	"msgid": nil,
 	// config may name the wire's enums (smpp.BindType) in its schema.
 	"config": {"smpp"},
 
@@ -44,17 +48,17 @@ var layers = map[string][]string{
 	// through its own Forwarder interface, so it needs no smppclient.
 	"dedup": {"smpp", "logx", "smppserver", "state"},
 	"route": {"smpp", "logx", "smppclient", "state"},
-	"dlr":   {"smpp", "logx", "smppserver", "smppclient", "state"},
+	"dlr":   {"smpp", "logx", "msgid", "smppserver", "smppclient", "state"},
 
 	"esme": {"smpp", "logx"},
 	"sim":  {"smpp", "logx", "smppserver"},
 
-	"proxy": {"smpp", "logx", "config", "smppserver", "smppclient", "state", "session", "dedup", "route", "dlr"},
+	"proxy": {"smpp", "logx", "msgid", "config", "smppserver", "smppclient", "state", "session", "dedup", "route", "dlr"},
 	"admin": {"smpp", "logx", "config", "state", "session", "dedup", "route", "dlr"},
 
 	// The command wires everything; bench, demo and sim are tools built
 	// on the test-support packages.
-	"cmd/smppproxy": {"smpp", "logx", "config", "smppserver", "smppclient", "state", "session", "dedup", "route", "dlr", "proxy", "admin", "esme", "sim"},
+	"cmd/smppproxy": {"smpp", "logx", "msgid", "config", "smppserver", "smppclient", "state", "session", "dedup", "route", "dlr", "proxy", "admin", "esme", "sim"},
 
 	// Packages of tests only: their non-test files import nothing.
 	"interop":           nil,
