@@ -54,8 +54,8 @@
 // becomes accepted with the receipt's id (through the dedup engine, whose
 // history says why) and the receipt is delivered.
 //
-// query_sm and cancel_sm from an ESME are forwarded, with the upstream's
-// id, to the upstream that holds the message (Service.Middleware).
+// Message ids are read with package msgid (Config.IDs); query_sm and
+// cancel_sm from an ESME are forwarded by package querycancel.
 //
 // Content: the queued PDU is the receipt or MO itself, so the store holds
 // an MO's text until the ESME acknowledges it (Ack deletes it) or

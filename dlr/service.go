@@ -85,7 +85,7 @@ type Config struct {
 type Account struct {
 	// Retention is dlr_retention (72h); Redelivery is dlr_redelivery (10s).
 	Retention, Redelivery time.Duration
-	// Route lists the account's upstreams (query_sm lookup, echo_tlv).
+	// Route lists the account's upstreams (echo_tlv candidates).
 	Route []string
 }
 

@@ -135,7 +135,7 @@ func New(opts Options) (*App, error) {
 	chain := smppserver.Chain(smppserver.HandlerFunc(unsupported),
 		throughputLimit(cfg.Accounts),
 		a.engine.Middleware(policyOf),
-		rs.Middleware(requesters(byName)),
+		queryCancel(cfg, st, ids, byName, log),
 	)
 	a.server = &smppserver.Server{
 		Handler:     chain,

@@ -9,7 +9,9 @@ import (
 	"github.com/smppproxy/smppproxy/dedup"
 	"github.com/smppproxy/smppproxy/dlr"
 	"github.com/smppproxy/smppproxy/msgid"
+	"github.com/smppproxy/smppproxy/querycancel"
 	"github.com/smppproxy/smppproxy/smppclient"
+	"github.com/smppproxy/smppproxy/smppserver"
 	"github.com/smppproxy/smppproxy/state"
 )
 
@@ -68,11 +70,16 @@ func newReceipts(cfg *config.Config, st state.Store, ids *msgid.IDs, secret *sta
 	return dlr.New(dc)
 }
 
-// requesters lists the pools by upstream name for query_sm/cancel_sm.
-func requesters(pools map[string]*smppclient.Pool) map[string]dlr.Requester {
-	out := make(map[string]dlr.Requester, len(pools))
-	for name, p := range pools {
-		out[name] = p
+// queryCancel builds the query_sm/cancel_sm link of the request chain
+// (package querycancel): each account's route, the pools by upstream name.
+func queryCancel(cfg *config.Config, st state.Store, ids *msgid.IDs, pools map[string]*smppclient.Pool, log *slog.Logger) smppserver.Middleware {
+	routes := make(map[string][]string, len(cfg.Accounts))
+	for _, a := range cfg.Accounts {
+		routes[a.SystemID] = a.Route
 	}
-	return out
+	ups := make(map[string]querycancel.Requester, len(pools))
+	for name, p := range pools {
+		ups[name] = p
+	}
+	return querycancel.Middleware(querycancel.Config{Store: st, IDs: ids, Routes: routes, Upstreams: ups, Logger: log})
 }

@@ -21,7 +21,8 @@ const module = "github.com/smppproxy/smppproxy"
 //	config                              the schema, on smpp (its enums)
 //	smppserver, smppclient, state,      the edges, on smpp
 //	session
-//	dedup, route, dlr                   the middle: decide, forward, receipts
+//	dedup, route, dlr, querycancel      the middle: decide, forward, receipts,
+//	                                    query_sm/cancel_sm
 //	esme, sim                           test and tool support (clients, SMSC)
 //	proxy, admin                        wiring and the operator surface
 //	cmd/smppproxy                       the command, on top
@@ -49,16 +50,18 @@ var layers = map[string][]string{
 	"dedup": {"smpp", "logx", "smppserver", "state"},
 	"route": {"smpp", "logx", "smppclient", "state"},
 	"dlr":   {"smpp", "logx", "msgid", "smppserver", "smppclient", "state"},
+	// querycancel is the query_sm/cancel_sm link of smppserver's chain.
+	"querycancel": {"smpp", "msgid", "smppserver", "smppclient", "state"},
 
 	"esme": {"smpp", "logx"},
 	"sim":  {"smpp", "logx", "smppserver"},
 
-	"proxy": {"smpp", "logx", "msgid", "config", "smppserver", "smppclient", "state", "session", "dedup", "route", "dlr"},
+	"proxy": {"smpp", "logx", "msgid", "config", "smppserver", "smppclient", "state", "session", "dedup", "route", "dlr", "querycancel"},
 	"admin": {"smpp", "logx", "config", "state", "session", "dedup", "route", "dlr"},
 
 	// The command wires everything; bench, demo and sim are tools built
 	// on the test-support packages.
-	"cmd/smppproxy": {"smpp", "logx", "msgid", "config", "smppserver", "smppclient", "state", "session", "dedup", "route", "dlr", "proxy", "admin", "esme", "sim"},
+	"cmd/smppproxy": {"smpp", "logx", "msgid", "config", "smppserver", "smppclient", "state", "session", "dedup", "route", "dlr", "querycancel", "proxy", "admin", "esme", "sim"},
 
 	// Packages of tests only: their non-test files import nothing.
 	"interop":           nil,
