@@ -6,11 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/smppproxy/smppproxy/dedup"
 	"github.com/smppproxy/smppproxy/smpp"
 	"github.com/smppproxy/smppproxy/state"
 )
@@ -317,7 +315,7 @@ func (c *reconciler) find(ctx context.Context, up string, r *receipt, e *state.Q
 	if !errors.Is(err, state.ErrNotFound) {
 		return nil, "", 0, err
 	}
-	res := s.resolver()
+	res := s.cfg.Resolver
 	if errors.Is(err, errIDConflict) || r.id == "" || res == nil {
 		return nil, "", 0, nil
 	}
@@ -333,9 +331,9 @@ func (c *reconciler) find(ctx context.Context, up string, r *receipt, e *state.Q
 		return nil, "", 0, err
 	}
 	echoKey := ""
-	if tag := s.cfg.Upstreams[up].EchoTLV; tag != 0 {
+	if tag := s.cfg.Upstreams[up].EchoTLV; tag != 0 && s.cfg.Keys.OfTLV != nil {
 		if v, ok := r.m.tlv(tag); ok && len(bytes.TrimRight(v, "\x00")) > 0 {
-			echoKey = dedup.KeyOfTLV(v)
+			echoKey = s.cfg.Keys.OfTLV(v)
 			cands, err := c.echoCandidates(ctx, up, r, echoKey, byAddr)
 			if err != nil {
 				return nil, "", 0, err
@@ -347,7 +345,7 @@ func (c *reconciler) find(ctx context.Context, up string, r *receipt, e *state.Q
 				if rec.State == state.Unknown {
 					why := fmt.Sprintf("upstream %s echoed the key in TLV 0x%04X of receipt %s (stat %s)", up, tag, r.id, orDash(r.stat))
 					if rec, err = res.ResolveFromReceipt(ctx, rec.Key, up, respID, why); err != nil {
-						if errors.Is(err, dedup.ErrNotUnknown) {
+						if s.cfg.NotUnknown(err) {
 							return nil, "", 0, nil // settled otherwise meanwhile; the next try sees it
 						}
 						return nil, "", 0, err
@@ -362,7 +360,7 @@ func (c *reconciler) find(ctx context.Context, up string, r *receipt, e *state.Q
 	}
 	var in []*state.Record
 	for _, rec := range byAddr {
-		if echoKey != "" && rec.Key.Key != echoKey && strings.HasPrefix(rec.Key.Key, tlvKeyPrefix) {
+		if echoKey != "" && rec.Key.Key != echoKey && s.cfg.Keys.FromTLV(rec.Key.Key) {
 			continue // its key is another one than the upstream echoed
 		}
 		if c.inWindow(rec, r, e) {
@@ -378,16 +376,13 @@ func (c *reconciler) find(ctx context.Context, up string, r *receipt, e *state.Q
 	why := fmt.Sprintf("unmatched receipt %s (stat %s) from %s matched the only unknown record with its source, destination and submit time", r.id, orDash(r.stat), up)
 	rec, err = res.ResolveFromReceipt(ctx, in[0].Key, up, respID, why)
 	if err != nil {
-		if errors.Is(err, dedup.ErrNotUnknown) {
+		if s.cfg.NotUnknown(err) {
 			return nil, "", 0, nil // settled otherwise meanwhile; the next try sees it
 		}
 		return nil, "", 0, err
 	}
 	return rec, OutReconciled, 0, nil
 }
-
-// tlvKeyPrefix starts every record key taken from a key TLV.
-var tlvKeyPrefix = dedup.KeyOfTLV(nil)
 
 // echoCandidates returns the records of upstream up a receipt echoing
 // record key key may be about: across the accounts routed to up, the

@@ -69,18 +69,20 @@ func queued(t *testing.T, st state.Queue, q string) []*state.QueueEntry {
 func TestReview2FingerprintRecordStillRoutesLateReceipt(t *testing.T) {
 	clk := &r2clock{t: time.Now()}
 	st := state.NewMem(clk.now)
-	svc, err := New(Config{
+	cfg := Config{
 		Store:     st,
 		IDs:       testIDs,
 		Accounts:  map[string]Account{"shop": {Route: []string{"smsc"}}},
 		Upstreams: map[string]Upstream{"smsc": {}},
 		Now:       clk.now,
-	})
+		Receivers: &fakeRcv{},
+	}
+	var eng *dedup.Engine
+	resolving(r2accept{"3e8"}, &eng)(&cfg)
+	svc, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng := dedup.New(dedup.Config{Store: st, Forwarder: r2accept{"3e8"}, IDs: testIDs, Now: clk.now})
-	svc.Attach(&fakeRcv{}, eng)
 	svc.Start()
 	t.Cleanup(svc.Close)
 
@@ -106,11 +108,10 @@ func TestReview2FingerprintRecordStillRoutesLateReceipt(t *testing.T) {
 // rewritten to bank's id, and shop's record stays unknown.
 func TestReview2EchoTLVDoesNotPickAnotherAccountsRecord(t *testing.T) {
 	for i := range 12 {
+		var eng *dedup.Engine
 		e := newEnv(t, func(c *Config) {
 			c.Upstreams = map[string]Upstream{"smsc": {EchoTLV: smpp.DefaultIdempotencyTag}}
-		})
-		eng := dedup.New(dedup.Config{Store: e.st, Forwarder: fwd{}, IDs: testIDs})
-		e.svc.Attach(e.rcv, eng)
+		}, resolving(fwd{}, &eng))
 		e.accepted(t, "bank", dedup.KeyOfTLV([]byte("order-1")), "3e9") // bank's own order-1, accepted
 		a := eng.Submit(bg, "shop", dedup.Policy{}, r2submit(t, "order-1", "447700900999"))
 		if a.Outcome != dedup.OutUnknown {
@@ -142,11 +143,10 @@ func TestReview2EchoTLVDoesNotPickAnotherAccountsRecord(t *testing.T) {
 func TestReview2ReconcileIgnoresUnknownWhileSentRecordHasSameAddresses(t *testing.T) {
 	// The second record below stays `sent` for the whole test, as a real
 	// one does for up to the upstream's response_timeout.
+	var eng *dedup.Engine
 	e := newEnv(t, func(c *Config) {
 		c.Upstreams = map[string]Upstream{"smsc": {ResponseTimeout: 10 * time.Second}}
-	})
-	eng := dedup.New(dedup.Config{Store: e.st, Forwarder: fwd{}, IDs: testIDs})
-	e.svc.Attach(e.rcv, eng)
+	}, resolving(fwd{}, &eng))
 	old := eng.Submit(bg, "shop", dedup.Policy{}, r2submit(t, "otp-1", "447700900123"))
 	if old.Outcome != dedup.OutUnknown {
 		t.Fatalf("first submit = %+v, want unknown", old)
@@ -322,18 +322,18 @@ func TestAckRetriedOnceTheStoreRecovers(t *testing.T) {
 func TestDispatcherForgetsBackoffOfExpiredEntries(t *testing.T) {
 	clk := &r2clock{t: time.Now()}
 	st := state.NewMem(clk.now)
+	rcv := &fakeRcv{}
 	svc, err := New(Config{
 		Store:     st,
 		IDs:       testIDs,
 		Accounts:  map[string]Account{"shop": {Retention: time.Hour, Redelivery: time.Hour}},
 		Upstreams: map[string]Upstream{"smsc": {}},
 		Now:       clk.now,
+		Receivers: rcv,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rcv := &fakeRcv{}
-	svc.Attach(rcv, nil)
 	svc.Start()
 	t.Cleanup(svc.Close)
 	now := clk.now()
@@ -371,11 +371,10 @@ func TestReview2EchoTLVResolvesTheOnlyUnknownPart(t *testing.T) {
 		resolved bool
 	}{{"one unknown part", state.Accepted, true}, {"two unknown parts", state.Unknown, false}} {
 		t.Run(tc.name, func(t *testing.T) {
+			var eng *dedup.Engine
 			e := newEnv(t, func(c *Config) {
 				c.Upstreams = map[string]Upstream{"smsc": {EchoTLV: smpp.DefaultIdempotencyTag}}
-			})
-			eng := dedup.New(dedup.Config{Store: e.st, Forwarder: fwd{}, IDs: testIDs})
-			e.svc.Attach(e.rcv, eng)
+			}, resolving(fwd{}, &eng))
 			now := time.Now()
 			addr := state.HashAddrs([]byte("SHOP"), []byte("447700900123"))
 			mk := func(key, seg string, st state.SubmitState, id string) state.Key {

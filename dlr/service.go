@@ -8,7 +8,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -79,6 +78,31 @@ type Config struct {
 	// Registerer for the metrics; nil: not registered.
 	Registerer prometheus.Registerer
 	Now        func() time.Time
+
+	// Receivers lists the ESME sessions that receive (nil: none, so
+	// nothing is delivered); ServerReceivers adapts an smppserver.Server.
+	Receivers Receivers
+	// Resolver settles an unknown record named by a kept receipt (nil:
+	// kept receipts are matched by id only); *dedup.Engine implements it.
+	Resolver Resolver
+	// NotUnknown reports whether an error of Resolver says the record is
+	// no longer unknown (it was settled otherwise meanwhile; the next try
+	// of the receipt sees it): errors.Is(err, dedup.ErrNotUnknown). nil:
+	// no error means that.
+	NotUnknown func(error) bool
+	// Keys says how the engine keys a record by its key TLV, for echo_tlv.
+	Keys Keys
+}
+
+// Keys tells dlr how record keys are made from a key TLV without dlr
+// knowing their format (it is the dedup engine's).
+type Keys struct {
+	// OfTLV returns the record key of a submit whose key TLV holds v
+	// (dedup.KeyOfTLV). nil: echo_tlv is not read.
+	OfTLV func(v []byte) string
+	// FromTLV reports whether a record key was made by OfTLV. nil: none
+	// was.
+	FromTLV func(key string) bool
 }
 
 // Account is the receipt policy of one ESME account.
@@ -113,8 +137,8 @@ type Resolver interface {
 }
 
 // Service receives receipts and MO from the upstreams, queues them
-// durably and delivers them to the ESMEs. Create it with New, connect it
-// with Attach, run it with Start, stop it with Close.
+// durably and delivers them to the ESMEs. Create it with New, run it with
+// Start, stop it with Close.
 type Service struct {
 	cfg Config
 	ids *msgid.IDs
@@ -125,8 +149,6 @@ type Service struct {
 	// warn rate-limits the per-PDU lines about what an upstream delivers
 	// (by upstream and kind).
 	warn *logx.Limiter
-
-	att atomic.Pointer[attachment] // set by Attach
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -189,6 +211,12 @@ func New(cfg Config) (*Service, error) {
 			return nil, fmt.Errorf("dlr: mo route %q: no account %q", r.Prefix, r.Account)
 		}
 	}
+	if cfg.NotUnknown == nil {
+		cfg.NotUnknown = func(error) bool { return false }
+	}
+	if cfg.Keys.FromTLV == nil {
+		cfg.Keys.FromTLV = func(string) bool { return false }
+	}
 	if cfg.LogKey == nil {
 		cfg.LogKey = func(k string) string { return k }
 	}
@@ -210,32 +238,12 @@ func New(cfg Config) (*Service, error) {
 	return s, nil
 }
 
-type attachment struct {
-	rcv Receivers
-	res Resolver
-}
-
-// Attach connects the Service to the ESME sessions and to the engine that
-// settles unknown records (nil: kept receipts are matched by id only).
-// Call it before Start; calling it again replaces both.
-func (s *Service) Attach(rcv Receivers, res Resolver) {
-	s.att.Store(&attachment{rcv: rcv, res: res})
-}
-
 // receivers returns the bound receiving sessions of account.
 func (s *Service) receivers(account string) []Receiver {
-	if a := s.att.Load(); a != nil && a.rcv != nil {
-		return a.rcv.Receivers(account)
+	if s.cfg.Receivers == nil {
+		return nil
 	}
-	return nil
-}
-
-// resolver returns the attached Resolver, or nil.
-func (s *Service) resolver() Resolver {
-	if a := s.att.Load(); a != nil {
-		return a.res
-	}
-	return nil
+	return s.cfg.Receivers.Receivers(account)
 }
 
 // Start loads the queue depths and starts the dispatchers and the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -164,9 +165,10 @@ type env struct {
 	rcv *fakeRcv
 }
 
-func newEnv(t *testing.T, mod func(*Config)) *env {
+func newEnv(t *testing.T, mods ...func(*Config)) *env {
 	t.Helper()
 	st := state.NewMem(nil)
+	rcv := &fakeRcv{}
 	cfg := Config{
 		Store: st,
 		IDs:   testIDs,
@@ -176,19 +178,33 @@ func newEnv(t *testing.T, mod func(*Config)) *env {
 		},
 		Upstreams:  map[string]Upstream{"smsc": {}},
 		BindSettle: time.Millisecond,
+		Receivers:  rcv,
 	}
-	if mod != nil {
-		mod(&cfg)
+	for _, mod := range mods {
+		if mod != nil {
+			mod(&cfg)
+		}
 	}
 	svc, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{svc: svc, st: st, rcv: &fakeRcv{}}
-	svc.Attach(e.rcv, nil)
+	e := &env{svc: svc, st: st, rcv: rcv}
 	svc.Start()
 	t.Cleanup(svc.Close)
 	return e
+}
+
+// resolving makes the service settle unknown records through a dedup
+// engine on its store that forwards with f, as the proxy wires it; *eng is
+// set to the engine.
+func resolving(f dedup.Forwarder, eng **dedup.Engine) func(*Config) {
+	return func(c *Config) {
+		*eng = dedup.New(dedup.Config{Store: c.Store, Forwarder: f, IDs: testIDs, Now: c.Now})
+		c.Resolver = *eng
+		c.NotUnknown = func(err error) bool { return errors.Is(err, dedup.ErrNotUnknown) }
+		c.Keys = Keys{OfTLV: dedup.KeyOfTLV, FromTLV: func(k string) bool { return strings.HasPrefix(k, dedup.KeyOfTLV(nil)) }}
+	}
 }
 
 // accepted stores an accepted record of account whose upstream id is id
@@ -354,9 +370,8 @@ func (fwd) Forward(ctx context.Context, a *dedup.Attempt) dedup.Result {
 // upstream by addresses and time resolves it; two candidates resolve
 // nothing.
 func TestReconcileUnknown(t *testing.T) {
-	e := newEnv(t, nil)
-	eng := dedup.New(dedup.Config{Store: e.st, Forwarder: fwd{}, IDs: testIDs})
-	e.svc.Attach(e.rcv, eng)
+	var eng *dedup.Engine
+	e := newEnv(t, resolving(fwd{}, &eng))
 	sub := func(key, dst string) *smpp.Submit {
 		s, err := smpp.ParseSubmit(smpp.EncodeSubmit(1, smpp.SubmitFields{Src: "SHOP", Dst: dst, RegisteredDelivery: 1, ShortMessage: []byte("hi " + key),
 			TLVs: []smpp.TLV{{Tag: smpp.DefaultIdempotencyTag, Value: []byte(key)}}}))

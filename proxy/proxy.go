@@ -96,13 +96,7 @@ func New(opts Options) (*App, error) {
 		_ = st.Close()
 		return nil, fmt.Errorf("proxy: message ids: %w", err)
 	}
-	rs, err := newReceipts(cfg, st, ids, secret, log, reg)
-	if err != nil {
-		_ = st.Close()
-		return nil, fmt.Errorf("proxy: receipts: %w", err)
-	}
-	a.receipts = rs
-	byName, upCfg, err := a.newPools(opts, rs.OnDeliver)
+	byName, upCfg, err := a.newPools(opts, a.onDeliver)
 	if err != nil {
 		_ = st.Close()
 		return nil, err
@@ -111,17 +105,7 @@ func New(opts Options) (*App, error) {
 	if b, ok := st.(*state.BadgerStore); ok {
 		b.SetCommitObserver(a.instr.store.ObserveCommit)
 	}
-	routes := map[string][]route.Member{}
-	for _, acc := range cfg.Accounts {
-		for _, name := range acc.Route {
-			u := upCfg[name]
-			routes[acc.SystemID] = append(routes[acc.SystemID], route.Member{
-				Upstream: a.instr.upstream(byName[name]), Weight: u.Weight, ForwardKeyTLV: u.ForwardKeyTLV,
-				Attempts: u.Retry.Attempts, Budget: u.Retry.Budget.Std(),
-			})
-		}
-	}
-	a.instr.router = route.New(route.Config{Routes: routes, Logger: log})
+	a.instr.router = route.New(route.Config{Routes: a.routes(byName, upCfg), Logger: log})
 	a.engine = dedup.New(dedup.Config{Store: a.instr.engineStore(st), Forwarder: a.instr.router, Logger: log, Metrics: dedup.NewMetrics(reg), InstanceID: opts.InstanceID, IDs: ids, Secret: secret, Now: opts.Now})
 	n, err := a.engine.Recover(context.Background())
 	if err != nil {
@@ -145,14 +129,40 @@ func New(opts Options) (*App, error) {
 		EnquireLink: cfg.Listen.EnquireLink.Std(),
 		MaxPDUSize:  cfg.Listen.MaxPDUSize,
 		Logger:      log,
-		OnSession:   rs.OnSession,
 
 		MaxConnections:      cfg.Listen.MaxConnections,
 		MaxConnectionsPerIP: cfg.Listen.MaxConnectionsPerIP,
 	}
-	rs.Attach(dlr.ServerReceivers(a.server), a.engine)
+	if a.receipts, err = a.newReceipts(ids, secret, reg); err != nil {
+		_ = st.Close()
+		return nil, fmt.Errorf("proxy: receipts: %w", err)
+	}
+	a.server.OnSession = a.receipts.OnSession
 	a.Sessions.Add(serverSource{a.server})
 	return a, nil
+}
+
+// onDeliver hands a deliver_sm or data_sm from an upstream to the
+// receipt service. The pools are built before it (it needs the engine,
+// which forwards through the pools); they deliver nothing before Start,
+// and New has set a.receipts by then.
+func (a *App) onDeliver(ctx context.Context, d smppclient.Delivery) smpp.Status {
+	return a.receipts.OnDeliver(ctx, d)
+}
+
+// routes lists, per account, the route members of its upstreams.
+func (a *App) routes(byName map[string]*smppclient.Pool, upCfg map[string]config.Upstream) map[string][]route.Member {
+	routes := map[string][]route.Member{}
+	for _, acc := range a.cfg.Accounts {
+		for _, name := range acc.Route {
+			u := upCfg[name]
+			routes[acc.SystemID] = append(routes[acc.SystemID], route.Member{
+				Upstream: a.instr.upstream(byName[name]), Weight: u.Weight, ForwardKeyTLV: u.ForwardKeyTLV,
+				Attempts: u.Retry.Attempts, Budget: u.Retry.Budget.Std(),
+			})
+		}
+	}
+	return routes
 }
 
 // openStore opens the store (opts.Store, else Badger at the configured

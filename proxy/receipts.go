@@ -1,7 +1,9 @@
 package proxy
 
 import (
+	"errors"
 	"log/slog"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -39,15 +41,22 @@ func newIDs(cfg *config.Config) (*msgid.IDs, error) {
 // newReceipts builds the receipt and MO service (package dlr) from the
 // configuration: per account dlr_retention, dlr_redelivery and route; per
 // upstream echo_tlv and response_timeout; mo_routes and default_account.
-// Ids are read with ids. Log lines show fingerprint keys by their tag.
-func newReceipts(cfg *config.Config, st state.Store, ids *msgid.IDs, secret *state.Secret, log *slog.Logger, reg prometheus.Registerer) (*dlr.Service, error) {
+// Ids are read with ids; ESME sessions come from the server; the engine
+// settles unknown records named by kept receipts. Log lines show
+// fingerprint keys by their tag.
+func (a *App) newReceipts(ids *msgid.IDs, secret *state.Secret, reg prometheus.Registerer) (*dlr.Service, error) {
+	cfg := a.cfg
 	dc := dlr.Config{
-		Store:          st,
+		Store:          a.store,
 		IDs:            ids,
+		Receivers:      dlr.ServerReceivers(a.server),
+		Resolver:       a.engine,
+		NotUnknown:     func(err error) bool { return errors.Is(err, dedup.ErrNotUnknown) },
+		Keys:           dlr.Keys{OfTLV: dedup.KeyOfTLV, FromTLV: isTLVKey},
 		Accounts:       map[string]dlr.Account{},
 		Upstreams:      map[string]dlr.Upstream{},
 		DefaultAccount: cfg.DefaultAccount,
-		Logger:         log,
+		Logger:         a.log,
 		Registerer:     reg,
 		LogKey:         func(k string) string { return dedup.TagKey(k, secret.Tag) },
 	}
@@ -69,6 +78,10 @@ func newReceipts(cfg *config.Config, st state.Store, ids *msgid.IDs, secret *sta
 	}
 	return dlr.New(dc)
 }
+
+// isTLVKey reports whether a record key was made from a key TLV
+// (dedup.KeyOfTLV), for dlr's echo_tlv matching.
+func isTLVKey(key string) bool { return strings.HasPrefix(key, dedup.KeyOfTLV(nil)) }
 
 // queryCancel builds the query_sm/cancel_sm link of the request chain
 // (package querycancel): each account's route, the pools by upstream name.

@@ -77,10 +77,6 @@ var exceptions = map[string][]string{
 	// route implements dedup.Forwarder and classifies dedup.Result: the
 	// forwarder's contract lives in the layer that calls it.
 	"route": {"dedup"},
-	// dlr builds and compares dedup's key format (dedup.KeyOfTLV) to match
-	// a receipt by its echoed key, and tests dedup.ErrNotUnknown when it
-	// settles a record: dedup should export a predicate instead.
-	"dlr": {"dedup"},
 }
 
 // projectImports returns, per package directory of the module (relative
