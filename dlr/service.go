@@ -372,7 +372,7 @@ func (s *Service) intakeReceipt(ctx context.Context, upstream string, m *message
 	r := readReceipt(m)
 	log := s.log.With("upstream", upstream, "receipt_id", r.id, "stat", r.stat)
 	rec, err := s.match(ctx, upstream, r)
-	if errors.Is(err, state.ErrNotFound) {
+	if errors.Is(err, state.ErrNotFound) || errors.Is(err, errIDConflict) {
 		if errors.Is(err, errIDConflict) {
 			s.warnPDU(log, slog.LevelWarn, upstream, "id_conflict", "dlr: receipt's receipted_message_id and text id name different records; kept unmatched", "text_id", r.text.ID)
 		}
@@ -405,9 +405,11 @@ func (s *Service) intakeReceipt(ctx context.Context, upstream string, m *message
 }
 
 // errIDConflict: the receipt's receipted_message_id and the id of its
-// text name two different records. It wraps state.ErrNotFound: such a
-// receipt is kept unmatched (and settles no unknown record either).
-var errIDConflict = fmt.Errorf("%w: receipted_message_id and the text's id name different records", state.ErrNotFound)
+// text name two different records (or disagree in a way no id format
+// explains). Such a receipt is kept unmatched and settles no unknown
+// record either. It is not state.ErrNotFound: a conflict is not "no
+// record".
+var errIDConflict = errors.New("dlr: receipted_message_id and the text's id name different records")
 
 // match finds the record a receipt names by its ids. receipted_message_id
 // is read in receipt_id_format, else (SMSCs often write it as in their
