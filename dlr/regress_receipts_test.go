@@ -310,7 +310,7 @@ func TestAckRetriedOnceTheStoreRecovers(t *testing.T) {
 	}
 	d := e.svc.accounts["shop"]
 	d.mu.Lock()
-	held := len(d.pendingAck)
+	held := len(d.seqsLocked(entryAckPending))
 	d.mu.Unlock()
 	if held != 0 || e.svc.Count(DelAckFailed) != 1 {
 		t.Errorf("%d Acks still pending, %d ack failures counted; want 0, 1", held, e.svc.Count(DelAckFailed))
@@ -351,7 +351,7 @@ func TestDispatcherForgetsBackoffOfExpiredEntries(t *testing.T) {
 	rcv.bind("shop", rx)
 	svc.kick("shop")
 	d := svc.accounts["shop"]
-	held := func() int { d.mu.Lock(); defer d.mu.Unlock(); return len(d.backoff) }
+	held := func() int { d.mu.Lock(); defer d.mu.Unlock(); return len(d.seqsLocked(entryRefused)) }
 	waitFor(t, "all three refused", func() bool { return held() == 3 })
 	clk.add(2 * time.Hour) // every entry expires
 	svc.kick("shop")
