@@ -100,7 +100,8 @@ func (c *reconciler) kick() {
 }
 
 func (c *reconciler) run() {
-	due := time.Now().Add(retryFirst)
+	now := c.s.now
+	due := now().Add(retryFirst)
 	t := time.NewTimer(retryFirst)
 	defer t.Stop()
 	depths := time.NewTicker(time.Minute)
@@ -112,7 +113,7 @@ func (c *reconciler) run() {
 			default:
 			}
 		}
-		due = time.Now().Add(d)
+		due = now().Add(d)
 		t.Reset(d)
 	}
 	for {
@@ -120,7 +121,7 @@ func (c *reconciler) run() {
 		case <-c.s.ctx.Done():
 			return
 		case <-c.kickc:
-			if time.Until(due) > retryFirst {
+			if due.Sub(now()) > retryFirst {
 				reset(retryFirst)
 			}
 		case <-depths.C:
@@ -205,7 +206,7 @@ func (c *reconciler) passUpstream(up string) time.Duration {
 	if c.noted[up] != c.listed[up] {
 		wait = 0
 	}
-	now := time.Now()
+	now := c.s.now()
 	for seq, u := range c.nextUp {
 		if u == up {
 			wait = min(wait, c.next[seq].at.Sub(now))
@@ -222,7 +223,7 @@ func (c *reconciler) passUpstream(up string) time.Duration {
 // try attempts one entry of cycle cyc if it is due and schedules its next
 // try unless it settled.
 func (c *reconciler) try(ctx context.Context, up string, e *state.QueueEntry, cyc uint64) {
-	now := time.Now()
+	now := c.s.now()
 	c.mu.Lock()
 	r, ok := c.next[e.Seq]
 	if ok {

@@ -234,7 +234,7 @@ func New(cfg Config) (*Service, error) {
 		s.accounts[name] = newDispatcher(s, name, accts[name])
 	}
 	s.rec = newReconciler(s)
-	s.bound = newUnmatchedBound(cfg.UnmatchedMax, q, cfg.Logger, s.m, cfg.Registerer)
+	s.bound = newUnmatchedBound(cfg.UnmatchedMax, q, cfg.Logger, s.m, cfg.Registerer, cfg.Now)
 	return s, nil
 }
 
