@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/smppproxy/smppproxy/dedup"
+	"github.com/smppproxy/smppproxy/internal/testkit"
 	"github.com/smppproxy/smppproxy/smpp"
 	"github.com/smppproxy/smppproxy/smppclient"
 	"github.com/smppproxy/smppproxy/state"
@@ -101,36 +102,51 @@ func TestReview2FingerprintRecordStillRoutesLateReceipt(t *testing.T) {
 }
 
 // SPEC §5 (echo_tlv): two accounts may use the same key; an echoed key
-// must resolve only the unknown record it names. The reconciler walks the
-// accounts in map order and returns the first record with that key on the
-// upstream even when it is an accepted record of another account with
-// another message id: the receipt of shop's message goes to bank,
-// rewritten to bank's id, and shop's record stays unknown.
-func TestReview2EchoTLVDoesNotPickAnotherAccountsRecord(t *testing.T) {
-	for i := range 12 {
-		var eng *dedup.Engine
-		e := newEnv(t, func(c *Config) {
-			c.Upstreams = map[string]Upstream{"smsc": {EchoTLV: smpp.DefaultIdempotencyTag}}
-		}, resolving(fwd{}, &eng))
-		e.accepted(t, "bank", dedup.KeyOfTLV([]byte("order-1")), "3e9") // bank's own order-1, accepted
-		a := eng.Submit(bg, "shop", dedup.Policy{}, r2submit(t, "order-1", "447700900999"))
-		if a.Outcome != dedup.OutUnknown {
-			t.Fatalf("shop submit = %+v, want unknown", a)
-		}
-		// shop's message: the upstream names it 4096 and echoes shop's key.
-		// (Another destination: the address match cannot settle it.)
-		f := receiptFrame("id:4096 sub:001 dlvrd:001 stat:DELIVRD err:000 text:", smpp.TLV{Tag: smpp.DefaultIdempotencyTag, Value: []byte("order-1")})
-		if st := e.deliver(t, f); st != 0 {
-			t.Fatal(st)
-		}
-		waitFor(t, "kept receipt settled", func() bool { l, _ := e.svc.Unmatched(bg, "smsc", 10); return len(l) == 0 })
-		if es := queued(t, e.st, accountQueue("bank")); len(es) != 0 {
-			t.Fatalf("run %d: shop's receipt (echoing shop's key) was queued for bank as %q", i, es[0].MessageID)
-		}
-		if r, _ := e.st.Get(bg, a.Key); r.State != state.Accepted || r.MessageID != "1000" {
-			t.Fatalf("run %d: shop's record %s %q; want accepted with 1000", i, r.State, r.MessageID)
-		}
-		e.svc.Close()
+// resolves only the unknown record it names, never an accepted record of
+// another account with another message id (that would send shop's receipt
+// to bank, rewritten to bank's id, and leave shop's record unknown).
+//
+// The case is built so that picking the wrong record cannot depend on the
+// order accounts are tried: in "part", shop's record is a part of a long
+// message, so bank's whole record is the only one found by the key over
+// the accounts (shop's part is found among the records with the receipt's
+// addresses); in "whole", bank sorts before shop. The settle delay (an
+// hour) passes on the injected clock: no waiting.
+func TestEchoedKeyDoesNotPickAnotherAccountsRecord(t *testing.T) {
+	for _, tc := range []struct{ name, segment, dst string }{
+		{"whole", "", "447700900999"}, // another destination: the address match cannot settle it
+		{"part", "1/2", "447700900123"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := &r2clock{t: time.Now()}
+			var eng *dedup.Engine
+			e := newEnv(t, func(c *Config) {
+				c.Upstreams = map[string]Upstream{"smsc": {EchoTLV: smpp.DefaultIdempotencyTag, ResponseTimeout: time.Hour}}
+				c.Now = clk.now
+			}, resolving(fwd{}, &eng))
+			key := dedup.KeyOfTLV([]byte("order-1"))
+			e.accepted(t, "bank", key, "3e9") // bank's own order-1, accepted
+			shop := state.Key{Account: "shop", Key: key, Segment: tc.segment}
+			now := clk.now()
+			r := &state.Record{Key: shop, State: state.Unknown, Upstream: "smsc", Session: "smsc/1",
+				AddrHash: state.HashAddrs([]byte("SHOP"), []byte(tc.dst)), Created: now, Updated: now, Expires: now.Add(time.Hour)}
+			if _, ok, err := e.st.Create(bg, r); err != nil || !ok {
+				t.Fatal(ok, err)
+			}
+			// shop's message: the upstream names it 4096 and echoes shop's key.
+			f := receiptFrame("id:4096 sub:001 dlvrd:001 stat:DELIVRD err:000 text:", smpp.TLV{Tag: smpp.DefaultIdempotencyTag, Value: []byte("order-1")})
+			if st := e.deliver(t, f); st != 0 {
+				t.Fatal(st)
+			}
+			clk.add(time.Hour + settleMargin + time.Second) // past the settle delay, on the injected clock
+			testkit.Eventually(t, 5*time.Second, func() bool { l, _ := e.svc.Unmatched(bg, "smsc", 10); return len(l) == 0 }, "kept receipt settled")
+			if es := queued(t, e.st, accountQueue("bank")); len(es) != 0 {
+				t.Fatalf("shop's receipt (echoing shop's key) was queued for bank as %q", es[0].MessageID)
+			}
+			if got, _ := e.st.Get(bg, shop); got.State != state.Accepted || got.MessageID != "1000" {
+				t.Fatalf("shop's record %s %q; want accepted with 1000", got.State, got.MessageID)
+			}
+		})
 	}
 }
 
