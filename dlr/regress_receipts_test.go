@@ -1,7 +1,8 @@
 package dlr
 
-// Regression tests from review 2 (receipt/MO path): each failed on the
-// code as reviewed and states the behaviour SPEC §4/§5 asks for.
+// Receipt path behaviours SPEC §4/§5 asks for that a simpler matcher or
+// dispatcher gets wrong: late receipts of fingerprint records, echoed keys,
+// receipts overtaking their submit_sm_resp, refused Acks, id formats.
 
 import (
 	"context"
@@ -18,29 +19,29 @@ import (
 	"github.com/smppproxy/smppproxy/state"
 )
 
-// r2clock is a settable clock shared by the store, the engine and the
+// testClock is a settable clock shared by the store, the engine and the
 // service.
-type r2clock struct {
+type testClock struct {
 	mu sync.Mutex
 	t  time.Time
 }
 
-func (c *r2clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *r2clock) add(d time.Duration) {
+func (c *testClock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *testClock) add(d time.Duration) {
 	c.mu.Lock()
 	c.t = c.t.Add(d)
 	c.mu.Unlock()
 }
 
-// r2accept answers every submit with status 0 and id.
-type r2accept struct{ id string }
+// acceptAll answers every submit with status 0 and id.
+type acceptAll struct{ id string }
 
-func (f r2accept) Forward(ctx context.Context, a *dedup.Attempt) dedup.Result {
+func (f acceptAll) Forward(ctx context.Context, a *dedup.Attempt) dedup.Result {
 	_ = a.Journal("smsc", "smsc/1", 1)
 	return dedup.Result{Kind: dedup.Answered, Status: smpp.StatusOK, MessageID: f.id, Upstream: "smsc", Session: "smsc/1", Sequence: 1}
 }
 
-func r2submit(t *testing.T, key, dst string) *smpp.Submit {
+func keyedSubmit(t *testing.T, key, dst string) *smpp.Submit {
 	t.Helper()
 	f := smpp.SubmitFields{Src: "SHOP", Dst: dst, RegisteredDelivery: 1, ShortMessage: []byte("hello")}
 	if key != "" {
@@ -62,13 +63,11 @@ func queued(t *testing.T, st state.Queue, q string) []*state.QueueEntry {
 	return es
 }
 
-// SPEC §4 / §2: under idempotency.key: fingerprint the record must still
-// route the receipt. The record expires with fingerprint_window (60s), so a
-// DELIVRD that comes two minutes after the submit matches nothing and is
-// kept as unmatched until it expires: the ESME never gets it although the
-// upstream got deliver_sm_resp 0.
-func TestReview2FingerprintRecordStillRoutesLateReceipt(t *testing.T) {
-	clk := &r2clock{t: time.Now()}
+// SPEC §4 / §2: under idempotency.key: fingerprint the record still
+// routes a receipt that comes after fingerprint_window (60s): a DELIVRD two
+// minutes after the submit is queued for the ESME, not kept unmatched.
+func TestFingerprintRecordStillRoutesLateReceipt(t *testing.T) {
+	clk := &testClock{t: time.Now()}
 	st := state.NewMem(clk.now)
 	cfg := Config{
 		Store:     st,
@@ -79,7 +78,7 @@ func TestReview2FingerprintRecordStillRoutesLateReceipt(t *testing.T) {
 		Receivers: &fakeRcv{},
 	}
 	var eng *dedup.Engine
-	resolving(r2accept{"3e8"}, &eng)(&cfg)
+	resolving(acceptAll{"3e8"}, &eng)(&cfg)
 	svc, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -87,7 +86,7 @@ func TestReview2FingerprintRecordStillRoutesLateReceipt(t *testing.T) {
 	svc.Start()
 	t.Cleanup(svc.Close)
 
-	a := eng.Submit(bg, "shop", dedup.Policy{Key: dedup.KeyFingerprint}, r2submit(t, "", "447700900123"))
+	a := eng.Submit(bg, "shop", dedup.Policy{Key: dedup.KeyFingerprint}, keyedSubmit(t, "", "447700900123"))
 	if a.Status != smpp.StatusOK || a.MessageID != "3e8" {
 		t.Fatalf("submit = %+v, want accepted with 3e8", a)
 	}
@@ -118,7 +117,7 @@ func TestEchoedKeyDoesNotPickAnotherAccountsRecord(t *testing.T) {
 		{"part", "1/2", "447700900123"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			clk := &r2clock{t: time.Now()}
+			clk := &testClock{t: time.Now()}
 			var eng *dedup.Engine
 			e := newEnv(t, func(c *Config) {
 				c.Upstreams = map[string]Upstream{"smsc": {EchoTLV: smpp.DefaultIdempotencyTag, ResponseTimeout: time.Hour}}
@@ -152,18 +151,17 @@ func TestEchoedKeyDoesNotPickAnotherAccountsRecord(t *testing.T) {
 
 // SPEC §5: an unmatched receipt resolves an unknown record only when that
 // record is the only one it can be. A receipt that overtakes its own
-// submit_sm_resp (the record is still `sent`) must not resolve another,
-// older unknown record with the same addresses: that gives the unknown
-// record the other message's id (two records, one id; the retry of a
-// message that may never have been sent is answered "accepted").
-func TestReview2ReconcileIgnoresUnknownWhileSentRecordHasSameAddresses(t *testing.T) {
+// submit_sm_resp (the record is still `sent`) does not resolve another,
+// older unknown record with the same addresses (that would give it the
+// other message's id: two records, one id).
+func TestReconcileIgnoresUnknownWhileSentRecordHasSameAddresses(t *testing.T) {
 	// The second record below stays `sent` for the whole test, as a real
 	// one does for up to the upstream's response_timeout.
 	var eng *dedup.Engine
 	e := newEnv(t, func(c *Config) {
 		c.Upstreams = map[string]Upstream{"smsc": {ResponseTimeout: 10 * time.Second}}
 	}, resolving(fwd{}, &eng))
-	old := eng.Submit(bg, "shop", dedup.Policy{}, r2submit(t, "otp-1", "447700900123"))
+	old := eng.Submit(bg, "shop", dedup.Policy{}, keyedSubmit(t, "otp-1", "447700900123"))
 	if old.Outcome != dedup.OutUnknown {
 		t.Fatalf("first submit = %+v, want unknown", old)
 	}
@@ -187,11 +185,10 @@ func TestReview2ReconcileIgnoresUnknownWhileSentRecordHasSameAddresses(t *testin
 	}
 }
 
-// SPEC §4: delivery is at-least-once *until* a deliver_sm_resp 0. When the
-// store refuses the Ack (disk full), the dispatcher forgets that the ESME
-// acknowledged and sends the same entry again at once, in a tight loop,
-// for as long as the store refuses writes.
-func TestReview2AckFailureDoesNotResendAcknowledgedReceipt(t *testing.T) {
+// SPEC §4: delivery is at-least-once *until* a deliver_sm_resp 0. An entry
+// the ESME acknowledged is not sent again while the store refuses its Ack
+// (disk full).
+func TestAckFailureDoesNotResendAcknowledgedReceipt(t *testing.T) {
 	e := newEnv(t, nil)
 	e.accepted(t, "shop", "k1", "3e8")
 	if st := e.deliver(t, dlrFrame("1000", "DELIVRD")); st != 0 {
@@ -208,12 +205,11 @@ func TestReview2AckFailureDoesNotResendAcknowledgedReceipt(t *testing.T) {
 	}
 }
 
-// The reconciler's per-entry schedule (next/nextUp) is pruned only by a
-// pass that starts at the head and reaches the end; with 5000 or more kept
-// receipts no pass does, so the schedules of expired or settled entries
-// are never forgotten: memory grows with every unmatched receipt ever seen.
-func TestReview2ReconcilerForgetsScheduleOfExpiredEntries(t *testing.T) {
-	clk := &r2clock{t: time.Now()}
+// The reconciler forgets the schedules of expired kept receipts even when
+// more are kept than one pass reads (maxScan): its memory does not grow
+// with every unmatched receipt ever seen.
+func TestReconcilerForgetsScheduleOfExpiredEntries(t *testing.T) {
+	clk := &testClock{t: time.Now()}
 	st := state.NewMem(clk.now)
 	svc, err := New(Config{Store: st, Accounts: map[string]Account{"shop": {}}, Upstreams: map[string]Upstream{"smsc": {}}, Now: clk.now})
 	if err != nil {
@@ -255,12 +251,10 @@ func TestReview2ReconcilerForgetsScheduleOfExpiredEntries(t *testing.T) {
 // SPEC §4: "matched by receipted_message_id TLV, else by the id: field".
 // An SMSC that answers in hex and writes receipt texts in decimal commonly
 // puts the TLV in its submit_sm_resp form (SMPP v3.4: "SMSC message ID of
-// receipted message"), as in this package's own receipt fixture. The TLV
-// is read only in receipt_id_format, and the text id is never tried once a
-// TLV is present: (1) the receipt matches nothing and is kept until it
-// expires; (2) a digits-only hex TLV is read as decimal and matches another
-// record (here: another account's).
-func TestReview2ReceiptTLVInResponseFormat(t *testing.T) {
+// receipted message"). Such a TLV still finds its record ("lost"), and a
+// digits-only hex TLV is not read as decimal to name another account's
+// record ("wrong record").
+func TestReceiptTLVInResponseFormat(t *testing.T) {
 	t.Run("lost", func(t *testing.T) {
 		e := newEnv(t, nil)
 		rec := e.accepted(t, "shop", "k1", "3e8")
@@ -286,12 +280,11 @@ func TestReview2ReceiptTLVInResponseFormat(t *testing.T) {
 	})
 }
 
-// SPEC §4: only "the same receipt ... same state" is a duplicate. A
-// receipt whose state the proxy cannot read (no stat: field it knows the
-// name of, no message_state TLV) gets the empty state key, so every such
-// receipt of one message is a "duplicate" of the first: here the final
-// receipt is acknowledged upstream and dropped.
-func TestReview2UnreadableStateIsNotADuplicate(t *testing.T) {
+// SPEC §4: only "the same receipt ... same state" is a duplicate. Two
+// receipts of one message whose state the proxy cannot read (no stat:
+// field it knows, no message_state TLV) but whose bodies differ are both
+// queued.
+func TestUnreadableStateIsNotADuplicate(t *testing.T) {
 	e := newEnv(t, nil)
 	e.accepted(t, "shop", "k1", "3e8")
 	e.deliver(t, receiptFrame("id:1000 status:ENROUTE err:000 text:"))
@@ -301,7 +294,7 @@ func TestReview2UnreadableStateIsNotADuplicate(t *testing.T) {
 	}
 }
 
-// Finding 2, continued: once the store takes writes again the Ack is
+// Once the store takes writes again, the Ack of an acknowledged entry is
 // written (the entry leaves the queue) without the receipt being sent
 // again.
 func TestAckRetriedOnceTheStoreRecovers(t *testing.T) {
@@ -333,10 +326,10 @@ func TestAckRetriedOnceTheStoreRecovers(t *testing.T) {
 	}
 }
 
-// Finding 9: the back-off of a refused entry is forgotten once the entry
+// The back-off of a refused entry is forgotten once the entry
 // has expired.
 func TestDispatcherForgetsBackoffOfExpiredEntries(t *testing.T) {
-	clk := &r2clock{t: time.Now()}
+	clk := &testClock{t: time.Now()}
 	st := state.NewMem(clk.now)
 	rcv := &fakeRcv{}
 	svc, err := New(Config{
@@ -377,10 +370,10 @@ func TestDispatcherForgetsBackoffOfExpiredEntries(t *testing.T) {
 	}
 }
 
-// Finding 3, segments: a part of a concatenated message is found by the
+// SPEC §5 (echo_tlv), segments: a part of a concatenated message is found by the
 // echoed key among the unknown records with the receipt's addresses; two
 // unknown parts resolve nothing, and neither does the address match then.
-func TestReview2EchoTLVResolvesTheOnlyUnknownPart(t *testing.T) {
+func TestEchoedKeyResolvesTheOnlyUnknownPart(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		other    state.SubmitState // state of part 2/2
@@ -437,10 +430,10 @@ func TestReview2EchoTLVResolvesTheOnlyUnknownPart(t *testing.T) {
 	}
 }
 
-// Finding 5, continued: a receipt whose TLV and text name two records
+// SPEC §4: a receipt whose TLV and text name two records
 // under every reading goes to neither; a TLV in the response format
 // without a text id still finds its record.
-func TestReview2ReceiptIDsConflict(t *testing.T) {
+func TestReceiptIDsConflict(t *testing.T) {
 	e := newEnv(t, nil)
 	e.accepted(t, "bank", "kb", "4d2")         // decimal 1234
 	shop := e.accepted(t, "shop", "ks", "3e8") // decimal 1000
