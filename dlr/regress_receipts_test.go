@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -189,20 +190,40 @@ func TestReconcileIgnoresUnknownWhileSentRecordHasSameAddresses(t *testing.T) {
 // the ESME acknowledged is not sent again while the store refuses its Ack
 // (disk full).
 func TestAckFailureDoesNotResendAcknowledgedReceipt(t *testing.T) {
-	e := newEnv(t, nil)
+	fq := &ackFailingQueue{}
+	e := newEnv(t, fq.wrap)
 	e.accepted(t, "shop", "k1", "3e8")
 	if st := e.deliver(t, dlrFrame("1000", "DELIVRD")); st != 0 {
 		t.Fatal(st)
 	}
-	e.st.FailWrites(errors.New("disk full"))
-	t.Cleanup(func() { e.st.FailWrites(nil) })
+	fq.fail.Store(true)
 	rx := &fakeRx{id: "s1"}
 	e.rcv.bind("shop", rx)
 	e.svc.kick("shop")
-	time.Sleep(600 * time.Millisecond)
+	// Each refused Ack is a moment a resend would come: three of them.
+	testkit.Eventually(t, 5*time.Second, func() bool { return fq.refused.Load() >= 3 }, "the Ack refused three times")
 	if n := len(rx.received()); n != 1 {
-		t.Fatalf("one receipt, acknowledged with status 0 every time: delivered %d times in 600ms; want 1", n)
+		t.Fatalf("one receipt, acknowledged with status 0 every time: delivered %d times while the store refused 3 Acks; want 1", n)
 	}
+}
+
+// ackFailingQueue is the store's queue whose Acks are refused while fail
+// is set; refused counts them.
+type ackFailingQueue struct {
+	state.Queue
+	fail    atomic.Bool
+	refused atomic.Int32
+}
+
+// wrap puts the queue in front of the Config's store.
+func (q *ackFailingQueue) wrap(c *Config) { q.Queue = c.Store.(state.Queue); c.Queue = q }
+
+func (q *ackFailingQueue) Ack(ctx context.Context, queue string, seq uint64) error {
+	if q.fail.Load() {
+		q.refused.Add(1)
+		return errors.New("disk full")
+	}
+	return q.Queue.Ack(ctx, queue, seq)
 }
 
 // The reconciler forgets the schedules of expired kept receipts even when
@@ -298,22 +319,19 @@ func TestUnreadableStateIsNotADuplicate(t *testing.T) {
 // written (the entry leaves the queue) without the receipt being sent
 // again.
 func TestAckRetriedOnceTheStoreRecovers(t *testing.T) {
-	e := newEnv(t, nil)
+	fq := &ackFailingQueue{}
+	e := newEnv(t, fq.wrap)
 	e.accepted(t, "shop", "k1", "3e8")
 	if st := e.deliver(t, dlrFrame("1000", "DELIVRD")); st != 0 {
 		t.Fatal(st)
 	}
-	e.st.FailWrites(errors.New("disk full"))
-	t.Cleanup(func() { e.st.FailWrites(nil) })
+	fq.fail.Store(true)
 	rx := &fakeRx{id: "s1"}
 	e.rcv.bind("shop", rx)
 	e.svc.kick("shop")
-	waitFor(t, "delivered", func() bool { return len(rx.received()) == 1 })
-	time.Sleep(300 * time.Millisecond)
-	e.st.FailWrites(nil)
-	waitFor(t, "queue empty", func() bool { return len(queued(t, e.st, accountQueue("shop"))) == 0 })
-	e.svc.kick("shop")
-	time.Sleep(100 * time.Millisecond)
+	testkit.Eventually(t, 5*time.Second, func() bool { return fq.refused.Load() >= 2 }, "the Ack refused and retried")
+	fq.fail.Store(false)
+	testkit.Eventually(t, 5*time.Second, func() bool { return len(queued(t, e.st, accountQueue("shop"))) == 0 }, "queue empty")
 	if n := len(rx.received()); n != 1 {
 		t.Errorf("delivered %d times, want 1", n)
 	}
