@@ -180,7 +180,7 @@ func TestReconcileIgnoresUnknownWhileSentRecordHasSameAddresses(t *testing.T) {
 	if st := e.deliver(t, dlrFrame("4096", "ACCEPTD")); st != 0 {
 		t.Fatal(st)
 	}
-	time.Sleep(time.Second)
+	e.waitTried(t, now) // within the settle delay: matched by id only
 	if r, _ := e.st.Get(bg, old.Key); r.State != state.Unknown {
 		t.Fatalf("the older unknown record became %s with id %q from the receipt of a message still `sent`; want it left unknown", r.State, r.MessageID)
 	}
@@ -252,21 +252,9 @@ func TestReconcilerForgetsScheduleOfExpiredEntries(t *testing.T) {
 	put(6000, 3*time.Hour) // still kept after that
 	svc.rec.note("smsc")
 	sched := func() int { svc.rec.mu.Lock(); defer svc.rec.mu.Unlock(); return len(svc.rec.next) }
-	deadline := time.Now().Add(10 * time.Second)
-	for sched() < 12000 {
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d of 12000 kept receipts tried within 10s", sched())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.Eventually(t, 10*time.Second, func() bool { return sched() >= 12000 }, "12000 kept receipts tried")
 	clk.add(90 * time.Minute) // the first 6000 expire
-	deadline = time.Now().Add(5 * time.Second)
-	for sched() > 6000 {
-		if time.Now().After(deadline) {
-			t.Fatalf("reconciler still holds %d schedules for 6000 kept receipts (expired ones never forgotten)", sched())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.Eventually(t, 5*time.Second, func() bool { return sched() <= 6000 }, "schedules of the 6000 expired kept receipts forgotten")
 }
 
 // SPEC §4: "matched by receipted_message_id TLV, else by the id: field".
@@ -398,11 +386,13 @@ func TestEchoedKeyResolvesTheOnlyUnknownPart(t *testing.T) {
 		resolved bool
 	}{{"one unknown part", state.Accepted, true}, {"two unknown parts", state.Unknown, false}} {
 		t.Run(tc.name, func(t *testing.T) {
+			clk := &testClock{t: time.Now()}
 			var eng *dedup.Engine
 			e := newEnv(t, func(c *Config) {
 				c.Upstreams = map[string]Upstream{"smsc": {EchoTLV: smpp.DefaultIdempotencyTag}}
+				c.Now = clk.now
 			}, resolving(fwd{}, &eng))
-			now := time.Now()
+			now := clk.now()
 			addr := state.HashAddrs([]byte("SHOP"), []byte("447700900123"))
 			mk := func(key, seg string, st state.SubmitState, id string) state.Key {
 				r := &state.Record{Key: state.Key{Account: "shop", Key: key, Segment: seg}, State: st, Upstream: "smsc",
@@ -426,13 +416,14 @@ func TestEchoedKeyResolvesTheOnlyUnknownPart(t *testing.T) {
 			if st := e.deliver(t, f); st != 0 {
 				t.Fatal(st)
 			}
+			clk.add(settleMargin + time.Second) // past the settle delay, on the injected clock
 			if tc.resolved {
 				waitFor(t, "part resolved", func() bool { r, _ := e.st.Get(bg, part1); return r.State == state.Accepted })
 				if r, _ := e.st.Get(bg, part1); r.MessageID != "1000" {
 					t.Errorf("part 1/2 resolved with %q, want 1000", r.MessageID)
 				}
 			} else {
-				time.Sleep(1500 * time.Millisecond) // past the settle delay
+				e.waitTried(t, clk.now()) // tried past the settle delay
 			}
 			for _, k := range []state.Key{part1, part2, other} {
 				r, _ := e.st.Get(bg, k)
@@ -459,7 +450,7 @@ func TestReceiptIDsConflict(t *testing.T) {
 	if st := e.deliver(t, f); st != 0 {
 		t.Fatal(st)
 	}
-	time.Sleep(300 * time.Millisecond)
+	e.waitTried(t, time.Time{})
 	if b, s := queued(t, e.st, accountQueue("bank")), queued(t, e.st, accountQueue("shop")); len(b)+len(s) != 0 {
 		t.Errorf("receipt naming bank's record in its TLV and shop's in its text: %d queued for bank, %d for shop; want it kept", len(b), len(s))
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/smppproxy/smppproxy/dedup"
+	"github.com/smppproxy/smppproxy/internal/testkit"
 	"github.com/smppproxy/smppproxy/msgid"
 	"github.com/smppproxy/smppproxy/smpp"
 	"github.com/smppproxy/smppproxy/smppclient"
@@ -238,13 +239,30 @@ func dlrFrame(id, stat string) []byte {
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 5s", what)
+	testkit.Eventually(t, 5*time.Second, cond, what)
+}
+
+// waitTried waits until the reconciler has tried every kept receipt of
+// smsc at a time (on the service's clock) not before after: a try at T
+// schedules the next one later than T, and a try that was held by the
+// settle delay schedules it no later than when that delay ends.
+func (e *env) waitTried(t *testing.T, after time.Time) {
+	t.Helper()
+	waitFor(t, "every kept receipt tried", func() bool {
+		kept, err := e.svc.Unmatched(bg, "smsc", 100)
+		if err != nil || len(kept) == 0 {
+			return false
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		c := e.svc.rec
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for _, k := range kept {
+			if r, ok := c.next[k.Seq]; !ok || !r.at.After(after) {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 func TestReceiptMatchedRewrittenDeliveredOnce(t *testing.T) {
@@ -278,8 +296,7 @@ func TestReceiptMatchedRewrittenDeliveredOnce(t *testing.T) {
 	if got.Delivery != state.DeliveryDelivered || got.DeliveryAt.IsZero() || got.State != state.Accepted {
 		t.Errorf("record after the receipt: state %s delivery %q at %v; want accepted, delivered, a time", got.State, got.Delivery, got.DeliveryAt)
 	}
-	time.Sleep(50 * time.Millisecond)
-	if n := len(shop.received()); n != 1 {
+	if n := len(shop.received()); n != 1 { // deleted from the queue: none can follow
 		t.Errorf("shop got %d deliver_sm, want 1", n)
 	}
 }
@@ -370,8 +387,9 @@ func (fwd) Forward(ctx context.Context, a *dedup.Attempt) dedup.Result {
 // upstream by addresses and time resolves it; two candidates resolve
 // nothing.
 func TestReconcileUnknown(t *testing.T) {
+	clk := &testClock{t: time.Now()}
 	var eng *dedup.Engine
-	e := newEnv(t, resolving(fwd{}, &eng))
+	e := newEnv(t, func(c *Config) { c.Now = clk.now }, resolving(fwd{}, &eng))
 	sub := func(key, dst string) *smpp.Submit {
 		s, err := smpp.ParseSubmit(smpp.EncodeSubmit(1, smpp.SubmitFields{Src: "SHOP", Dst: dst, RegisteredDelivery: 1, ShortMessage: []byte("hi " + key),
 			TLVs: []smpp.TLV{{Tag: smpp.DefaultIdempotencyTag, Value: []byte(key)}}}))
@@ -392,6 +410,7 @@ func TestReconcileUnknown(t *testing.T) {
 	m, _ := parseMessage(other)
 	copy(m.src, "447700900555") // same length: two candidates
 	e.deliver(t, other)
+	clk.add(settleMargin + time.Second) // past the settle delay, on the injected clock
 
 	waitFor(t, "record resolved", func() bool { r, _ := e.st.Get(bg, a.Key); return r.State == state.Accepted })
 	r, _ := e.st.Get(bg, a.Key)
@@ -402,7 +421,7 @@ func TestReconcileUnknown(t *testing.T) {
 	if retry.Status != 0 || retry.MessageID != "1000" {
 		t.Errorf("retry after the receipt = %+v, want status 0 with 1000", retry)
 	}
-	time.Sleep(300 * time.Millisecond)
+	e.waitTried(t, clk.now()) // 4097 tried past its settle delay
 	if l, _ := e.svc.Unmatched(bg, "smsc", 10); len(l) != 1 || l[0].MessageID != "4097" {
 		t.Errorf("unmatched = %+v; want the ambiguous receipt 4097 still kept", l)
 	}
