@@ -78,22 +78,51 @@ type dispatcher struct {
 	kickc   chan struct{}
 	bound   atomic.Int32 // receiving sessions seen by the last pump
 
-	mu       sync.Mutex
-	inflight map[uint64]string    // entry seq → session id ("" while its Ack is being written)
-	done     map[uint64]bool      // acknowledged and deleted; pruned by the next List
-	perSess  map[string]int       // deliver_sm awaiting a response, per session id
-	backoff  map[uint64]time.Time // refused entries: not before
-	// pendingAck: acknowledged by the ESME (status 0) but the store
-	// refused the Ack. Never sent again (unless the proxy restarts first);
-	// pump writes the Ack again with back-off and moves it to done.
-	pendingAck map[uint64]ackRetry
-	rr         int
+	mu sync.Mutex
+	// entries holds what the dispatcher knows of the queue entries it
+	// has sent, by seq; an entry it has not sent, or has forgotten, is
+	// pending (sent by the next pump that has a free slot).
+	entries map[uint64]*entry
+	perSess map[string]int // deliver_sm awaiting a response, per session id
+	rr      int
 }
 
-// ackRetry schedules the next Ack of an entry the ESME acknowledged.
-type ackRetry struct {
-	at    time.Time
-	delay time.Duration
+// entryState is where one queue entry stands in its delivery.
+type entryState int
+
+const (
+	// entrySending: a deliver_sm is out on entry.session, awaiting its
+	// response.
+	entrySending entryState = iota + 1
+	// entryDeleting: the ESME acknowledged it (status 0); its Ack (the
+	// deletion from the queue) is being written.
+	entryDeleting
+	// entryDeleted: acknowledged and deleted; forgotten after the next List
+	// (which cannot return it).
+	entryDeleted
+	// entryRefused: the ESME refused it; not sent again before entry.at.
+	entryRefused
+	// entryAckPending: acknowledged by the ESME, but the store refused the
+	// Ack. Never sent again (unless the proxy restarts first): pump writes
+	// the Ack again at entry.at, with back-off entry.delay.
+	entryAckPending
+)
+
+var entryStateNames = [...]string{entrySending: "sending", entryDeleting: "deleting", entryDeleted: "deleted", entryRefused: "refused", entryAckPending: "ack_pending"}
+
+func (s entryState) String() string {
+	if s > 0 && int(s) < len(entryStateNames) {
+		return entryStateNames[s]
+	}
+	return "pending"
+}
+
+// entry is the dispatcher's view of one queue entry it has sent.
+type entry struct {
+	state   entryState
+	session string        // entrySending: the session it was sent on
+	at      time.Time     // entryRefused: not before; entryAckPending: the next Ack
+	delay   time.Duration // entryAckPending: the current back-off
 }
 
 // Back-off of an Ack the store refused.
@@ -105,9 +134,8 @@ const (
 func newDispatcher(s *Service, account string, pol Account) *dispatcher {
 	return &dispatcher{
 		s: s, account: account, queue: accountQueue(account), pol: pol,
-		kickc:    make(chan struct{}, 1),
-		inflight: map[uint64]string{}, done: map[uint64]bool{}, perSess: map[string]int{}, backoff: map[uint64]time.Time{},
-		pendingAck: map[uint64]ackRetry{},
+		kickc:   make(chan struct{}, 1),
+		entries: map[uint64]*entry{}, perSess: map[string]int{},
 	}
 }
 
@@ -145,36 +173,23 @@ func (d *dispatcher) run() {
 
 // pump sends what can be sent now and returns how long to sleep at most.
 func (d *dispatcher) pump() time.Duration {
-	sleep := min(idleTick, d.retryAcks())
-	now := time.Now()
-	var ready []Receiver
-	for _, r := range d.s.receivers(d.account) {
-		if at := r.BoundAt().Add(d.s.cfg.BindSettle); now.Before(at) {
-			sleep = min(sleep, at.Sub(now))
-			continue
-		}
-		ready = append(ready, r)
-	}
-	d.bound.Store(int32(len(ready)))
+	now := d.s.now()
+	ready, sleep := d.readySessions(now)
+	sleep = min(sleep, d.retryAcks())
 	if len(ready) == 0 {
 		return sleep
 	}
-	sort.Slice(ready, func(i, j int) bool { return ready[i].ID() < ready[j].ID() })
 	win := d.s.cfg.DeliverWindow
-
 	d.mu.Lock()
 	free := 0
 	for _, r := range ready {
 		free += max(0, win-d.perSess[r.ID()])
 	}
-	limit := len(d.inflight) + len(d.backoff) + len(d.done) + len(d.pendingAck) + free
-	// Entries acknowledged before this List are not in it: their ids can
-	// be forgotten afterwards. Those acknowledged while it runs may be in
-	// it and are skipped by done.
-	prune := make([]uint64, 0, len(d.done))
-	for seq := range d.done {
-		prune = append(prune, seq)
-	}
+	limit := len(d.entries) + free
+	// Entries deleted before this List are not in it: they can be
+	// forgotten afterwards. Those deleted while it runs may be in it and
+	// are skipped by their state.
+	prune := d.seqsLocked(entryDeleted)
 	d.mu.Unlock()
 	if free == 0 {
 		return sleep
@@ -186,59 +201,98 @@ func (d *dispatcher) pump() time.Duration {
 		}
 		return sleep
 	}
-
-	var sends []assignment
 	d.mu.Lock()
 	for _, seq := range prune {
-		delete(d.done, seq)
+		delete(d.entries, seq)
 	}
-	// Entries held back (refused, or acknowledged with the Ack still to
-	// write) that this List should have returned and did not are gone
-	// (expired): forget them. List covers every seq below the last one it
-	// returned, and all of them when it returned fewer than limit.
-	listed := make(map[uint64]bool, len(entries))
-	for _, e := range entries {
-		listed[e.Seq] = true
-	}
-	covered := func(seq uint64) bool {
-		return !listed[seq] && (len(entries) < limit || seq < entries[len(entries)-1].Seq)
-	}
-	for seq := range d.backoff {
-		if covered(seq) {
-			delete(d.backoff, seq)
-		}
-	}
-	for seq := range d.pendingAck {
-		if covered(seq) {
-			delete(d.pendingAck, seq)
-		}
-	}
-	for _, e := range entries {
-		if _, busy := d.inflight[e.Seq]; busy || d.done[e.Seq] {
+	d.forgetExpiredLocked(entries, limit)
+	sends, wait := d.assignLocked(entries, ready, now)
+	d.mu.Unlock()
+	d.start(sends)
+	return min(sleep, wait)
+}
+
+// readySessions returns the account's receiving sessions bound for at
+// least BindSettle, ordered by id, and how long until the next one is.
+func (d *dispatcher) readySessions(now time.Time) ([]Receiver, time.Duration) {
+	sleep := idleTick
+	var ready []Receiver
+	for _, r := range d.s.receivers(d.account) {
+		if at := r.BoundAt().Add(d.s.cfg.BindSettle); now.Before(at) {
+			sleep = min(sleep, at.Sub(now))
 			continue
 		}
-		if _, held := d.pendingAck[e.Seq]; held {
+		ready = append(ready, r)
+	}
+	d.bound.Store(int32(len(ready)))
+	sort.Slice(ready, func(i, j int) bool { return ready[i].ID() < ready[j].ID() })
+	return ready, sleep
+}
+
+// seqsLocked returns the seqs of the entries in state st, in order.
+func (d *dispatcher) seqsLocked(st entryState) []uint64 {
+	var out []uint64
+	for seq, e := range d.entries {
+		if e.state == st {
+			out = append(out, seq)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// forgetExpiredLocked forgets the entries held back (refused, or
+// acknowledged with the Ack still to write) that a List of limit entries
+// should have returned and did not: they are gone (expired). List covers
+// every seq below the last one it returned, and all of them when it
+// returned fewer than limit.
+func (d *dispatcher) forgetExpiredLocked(listed []*state.QueueEntry, limit int) {
+	in := make(map[uint64]bool, len(listed))
+	for _, e := range listed {
+		in[e.Seq] = true
+	}
+	for seq, e := range d.entries {
+		if e.state != entryRefused && e.state != entryAckPending || in[seq] {
 			continue
 		}
-		if nb, ok := d.backoff[e.Seq]; ok {
-			if now.Before(nb) {
-				sleep = min(sleep, nb.Sub(now))
+		if len(listed) < limit || seq < listed[len(listed)-1].Seq {
+			delete(d.entries, seq)
+		}
+	}
+}
+
+// assignLocked gives the listed entries that may be sent now to the
+// ready sessions, round-robin within each session's window, and returns
+// them with how long until a refused one may be sent again.
+func (d *dispatcher) assignLocked(listed []*state.QueueEntry, ready []Receiver, now time.Time) ([]assignment, time.Duration) {
+	sleep := idleTick
+	var sends []assignment
+	for _, qe := range listed {
+		if e, ok := d.entries[qe.Seq]; ok {
+			if e.state != entryRefused {
+				continue // being sent, acknowledged or deleted
+			}
+			if now.Before(e.at) {
+				sleep = min(sleep, e.at.Sub(now))
 				continue
 			}
-			delete(d.backoff, e.Seq)
 		}
-		r := d.pickLocked(ready, win)
+		r := d.pickLocked(ready, d.s.cfg.DeliverWindow)
 		if r == nil {
 			break
 		}
-		d.inflight[e.Seq] = r.ID()
+		d.entries[qe.Seq] = &entry{state: entrySending, session: r.ID()}
 		d.perSess[r.ID()]++
-		sends = append(sends, assignment{r, e})
+		sends = append(sends, assignment{r, qe})
 	}
-	d.mu.Unlock()
-	// One at a time, in queue order, each one queued by its session (Send
-	// returned) before the next is started: a session writes its
-	// deliver_sm in queue order while several await their response.
+	return sends, sleep
+}
+
+// start sends the assigned entries one at a time, in queue order, each
+// one queued by its session (Send returned) before the next is started: a
+// session writes its deliver_sm in queue order while several await their
+// response.
+func (d *dispatcher) start(sends []assignment) {
 	for _, a := range sends {
 		queued := make(chan struct{})
 		d.s.wg.Add(1)
@@ -252,7 +306,6 @@ func (d *dispatcher) pump() time.Duration {
 		case <-d.s.ctx.Done():
 		}
 	}
-	return sleep
 }
 
 // retryAcks writes again, with back-off, the due Acks of entries the ESME
@@ -260,23 +313,23 @@ func (d *dispatcher) pump() time.Duration {
 // the next one is due. After one failure the other due ones wait too (the
 // store is very likely refusing them all).
 func (d *dispatcher) retryAcks() time.Duration {
-	now := time.Now()
+	now := d.s.now()
 	d.mu.Lock()
 	var due []uint64
-	for seq, r := range d.pendingAck {
-		if !now.Before(r.at) {
+	for _, seq := range d.seqsLocked(entryAckPending) {
+		if !now.Before(d.entries[seq].at) {
 			due = append(due, seq)
 		}
 	}
 	d.mu.Unlock()
-	slices.Sort(due)
 	var failed error
 	for _, seq := range due {
 		if failed == nil {
 			if failed = d.s.q.Ack(d.s.ctx, d.queue, seq); failed == nil {
 				d.mu.Lock()
-				delete(d.pendingAck, seq)
-				d.done[seq] = true
+				if e, ok := d.entries[seq]; ok && e.state == entryAckPending {
+					d.entries[seq] = &entry{state: entryDeleted}
+				}
 				d.mu.Unlock()
 				d.s.m.depth.WithLabelValues(d.account).Dec()
 				d.s.log.Info("dlr: acknowledged delivery recorded on a later try", "account", d.account, "seq", seq)
@@ -287,17 +340,18 @@ func (d *dispatcher) retryAcks() time.Duration {
 			}
 		}
 		d.mu.Lock()
-		if r, ok := d.pendingAck[seq]; ok {
-			r.delay = min(2*r.delay, ackRetryMax)
-			r.at = now.Add(r.delay)
-			d.pendingAck[seq] = r
+		if e, ok := d.entries[seq]; ok && e.state == entryAckPending {
+			e.delay = min(2*e.delay, ackRetryMax)
+			e.at = now.Add(e.delay)
 		}
 		d.mu.Unlock()
 	}
 	next := idleTick
 	d.mu.Lock()
-	for _, r := range d.pendingAck {
-		next = min(next, max(r.at.Sub(now), time.Millisecond))
+	for _, e := range d.entries {
+		if e.state == entryAckPending {
+			next = min(next, max(e.at.Sub(now), time.Millisecond))
+		}
 	}
 	d.mu.Unlock()
 	return next
@@ -356,8 +410,9 @@ func (d *dispatcher) pickLocked(ready []Receiver, win int) Receiver {
 
 // send delivers one entry and settles it. On status 0 the session's
 // window slot is given back at once and the entry deleted from the queue
-// (it stays in inflight until then, and in done after, so it is never sent
-// again for one acknowledgement); otherwise it is left for redelivery.
+// (it is entryDeleting until then, and entryDeleted after, so it is never
+// sent again for one acknowledgement); otherwise it is left for
+// redelivery.
 // queued is closed once the deliver_sm is queued by the session or failed.
 func (d *dispatcher) send(r Receiver, e *state.QueueEntry, queued chan<- struct{}) {
 	log := d.s.log.With("account", d.account, "session", r.ID(), "kind", e.Kind, "message_id", e.MessageID, "upstream", e.Upstream)
@@ -381,24 +436,23 @@ func (d *dispatcher) send(r Receiver, e *state.QueueEntry, queued chan<- struct{
 	if d.perSess[r.ID()]--; d.perSess[r.ID()] <= 0 {
 		delete(d.perSess, r.ID())
 	}
-	if outcome == DelAcked {
-		d.inflight[e.Seq] = "" // acknowledged, being deleted
-	} else {
-		delete(d.inflight, e.Seq)
-		if outcome == DelRefused {
-			d.backoff[e.Seq] = time.Now().Add(d.pol.Redelivery)
-		}
+	switch outcome {
+	case DelAcked:
+		d.entries[e.Seq] = &entry{state: entryDeleting}
+	case DelRefused:
+		d.entries[e.Seq] = &entry{state: entryRefused, at: d.s.now().Add(d.pol.Redelivery)}
+	default:
+		delete(d.entries, e.Seq) // pending: sent again by the next pump
 	}
 	d.mu.Unlock()
 	if outcome == DelAcked {
 		d.wake() // the window slot is free while the Ack is written
 		aerr := d.s.q.Ack(context.WithoutCancel(d.s.ctx), d.queue, e.Seq)
 		d.mu.Lock()
-		delete(d.inflight, e.Seq)
 		if aerr == nil {
-			d.done[e.Seq] = true
+			d.entries[e.Seq] = &entry{state: entryDeleted}
 		} else {
-			d.pendingAck[e.Seq] = ackRetry{at: time.Now().Add(ackRetryFirst), delay: ackRetryFirst}
+			d.entries[e.Seq] = &entry{state: entryAckPending, at: d.s.now().Add(ackRetryFirst), delay: ackRetryFirst}
 		}
 		d.mu.Unlock()
 		if aerr != nil {

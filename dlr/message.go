@@ -37,85 +37,90 @@ func parseMessage(frame []byte) (*message, error) {
 		return nil, &smpp.FieldError{Status: smpp.StatusInvCmdLen, Field: "header"}
 	}
 	h := smpp.ParseHeader(frame)
-	m := &message{cmd: h.ID}
-	b := frame[smpp.HeaderLen:]
-	off := 0
-	bad := func(field string) error { return &smpp.FieldError{Status: smpp.StatusInvCmdLen, Field: field} }
-	cstr := func(field string, max int) ([]byte, error) {
-		i := bytes.IndexByte(b[off:], 0)
-		if i < 0 || i >= max {
-			return nil, bad(field)
-		}
-		s := b[off : off+i]
-		off += i + 1
-		return s, nil
-	}
-	byte1 := func(field string) (byte, error) {
-		if off >= len(b) {
-			return 0, bad(field)
-		}
-		off++
-		return b[off-1], nil
-	}
-	var err error
-	step := func(f func() error) {
-		if err == nil {
-			err = f()
-		}
-	}
-	skipC := func(field string, max int) func() error {
-		return func() error { _, e := cstr(field, max); return e }
-	}
-	skip1 := func(field string) func() error {
-		return func() error { _, e := byte1(field); return e }
-	}
 	switch h.ID {
 	case smpp.CmdDeliverSM, smpp.CmdDataSM:
 	default:
 		return nil, errNotDeliver
 	}
-	step(skipC("service_type", 66))
-	step(func() (e error) { m.srcTON, e = byte1("source_addr_ton"); return })
-	step(func() (e error) { m.srcNPI, e = byte1("source_addr_npi"); return })
-	step(func() (e error) { m.src, e = cstr("source_addr", 66); return })
-	step(func() (e error) { m.dstTON, e = byte1("dest_addr_ton"); return })
-	step(func() (e error) { m.dstNPI, e = byte1("dest_addr_npi"); return })
-	step(func() (e error) { m.dst, e = cstr("destination_addr", 66); return })
-	step(func() (e error) { m.esmClass, e = byte1("esm_class"); return })
+	m := &message{cmd: h.ID}
+	c := &cursor{b: frame[smpp.HeaderLen:]}
+	c.cstr("service_type", 66)
+	m.srcTON, m.srcNPI = c.byte1("source_addr_ton"), c.byte1("source_addr_npi")
+	m.src = c.cstr("source_addr", 66)
+	m.dstTON, m.dstNPI = c.byte1("dest_addr_ton"), c.byte1("dest_addr_npi")
+	m.dst = c.cstr("destination_addr", 66)
+	m.esmClass = c.byte1("esm_class")
 	if h.ID == smpp.CmdDataSM {
-		step(skip1("registered_delivery"))
-		step(skip1("data_coding"))
+		c.byte1("registered_delivery")
+		c.byte1("data_coding")
 	} else {
-		step(skip1("protocol_id"))
-		step(skip1("priority_flag"))
-		step(skipC("schedule_delivery_time", 18))
-		step(skipC("validity_period", 18))
-		step(skip1("registered_delivery"))
-		step(skip1("replace_if_present_flag"))
-		step(skip1("data_coding"))
-		step(skip1("sm_default_msg_id"))
+		c.byte1("protocol_id")
+		c.byte1("priority_flag")
+		c.cstr("schedule_delivery_time", 18)
+		c.cstr("validity_period", 18)
+		c.byte1("registered_delivery")
+		c.byte1("replace_if_present_flag")
+		c.byte1("data_coding")
+		c.byte1("sm_default_msg_id")
 	}
-	if err != nil {
-		return nil, err
+	if c.err != nil {
+		return nil, c.err
 	}
-	m.head = b[:off]
+	m.head = c.b[:c.off]
 	if h.ID == smpp.CmdDeliverSM {
-		n, err := byte1("sm_length")
-		if err != nil {
-			return nil, err
+		n := int(c.byte1("sm_length"))
+		if c.err != nil {
+			return nil, c.err
 		}
-		if off+int(n) > len(b) {
+		if c.off+n > len(c.b) {
 			return nil, &smpp.FieldError{Status: smpp.StatusInvMsgLen, Field: "sm_length"}
 		}
-		m.sm = b[off : off+int(n)]
-		off += int(n)
+		m.sm = c.b[c.off : c.off+n]
+		c.off += n
 	}
-	tlvs, err := smpp.ParseTLVs(b[off:])
+	tlvs, err := smpp.ParseTLVs(c.b[c.off:])
 	if err != nil {
 		return nil, err
 	}
 	m.tlvs = tlvs
 	return m, nil
+}
+
+// cursor reads the mandatory fields of a PDU body in order. The first
+// field that does not fit sets err (ESME_RINVCMDLEN naming the field);
+// every read after it returns the zero value.
+type cursor struct {
+	b   []byte
+	off int
+	err error
+}
+
+// cstr reads a NUL-terminated field of at most max octets with its NUL.
+func (c *cursor) cstr(field string, max int) []byte {
+	if c.err != nil {
+		return nil
+	}
+	i := bytes.IndexByte(c.b[c.off:], 0)
+	if i < 0 || i >= max {
+		c.err = &smpp.FieldError{Status: smpp.StatusInvCmdLen, Field: field}
+		return nil
+	}
+	s := c.b[c.off : c.off+i]
+	c.off += i + 1
+	return s
+}
+
+// byte1 reads a one-octet field.
+func (c *cursor) byte1(field string) byte {
+	if c.err != nil {
+		return 0
+	}
+	if c.off >= len(c.b) {
+		c.err = &smpp.FieldError{Status: smpp.StatusInvCmdLen, Field: field}
+		return 0
+	}
+	c.off++
+	return c.b[c.off-1]
 }
 
 // body encodes the message body (everything after the header).

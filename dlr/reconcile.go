@@ -6,11 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/smppproxy/smppproxy/dedup"
 	"github.com/smppproxy/smppproxy/smpp"
 	"github.com/smppproxy/smppproxy/state"
 )
@@ -102,7 +100,8 @@ func (c *reconciler) kick() {
 }
 
 func (c *reconciler) run() {
-	due := time.Now().Add(retryFirst)
+	now := c.s.now
+	due := now().Add(retryFirst)
 	t := time.NewTimer(retryFirst)
 	defer t.Stop()
 	depths := time.NewTicker(time.Minute)
@@ -114,7 +113,7 @@ func (c *reconciler) run() {
 			default:
 			}
 		}
-		due = time.Now().Add(d)
+		due = now().Add(d)
 		t.Reset(d)
 	}
 	for {
@@ -122,7 +121,7 @@ func (c *reconciler) run() {
 		case <-c.s.ctx.Done():
 			return
 		case <-c.kickc:
-			if time.Until(due) > retryFirst {
+			if due.Sub(now()) > retryFirst {
 				reset(retryFirst)
 			}
 		case <-depths.C:
@@ -207,7 +206,7 @@ func (c *reconciler) passUpstream(up string) time.Duration {
 	if c.noted[up] != c.listed[up] {
 		wait = 0
 	}
-	now := time.Now()
+	now := c.s.now()
 	for seq, u := range c.nextUp {
 		if u == up {
 			wait = min(wait, c.next[seq].at.Sub(now))
@@ -224,7 +223,7 @@ func (c *reconciler) passUpstream(up string) time.Duration {
 // try attempts one entry of cycle cyc if it is due and schedules its next
 // try unless it settled.
 func (c *reconciler) try(ctx context.Context, up string, e *state.QueueEntry, cyc uint64) {
-	now := time.Now()
+	now := c.s.now()
 	c.mu.Lock()
 	r, ok := c.next[e.Seq]
 	if ok {
@@ -267,9 +266,15 @@ func (c *reconciler) attempt(ctx context.Context, up string, e *state.QueueEntry
 		return false, 0, err
 	}
 	r := readReceipt(m)
-	rec, outcome, hold, err := c.find(ctx, up, r, e)
-	if err != nil || rec == nil {
-		return false, hold, err
+	rec, outcome, err := c.find(ctx, up, r, e)
+	var early *tooEarlyError
+	switch {
+	case errors.As(err, &early):
+		return false, early.hold, nil
+	case errors.Is(err, errNoRecord), errors.Is(err, errIDConflict), errors.Is(err, errAmbiguous), errors.Is(err, errSettledMeanwhile):
+		return false, 0, nil // tried again later
+	case err != nil:
+		return false, 0, err
 	}
 	out, err := s.route(ctx, up, rec, r)
 	if err != nil {
@@ -295,99 +300,161 @@ func (c *reconciler) settle(up string) time.Duration {
 	return c.s.cfg.Upstreams[up].ResponseTimeout + settleMargin
 }
 
+// Why find found no record to route a kept receipt to. Each has one
+// meaning; none wraps another.
+var (
+	// errNoRecord: no record is the receipt's (yet).
+	errNoRecord = errors.New("dlr: the receipt names no record")
+	// errAmbiguous: several unknown records may be the receipt's, so it
+	// settles none.
+	errAmbiguous = errors.New("dlr: several unknown records may be the receipt's")
+	// errSettledMeanwhile: the one candidate stopped being unknown while it
+	// was being settled; the next try matches it by id.
+	errSettledMeanwhile = errors.New("dlr: the record was settled otherwise meanwhile")
+)
+
+// tooEarlyError: the receipt has not been kept for the upstream's settle
+// delay yet; in hold it may settle an unknown record.
+type tooEarlyError struct{ hold time.Duration }
+
+func (e *tooEarlyError) Error() string {
+	return fmt.Sprintf("dlr: the receipt may settle an unknown record in %v", e.hold)
+}
+
+// keptReceipt is one kept receipt being matched to an unknown record.
+type keptReceipt struct {
+	up      string
+	r       *receipt
+	e       *state.QueueEntry
+	respID  string          // the id it names its message by, as in a submit_sm_resp
+	echoKey string          // the record key it echoes in echo_tlv ("" none)
+	byAddr  []*state.Record // the unknown records of up with its addresses
+}
+
 // find looks for the record of a kept receipt: by id (the record was
-// accepted since), by the echoed key TLV, or as the only unknown record of
-// the upstream with the receipt's addresses and time. A record found by
-// the last two while unknown is resolved to accepted with the receipt's
-// id first.
+// accepted since: OutMatchedLater), else by the echoed key TLV (byEcho)
+// or as the only unknown record of the upstream with the receipt's
+// addresses and time (byAddress), which resolves it to accepted with the
+// receipt's id first (OutReconciled). No record is an error: errNoRecord,
+// errIDConflict, errAmbiguous, errSettledMeanwhile or *tooEarlyError.
 //
 // The last two only once the receipt has been kept longer than the
-// upstream's settle delay (hold says how long until then): a receipt can
-// overtake its submit_sm_resp, and while its own record is still `sent`
-// it would name another, unknown record with the same key or addresses.
-// Once every message written before the receipt came has left `sent`, its
-// own record, accepted, would match by id; unknown, it is a candidate
-// too, and two candidates settle nothing.
-func (c *reconciler) find(ctx context.Context, up string, r *receipt, e *state.QueueEntry) (*state.Record, string, time.Duration, error) {
+// upstream's settle delay: a receipt can overtake its submit_sm_resp, and
+// while its own record is still `sent` it would name another, unknown
+// record with the same key or addresses. Once every message written
+// before the receipt came has left `sent`, its own record, accepted,
+// would match by id; unknown, it is a candidate too, and two candidates
+// settle nothing.
+func (c *reconciler) find(ctx context.Context, up string, r *receipt, e *state.QueueEntry) (*state.Record, string, error) {
 	s := c.s
 	rec, err := s.match(ctx, up, r)
-	if err == nil {
-		return rec, OutMatchedLater, 0, nil
+	switch {
+	case err == nil:
+		return rec, OutMatchedLater, nil
+	case errors.Is(err, state.ErrNotFound):
+	default:
+		return nil, "", err // errIDConflict or the store's
 	}
-	if !errors.Is(err, state.ErrNotFound) {
-		return nil, "", 0, err
-	}
-	res := s.resolver()
-	if errors.Is(err, errIDConflict) || r.id == "" || res == nil {
-		return nil, "", 0, nil
+	if r.id == "" || s.cfg.Resolver == nil {
+		return nil, "", errNoRecord
 	}
 	if hold := e.Enqueued.Add(c.settle(up)).Sub(s.now()); hold > 0 {
-		return nil, "", hold, nil
+		return nil, "", &tooEarlyError{hold}
 	}
 	respID, ok := s.respIDOf(up, r)
 	if !ok {
-		return nil, "", 0, nil
+		return nil, "", errIDConflict
 	}
 	byAddr, err := s.cfg.Store.UnknownByAddr(ctx, up, state.HashAddrs(r.m.dst, r.m.src))
 	if err != nil {
-		return nil, "", 0, err
+		return nil, "", err
 	}
-	echoKey := ""
-	if tag := s.cfg.Upstreams[up].EchoTLV; tag != 0 {
-		if v, ok := r.m.tlv(tag); ok && len(bytes.TrimRight(v, "\x00")) > 0 {
-			echoKey = dedup.KeyOfTLV(v)
-			cands, err := c.echoCandidates(ctx, up, r, echoKey, byAddr)
-			if err != nil {
-				return nil, "", 0, err
-			}
-			switch len(cands) {
-			case 0: // no record has the key: the addresses may tell
-			case 1:
-				rec := cands[0]
-				if rec.State == state.Unknown {
-					why := fmt.Sprintf("upstream %s echoed the key in TLV 0x%04X of receipt %s (stat %s)", up, tag, r.id, orDash(r.stat))
-					if rec, err = res.ResolveFromReceipt(ctx, rec.Key, up, respID, why); err != nil {
-						if errors.Is(err, dedup.ErrNotUnknown) {
-							return nil, "", 0, nil // settled otherwise meanwhile; the next try sees it
-						}
-						return nil, "", 0, err
-					}
-				}
-				return rec, OutReconciled, 0, nil
-			default:
-				s.log.Info("dlr: kept receipt's echoed key names several records; not resolved", "upstream", up, "receipt_id", r.id, "candidates", len(cands))
-				return nil, "", 0, nil
-			}
-		}
+	k := &keptReceipt{up: up, r: r, e: e, respID: respID, echoKey: c.echoKey(up, r), byAddr: byAddr}
+	rec, err = c.byEcho(ctx, k)
+	if errors.Is(err, errNoRecord) {
+		rec, err = c.byAddress(ctx, k)
 	}
+	if err != nil {
+		return nil, "", err
+	}
+	return rec, OutReconciled, nil
+}
+
+// echoKey returns the record key receipt r of upstream up echoes in the
+// upstream's echo_tlv, or "" when it echoes none.
+func (c *reconciler) echoKey(up string, r *receipt) string {
+	tag := c.s.cfg.Upstreams[up].EchoTLV
+	if tag == 0 || c.s.cfg.Keys.OfTLV == nil {
+		return ""
+	}
+	v, ok := r.m.tlv(tag)
+	if !ok || len(bytes.TrimRight(v, "\x00")) == 0 {
+		return ""
+	}
+	return c.s.cfg.Keys.OfTLV(v)
+}
+
+// byEcho finds the one record with the key k echoes (resolving it when
+// unknown); errNoRecord when it echoes none or no record has it (the
+// addresses may tell), errAmbiguous when several do.
+func (c *reconciler) byEcho(ctx context.Context, k *keptReceipt) (*state.Record, error) {
+	if k.echoKey == "" {
+		return nil, errNoRecord
+	}
+	cands, err := c.echoCandidates(ctx, k.up, k.r, k.echoKey, k.byAddr)
+	if err != nil {
+		return nil, err
+	}
+	switch len(cands) {
+	case 0:
+		return nil, errNoRecord
+	case 1:
+	default:
+		c.s.log.Info("dlr: kept receipt's echoed key names several records; not resolved", "upstream", k.up, "receipt_id", k.r.id, "candidates", len(cands))
+		return nil, errAmbiguous
+	}
+	if cands[0].State != state.Unknown {
+		return cands[0], nil
+	}
+	why := fmt.Sprintf("upstream %s echoed the key in TLV 0x%04X of receipt %s (stat %s)", k.up, c.s.cfg.Upstreams[k.up].EchoTLV, k.r.id, orDash(k.r.stat))
+	return c.resolve(ctx, k, cands[0].Key, why)
+}
+
+// byAddress resolves the only unknown record with k's addresses (swapped)
+// created within the receipt's time window, skipping records keyed by
+// another echoed key than k's; errNoRecord when there is none,
+// errAmbiguous when there are several.
+func (c *reconciler) byAddress(ctx context.Context, k *keptReceipt) (*state.Record, error) {
 	var in []*state.Record
-	for _, rec := range byAddr {
-		if echoKey != "" && rec.Key.Key != echoKey && strings.HasPrefix(rec.Key.Key, tlvKeyPrefix) {
+	for _, rec := range k.byAddr {
+		if k.echoKey != "" && rec.Key.Key != k.echoKey && c.s.cfg.Keys.FromTLV(rec.Key.Key) {
 			continue // its key is another one than the upstream echoed
 		}
-		if c.inWindow(rec, r, e) {
+		if c.inWindow(rec, k.r, k.e) {
 			in = append(in, rec)
 		}
 	}
-	if len(in) != 1 {
-		if len(in) > 1 {
-			s.log.Info("dlr: kept receipt matches several unknown records; not resolved", "upstream", up, "receipt_id", r.id, "candidates", len(in))
-		}
-		return nil, "", 0, nil
+	switch len(in) {
+	case 0:
+		return nil, errNoRecord
+	case 1:
+	default:
+		c.s.log.Info("dlr: kept receipt matches several unknown records; not resolved", "upstream", k.up, "receipt_id", k.r.id, "candidates", len(in))
+		return nil, errAmbiguous
 	}
-	why := fmt.Sprintf("unmatched receipt %s (stat %s) from %s matched the only unknown record with its source, destination and submit time", r.id, orDash(r.stat), up)
-	rec, err = res.ResolveFromReceipt(ctx, in[0].Key, up, respID, why)
-	if err != nil {
-		if errors.Is(err, dedup.ErrNotUnknown) {
-			return nil, "", 0, nil // settled otherwise meanwhile; the next try sees it
-		}
-		return nil, "", 0, err
-	}
-	return rec, OutReconciled, 0, nil
+	why := fmt.Sprintf("unmatched receipt %s (stat %s) from %s matched the only unknown record with its source, destination and submit time", k.r.id, orDash(k.r.stat), k.up)
+	return c.resolve(ctx, k, in[0].Key, why)
 }
 
-// tlvKeyPrefix starts every record key taken from a key TLV.
-var tlvKeyPrefix = dedup.KeyOfTLV(nil)
+// resolve settles the unknown record key with k's id through the
+// Resolver; errSettledMeanwhile when it is no longer unknown.
+func (c *reconciler) resolve(ctx context.Context, k *keptReceipt, key state.Key, why string) (*state.Record, error) {
+	rec, err := c.s.cfg.Resolver.ResolveFromReceipt(ctx, key, k.up, k.respID, why)
+	if err != nil && c.s.cfg.NotUnknown(err) {
+		return nil, errSettledMeanwhile
+	}
+	return rec, err
+}
 
 // echoCandidates returns the records of upstream up a receipt echoing
 // record key key may be about: across the accounts routed to up, the

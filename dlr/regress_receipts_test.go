@@ -1,45 +1,48 @@
 package dlr
 
-// Regression tests from review 2 (receipt/MO path): each failed on the
-// code as reviewed and states the behaviour SPEC §4/§5 asks for.
+// Receipt path behaviours SPEC §4/§5 asks for that a simpler matcher or
+// dispatcher gets wrong: late receipts of fingerprint records, echoed keys,
+// receipts overtaking their submit_sm_resp, refused Acks, id formats.
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/smppproxy/smppproxy/dedup"
+	"github.com/smppproxy/smppproxy/internal/testkit"
 	"github.com/smppproxy/smppproxy/smpp"
 	"github.com/smppproxy/smppproxy/smppclient"
 	"github.com/smppproxy/smppproxy/state"
 )
 
-// r2clock is a settable clock shared by the store, the engine and the
+// testClock is a settable clock shared by the store, the engine and the
 // service.
-type r2clock struct {
+type testClock struct {
 	mu sync.Mutex
 	t  time.Time
 }
 
-func (c *r2clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *r2clock) add(d time.Duration) {
+func (c *testClock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *testClock) add(d time.Duration) {
 	c.mu.Lock()
 	c.t = c.t.Add(d)
 	c.mu.Unlock()
 }
 
-// r2accept answers every submit with status 0 and id.
-type r2accept struct{ id string }
+// acceptAll answers every submit with status 0 and id.
+type acceptAll struct{ id string }
 
-func (f r2accept) Forward(ctx context.Context, a *dedup.Attempt) dedup.Result {
+func (f acceptAll) Forward(ctx context.Context, a *dedup.Attempt) dedup.Result {
 	_ = a.Journal("smsc", "smsc/1", 1)
 	return dedup.Result{Kind: dedup.Answered, Status: smpp.StatusOK, MessageID: f.id, Upstream: "smsc", Session: "smsc/1", Sequence: 1}
 }
 
-func r2submit(t *testing.T, key, dst string) *smpp.Submit {
+func keyedSubmit(t *testing.T, key, dst string) *smpp.Submit {
 	t.Helper()
 	f := smpp.SubmitFields{Src: "SHOP", Dst: dst, RegisteredDelivery: 1, ShortMessage: []byte("hello")}
 	if key != "" {
@@ -61,29 +64,30 @@ func queued(t *testing.T, st state.Queue, q string) []*state.QueueEntry {
 	return es
 }
 
-// SPEC §4 / §2: under idempotency.key: fingerprint the record must still
-// route the receipt. The record expires with fingerprint_window (60s), so a
-// DELIVRD that comes two minutes after the submit matches nothing and is
-// kept as unmatched until it expires: the ESME never gets it although the
-// upstream got deliver_sm_resp 0.
-func TestReview2FingerprintRecordStillRoutesLateReceipt(t *testing.T) {
-	clk := &r2clock{t: time.Now()}
+// SPEC §4 / §2: under idempotency.key: fingerprint the record still
+// routes a receipt that comes after fingerprint_window (60s): a DELIVRD two
+// minutes after the submit is queued for the ESME, not kept unmatched.
+func TestFingerprintRecordStillRoutesLateReceipt(t *testing.T) {
+	clk := &testClock{t: time.Now()}
 	st := state.NewMem(clk.now)
-	svc, err := New(Config{
+	cfg := Config{
 		Store:     st,
+		IDs:       testIDs,
 		Accounts:  map[string]Account{"shop": {Route: []string{"smsc"}}},
-		Upstreams: map[string]Upstream{"smsc": {RespIDFormat: Hex, ReceiptIDFormat: Dec}},
+		Upstreams: map[string]Upstream{"smsc": {}},
 		Now:       clk.now,
-	})
+		Receivers: &fakeRcv{},
+	}
+	var eng *dedup.Engine
+	resolving(acceptAll{"3e8"}, &eng)(&cfg)
+	svc, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng := dedup.New(dedup.Config{Store: st, Forwarder: r2accept{"3e8"}, IDs: svc.IDs(), Now: clk.now})
-	svc.Attach(&fakeRcv{}, eng)
 	svc.Start()
 	t.Cleanup(svc.Close)
 
-	a := eng.Submit(bg, "shop", dedup.Policy{Key: dedup.KeyFingerprint}, r2submit(t, "", "447700900123"))
+	a := eng.Submit(bg, "shop", dedup.Policy{Key: dedup.KeyFingerprint}, keyedSubmit(t, "", "447700900123"))
 	if a.Status != smpp.StatusOK || a.MessageID != "3e8" {
 		t.Fatalf("submit = %+v, want accepted with 3e8", a)
 	}
@@ -98,55 +102,67 @@ func TestReview2FingerprintRecordStillRoutesLateReceipt(t *testing.T) {
 }
 
 // SPEC §5 (echo_tlv): two accounts may use the same key; an echoed key
-// must resolve only the unknown record it names. The reconciler walks the
-// accounts in map order and returns the first record with that key on the
-// upstream even when it is an accepted record of another account with
-// another message id: the receipt of shop's message goes to bank,
-// rewritten to bank's id, and shop's record stays unknown.
-func TestReview2EchoTLVDoesNotPickAnotherAccountsRecord(t *testing.T) {
-	for i := range 12 {
-		e := newEnv(t, func(c *Config) {
-			c.Upstreams = map[string]Upstream{"smsc": {RespIDFormat: Hex, ReceiptIDFormat: Dec, EchoTLV: smpp.DefaultIdempotencyTag}}
+// resolves only the unknown record it names, never an accepted record of
+// another account with another message id (that would send shop's receipt
+// to bank, rewritten to bank's id, and leave shop's record unknown).
+//
+// The case is built so that picking the wrong record cannot depend on the
+// order accounts are tried: in "part", shop's record is a part of a long
+// message, so bank's whole record is the only one found by the key over
+// the accounts (shop's part is found among the records with the receipt's
+// addresses); in "whole", bank sorts before shop. The settle delay (an
+// hour) passes on the injected clock: no waiting.
+func TestEchoedKeyDoesNotPickAnotherAccountsRecord(t *testing.T) {
+	for _, tc := range []struct{ name, segment, dst string }{
+		{"whole", "", "447700900999"}, // another destination: the address match cannot settle it
+		{"part", "1/2", "447700900123"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := &testClock{t: time.Now()}
+			var eng *dedup.Engine
+			e := newEnv(t, func(c *Config) {
+				c.Upstreams = map[string]Upstream{"smsc": {EchoTLV: smpp.DefaultIdempotencyTag, ResponseTimeout: time.Hour}}
+				c.Now = clk.now
+			}, resolving(fwd{}, &eng))
+			key := dedup.KeyOfTLV([]byte("order-1"))
+			e.accepted(t, "bank", key, "3e9") // bank's own order-1, accepted
+			shop := state.Key{Account: "shop", Key: key, Segment: tc.segment}
+			now := clk.now()
+			r := &state.Record{Key: shop, State: state.Unknown, Upstream: "smsc", Session: "smsc/1",
+				AddrHash: state.HashAddrs([]byte("SHOP"), []byte(tc.dst)), Created: now, Updated: now, Expires: now.Add(time.Hour)}
+			if _, ok, err := e.st.Create(bg, r); err != nil || !ok {
+				t.Fatal(ok, err)
+			}
+			// shop's message: the upstream names it 4096 and echoes shop's key.
+			f := receiptFrame("id:4096 sub:001 dlvrd:001 stat:DELIVRD err:000 text:", smpp.TLV{Tag: smpp.DefaultIdempotencyTag, Value: []byte("order-1")})
+			if st := e.deliver(t, f); st != 0 {
+				t.Fatal(st)
+			}
+			clk.add(time.Hour + settleMargin + time.Second) // past the settle delay, on the injected clock
+			testkit.Eventually(t, 5*time.Second, func() bool { l, _ := e.svc.Unmatched(bg, "smsc", 10); return len(l) == 0 }, "kept receipt settled")
+			if es := queued(t, e.st, accountQueue("bank")); len(es) != 0 {
+				t.Fatalf("shop's receipt (echoing shop's key) was queued for bank as %q", es[0].MessageID)
+			}
+			if got, _ := e.st.Get(bg, shop); got.State != state.Accepted || got.MessageID != "1000" {
+				t.Fatalf("shop's record %s %q; want accepted with 1000", got.State, got.MessageID)
+			}
 		})
-		eng := dedup.New(dedup.Config{Store: e.st, Forwarder: fwd{}, IDs: e.svc.IDs()})
-		e.svc.Attach(e.rcv, eng)
-		e.accepted(t, "bank", dedup.KeyOfTLV([]byte("order-1")), "3e9") // bank's own order-1, accepted
-		a := eng.Submit(bg, "shop", dedup.Policy{}, r2submit(t, "order-1", "447700900999"))
-		if a.Outcome != dedup.OutUnknown {
-			t.Fatalf("shop submit = %+v, want unknown", a)
-		}
-		// shop's message: the upstream names it 4096 and echoes shop's key.
-		// (Another destination: the address match cannot settle it.)
-		f := receiptFrame("id:4096 sub:001 dlvrd:001 stat:DELIVRD err:000 text:", smpp.TLV{Tag: smpp.DefaultIdempotencyTag, Value: []byte("order-1")})
-		if st := e.deliver(t, f); st != 0 {
-			t.Fatal(st)
-		}
-		waitFor(t, "kept receipt settled", func() bool { l, _ := e.svc.Unmatched(bg, "smsc", 10); return len(l) == 0 })
-		if es := queued(t, e.st, accountQueue("bank")); len(es) != 0 {
-			t.Fatalf("run %d: shop's receipt (echoing shop's key) was queued for bank as %q", i, es[0].MessageID)
-		}
-		if r, _ := e.st.Get(bg, a.Key); r.State != state.Accepted || r.MessageID != "1000" {
-			t.Fatalf("run %d: shop's record %s %q; want accepted with 1000", i, r.State, r.MessageID)
-		}
-		e.svc.Close()
 	}
 }
 
 // SPEC §5: an unmatched receipt resolves an unknown record only when that
 // record is the only one it can be. A receipt that overtakes its own
-// submit_sm_resp (the record is still `sent`) must not resolve another,
-// older unknown record with the same addresses: that gives the unknown
-// record the other message's id (two records, one id; the retry of a
-// message that may never have been sent is answered "accepted").
-func TestReview2ReconcileIgnoresUnknownWhileSentRecordHasSameAddresses(t *testing.T) {
+// submit_sm_resp (the record is still `sent`) does not resolve another,
+// older unknown record with the same addresses (that would give it the
+// other message's id: two records, one id).
+func TestReconcileIgnoresUnknownWhileSentRecordHasSameAddresses(t *testing.T) {
 	// The second record below stays `sent` for the whole test, as a real
 	// one does for up to the upstream's response_timeout.
+	var eng *dedup.Engine
 	e := newEnv(t, func(c *Config) {
-		c.Upstreams = map[string]Upstream{"smsc": {RespIDFormat: Hex, ReceiptIDFormat: Dec, ResponseTimeout: 10 * time.Second}}
-	})
-	eng := dedup.New(dedup.Config{Store: e.st, Forwarder: fwd{}, IDs: e.svc.IDs()})
-	e.svc.Attach(e.rcv, eng)
-	old := eng.Submit(bg, "shop", dedup.Policy{}, r2submit(t, "otp-1", "447700900123"))
+		c.Upstreams = map[string]Upstream{"smsc": {ResponseTimeout: 10 * time.Second}}
+	}, resolving(fwd{}, &eng))
+	old := eng.Submit(bg, "shop", dedup.Policy{}, keyedSubmit(t, "otp-1", "447700900123"))
 	if old.Outcome != dedup.OutUnknown {
 		t.Fatalf("first submit = %+v, want unknown", old)
 	}
@@ -164,39 +180,57 @@ func TestReview2ReconcileIgnoresUnknownWhileSentRecordHasSameAddresses(t *testin
 	if st := e.deliver(t, dlrFrame("4096", "ACCEPTD")); st != 0 {
 		t.Fatal(st)
 	}
-	time.Sleep(time.Second)
+	e.waitTried(t, now) // within the settle delay: matched by id only
 	if r, _ := e.st.Get(bg, old.Key); r.State != state.Unknown {
 		t.Fatalf("the older unknown record became %s with id %q from the receipt of a message still `sent`; want it left unknown", r.State, r.MessageID)
 	}
 }
 
-// SPEC §4: delivery is at-least-once *until* a deliver_sm_resp 0. When the
-// store refuses the Ack (disk full), the dispatcher forgets that the ESME
-// acknowledged and sends the same entry again at once, in a tight loop,
-// for as long as the store refuses writes.
-func TestReview2AckFailureDoesNotResendAcknowledgedReceipt(t *testing.T) {
-	e := newEnv(t, nil)
+// SPEC §4: delivery is at-least-once *until* a deliver_sm_resp 0. An entry
+// the ESME acknowledged is not sent again while the store refuses its Ack
+// (disk full).
+func TestAckFailureDoesNotResendAcknowledgedReceipt(t *testing.T) {
+	fq := &ackFailingQueue{}
+	e := newEnv(t, fq.wrap)
 	e.accepted(t, "shop", "k1", "3e8")
 	if st := e.deliver(t, dlrFrame("1000", "DELIVRD")); st != 0 {
 		t.Fatal(st)
 	}
-	e.st.FailWrites(errors.New("disk full"))
-	t.Cleanup(func() { e.st.FailWrites(nil) })
+	fq.fail.Store(true)
 	rx := &fakeRx{id: "s1"}
 	e.rcv.bind("shop", rx)
 	e.svc.kick("shop")
-	time.Sleep(600 * time.Millisecond)
+	// Each refused Ack is a moment a resend would come: three of them.
+	testkit.Eventually(t, 5*time.Second, func() bool { return fq.refused.Load() >= 3 }, "the Ack refused three times")
 	if n := len(rx.received()); n != 1 {
-		t.Fatalf("one receipt, acknowledged with status 0 every time: delivered %d times in 600ms; want 1", n)
+		t.Fatalf("one receipt, acknowledged with status 0 every time: delivered %d times while the store refused 3 Acks; want 1", n)
 	}
 }
 
-// The reconciler's per-entry schedule (next/nextUp) is pruned only by a
-// pass that starts at the head and reaches the end; with 5000 or more kept
-// receipts no pass does, so the schedules of expired or settled entries
-// are never forgotten: memory grows with every unmatched receipt ever seen.
-func TestReview2ReconcilerForgetsScheduleOfExpiredEntries(t *testing.T) {
-	clk := &r2clock{t: time.Now()}
+// ackFailingQueue is the store's queue whose Acks are refused while fail
+// is set; refused counts them.
+type ackFailingQueue struct {
+	state.Queue
+	fail    atomic.Bool
+	refused atomic.Int32
+}
+
+// wrap puts the queue in front of the Config's store.
+func (q *ackFailingQueue) wrap(c *Config) { q.Queue = c.Store.(state.Queue); c.Queue = q }
+
+func (q *ackFailingQueue) Ack(ctx context.Context, queue string, seq uint64) error {
+	if q.fail.Load() {
+		q.refused.Add(1)
+		return errors.New("disk full")
+	}
+	return q.Queue.Ack(ctx, queue, seq)
+}
+
+// The reconciler forgets the schedules of expired kept receipts even when
+// more are kept than one pass reads (maxScan): its memory does not grow
+// with every unmatched receipt ever seen.
+func TestReconcilerForgetsScheduleOfExpiredEntries(t *testing.T) {
+	clk := &testClock{t: time.Now()}
 	st := state.NewMem(clk.now)
 	svc, err := New(Config{Store: st, Accounts: map[string]Account{"shop": {}}, Upstreams: map[string]Upstream{"smsc": {}}, Now: clk.now})
 	if err != nil {
@@ -218,32 +252,18 @@ func TestReview2ReconcilerForgetsScheduleOfExpiredEntries(t *testing.T) {
 	put(6000, 3*time.Hour) // still kept after that
 	svc.rec.note("smsc")
 	sched := func() int { svc.rec.mu.Lock(); defer svc.rec.mu.Unlock(); return len(svc.rec.next) }
-	deadline := time.Now().Add(10 * time.Second)
-	for sched() < 12000 {
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d of 12000 kept receipts tried within 10s", sched())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.Eventually(t, 10*time.Second, func() bool { return sched() >= 12000 }, "12000 kept receipts tried")
 	clk.add(90 * time.Minute) // the first 6000 expire
-	deadline = time.Now().Add(5 * time.Second)
-	for sched() > 6000 {
-		if time.Now().After(deadline) {
-			t.Fatalf("reconciler still holds %d schedules for 6000 kept receipts (expired ones never forgotten)", sched())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.Eventually(t, 5*time.Second, func() bool { return sched() <= 6000 }, "schedules of the 6000 expired kept receipts forgotten")
 }
 
 // SPEC §4: "matched by receipted_message_id TLV, else by the id: field".
 // An SMSC that answers in hex and writes receipt texts in decimal commonly
 // puts the TLV in its submit_sm_resp form (SMPP v3.4: "SMSC message ID of
-// receipted message"), as in this package's own receipt fixture. The TLV
-// is read only in receipt_id_format, and the text id is never tried once a
-// TLV is present: (1) the receipt matches nothing and is kept until it
-// expires; (2) a digits-only hex TLV is read as decimal and matches another
-// record (here: another account's).
-func TestReview2ReceiptTLVInResponseFormat(t *testing.T) {
+// receipted message"). Such a TLV still finds its record ("lost"), and a
+// digits-only hex TLV is not read as decimal to name another account's
+// record ("wrong record").
+func TestReceiptTLVInResponseFormat(t *testing.T) {
 	t.Run("lost", func(t *testing.T) {
 		e := newEnv(t, nil)
 		rec := e.accepted(t, "shop", "k1", "3e8")
@@ -269,12 +289,11 @@ func TestReview2ReceiptTLVInResponseFormat(t *testing.T) {
 	})
 }
 
-// SPEC §4: only "the same receipt ... same state" is a duplicate. A
-// receipt whose state the proxy cannot read (no stat: field it knows the
-// name of, no message_state TLV) gets the empty state key, so every such
-// receipt of one message is a "duplicate" of the first: here the final
-// receipt is acknowledged upstream and dropped.
-func TestReview2UnreadableStateIsNotADuplicate(t *testing.T) {
+// SPEC §4: only "the same receipt ... same state" is a duplicate. Two
+// receipts of one message whose state the proxy cannot read (no stat:
+// field it knows, no message_state TLV) but whose bodies differ are both
+// queued.
+func TestUnreadableStateIsNotADuplicate(t *testing.T) {
 	e := newEnv(t, nil)
 	e.accepted(t, "shop", "k1", "3e8")
 	e.deliver(t, receiptFrame("id:1000 status:ENROUTE err:000 text:"))
@@ -284,54 +303,52 @@ func TestReview2UnreadableStateIsNotADuplicate(t *testing.T) {
 	}
 }
 
-// Finding 2, continued: once the store takes writes again the Ack is
+// Once the store takes writes again, the Ack of an acknowledged entry is
 // written (the entry leaves the queue) without the receipt being sent
 // again.
 func TestAckRetriedOnceTheStoreRecovers(t *testing.T) {
-	e := newEnv(t, nil)
+	fq := &ackFailingQueue{}
+	e := newEnv(t, fq.wrap)
 	e.accepted(t, "shop", "k1", "3e8")
 	if st := e.deliver(t, dlrFrame("1000", "DELIVRD")); st != 0 {
 		t.Fatal(st)
 	}
-	e.st.FailWrites(errors.New("disk full"))
-	t.Cleanup(func() { e.st.FailWrites(nil) })
+	fq.fail.Store(true)
 	rx := &fakeRx{id: "s1"}
 	e.rcv.bind("shop", rx)
 	e.svc.kick("shop")
-	waitFor(t, "delivered", func() bool { return len(rx.received()) == 1 })
-	time.Sleep(300 * time.Millisecond)
-	e.st.FailWrites(nil)
-	waitFor(t, "queue empty", func() bool { return len(queued(t, e.st, accountQueue("shop"))) == 0 })
-	e.svc.kick("shop")
-	time.Sleep(100 * time.Millisecond)
+	testkit.Eventually(t, 5*time.Second, func() bool { return fq.refused.Load() >= 2 }, "the Ack refused and retried")
+	fq.fail.Store(false)
+	testkit.Eventually(t, 5*time.Second, func() bool { return len(queued(t, e.st, accountQueue("shop"))) == 0 }, "queue empty")
 	if n := len(rx.received()); n != 1 {
 		t.Errorf("delivered %d times, want 1", n)
 	}
 	d := e.svc.accounts["shop"]
 	d.mu.Lock()
-	held := len(d.pendingAck)
+	held := len(d.seqsLocked(entryAckPending))
 	d.mu.Unlock()
 	if held != 0 || e.svc.Count(DelAckFailed) != 1 {
 		t.Errorf("%d Acks still pending, %d ack failures counted; want 0, 1", held, e.svc.Count(DelAckFailed))
 	}
 }
 
-// Finding 9: the back-off of a refused entry is forgotten once the entry
+// The back-off of a refused entry is forgotten once the entry
 // has expired.
 func TestDispatcherForgetsBackoffOfExpiredEntries(t *testing.T) {
-	clk := &r2clock{t: time.Now()}
+	clk := &testClock{t: time.Now()}
 	st := state.NewMem(clk.now)
+	rcv := &fakeRcv{}
 	svc, err := New(Config{
 		Store:     st,
+		IDs:       testIDs,
 		Accounts:  map[string]Account{"shop": {Retention: time.Hour, Redelivery: time.Hour}},
-		Upstreams: map[string]Upstream{"smsc": {RespIDFormat: Hex, ReceiptIDFormat: Dec}},
+		Upstreams: map[string]Upstream{"smsc": {}},
 		Now:       clk.now,
+		Receivers: rcv,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rcv := &fakeRcv{}
-	svc.Attach(rcv, nil)
 	svc.Start()
 	t.Cleanup(svc.Close)
 	now := clk.now()
@@ -349,7 +366,7 @@ func TestDispatcherForgetsBackoffOfExpiredEntries(t *testing.T) {
 	rcv.bind("shop", rx)
 	svc.kick("shop")
 	d := svc.accounts["shop"]
-	held := func() int { d.mu.Lock(); defer d.mu.Unlock(); return len(d.backoff) }
+	held := func() int { d.mu.Lock(); defer d.mu.Unlock(); return len(d.seqsLocked(entryRefused)) }
 	waitFor(t, "all three refused", func() bool { return held() == 3 })
 	clk.add(2 * time.Hour) // every entry expires
 	svc.kick("shop")
@@ -359,28 +376,29 @@ func TestDispatcherForgetsBackoffOfExpiredEntries(t *testing.T) {
 	}
 }
 
-// Finding 3, segments: a part of a concatenated message is found by the
+// SPEC §5 (echo_tlv), segments: a part of a concatenated message is found by the
 // echoed key among the unknown records with the receipt's addresses; two
 // unknown parts resolve nothing, and neither does the address match then.
-func TestReview2EchoTLVResolvesTheOnlyUnknownPart(t *testing.T) {
+func TestEchoedKeyResolvesTheOnlyUnknownPart(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		other    state.SubmitState // state of part 2/2
 		resolved bool
 	}{{"one unknown part", state.Accepted, true}, {"two unknown parts", state.Unknown, false}} {
 		t.Run(tc.name, func(t *testing.T) {
+			clk := &testClock{t: time.Now()}
+			var eng *dedup.Engine
 			e := newEnv(t, func(c *Config) {
-				c.Upstreams = map[string]Upstream{"smsc": {RespIDFormat: Hex, ReceiptIDFormat: Dec, EchoTLV: smpp.DefaultIdempotencyTag}}
-			})
-			eng := dedup.New(dedup.Config{Store: e.st, Forwarder: fwd{}, IDs: e.svc.IDs()})
-			e.svc.Attach(e.rcv, eng)
-			now := time.Now()
+				c.Upstreams = map[string]Upstream{"smsc": {EchoTLV: smpp.DefaultIdempotencyTag}}
+				c.Now = clk.now
+			}, resolving(fwd{}, &eng))
+			now := clk.now()
 			addr := state.HashAddrs([]byte("SHOP"), []byte("447700900123"))
 			mk := func(key, seg string, st state.SubmitState, id string) state.Key {
 				r := &state.Record{Key: state.Key{Account: "shop", Key: key, Segment: seg}, State: st, Upstream: "smsc",
 					AddrHash: addr, Created: now, Updated: now, Expires: now.Add(time.Hour)}
 				if id != "" {
-					r.MessageID, r.NormID = id, e.svc.IDs().NormalizeID("smsc", id)
+					r.MessageID, r.NormID = id, testIDs.NormalizeID("smsc", id)
 				}
 				if _, ok, err := e.st.Create(bg, r); err != nil || !ok {
 					t.Fatal(ok, err)
@@ -398,13 +416,14 @@ func TestReview2EchoTLVResolvesTheOnlyUnknownPart(t *testing.T) {
 			if st := e.deliver(t, f); st != 0 {
 				t.Fatal(st)
 			}
+			clk.add(settleMargin + time.Second) // past the settle delay, on the injected clock
 			if tc.resolved {
 				waitFor(t, "part resolved", func() bool { r, _ := e.st.Get(bg, part1); return r.State == state.Accepted })
 				if r, _ := e.st.Get(bg, part1); r.MessageID != "1000" {
 					t.Errorf("part 1/2 resolved with %q, want 1000", r.MessageID)
 				}
 			} else {
-				time.Sleep(1500 * time.Millisecond) // past the settle delay
+				e.waitTried(t, clk.now()) // tried past the settle delay
 			}
 			for _, k := range []state.Key{part1, part2, other} {
 				r, _ := e.st.Get(bg, k)
@@ -420,10 +439,10 @@ func TestReview2EchoTLVResolvesTheOnlyUnknownPart(t *testing.T) {
 	}
 }
 
-// Finding 5, continued: a receipt whose TLV and text name two records
+// SPEC §4: a receipt whose TLV and text name two records
 // under every reading goes to neither; a TLV in the response format
 // without a text id still finds its record.
-func TestReview2ReceiptIDsConflict(t *testing.T) {
+func TestReceiptIDsConflict(t *testing.T) {
 	e := newEnv(t, nil)
 	e.accepted(t, "bank", "kb", "4d2")         // decimal 1234
 	shop := e.accepted(t, "shop", "ks", "3e8") // decimal 1000
@@ -431,7 +450,7 @@ func TestReview2ReceiptIDsConflict(t *testing.T) {
 	if st := e.deliver(t, f); st != 0 {
 		t.Fatal(st)
 	}
-	time.Sleep(300 * time.Millisecond)
+	e.waitTried(t, time.Time{})
 	if b, s := queued(t, e.st, accountQueue("bank")), queued(t, e.st, accountQueue("shop")); len(b)+len(s) != 0 {
 		t.Errorf("receipt naming bank's record in its TLV and shop's in its text: %d queued for bank, %d for shop; want it kept", len(b), len(s))
 	}

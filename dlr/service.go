@@ -8,12 +8,12 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/smppproxy/smppproxy/logx"
+	"github.com/smppproxy/smppproxy/msgid"
 	"github.com/smppproxy/smppproxy/smpp"
 	"github.com/smppproxy/smppproxy/smppclient"
 	"github.com/smppproxy/smppproxy/state"
@@ -44,6 +44,9 @@ type Config struct {
 	// Accounts by system_id, Upstreams by name.
 	Accounts  map[string]Account
 	Upstreams map[string]Upstream
+	// IDs reads the upstreams' message ids and issues none here (nil: every
+	// id as-is): the one the dedup engine uses (dedup.Config.IDs).
+	IDs *msgid.IDs
 	// MORoutes route MO by the longest matching destination prefix; MO
 	// that matches none goes to DefaultAccount ("" = refused).
 	MORoutes       []MORoute
@@ -75,22 +78,43 @@ type Config struct {
 	// Registerer for the metrics; nil: not registered.
 	Registerer prometheus.Registerer
 	Now        func() time.Time
+
+	// Receivers lists the ESME sessions that receive (nil: none, so
+	// nothing is delivered); ServerReceivers adapts an smppserver.Server.
+	Receivers Receivers
+	// Resolver settles an unknown record named by a kept receipt (nil:
+	// kept receipts are matched by id only); *dedup.Engine implements it.
+	Resolver Resolver
+	// NotUnknown reports whether an error of Resolver says the record is
+	// no longer unknown (it was settled otherwise meanwhile; the next try
+	// of the receipt sees it): errors.Is(err, dedup.ErrNotUnknown). nil:
+	// no error means that.
+	NotUnknown func(error) bool
+	// Keys says how the engine keys a record by its key TLV, for echo_tlv.
+	Keys Keys
+}
+
+// Keys tells dlr how record keys are made from a key TLV without dlr
+// knowing their format (it is the dedup engine's).
+type Keys struct {
+	// OfTLV returns the record key of a submit whose key TLV holds v
+	// (dedup.KeyOfTLV). nil: echo_tlv is not read.
+	OfTLV func(v []byte) string
+	// FromTLV reports whether a record key was made by OfTLV. nil: none
+	// was.
+	FromTLV func(key string) bool
 }
 
 // Account is the receipt policy of one ESME account.
 type Account struct {
 	// Retention is dlr_retention (72h); Redelivery is dlr_redelivery (10s).
 	Retention, Redelivery time.Duration
-	// ProxyIDs: message_id: proxy; the ESME gets ids in ProxyIDStyle.
-	ProxyIDs     bool
-	ProxyIDStyle ProxyIDStyle
-	// Route lists the account's upstreams (query_sm lookup, echo_tlv).
+	// Route lists the account's upstreams (echo_tlv candidates).
 	Route []string
 }
 
 // Upstream is the receipt configuration of one upstream.
 type Upstream struct {
-	RespIDFormat, ReceiptIDFormat Format
 	// EchoTLV is a TLV the upstream echoes in receipts carrying the
 	// idempotency key of the submit (0 = none).
 	EchoTLV uint16
@@ -113,11 +137,11 @@ type Resolver interface {
 }
 
 // Service receives receipts and MO from the upstreams, queues them
-// durably and delivers them to the ESMEs. Create it with New, connect it
-// with Attach, run it with Start, stop it with Close.
+// durably and delivers them to the ESMEs. Create it with New, run it with
+// Start, stop it with Close.
 type Service struct {
 	cfg Config
-	ids *IDs
+	ids *msgid.IDs
 	q   state.Queue
 	log *slog.Logger
 	now func() time.Time
@@ -125,8 +149,6 @@ type Service struct {
 	// warn rate-limits the per-PDU lines about what an upstream delivers
 	// (by upstream and kind).
 	warn *logx.Limiter
-
-	att atomic.Pointer[attachment] // set by Attach
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -167,6 +189,9 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.IDs == nil {
+		cfg.IDs, _ = msgid.New(nil, nil)
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -178,11 +203,6 @@ func New(cfg Config) (*Service, error) {
 		if a.Redelivery <= 0 {
 			a.Redelivery = DefaultRedelivery
 		}
-		if a.ProxyIDs {
-			if err := a.ProxyIDStyle.Validate(); err != nil {
-				return nil, fmt.Errorf("dlr: account %s: %w", name, err)
-			}
-		}
 		accts[name] = a
 	}
 	cfg.Accounts = accts
@@ -190,6 +210,12 @@ func New(cfg Config) (*Service, error) {
 		if _, ok := accts[r.Account]; !ok {
 			return nil, fmt.Errorf("dlr: mo route %q: no account %q", r.Prefix, r.Account)
 		}
+	}
+	if cfg.NotUnknown == nil {
+		cfg.NotUnknown = func(error) bool { return false }
+	}
+	if cfg.Keys.FromTLV == nil {
+		cfg.Keys.FromTLV = func(string) bool { return false }
 	}
 	if cfg.LogKey == nil {
 		cfg.LogKey = func(k string) string { return k }
@@ -200,7 +226,7 @@ func New(cfg Config) (*Service, error) {
 	s := &Service{
 		cfg: cfg, q: q, log: cfg.Logger, now: cfg.Now, m: newMetrics(cfg.Registerer),
 		warn:     logx.NewLimiter(smppclient.WarnInterval, 256, cfg.Now),
-		ids:      &IDs{upstreams: cfg.Upstreams, accounts: accts},
+		ids:      cfg.IDs,
 		accounts: map[string]*dispatcher{},
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
@@ -208,39 +234,16 @@ func New(cfg Config) (*Service, error) {
 		s.accounts[name] = newDispatcher(s, name, accts[name])
 	}
 	s.rec = newReconciler(s)
-	s.bound = newUnmatchedBound(cfg.UnmatchedMax, q, cfg.Logger, s.m, cfg.Registerer)
+	s.bound = newUnmatchedBound(cfg.UnmatchedMax, q, cfg.Logger, s.m, cfg.Registerer, cfg.Now)
 	return s, nil
-}
-
-// IDs returns the id mapper for the dedup engine (dedup.Config.IDs).
-func (s *Service) IDs() *IDs { return s.ids }
-
-type attachment struct {
-	rcv Receivers
-	res Resolver
-}
-
-// Attach connects the Service to the ESME sessions and to the engine that
-// settles unknown records (nil: kept receipts are matched by id only).
-// Call it before Start; calling it again replaces both.
-func (s *Service) Attach(rcv Receivers, res Resolver) {
-	s.att.Store(&attachment{rcv: rcv, res: res})
 }
 
 // receivers returns the bound receiving sessions of account.
 func (s *Service) receivers(account string) []Receiver {
-	if a := s.att.Load(); a != nil && a.rcv != nil {
-		return a.rcv.Receivers(account)
+	if s.cfg.Receivers == nil {
+		return nil
 	}
-	return nil
-}
-
-// resolver returns the attached Resolver, or nil.
-func (s *Service) resolver() Resolver {
-	if a := s.att.Load(); a != nil {
-		return a.res
-	}
-	return nil
+	return s.cfg.Receivers.Receivers(account)
 }
 
 // Start loads the queue depths and starts the dispatchers and the
@@ -369,7 +372,7 @@ func (s *Service) intakeReceipt(ctx context.Context, upstream string, m *message
 	r := readReceipt(m)
 	log := s.log.With("upstream", upstream, "receipt_id", r.id, "stat", r.stat)
 	rec, err := s.match(ctx, upstream, r)
-	if errors.Is(err, state.ErrNotFound) {
+	if errors.Is(err, state.ErrNotFound) || errors.Is(err, errIDConflict) {
 		if errors.Is(err, errIDConflict) {
 			s.warnPDU(log, slog.LevelWarn, upstream, "id_conflict", "dlr: receipt's receipted_message_id and text id name different records; kept unmatched", "text_id", r.text.ID)
 		}
@@ -402,9 +405,11 @@ func (s *Service) intakeReceipt(ctx context.Context, upstream string, m *message
 }
 
 // errIDConflict: the receipt's receipted_message_id and the id of its
-// text name two different records. It wraps state.ErrNotFound: such a
-// receipt is kept unmatched (and settles no unknown record either).
-var errIDConflict = fmt.Errorf("%w: receipted_message_id and the text's id name different records", state.ErrNotFound)
+// text name two different records (or disagree in a way no id format
+// explains). Such a receipt is kept unmatched and settles no unknown
+// record either. It is not state.ErrNotFound: a conflict is not "no
+// record".
+var errIDConflict = errors.New("dlr: receipted_message_id and the text's id name different records")
 
 // match finds the record a receipt names by its ids. receipted_message_id
 // is read in receipt_id_format, else (SMSCs often write it as in their

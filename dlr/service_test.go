@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/smppproxy/smppproxy/dedup"
+	"github.com/smppproxy/smppproxy/internal/testkit"
+	"github.com/smppproxy/smppproxy/msgid"
 	"github.com/smppproxy/smppproxy/smpp"
 	"github.com/smppproxy/smppproxy/smppclient"
 	"github.com/smppproxy/smppproxy/smppserver"
@@ -146,36 +149,63 @@ func (f *fakeRcv) bind(account string, rx ...*fakeRx) {
 	}
 }
 
+// testIDs reads smsc's ids as hex in its submit_sm_resp and decimal in
+// its receipts; bank is given proxy ids.
+var testIDs = func() *msgid.IDs {
+	ids, err := msgid.New(map[string]msgid.Upstream{"smsc": {RespIDFormat: msgid.Hex, ReceiptIDFormat: msgid.Dec}},
+		map[string]msgid.ProxyIDStyle{"bank": {}})
+	if err != nil {
+		panic(err)
+	}
+	return ids
+}()
+
 type env struct {
 	svc *Service
 	st  *state.MemStore
 	rcv *fakeRcv
 }
 
-func newEnv(t *testing.T, mod func(*Config)) *env {
+func newEnv(t *testing.T, mods ...func(*Config)) *env {
 	t.Helper()
 	st := state.NewMem(nil)
+	rcv := &fakeRcv{}
 	cfg := Config{
 		Store: st,
+		IDs:   testIDs,
 		Accounts: map[string]Account{
 			"shop": {Redelivery: 200 * time.Millisecond, Route: []string{"smsc"}},
-			"bank": {Redelivery: 200 * time.Millisecond, Route: []string{"smsc"}, ProxyIDs: true},
+			"bank": {Redelivery: 200 * time.Millisecond, Route: []string{"smsc"}},
 		},
-		Upstreams:  map[string]Upstream{"smsc": {RespIDFormat: Hex, ReceiptIDFormat: Dec}},
+		Upstreams:  map[string]Upstream{"smsc": {}},
 		BindSettle: time.Millisecond,
+		Receivers:  rcv,
 	}
-	if mod != nil {
-		mod(&cfg)
+	for _, mod := range mods {
+		if mod != nil {
+			mod(&cfg)
+		}
 	}
 	svc, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{svc: svc, st: st, rcv: &fakeRcv{}}
-	svc.Attach(e.rcv, nil)
+	e := &env{svc: svc, st: st, rcv: rcv}
 	svc.Start()
 	t.Cleanup(svc.Close)
 	return e
+}
+
+// resolving makes the service settle unknown records through a dedup
+// engine on its store that forwards with f, as the proxy wires it; *eng is
+// set to the engine.
+func resolving(f dedup.Forwarder, eng **dedup.Engine) func(*Config) {
+	return func(c *Config) {
+		*eng = dedup.New(dedup.Config{Store: c.Store, Forwarder: f, IDs: testIDs, Now: c.Now})
+		c.Resolver = *eng
+		c.NotUnknown = func(err error) bool { return errors.Is(err, dedup.ErrNotUnknown) }
+		c.Keys = Keys{OfTLV: dedup.KeyOfTLV, FromTLV: func(k string) bool { return strings.HasPrefix(k, dedup.KeyOfTLV(nil)) }}
+	}
 }
 
 // accepted stores an accepted record of account whose upstream id is id
@@ -185,7 +215,7 @@ func (e *env) accepted(t *testing.T, account, key, id string) *state.Record {
 	now := time.Now()
 	r := &state.Record{
 		Key: state.Key{Account: account, Key: key}, State: state.Accepted, Upstream: "smsc",
-		MessageID: id, NormID: e.svc.IDs().NormalizeID("smsc", id), ProxyID: e.svc.IDs().IssueID(account),
+		MessageID: id, NormID: testIDs.NormalizeID("smsc", id), ProxyID: testIDs.IssueID(account),
 		AddrHash: state.HashAddrs([]byte("SHOP"), []byte("447700900123")),
 		Created:  now, Updated: now, Expires: now.Add(time.Hour),
 	}
@@ -209,13 +239,30 @@ func dlrFrame(id, stat string) []byte {
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 5s", what)
+	testkit.Eventually(t, 5*time.Second, cond, what)
+}
+
+// waitTried waits until the reconciler has tried every kept receipt of
+// smsc at a time (on the service's clock) not before after: a try at T
+// schedules the next one later than T, and a try that was held by the
+// settle delay schedules it no later than when that delay ends.
+func (e *env) waitTried(t *testing.T, after time.Time) {
+	t.Helper()
+	waitFor(t, "every kept receipt tried", func() bool {
+		kept, err := e.svc.Unmatched(bg, "smsc", 100)
+		if err != nil || len(kept) == 0 {
+			return false
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		c := e.svc.rec
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for _, k := range kept {
+			if r, ok := c.next[k.Seq]; !ok || !r.at.After(after) {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 func TestReceiptMatchedRewrittenDeliveredOnce(t *testing.T) {
@@ -249,8 +296,7 @@ func TestReceiptMatchedRewrittenDeliveredOnce(t *testing.T) {
 	if got.Delivery != state.DeliveryDelivered || got.DeliveryAt.IsZero() || got.State != state.Accepted {
 		t.Errorf("record after the receipt: state %s delivery %q at %v; want accepted, delivered, a time", got.State, got.Delivery, got.DeliveryAt)
 	}
-	time.Sleep(50 * time.Millisecond)
-	if n := len(shop.received()); n != 1 {
+	if n := len(shop.received()); n != 1 { // deleted from the queue: none can follow
 		t.Errorf("shop got %d deliver_sm, want 1", n)
 	}
 }
@@ -341,9 +387,9 @@ func (fwd) Forward(ctx context.Context, a *dedup.Attempt) dedup.Result {
 // upstream by addresses and time resolves it; two candidates resolve
 // nothing.
 func TestReconcileUnknown(t *testing.T) {
-	e := newEnv(t, nil)
-	eng := dedup.New(dedup.Config{Store: e.st, Forwarder: fwd{}, IDs: e.svc.IDs()})
-	e.svc.Attach(e.rcv, eng)
+	clk := &testClock{t: time.Now()}
+	var eng *dedup.Engine
+	e := newEnv(t, func(c *Config) { c.Now = clk.now }, resolving(fwd{}, &eng))
 	sub := func(key, dst string) *smpp.Submit {
 		s, err := smpp.ParseSubmit(smpp.EncodeSubmit(1, smpp.SubmitFields{Src: "SHOP", Dst: dst, RegisteredDelivery: 1, ShortMessage: []byte("hi " + key),
 			TLVs: []smpp.TLV{{Tag: smpp.DefaultIdempotencyTag, Value: []byte(key)}}}))
@@ -364,6 +410,7 @@ func TestReconcileUnknown(t *testing.T) {
 	m, _ := parseMessage(other)
 	copy(m.src, "447700900555") // same length: two candidates
 	e.deliver(t, other)
+	clk.add(settleMargin + time.Second) // past the settle delay, on the injected clock
 
 	waitFor(t, "record resolved", func() bool { r, _ := e.st.Get(bg, a.Key); return r.State == state.Accepted })
 	r, _ := e.st.Get(bg, a.Key)
@@ -374,7 +421,7 @@ func TestReconcileUnknown(t *testing.T) {
 	if retry.Status != 0 || retry.MessageID != "1000" {
 		t.Errorf("retry after the receipt = %+v, want status 0 with 1000", retry)
 	}
-	time.Sleep(300 * time.Millisecond)
+	e.waitTried(t, clk.now()) // 4097 tried past its settle delay
 	if l, _ := e.svc.Unmatched(bg, "smsc", 10); len(l) != 1 || l[0].MessageID != "4097" {
 		t.Errorf("unmatched = %+v; want the ambiguous receipt 4097 still kept", l)
 	}

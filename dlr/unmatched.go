@@ -55,9 +55,9 @@ type unmatchedBound struct {
 	after map[string]uint64 // upstream → the last entry evicted: later lists start after it
 }
 
-func newUnmatchedBound(limit int, q state.Queue, log *slog.Logger, m *metrics, reg prometheus.Registerer) *unmatchedBound {
+func newUnmatchedBound(limit int, q state.Queue, log *slog.Logger, m *metrics, reg prometheus.Registerer, now func() time.Time) *unmatchedBound {
 	b := &unmatchedBound{
-		max: limit, q: q, log: log, count: m.count, logLimit: logx.NewLimiter(time.Minute, 1024, time.Now),
+		max: limit, q: q, log: log, count: m.count, logLimit: logx.NewLimiter(time.Minute, 1024, now),
 		evicted: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "smppproxy", Subsystem: "receipts", Name: "unmatched_evicted_total",
 			Help: "Unmatched receipts deleted, oldest first, to keep an upstream's unmatched queue at its cap (100000).",

@@ -86,31 +86,17 @@ func New(opts Options) (*App, error) {
 		reg = prometheus.NewRegistry()
 	}
 	a := &App{cfg: cfg, log: log}
-	st := opts.Store
-	if st == nil {
-		b, err := state.OpenBadger(state.BadgerOptions{Path: cfg.Store.Path, Logger: log, ForceEmpty: opts.ForceEmptyStore})
-		if err != nil {
-			return nil, fmt.Errorf("proxy: open store %s: %w", cfg.Store.Path, err)
-		}
-		st = b
+	st, secret, err := openStore(opts, log)
+	if err != nil {
+		return nil, err
 	}
 	a.store = st
-	keeper := opts.Secrets
-	if keeper == nil && cfg.Store.Path != "" {
-		keeper = state.FileSecret{Dir: cfg.Store.Path}
-	}
-	secret, err := loadSecret(context.Background(), keeper, st, log)
+	ids, err := newIDs(cfg)
 	if err != nil {
 		_ = st.Close()
-		return nil, fmt.Errorf("proxy: %w", err)
+		return nil, fmt.Errorf("proxy: message ids: %w", err)
 	}
-	rs, err := newReceipts(cfg, st, secret, log, reg)
-	if err != nil {
-		_ = st.Close()
-		return nil, fmt.Errorf("proxy: receipts: %w", err)
-	}
-	a.receipts = rs
-	byName, upCfg, err := a.newPools(opts, rs.OnDeliver)
+	byName, upCfg, err := a.newPools(opts, a.onDeliver)
 	if err != nil {
 		_ = st.Close()
 		return nil, err
@@ -119,18 +105,8 @@ func New(opts Options) (*App, error) {
 	if b, ok := st.(*state.BadgerStore); ok {
 		b.SetCommitObserver(a.instr.store.ObserveCommit)
 	}
-	routes := map[string][]route.Member{}
-	for _, acc := range cfg.Accounts {
-		for _, name := range acc.Route {
-			u := upCfg[name]
-			routes[acc.SystemID] = append(routes[acc.SystemID], route.Member{
-				Upstream: a.instr.upstream(byName[name]), Weight: u.Weight, ForwardKeyTLV: u.ForwardKeyTLV,
-				Attempts: u.Retry.Attempts, Budget: u.Retry.Budget.Std(),
-			})
-		}
-	}
-	a.instr.router = route.New(route.Config{Routes: routes, Logger: log})
-	a.engine = dedup.New(dedup.Config{Store: a.instr.engineStore(st), Forwarder: a.instr.router, Logger: log, Metrics: dedup.NewMetrics(reg), InstanceID: opts.InstanceID, IDs: rs.IDs(), Secret: secret, Now: opts.Now})
+	a.instr.router = route.New(route.Config{Routes: a.routes(byName, upCfg), Logger: log})
+	a.engine = dedup.New(dedup.Config{Store: a.instr.engineStore(st), Forwarder: a.instr.router, Logger: log, Metrics: dedup.NewMetrics(reg), InstanceID: opts.InstanceID, IDs: ids, Secret: secret, Now: opts.Now})
 	n, err := a.engine.Recover(context.Background())
 	if err != nil {
 		_ = st.Close()
@@ -143,7 +119,7 @@ func New(opts Options) (*App, error) {
 	chain := smppserver.Chain(smppserver.HandlerFunc(unsupported),
 		throughputLimit(cfg.Accounts),
 		a.engine.Middleware(policyOf),
-		rs.Middleware(requesters(byName)),
+		queryCancel(cfg, st, ids, byName, log),
 	)
 	a.server = &smppserver.Server{
 		Handler:     chain,
@@ -153,14 +129,65 @@ func New(opts Options) (*App, error) {
 		EnquireLink: cfg.Listen.EnquireLink.Std(),
 		MaxPDUSize:  cfg.Listen.MaxPDUSize,
 		Logger:      log,
-		OnSession:   rs.OnSession,
 
 		MaxConnections:      cfg.Listen.MaxConnections,
 		MaxConnectionsPerIP: cfg.Listen.MaxConnectionsPerIP,
 	}
-	rs.Attach(dlr.ServerReceivers(a.server), a.engine)
+	if a.receipts, err = a.newReceipts(ids, secret, reg); err != nil {
+		_ = st.Close()
+		return nil, fmt.Errorf("proxy: receipts: %w", err)
+	}
+	a.server.OnSession = a.receipts.OnSession
 	a.Sessions.Add(serverSource{a.server})
 	return a, nil
+}
+
+// onDeliver hands a deliver_sm or data_sm from an upstream to the
+// receipt service. The pools are built before it (it needs the engine,
+// which forwards through the pools); they deliver nothing before Start,
+// and New has set a.receipts by then.
+func (a *App) onDeliver(ctx context.Context, d smppclient.Delivery) smpp.Status {
+	return a.receipts.OnDeliver(ctx, d)
+}
+
+// routes lists, per account, the route members of its upstreams.
+func (a *App) routes(byName map[string]*smppclient.Pool, upCfg map[string]config.Upstream) map[string][]route.Member {
+	routes := map[string][]route.Member{}
+	for _, acc := range a.cfg.Accounts {
+		for _, name := range acc.Route {
+			u := upCfg[name]
+			routes[acc.SystemID] = append(routes[acc.SystemID], route.Member{
+				Upstream: a.instr.upstream(byName[name]), Weight: u.Weight, ForwardKeyTLV: u.ForwardKeyTLV,
+				Attempts: u.Retry.Attempts, Budget: u.Retry.Budget.Std(),
+			})
+		}
+	}
+	return routes
+}
+
+// openStore opens the store (opts.Store, else Badger at the configured
+// path) and loads the fingerprint secret; the store is closed again when
+// the secret cannot be loaded.
+func openStore(opts Options, log *slog.Logger) (state.Store, *state.Secret, error) {
+	cfg := opts.Config
+	st := opts.Store
+	if st == nil {
+		b, err := state.OpenBadger(state.BadgerOptions{Path: cfg.Store.Path, Logger: log, ForceEmpty: opts.ForceEmptyStore})
+		if err != nil {
+			return nil, nil, fmt.Errorf("proxy: open store %s: %w", cfg.Store.Path, err)
+		}
+		st = b
+	}
+	keeper := opts.Secrets
+	if keeper == nil && cfg.Store.Path != "" {
+		keeper = state.FileSecret{Dir: cfg.Store.Path}
+	}
+	secret, err := loadSecret(context.Background(), keeper, st, log)
+	if err != nil {
+		_ = st.Close()
+		return nil, nil, fmt.Errorf("proxy: %w", err)
+	}
+	return st, secret, nil
 }
 
 // newPools builds one upstream pool per configured upstream, by name, and

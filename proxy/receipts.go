@@ -1,29 +1,62 @@
 package proxy
 
 import (
+	"errors"
 	"log/slog"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/smppproxy/smppproxy/config"
 	"github.com/smppproxy/smppproxy/dedup"
 	"github.com/smppproxy/smppproxy/dlr"
+	"github.com/smppproxy/smppproxy/msgid"
+	"github.com/smppproxy/smppproxy/querycancel"
 	"github.com/smppproxy/smppproxy/smppclient"
+	"github.com/smppproxy/smppproxy/smppserver"
 	"github.com/smppproxy/smppproxy/state"
 )
 
+// newIDs builds the message ids (package msgid) shared by the dedup
+// engine and the receipts: per upstream resp_id_format and
+// receipt_id_format; per account with message_id: proxy its proxy_id
+// style (default 20 lower-case hex digits).
+func newIDs(cfg *config.Config) (*msgid.IDs, error) {
+	ups := map[string]msgid.Upstream{}
+	for _, u := range cfg.Upstreams {
+		ups[u.Name] = msgid.Upstream{
+			RespIDFormat:    msgid.Format(u.RespIDFormat),
+			ReceiptIDFormat: msgid.Format(u.ReceiptIDFormat),
+		}
+	}
+	styles := map[string]msgid.ProxyIDStyle{}
+	for _, a := range cfg.Accounts {
+		if a.MessageID == config.MessageIDProxy {
+			styles[a.SystemID] = msgid.ProxyIDStyle{Format: msgid.Format(a.ProxyID.Format), Length: a.ProxyID.Length}
+		}
+	}
+	return msgid.New(ups, styles)
+}
+
 // newReceipts builds the receipt and MO service (package dlr) from the
-// configuration: per account dlr_retention, dlr_redelivery, message_id and
-// route; per upstream resp_id_format, receipt_id_format and echo_tlv;
-// mo_routes and default_account. Proxy-issued ids use dlr's default style
-// (20 lower-case hex digits). Log lines show fingerprint keys by their tag.
-func newReceipts(cfg *config.Config, st state.Store, secret *state.Secret, log *slog.Logger, reg prometheus.Registerer) (*dlr.Service, error) {
+// configuration: per account dlr_retention, dlr_redelivery and route; per
+// upstream echo_tlv and response_timeout; mo_routes and default_account.
+// Ids are read with ids; ESME sessions come from the server; the engine
+// settles unknown records named by kept receipts. Log lines show
+// fingerprint keys by their tag.
+func (a *App) newReceipts(ids *msgid.IDs, secret *state.Secret, reg prometheus.Registerer) (*dlr.Service, error) {
+	cfg := a.cfg
 	dc := dlr.Config{
-		Store:          st,
+		Store:          a.store,
+		IDs:            ids,
+		Receivers:      dlr.ServerReceivers(a.server),
+		Resolver:       a.engine,
+		NotUnknown:     func(err error) bool { return errors.Is(err, dedup.ErrNotUnknown) },
+		Keys:           dlr.Keys{OfTLV: dedup.KeyOfTLV, FromTLV: isTLVKey},
 		Accounts:       map[string]dlr.Account{},
 		Upstreams:      map[string]dlr.Upstream{},
 		DefaultAccount: cfg.DefaultAccount,
-		Logger:         log,
+		Logger:         a.log,
 		Registerer:     reg,
 		LogKey:         func(k string) string { return dedup.TagKey(k, secret.Tag) },
 	}
@@ -31,17 +64,11 @@ func newReceipts(cfg *config.Config, st state.Store, secret *state.Secret, log *
 		dc.Accounts[a.SystemID] = dlr.Account{
 			Retention:  a.DLRRetention.Std(),
 			Redelivery: a.DLRRedelivery.Std(),
-			ProxyIDs:   a.MessageID == config.MessageIDProxy,
-			ProxyIDStyle: dlr.ProxyIDStyle{
-				Format: dlr.Format(a.ProxyID.Format), Length: a.ProxyID.Length,
-			},
-			Route: a.Route,
+			Route:      a.Route,
 		}
 	}
 	for _, u := range cfg.Upstreams {
 		dc.Upstreams[u.Name] = dlr.Upstream{
-			RespIDFormat:    dlr.Format(u.RespIDFormat),
-			ReceiptIDFormat: dlr.Format(u.ReceiptIDFormat),
 			EchoTLV:         uint16(u.EchoTLV),
 			ResponseTimeout: u.ResponseTimeout.Std(),
 		}
@@ -52,11 +79,20 @@ func newReceipts(cfg *config.Config, st state.Store, secret *state.Secret, log *
 	return dlr.New(dc)
 }
 
-// requesters lists the pools by upstream name for query_sm/cancel_sm.
-func requesters(pools map[string]*smppclient.Pool) map[string]dlr.Requester {
-	out := make(map[string]dlr.Requester, len(pools))
-	for name, p := range pools {
-		out[name] = p
+// isTLVKey reports whether a record key was made from a key TLV
+// (dedup.KeyOfTLV), for dlr's echo_tlv matching.
+func isTLVKey(key string) bool { return strings.HasPrefix(key, dedup.KeyOfTLV(nil)) }
+
+// queryCancel builds the query_sm/cancel_sm link of the request chain
+// (package querycancel): each account's route, the pools by upstream name.
+func queryCancel(cfg *config.Config, st state.Store, ids *msgid.IDs, pools map[string]*smppclient.Pool, log *slog.Logger) smppserver.Middleware {
+	routes := make(map[string][]string, len(cfg.Accounts))
+	for _, a := range cfg.Accounts {
+		routes[a.SystemID] = a.Route
 	}
-	return out
+	ups := make(map[string]querycancel.Requester, len(pools))
+	for name, p := range pools {
+		ups[name] = p
+	}
+	return querycancel.Middleware(querycancel.Config{Store: st, IDs: ids, Routes: routes, Upstreams: ups, Logger: log})
 }

@@ -16,11 +16,13 @@ const module = "github.com/smppproxy/smppproxy"
 // module root), the project packages its non-test files may import. It
 // draws the layering of STYLE.md, bottom to top:
 //
-//	smpp, logx                          leaves: wire format, log helpers
+//	smpp, logx, msgid                   leaves: wire format, log helpers,
+//	                                    message ids
 //	config                              the schema, on smpp (its enums)
 //	smppserver, smppclient, state,      the edges, on smpp
 //	session
-//	dedup, route, dlr                   the middle: decide, forward, receipts
+//	dedup, route, dlr, querycancel      the middle: decide, forward, receipts,
+//	                                    query_sm/cancel_sm
 //	esme, sim                           test and tool support (clients, SMSC)
 //	proxy, admin                        wiring and the operator surface
 //	cmd/smppproxy                       the command, on top
@@ -31,6 +33,9 @@ const module = "github.com/smppproxy/smppproxy"
 var layers = map[string][]string{
 	"smpp": nil,
 	"logx": nil,
+	// msgid reads and issues message ids for dedup (submit) and dlr
+	// (receipts).
+	"msgid": nil,
 	// config may name the wire's enums (smpp.BindType) in its schema.
 	"config": {"smpp"},
 
@@ -44,17 +49,19 @@ var layers = map[string][]string{
 	// through its own Forwarder interface, so it needs no smppclient.
 	"dedup": {"smpp", "logx", "smppserver", "state"},
 	"route": {"smpp", "logx", "smppclient", "state"},
-	"dlr":   {"smpp", "logx", "smppserver", "smppclient", "state"},
+	"dlr":   {"smpp", "logx", "msgid", "smppserver", "smppclient", "state"},
+	// querycancel is the query_sm/cancel_sm link of smppserver's chain.
+	"querycancel": {"smpp", "msgid", "smppserver", "smppclient", "state"},
 
 	"esme": {"smpp", "logx"},
 	"sim":  {"smpp", "logx", "smppserver"},
 
-	"proxy": {"smpp", "logx", "config", "smppserver", "smppclient", "state", "session", "dedup", "route", "dlr"},
+	"proxy": {"smpp", "logx", "msgid", "config", "smppserver", "smppclient", "state", "session", "dedup", "route", "dlr", "querycancel"},
 	"admin": {"smpp", "logx", "config", "state", "session", "dedup", "route", "dlr"},
 
 	// The command wires everything; bench, demo and sim are tools built
 	// on the test-support packages.
-	"cmd/smppproxy": {"smpp", "logx", "config", "smppserver", "smppclient", "state", "session", "dedup", "route", "dlr", "proxy", "admin", "esme", "sim"},
+	"cmd/smppproxy": {"smpp", "logx", "msgid", "config", "smppserver", "smppclient", "state", "session", "dedup", "route", "dlr", "querycancel", "proxy", "admin", "esme", "sim"},
 
 	// Packages of tests only: their non-test files import nothing.
 	"interop":           nil,
@@ -70,10 +77,6 @@ var exceptions = map[string][]string{
 	// route implements dedup.Forwarder and classifies dedup.Result: the
 	// forwarder's contract lives in the layer that calls it.
 	"route": {"dedup"},
-	// dlr builds and compares dedup's key format (dedup.KeyOfTLV) to match
-	// a receipt by its echoed key, and tests dedup.ErrNotUnknown when it
-	// settles a record: dedup should export a predicate instead.
-	"dlr": {"dedup"},
 }
 
 // projectImports returns, per package directory of the module (relative

@@ -1,4 +1,11 @@
-package dlr
+// Package msgid issues and normalises SMPP message ids (SPEC §4): how an
+// upstream writes ids in its submit_sm_resp and in its receipts
+// (resp_id_format, receipt_id_format: Format, Normalize, Convert), and the
+// ids the proxy issues itself under message_id: proxy (ProxyIDStyle,
+// NewProxyID). IDs gathers both per upstream and per account; the dedup
+// engine uses it on the submit path and dlr on the receipt path. It
+// imports nothing of the project.
+package msgid
 
 import (
 	"crypto/rand"
@@ -113,10 +120,10 @@ func (p ProxyIDStyle) withDefaults() ProxyIDStyle {
 func (p ProxyIDStyle) Validate() error {
 	p = p.withDefaults()
 	if p.Format != Hex && p.Format != Dec {
-		return fmt.Errorf("dlr: proxy id format must be hex or dec (got %q)", p.Format)
+		return fmt.Errorf("msgid: proxy id format must be hex or dec (got %q)", p.Format)
 	}
 	if p.Length < 8 || p.Length > 64 {
-		return fmt.Errorf("dlr: proxy id length must be 8..64 octets (got %d)", p.Length)
+		return fmt.Errorf("msgid: proxy id length must be 8..64 octets (got %d)", p.Length)
 	}
 	return nil
 }
@@ -148,11 +155,30 @@ func NewProxyID(p ProxyIDStyle) string {
 	return string(out)
 }
 
-// IDs implements dedup.IDs from the receipt configuration: per upstream
-// id formats and per account proxy ids.
+// Upstream is how one upstream writes message ids: in its submit_sm_resp
+// (resp_id_format) and in its receipts (receipt_id_format).
+type Upstream struct {
+	RespIDFormat, ReceiptIDFormat Format
+}
+
+// IDs implements dedup.IDs from the configuration: per upstream id
+// formats and per account proxy ids. The zero value (or nil maps) reads
+// every id as-is and issues no proxy ids.
 type IDs struct {
 	upstreams map[string]Upstream
-	accounts  map[string]Account
+	proxy     map[string]ProxyIDStyle
+}
+
+// New returns the ids of upstreams (by name) and of the accounts that
+// issue proxy ids (message_id: proxy), by system_id, with their style. A
+// style that cannot be issued is an error naming the account.
+func New(upstreams map[string]Upstream, proxyIDs map[string]ProxyIDStyle) (*IDs, error) {
+	for name, st := range proxyIDs {
+		if err := st.Validate(); err != nil {
+			return nil, fmt.Errorf("account %s: %w", name, err)
+		}
+	}
+	return &IDs{upstreams: upstreams, proxy: proxyIDs}, nil
 }
 
 // NormalizeID implements dedup.IDs: id as written in upstream's
@@ -179,9 +205,9 @@ func (x *IDs) RespIDFromReceipt(upstream, id string) string {
 // IssueID implements dedup.IDs: a new proxy id for an account with
 // message_id: proxy, "" otherwise.
 func (x *IDs) IssueID(account string) string {
-	a, ok := x.accounts[account]
-	if !ok || !a.ProxyIDs {
+	st, ok := x.proxy[account]
+	if !ok {
 		return ""
 	}
-	return NewProxyID(a.ProxyIDStyle)
+	return NewProxyID(st)
 }

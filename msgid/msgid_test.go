@@ -1,4 +1,4 @@
-package dlr
+package msgid
 
 import (
 	"strings"
@@ -98,13 +98,16 @@ func TestNewProxyID(t *testing.T) {
 		if bad.Validate() == nil {
 			t.Errorf("ProxyIDStyle%+v.Validate() = nil, want an error", bad)
 		}
+		if _, err := New(nil, map[string]ProxyIDStyle{"p": bad}); err == nil {
+			t.Errorf("New with proxy id style %+v = nil error, want one", bad)
+		}
 	}
 }
 
 func TestIDsIssueAndNormalize(t *testing.T) {
-	x := &IDs{
-		upstreams: map[string]Upstream{"h2d": {RespIDFormat: Hex, ReceiptIDFormat: Dec}},
-		accounts:  map[string]Account{"p": {ProxyIDs: true}, "q": {}},
+	x, err := New(map[string]Upstream{"h2d": {RespIDFormat: Hex, ReceiptIDFormat: Dec}}, map[string]ProxyIDStyle{"p": {}})
+	if err != nil {
+		t.Fatal(err)
 	}
 	if id := x.IssueID("p"); len(id) != 20 {
 		t.Errorf("IssueID(proxy account) = %q, want a 20-octet id", id)

@@ -1,10 +1,18 @@
-package dlr
+// Package querycancel is the link of the ESME request chain that forwards
+// query_sm and cancel_sm to the upstream holding the message (SPEC §4):
+// the ESME names the message by the id it was given, the record is found
+// in the store (by proxy id or by the upstream id, read with msgid), and
+// the PDU goes to that upstream with the upstream's id. It imports smpp,
+// msgid, smppserver, smppclient (the Requester's response) and state.
+package querycancel
 
 import (
 	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 
+	"github.com/smppproxy/smppproxy/msgid"
 	"github.com/smppproxy/smppproxy/smpp"
 	"github.com/smppproxy/smppproxy/smppclient"
 	"github.com/smppproxy/smppproxy/smppserver"
@@ -17,9 +25,29 @@ type Requester interface {
 	Submit(ctx context.Context, preferSession string, build func(seq uint32) []byte, beforeWrite func(session string, seq uint32) error) (smppclient.Response, error)
 }
 
+// Config configures the forwarder.
+type Config struct {
+	// Store finds the records (ByProxyID, ByMessageID).
+	Store state.Store
+	// IDs reads an ESME's id as each upstream writes it (nil: as-is).
+	IDs *msgid.IDs
+	// Routes lists each account's upstreams, by system_id: where a
+	// message is looked for by its upstream id.
+	Routes map[string][]string
+	// Upstreams sends to the upstreams, by name.
+	Upstreams map[string]Requester
+	// Logger; nil discards.
+	Logger *slog.Logger
+}
+
+type forwarder struct {
+	cfg Config
+	log *slog.Logger
+}
+
 // Middleware returns the link of the request chain that forwards query_sm
 // and cancel_sm to the upstream holding the message (by upstream name in
-// upstreams); every other request goes to next.
+// cfg.Upstreams); every other request goes to next.
 //
 // The ESME names the message by the id it was given: the record is found
 // by proxy id (message_id: proxy) or by the upstream id normalised with
@@ -30,7 +58,14 @@ type Requester interface {
 // answered ESME_RINVMSGID; one without an upstream id (never accepted)
 // ESME_RQUERYFAIL / ESME_RCANCELFAIL; an upstream that cannot be reached
 // ESME_RSYSERR. query_sm and cancel_sm need a TX or TRX bind.
-func (s *Service) Middleware(upstreams map[string]Requester) smppserver.Middleware {
+func Middleware(cfg Config) smppserver.Middleware {
+	if cfg.IDs == nil {
+		cfg.IDs, _ = msgid.New(nil, nil)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &forwarder{cfg: cfg, log: cfg.Logger}
 	return func(next smppserver.Handler) smppserver.Handler {
 		return smppserver.HandlerFunc(func(ctx context.Context, w smppserver.ResponseWriter, r *smppserver.Request) {
 			var idOff int
@@ -53,7 +88,7 @@ func (s *Service) Middleware(upstreams map[string]Requester) smppserver.Middlewa
 				_ = w.WriteStatus(smpp.StatusInvBndSts)
 				return
 			}
-			_ = w.WriteFrame(s.forwardQuery(ctx, r.Session.Account(), r.Header, r.Frame, idOff, upstreams))
+			_ = w.WriteFrame(s.forwardQuery(ctx, r.Session.Account(), r.Header, r.Frame, idOff))
 		})
 	}
 }
@@ -66,7 +101,7 @@ const (
 
 // forwardQuery returns the answer to the ESME's query_sm or cancel_sm
 // frame, whose message_id starts at idOff in the body.
-func (s *Service) forwardQuery(ctx context.Context, account string, h smpp.Header, frame []byte, idOff int, ups map[string]Requester) []byte {
+func (s *forwarder) forwardQuery(ctx context.Context, account string, h smpp.Header, frame []byte, idOff int) []byte {
 	body := frame[smpp.HeaderLen:]
 	end := bytes.IndexByte(body[idOff:], 0)
 	if end < 0 || end > 65 {
@@ -78,19 +113,19 @@ func (s *Service) forwardQuery(ctx context.Context, account string, h smpp.Heade
 	rec, err := s.lookupClientID(ctx, account, clientID)
 	if err != nil {
 		if !errors.Is(err, state.ErrNotFound) {
-			log.Error("dlr: store lookup for a query failed", "err", err)
+			log.Error("querycancel: store lookup for a query failed", "err", err)
 			return smppserver.StatusResponse(h, smpp.StatusSysErr)
 		}
-		log.Info("dlr: query for an unknown message id", "status", smpp.StatusInvMsgID.String())
+		log.Info("querycancel: query for an unknown message id", "status", smpp.StatusInvMsgID.String())
 		return smppserver.StatusResponse(h, smpp.StatusInvMsgID)
 	}
-	up, ok := ups[rec.Upstream]
+	up, ok := s.cfg.Upstreams[rec.Upstream]
 	if rec.MessageID == "" || !ok {
 		st := statusQueryFail
 		if h.ID == smpp.CmdCancelSM {
 			st = statusCancelFail
 		}
-		log.Info("dlr: query for a message without an upstream id", "state", string(rec.State), "status", st.String())
+		log.Info("querycancel: query for a message without an upstream id", "state", string(rec.State), "status", st.String())
 		return smppserver.StatusResponse(h, st)
 	}
 	out := make([]byte, 0, len(body)+len(rec.MessageID))
@@ -99,12 +134,12 @@ func (s *Service) forwardQuery(ctx context.Context, account string, h smpp.Heade
 	out = append(out, rest...)
 	resp, err := up.Submit(ctx, "", func(seq uint32) []byte { return smpp.EncodeSimple(h.ID, smpp.StatusOK, seq, out) }, nil)
 	if err != nil {
-		log.Warn("dlr: query not answered by the upstream", "upstream", rec.Upstream, "err", err)
+		log.Warn("querycancel: query not answered by the upstream", "upstream", rec.Upstream, "err", err)
 		return smppserver.StatusResponse(h, smpp.StatusSysErr)
 	}
 	rh := smpp.ParseHeader(resp.Frame)
 	if rh.ID != h.ID|smpp.RespBit { // generic_nack
-		log.Info("dlr: query refused by the upstream", "upstream", rec.Upstream, "status", rh.Status.String())
+		log.Info("querycancel: query refused by the upstream", "upstream", rec.Upstream, "status", rh.Status.String())
 		return smppserver.StatusResponse(h, rh.Status)
 	}
 	rbody := resp.Frame[smpp.HeaderLen:]
@@ -113,12 +148,12 @@ func (s *Service) forwardQuery(ctx context.Context, account string, h smpp.Heade
 			rbody = append([]byte(clientID), rbody[i:]...)
 		}
 	}
-	log.Info("dlr: query forwarded", "upstream", rec.Upstream, "upstream_message_id", rec.MessageID, "status", rh.Status.String())
+	log.Info("querycancel: query forwarded", "upstream", rec.Upstream, "upstream_message_id", rec.MessageID, "status", rh.Status.String())
 	return smpp.EncodeSimple(rh.ID, rh.Status, h.Sequence, rbody)
 }
 
 // lookupClientID finds the record of account whose ESME-facing id is id.
-func (s *Service) lookupClientID(ctx context.Context, account, id string) (*state.Record, error) {
+func (s *forwarder) lookupClientID(ctx context.Context, account, id string) (*state.Record, error) {
 	if id == "" {
 		return nil, state.ErrNotFound
 	}
@@ -126,8 +161,8 @@ func (s *Service) lookupClientID(ctx context.Context, account, id string) (*stat
 	if !errors.Is(err, state.ErrNotFound) {
 		return rec, err
 	}
-	for _, up := range s.account(account).Route {
-		rec, err := s.cfg.Store.ByMessageID(ctx, up, s.ids.NormalizeID(up, id))
+	for _, up := range s.cfg.Routes[account] {
+		rec, err := s.cfg.Store.ByMessageID(ctx, up, s.cfg.IDs.NormalizeID(up, id))
 		switch {
 		case err == nil && rec.Key.Account == account && rec.ProxyID == "":
 			return rec, nil

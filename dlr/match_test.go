@@ -1,0 +1,44 @@
+package dlr
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/smppproxy/smppproxy/smpp"
+	"github.com/smppproxy/smppproxy/state"
+)
+
+// A receipt whose TLV and text name two different records is a conflict,
+// and one that names nothing is "no record": the two are never taken for
+// each other, neither on arrival (match) nor when kept (find).
+func TestReceiptIDConflictIsNotNoRecord(t *testing.T) {
+	e := newEnv(t)
+	e.accepted(t, "bank", "kb", "4d2") // decimal 1234
+	e.accepted(t, "shop", "ks", "3e8") // decimal 1000
+	conflict := readReceipt(mustParse(t, receiptFrame("id:1000 stat:DELIVRD err:000 text:", smpp.TLV{Tag: smpp.TagReceiptedMessageID, Value: []byte("1234\x00")})))
+	nothing := readReceipt(mustParse(t, dlrFrame("77", "DELIVRD")))
+
+	if _, err := e.svc.match(bg, "smsc", conflict); !errors.Is(err, errIDConflict) || errors.Is(err, state.ErrNotFound) {
+		t.Errorf("match(conflicting ids) = %v; want errIDConflict, not ErrNotFound", err)
+	}
+	if _, err := e.svc.match(bg, "smsc", nothing); !errors.Is(err, state.ErrNotFound) || errors.Is(err, errIDConflict) {
+		t.Errorf("match(unknown id) = %v; want ErrNotFound, not errIDConflict", err)
+	}
+	kept := &state.QueueEntry{Enqueued: time.Now()}
+	if _, _, err := e.svc.rec.find(bg, "smsc", conflict, kept); !errors.Is(err, errIDConflict) || errors.Is(err, errNoRecord) {
+		t.Errorf("find(conflicting ids) = %v; want errIDConflict, not errNoRecord", err)
+	}
+	if _, _, err := e.svc.rec.find(bg, "smsc", nothing, kept); !errors.Is(err, errNoRecord) || errors.Is(err, errIDConflict) {
+		t.Errorf("find(unknown id) = %v; want errNoRecord, not errIDConflict", err)
+	}
+}
+
+func mustParse(t *testing.T, frame []byte) *message {
+	t.Helper()
+	m, err := parseMessage(frame)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
