@@ -10,7 +10,7 @@ import (
 	"github.com/smppproxy/smppproxy/state"
 )
 
-// IDs maps message ids for receipts (SPEC §4); dlr.IDs implements it.
+// IDs maps message ids for receipts (SPEC §4); msgid.IDs implements it.
 type IDs interface {
 	// NormalizeID returns id, as upstream wrote it in a submit_sm_resp,
 	// in the form receipts are matched in (stored as Record.NormID).
