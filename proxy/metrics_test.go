@@ -16,8 +16,8 @@ import (
 	"github.com/smppproxy/smppproxy/smppserver"
 )
 
-// RegisterMetrics counts closed sessions by reason through OnSession and
-// keeps a hook that was already there; Ready follows the upstream binds.
+// RegisterMetrics counts closed sessions by reason and leaves the
+// server's session hooks alone; Ready follows the upstream binds.
 func TestRegisterMetricsAndReady(t *testing.T) {
 	smsc := startSim(t, sim.Config{})
 	cfg := testConfig(t, smsc.Addr(), t.TempDir())
@@ -28,13 +28,12 @@ func TestRegisterMetricsAndReady(t *testing.T) {
 	}
 	t.Cleanup(app.Close)
 	var ups, downs atomic.Int32
-	app.server.OnSession = func(_ *smppserver.Session, up bool) {
-		if up {
-			ups.Add(1)
-		} else {
-			downs.Add(1)
-		}
+	bound := app.server.OnBound
+	app.server.OnBound = func(s *smppserver.Session) {
+		ups.Add(1)
+		bound(s)
 	}
+	app.server.OnClosed = func(*smppserver.Session) { downs.Add(1) }
 	if _, err := app.RegisterMetrics(reg, MetricsOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -153,7 +153,7 @@ func New(opts Options) (*App, error) {
 		EnquireLink: cfg.Listen.EnquireLink.Std(),
 		MaxPDUSize:  cfg.Listen.MaxPDUSize,
 		Logger:      log,
-		OnSession:   rs.OnSession,
+		OnBound:     rs.OnBound,
 
 		MaxConnections:      cfg.Listen.MaxConnections,
 		MaxConnectionsPerIP: cfg.Listen.MaxConnectionsPerIP,
