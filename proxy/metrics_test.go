@@ -16,9 +16,10 @@ import (
 	"github.com/smppproxy/smppproxy/smppserver"
 )
 
-// RegisterMetrics counts closed sessions by reason and leaves the
-// server's session hooks alone; Ready follows the upstream binds.
-func TestRegisterMetricsAndReady(t *testing.T) {
+// New registers the proxy's metrics on Options.Registerer in one step:
+// closed sessions are counted by reason, the session hooks stay the
+// receipt service's; Ready follows the upstream binds.
+func TestNewRegistersMetricsAndReadyFollowsBinds(t *testing.T) {
 	smsc := startSim(t, sim.Config{})
 	cfg := testConfig(t, smsc.Addr(), t.TempDir())
 	reg := prometheus.NewRegistry()
@@ -34,11 +35,8 @@ func TestRegisterMetricsAndReady(t *testing.T) {
 		bound(s)
 	}
 	app.server.OnClosed = func(*smppserver.Session) { downs.Add(1) }
-	if _, err := app.RegisterMetrics(reg, MetricsOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := app.RegisterMetrics(reg, MetricsOptions{}); err == nil {
-		t.Fatal("registering twice on one registry succeeded")
+	if app.Metrics() == nil {
+		t.Fatal("New returned no records-by-state scan")
 	}
 	if err := app.Ready(); !errors.Is(err, ErrNotReady) {
 		t.Fatalf("Ready before Start = %v, want ErrNotReady", err)
@@ -97,9 +95,6 @@ func TestStoreCommitHistograms(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(app.Close)
-	if _, err := app.RegisterMetrics(reg, MetricsOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	if err := app.Start(); err != nil {
 		t.Fatal(err)
 	}

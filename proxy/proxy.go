@@ -39,8 +39,11 @@ type Options struct {
 	// fingerprint_window) and of the records' timestamps; nil = time.Now.
 	// Tests inject one to step past a window instead of sleeping.
 	Now func() time.Time
-	// Registerer for metrics; nil = a fresh registry.
+	// Registerer receives every metric of the proxy, registered once by
+	// New; nil = a fresh registry.
 	Registerer prometheus.Registerer
+	// Metrics configures the records-by-state scan (App.Metrics).
+	Metrics MetricsOptions
 	// Store overrides the configured backend (tests).
 	Store state.Store
 	// InstanceID distinguishes this process run; empty = random.
@@ -64,6 +67,7 @@ type App struct {
 	server   *smppserver.Server
 	receipts *dlr.Service
 	instr    *instruments // metrics in the request path (metrics.go)
+	metrics  *Metrics
 	Sessions session.Registry
 
 	mu        sync.Mutex
@@ -116,20 +120,7 @@ func New(opts Options) (*App, error) {
 		return nil, err
 	}
 	a.instr = newInstruments(a.pools, st)
-	if b, ok := st.(*state.BadgerStore); ok {
-		b.SetCommitObserver(a.instr.store.ObserveCommit)
-	}
-	routes := map[string][]route.Member{}
-	for _, acc := range cfg.Accounts {
-		for _, name := range acc.Route {
-			u := upCfg[name]
-			routes[acc.SystemID] = append(routes[acc.SystemID], route.Member{
-				Upstream: a.instr.upstream(byName[name]), Weight: u.Weight, ForwardKeyTLV: u.ForwardKeyTLV,
-				Attempts: u.Retry.Attempts, Budget: u.Retry.Budget.Std(),
-			})
-		}
-	}
-	a.instr.router = route.New(route.Config{Routes: routes, Logger: log})
+	a.instr.router = a.newRouter(byName, upCfg)
 	a.engine = dedup.New(dedup.Config{Store: a.instr.engineStore(st), Forwarder: a.instr.router, Logger: log, Metrics: dedup.NewMetrics(reg), InstanceID: opts.InstanceID, IDs: rs.IDs(), Secret: secret, Now: opts.Now})
 	n, err := a.engine.Recover(context.Background())
 	if err != nil {
@@ -160,7 +151,27 @@ func New(opts Options) (*App, error) {
 	}
 	rs.Attach(dlr.ServerReceivers(a.server), a.engine)
 	a.Sessions.Add(serverSource{a.server})
+	if err := a.registerMetrics(reg, opts.Metrics); err != nil {
+		_ = st.Close()
+		return nil, err
+	}
 	return a, nil
+}
+
+// newRouter routes each account over its upstreams, in configuration
+// order, through the instrumented pools.
+func (a *App) newRouter(byName map[string]*smppclient.Pool, upCfg map[string]config.Upstream) *route.Router {
+	routes := map[string][]route.Member{}
+	for _, acc := range a.cfg.Accounts {
+		for _, name := range acc.Route {
+			u := upCfg[name]
+			routes[acc.SystemID] = append(routes[acc.SystemID], route.Member{
+				Upstream: a.instr.upstream(byName[name]), Weight: u.Weight, ForwardKeyTLV: u.ForwardKeyTLV,
+				Attempts: u.Retry.Attempts, Budget: u.Retry.Budget.Std(),
+			})
+		}
+	}
+	return route.New(route.Config{Routes: routes, Logger: a.log})
 }
 
 // newPools builds one upstream pool per configured upstream, by name, and
