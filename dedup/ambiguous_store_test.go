@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/smppproxy/smppproxy/smpp"
+	"github.com/smppproxy/smppproxy/smpp/smpptest"
 	"github.com/smppproxy/smppproxy/state"
 )
 
@@ -65,7 +66,7 @@ func (f *rvAmbForwarder) count() int { f.mu.Lock(); defer f.mu.Unlock(); return 
 
 func rvAmbSubmit(t *testing.T, key string) *smpp.Submit {
 	t.Helper()
-	s, err := smpp.ParseSubmit(smpp.EncodeSubmit(3, smpp.SubmitFields{
+	s, err := smpp.ParseSubmit(smpptest.EncodeSubmit(3, smpptest.SubmitFields{
 		Src: "SHOP", Dst: "447700900123", ShortMessage: []byte("hello"),
 		TLVs: []smpp.TLV{{Tag: smpp.DefaultIdempotencyTag, Value: []byte(key)}},
 	}))

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/smppproxy/smppproxy/smpp"
+	"github.com/smppproxy/smppproxy/smpp/smpptest"
 	"github.com/smppproxy/smppproxy/state"
 )
 
@@ -50,7 +51,7 @@ func (f *rvExpForwarder) count() int { f.mu.Lock(); defer f.mu.Unlock(); return 
 
 func rvExpSubmit(t *testing.T, key, text string) *smpp.Submit {
 	t.Helper()
-	s, err := smpp.ParseSubmit(smpp.EncodeSubmit(7, smpp.SubmitFields{
+	s, err := smpp.ParseSubmit(smpptest.EncodeSubmit(7, smpptest.SubmitFields{
 		Src: "SHOP", Dst: "447700900123", ShortMessage: []byte(text),
 		TLVs: []smpp.TLV{{Tag: smpp.DefaultIdempotencyTag, Value: []byte(key)}},
 	}))

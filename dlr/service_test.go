@@ -11,6 +11,7 @@ import (
 
 	"github.com/smppproxy/smppproxy/dedup"
 	"github.com/smppproxy/smppproxy/smpp"
+	"github.com/smppproxy/smppproxy/smpp/smpptest"
 	"github.com/smppproxy/smppproxy/smppclient"
 	"github.com/smppproxy/smppproxy/smppserver"
 	"github.com/smppproxy/smppproxy/state"
@@ -345,7 +346,7 @@ func TestReconcileUnknown(t *testing.T) {
 	eng := dedup.New(dedup.Config{Store: e.st, Forwarder: fwd{}, IDs: e.svc.IDs()})
 	e.svc.Attach(e.rcv, eng)
 	sub := func(key, dst string) *smpp.Submit {
-		s, err := smpp.ParseSubmit(smpp.EncodeSubmit(1, smpp.SubmitFields{Src: "SHOP", Dst: dst, RegisteredDelivery: 1, ShortMessage: []byte("hi " + key),
+		s, err := smpp.ParseSubmit(smpptest.EncodeSubmit(1, smpptest.SubmitFields{Src: "SHOP", Dst: dst, RegisteredDelivery: 1, ShortMessage: []byte("hi " + key),
 			TLVs: []smpp.TLV{{Tag: smpp.DefaultIdempotencyTag, Value: []byte(key)}}}))
 		if err != nil {
 			t.Fatal(err)
@@ -382,7 +383,7 @@ func TestReconcileUnknown(t *testing.T) {
 
 func TestMORouting(t *testing.T) {
 	mo := func(dst string) []byte {
-		b := smpp.EncodeSubmit(1, smpp.SubmitFields{Src: "447700900123", Dst: dst, ShortMessage: []byte("STOP")})
+		b := smpptest.EncodeSubmit(1, smpptest.SubmitFields{Src: "447700900123", Dst: dst, ShortMessage: []byte("STOP")})
 		smpp.PutHeader(b, smpp.Header{Length: uint32(len(b)), ID: smpp.CmdDeliverSM, Sequence: 1})
 		return b
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/smppproxy/smppproxy/dedup"
 	"github.com/smppproxy/smppproxy/smpp"
+	"github.com/smppproxy/smppproxy/smpp/smpptest"
 	"github.com/smppproxy/smppproxy/smppclient"
 )
 
@@ -42,7 +43,7 @@ func (f *fakeUp) Submit(_ context.Context, _ string, build func(uint32) []byte, 
 }
 
 func attempt(t *testing.T, journal *[]string) *dedup.Attempt {
-	s, err := smpp.ParseSubmit(smpp.EncodeSubmit(1, smpp.SubmitFields{Dst: "1", ShortMessage: []byte("x")}))
+	s, err := smpp.ParseSubmit(smpptest.EncodeSubmit(1, smpptest.SubmitFields{Dst: "1", ShortMessage: []byte("x")}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,6 +31,8 @@ const module = "github.com/smppproxy/smppproxy"
 var layers = map[string][]string{
 	"smpp": nil,
 	"logx": nil,
+	// smpptest builds frames for tests and tools (a submit_sm from its parts).
+	"smpp/smpptest": {"smpp"},
 	// config may name the wire's enums (smpp.BindType) in its schema.
 	"config": {"smpp"},
 
