@@ -25,6 +25,7 @@ import (
 	"github.com/smppproxy/smppproxy/smpp"
 	"github.com/smppproxy/smppproxy/smpp/smpptest"
 	"github.com/smppproxy/smppproxy/state"
+	"github.com/smppproxy/smppproxy/state/storetest"
 )
 
 // rvAmbStore reports the next successful Create as failed, as a Badger
@@ -103,7 +104,7 @@ func TestReviewAmbiguousCreateFailureDoesNotWedgeTheKey(t *testing.T) {
 }
 
 func TestReviewOutcomeWriteFailureDoesNotWedgeTheKey(t *testing.T) {
-	mem := state.NewMem(nil)
+	mem := storetest.NewFaulty(state.NewMem(nil))
 	// The disk fills up while the SMSC answers; space is back right after.
 	f := &rvAmbForwarder{after: func(int) { mem.FailWrites(errors.New("no space left on device")) }}
 	e := New(Config{Store: mem, Forwarder: f, InstanceID: "rv-amb2"})

@@ -12,6 +12,7 @@ import (
 	"github.com/smppproxy/smppproxy/smpp"
 	"github.com/smppproxy/smppproxy/smpp/smpptest"
 	"github.com/smppproxy/smppproxy/state"
+	"github.com/smppproxy/smppproxy/state/storetest"
 )
 
 // fakeForwarder answers from a script and counts forwards. It journals
@@ -354,7 +355,8 @@ func TestSegmentsAreSeparateRecords(t *testing.T) {
 
 func TestStoreFailureRefusesAndForwardsNothing(t *testing.T) {
 	f := &fakeForwarder{}
-	e, st, _ := newEngine(t, f)
+	st := storetest.NewFaulty(state.NewMem(nil))
+	e := New(Config{Store: st, Forwarder: f, InstanceID: "test"})
 	st.FailWrites(errors.New("disk full"))
 	got := e.Submit(ctx, "shop", Policy{}, submit(t, "k", "t"))
 	if got.Status != smpp.StatusSysErr || f.count() != 0 {

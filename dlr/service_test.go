@@ -15,6 +15,7 @@ import (
 	"github.com/smppproxy/smppproxy/smppclient"
 	"github.com/smppproxy/smppproxy/smppserver"
 	"github.com/smppproxy/smppproxy/state"
+	"github.com/smppproxy/smppproxy/state/storetest"
 )
 
 var bg = context.Background()
@@ -149,13 +150,13 @@ func (f *fakeRcv) bind(account string, rx ...*fakeRx) {
 
 type env struct {
 	svc *Service
-	st  *state.MemStore
+	st  *storetest.Faulty // fault injection over a MemStore
 	rcv *fakeRcv
 }
 
 func newEnv(t *testing.T, mod func(*Config)) *env {
 	t.Helper()
-	st := state.NewMem(nil)
+	st := storetest.NewFaulty(state.NewMem(nil))
 	cfg := Config{
 		Store: st,
 		Accounts: map[string]Account{

@@ -19,9 +19,6 @@ import (
 // the end of each test (a second Close must be harmless).
 type Opener func(t *testing.T, now func() time.Time) state.Store
 
-// faultInjector is implemented by backends that support FailWrites.
-type faultInjector interface{ FailWrites(err error) }
-
 // Run runs the conformance suite against the backend open returns.
 func Run(t *testing.T, open Opener) {
 	tests := []struct {
