@@ -1,6 +1,8 @@
 // Package storetest is the conformance suite every state.Store backend
 // must pass (the pattern of hashicorp/raft's store tests): a backend's own
-// test calls Run with a function that opens a fresh, empty store.
+// test calls Run with a function that opens a fresh, empty store. It also
+// holds the tests' fault injection: Faulty wraps a store whose writes a
+// test can make fail.
 package storetest
 
 import (
