@@ -63,9 +63,6 @@ func startStackWith(t *testing.T, mut func(*admin.Config)) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := app.RegisterMetrics(reg, proxy.MetricsOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	if err := app.Start(); err != nil {
 		t.Fatal(err)
 	}

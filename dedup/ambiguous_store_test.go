@@ -23,7 +23,9 @@ import (
 
 	"github.com/smppproxy/smppproxy/internal/testkit"
 	"github.com/smppproxy/smppproxy/smpp"
+	"github.com/smppproxy/smppproxy/smpp/smpptest"
 	"github.com/smppproxy/smppproxy/state"
+	"github.com/smppproxy/smppproxy/state/storetest"
 )
 
 // ambStore reports the next successful Create as failed, as a Badger
@@ -65,7 +67,7 @@ func (f *ambForwarder) count() int { f.mu.Lock(); defer f.mu.Unlock(); return f.
 
 func ambSubmit(t *testing.T, key string) *smpp.Submit {
 	t.Helper()
-	s, err := smpp.ParseSubmit(smpp.EncodeSubmit(3, smpp.SubmitFields{
+	s, err := smpp.ParseSubmit(smpptest.EncodeSubmit(3, smpptest.SubmitFields{
 		Src: "SHOP", Dst: "447700900123", ShortMessage: []byte("hello"),
 		TLVs: []smpp.TLV{{Tag: smpp.DefaultIdempotencyTag, Value: []byte(key)}},
 	}))
@@ -102,7 +104,7 @@ func TestAmbiguousCreateFailureDoesNotWedgeTheKey(t *testing.T) {
 }
 
 func TestOutcomeWriteFailureDoesNotWedgeTheKey(t *testing.T) {
-	mem := state.NewMem(nil)
+	mem := storetest.NewFaulty(state.NewMem(nil))
 	// The disk fills up while the SMSC answers; space is back right after.
 	f := &ambForwarder{after: func(int) { mem.FailWrites(errors.New("no space left on device")) }}
 	e := newTestEngine(t, Config{Store: mem, Forwarder: f, InstanceID: "amb2"})

@@ -8,6 +8,7 @@ import (
 
 	"github.com/smppproxy/smppproxy/internal/testkit"
 	"github.com/smppproxy/smppproxy/state"
+	"github.com/smppproxy/smppproxy/state/storetest"
 )
 
 const msgNotWrittenInTime = "outcome still not written; the record stays sent until a restart makes it unknown"
@@ -18,7 +19,7 @@ const msgNotWrittenInTime = "outcome still not written; the record stays sent un
 func newEngineWithStuckOutcome(t *testing.T) (*Engine, *clock, *testkit.LogLines) {
 	t.Helper()
 	clk := &clock{t: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
-	mem := state.NewMem(clk.now)
+	mem := storetest.NewFaulty(state.NewMem(clk.now))
 	f := &ambForwarder{after: func(int) { mem.FailWrites(errors.New("no space left on device")) }}
 	lines := testkit.NewLogLines()
 	e := newTestEngine(t, Config{Store: mem, Forwarder: f, Now: clk.now, InstanceID: "stuck", Logger: slog.New(lines)})
@@ -66,7 +67,7 @@ func TestOutcomeRetriesEndWhenPersistForPassesOnTheEngineClock(t *testing.T) {
 // retry: it says so, and the record stays sent (unknown after a restart).
 func TestOutcomeWriteFailingAfterCloseStartsNoRetry(t *testing.T) {
 	clk := &clock{t: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
-	mem := state.NewMem(clk.now)
+	mem := storetest.NewFaulty(state.NewMem(clk.now))
 	lines := testkit.NewLogLines()
 	var e *Engine
 	f := &ambForwarder{after: func(int) {

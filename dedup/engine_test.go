@@ -11,7 +11,9 @@ import (
 
 	"github.com/smppproxy/smppproxy/internal/testkit"
 	"github.com/smppproxy/smppproxy/smpp"
+	"github.com/smppproxy/smppproxy/smpp/smpptest"
 	"github.com/smppproxy/smppproxy/state"
+	"github.com/smppproxy/smppproxy/state/storetest"
 )
 
 // fakeForwarder answers from a script and counts forwards. It journals
@@ -78,12 +80,12 @@ func newTestEngine(t *testing.T, cfg Config) *Engine {
 
 func submit(t *testing.T, key, text string, extra ...smpp.TLV) *smpp.Submit {
 	t.Helper()
-	f := smpp.SubmitFields{Src: "SHOP", Dst: "447700900123", ShortMessage: []byte(text)}
+	f := smpptest.SubmitFields{Src: "SHOP", Dst: "447700900123", ShortMessage: []byte(text)}
 	if key != "" {
 		f.TLVs = append(f.TLVs, smpp.TLV{Tag: smpp.DefaultIdempotencyTag, Value: []byte(key)})
 	}
 	f.TLVs = append(f.TLVs, extra...)
-	s, err := smpp.ParseSubmit(smpp.EncodeSubmit(1, f))
+	s, err := smpp.ParseSubmit(smpptest.EncodeSubmit(1, f))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -358,7 +360,7 @@ func TestSegmentsAreSeparateRecords(t *testing.T) {
 	f := &fakeForwarder{}
 	e, _, _ := newEngine(t, f)
 	seg := func(i byte) *smpp.Submit {
-		s, err := smpp.ParseSubmit(smpp.EncodeSubmit(1, smpp.SubmitFields{Dst: "1", EsmClass: 0x40,
+		s, err := smpp.ParseSubmit(smpptest.EncodeSubmit(1, smpptest.SubmitFields{Dst: "1", EsmClass: 0x40,
 			ShortMessage: []byte{0x05, 0x00, 0x03, 0x11, 0x03, i, 'p', i},
 			TLVs:         []smpp.TLV{{Tag: smpp.DefaultIdempotencyTag, Value: []byte("long-1")}}}))
 		if err != nil {
@@ -385,7 +387,8 @@ func TestSegmentsAreSeparateRecords(t *testing.T) {
 
 func TestStoreFailureRefusesAndForwardsNothing(t *testing.T) {
 	f := &fakeForwarder{}
-	e, st, _ := newEngine(t, f)
+	st := storetest.NewFaulty(state.NewMem(nil))
+	e := New(Config{Store: st, Forwarder: f, InstanceID: "test"})
 	st.FailWrites(errors.New("disk full"))
 	got := e.Submit(ctx, "shop", Policy{}, submit(t, "k", "t"))
 	if got.Status != smpp.StatusSysErr || f.count() != 0 {

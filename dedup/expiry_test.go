@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/smppproxy/smppproxy/smpp"
+	"github.com/smppproxy/smppproxy/smpp/smpptest"
 	"github.com/smppproxy/smppproxy/state"
 )
 
@@ -42,7 +43,7 @@ func (f *expForwarder) count() int { f.mu.Lock(); defer f.mu.Unlock(); return f.
 
 func expSubmit(t *testing.T, key, text string) *smpp.Submit {
 	t.Helper()
-	s, err := smpp.ParseSubmit(smpp.EncodeSubmit(7, smpp.SubmitFields{
+	s, err := smpp.ParseSubmit(smpptest.EncodeSubmit(7, smpptest.SubmitFields{
 		Src: "SHOP", Dst: "447700900123", ShortMessage: []byte(text),
 		TLVs: []smpp.TLV{{Tag: smpp.DefaultIdempotencyTag, Value: []byte(key)}},
 	}))

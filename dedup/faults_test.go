@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/smppproxy/smppproxy/smpp"
+	"github.com/smppproxy/smppproxy/smpp/smpptest"
 	"github.com/smppproxy/smppproxy/state"
 )
 
@@ -82,9 +83,9 @@ func TestRetryableAfterValidityIsNotSentLate(t *testing.T) {
 	f := &fakeForwarder{answer: func(int) Result { return Result{Kind: Answered, Status: smpp.StatusThrottled} }}
 	e, st, clk := newEngine(t, f)
 	mk := func() *smpp.Submit {
-		fs := smpp.SubmitFields{Dst: "4477", ShortMessage: []byte("otp 5"), Validity: "000000000500000R", // 5 minutes
+		fs := smpptest.SubmitFields{Dst: "4477", ShortMessage: []byte("otp 5"), Validity: "000000000500000R", // 5 minutes
 			TLVs: []smpp.TLV{{Tag: smpp.DefaultIdempotencyTag, Value: []byte("v1")}}}
-		s, err := smpp.ParseSubmit(smpp.EncodeSubmit(1, fs))
+		s, err := smpp.ParseSubmit(smpptest.EncodeSubmit(1, fs))
 		if err != nil {
 			t.Fatal(err)
 		}

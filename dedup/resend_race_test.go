@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/smppproxy/smppproxy/smpp"
+	"github.com/smppproxy/smppproxy/smpp/smpptest"
 	"github.com/smppproxy/smppproxy/state"
 )
 
@@ -65,7 +66,7 @@ func TestResendAfterResendsAtMostOnceUnderRace(t *testing.T) {
 	b := newTestEngine(t, Config{Store: slow, Forwarder: raceForwarder{&forwards}, Now: clk.now, InstanceID: "b", Secret: secret})
 	p := Policy{OnUnknown: OnUnknownResendAfter, UnknownTimeout: time.Minute, InflightWait: 50 * time.Millisecond}
 	sub := func() *smpp.Submit {
-		s, err := smpp.ParseSubmit(smpp.EncodeSubmit(9, smpp.SubmitFields{
+		s, err := smpp.ParseSubmit(smpptest.EncodeSubmit(9, smpptest.SubmitFields{
 			Src: "SHOP", Dst: "447700900123", ShortMessage: []byte("your code"),
 			TLVs: []smpp.TLV{{Tag: smpp.DefaultIdempotencyTag, Value: []byte("otp-r")}},
 		}))

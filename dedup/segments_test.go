@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/smppproxy/smppproxy/smpp"
+	"github.com/smppproxy/smppproxy/smpp/smpptest"
 	"github.com/smppproxy/smppproxy/state"
 )
 
@@ -39,7 +40,7 @@ func TestFingerprintPolicyKeepsPartsOfDifferentMessagesApart(t *testing.T) {
 	p := Policy{Key: KeyFingerprint, FingerprintWindow: time.Minute, InflightWait: 50 * time.Millisecond}
 	part := func(ref, seq byte, text string) *smpp.Submit {
 		ud := append([]byte{0x05, 0x00, 0x03, ref, 0x02, seq}, text...)
-		s, err := smpp.ParseSubmit(smpp.EncodeSubmit(1, smpp.SubmitFields{
+		s, err := smpp.ParseSubmit(smpptest.EncodeSubmit(1, smpptest.SubmitFields{
 			Src: "BANK", Dst: "447700900123", EsmClass: 0x40, ShortMessage: ud}))
 		if err != nil {
 			t.Fatal(err)

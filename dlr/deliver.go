@@ -52,12 +52,12 @@ func (r serverReceivers) Receivers(account string) []Receiver {
 	return out
 }
 
-// OnSession is smppserver.Server.OnSession: a newly bound receiving
-// session gets the account's queue at once. It does not block. The server
-// calls it once the bind_resp is queued, so a deliver_sm sent from here
-// cannot overtake the bind_resp.
-func (s *Service) OnSession(ss *smppserver.Session, up bool) {
-	if up && ss.BindType().CanReceive() {
+// OnBound is smppserver.Server.OnBound: a newly bound receiving session
+// gets the account's queue at once. It does not block. The server calls it
+// once the bind_resp is queued, so a deliver_sm sent from here cannot
+// overtake the bind_resp.
+func (s *Service) OnBound(ss *smppserver.Session) {
+	if ss.BindType().CanReceive() {
 		s.kick(ss.Account())
 	}
 }
@@ -147,7 +147,7 @@ func (d *dispatcher) wake() {
 }
 
 // idleTick bounds how long a dispatcher sleeps without a kick: a safety
-// net (expiry of back-offs, sessions bound without OnSession).
+// net (expiry of back-offs, sessions bound without OnBound).
 const idleTick = time.Second
 
 func (d *dispatcher) run() {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/smppproxy/smppproxy/smpp"
+	"github.com/smppproxy/smppproxy/smpp/smpptest"
 	"github.com/smppproxy/smppproxy/state"
 )
 
@@ -99,8 +100,8 @@ func TestSubmitTime(t *testing.T) {
 
 // receiptFrame is a deliver_sm receipt for id with the given TLVs.
 func receiptFrame(text string, tlvs ...smpp.TLV) []byte {
-	f := smpp.SubmitFields{Src: "447700900123", Dst: "SHOP", EsmClass: 0x04, ShortMessage: []byte(text), TLVs: tlvs}
-	b := smpp.EncodeSubmit(7, f)
+	f := smpptest.SubmitFields{Src: "447700900123", Dst: "SHOP", EsmClass: 0x04, ShortMessage: []byte(text), TLVs: tlvs}
+	b := smpptest.EncodeSubmit(7, f)
 	smpp.PutHeader(b, smpp.Header{Length: uint32(len(b)), ID: smpp.CmdDeliverSM, Sequence: 7})
 	return b
 }
@@ -162,8 +163,8 @@ func TestIntermediateAndMessageStates(t *testing.T) {
 		{0x04, "id:1 stat:WEIRD", nil, ""},
 	}
 	for _, tc := range tests {
-		f := smpp.SubmitFields{Src: "1", Dst: "2", EsmClass: tc.esm, ShortMessage: []byte(tc.text), TLVs: tc.tlvs}
-		b := smpp.EncodeSubmit(1, f)
+		f := smpptest.SubmitFields{Src: "1", Dst: "2", EsmClass: tc.esm, ShortMessage: []byte(tc.text), TLVs: tc.tlvs}
+		b := smpptest.EncodeSubmit(1, f)
 		smpp.PutHeader(b, smpp.Header{Length: uint32(len(b)), ID: smpp.CmdDeliverSM, Sequence: 1})
 		m, err := parseMessage(b)
 		if err != nil {

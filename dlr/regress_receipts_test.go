@@ -16,6 +16,7 @@ import (
 	"github.com/smppproxy/smppproxy/dedup"
 	"github.com/smppproxy/smppproxy/internal/testkit"
 	"github.com/smppproxy/smppproxy/smpp"
+	"github.com/smppproxy/smppproxy/smpp/smpptest"
 	"github.com/smppproxy/smppproxy/smppclient"
 	"github.com/smppproxy/smppproxy/state"
 )
@@ -44,11 +45,11 @@ func (f acceptAll) Forward(ctx context.Context, a *dedup.Attempt) dedup.Result {
 
 func keyedSubmit(t *testing.T, key, dst string) *smpp.Submit {
 	t.Helper()
-	f := smpp.SubmitFields{Src: "SHOP", Dst: dst, RegisteredDelivery: 1, ShortMessage: []byte("hello")}
+	f := smpptest.SubmitFields{Src: "SHOP", Dst: dst, RegisteredDelivery: 1, ShortMessage: []byte("hello")}
 	if key != "" {
 		f.TLVs = []smpp.TLV{{Tag: smpp.DefaultIdempotencyTag, Value: []byte(key)}}
 	}
-	s, err := smpp.ParseSubmit(smpp.EncodeSubmit(1, f))
+	s, err := smpp.ParseSubmit(smpptest.EncodeSubmit(1, f))
 	if err != nil {
 		t.Fatal(err)
 	}

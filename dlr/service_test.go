@@ -14,9 +14,11 @@ import (
 	"github.com/smppproxy/smppproxy/internal/testkit"
 	"github.com/smppproxy/smppproxy/msgid"
 	"github.com/smppproxy/smppproxy/smpp"
+	"github.com/smppproxy/smppproxy/smpp/smpptest"
 	"github.com/smppproxy/smppproxy/smppclient"
 	"github.com/smppproxy/smppproxy/smppserver"
 	"github.com/smppproxy/smppproxy/state"
+	"github.com/smppproxy/smppproxy/state/storetest"
 )
 
 var bg = context.Background()
@@ -162,13 +164,13 @@ var testIDs = func() *msgid.IDs {
 
 type env struct {
 	svc *Service
-	st  *state.MemStore
+	st  *storetest.Faulty // fault injection over a MemStore
 	rcv *fakeRcv
 }
 
 func newEnv(t *testing.T, mods ...func(*Config)) *env {
 	t.Helper()
-	st := state.NewMem(nil)
+	st := storetest.NewFaulty(state.NewMem(nil))
 	rcv := &fakeRcv{}
 	cfg := Config{
 		Store: st,
@@ -391,7 +393,7 @@ func TestReconcileUnknown(t *testing.T) {
 	var eng *dedup.Engine
 	e := newEnv(t, func(c *Config) { c.Now = clk.now }, resolving(fwd{}, &eng))
 	sub := func(key, dst string) *smpp.Submit {
-		s, err := smpp.ParseSubmit(smpp.EncodeSubmit(1, smpp.SubmitFields{Src: "SHOP", Dst: dst, RegisteredDelivery: 1, ShortMessage: []byte("hi " + key),
+		s, err := smpp.ParseSubmit(smpptest.EncodeSubmit(1, smpptest.SubmitFields{Src: "SHOP", Dst: dst, RegisteredDelivery: 1, ShortMessage: []byte("hi " + key),
 			TLVs: []smpp.TLV{{Tag: smpp.DefaultIdempotencyTag, Value: []byte(key)}}}))
 		if err != nil {
 			t.Fatal(err)
@@ -429,7 +431,7 @@ func TestReconcileUnknown(t *testing.T) {
 
 func TestMORouting(t *testing.T) {
 	mo := func(dst string) []byte {
-		b := smpp.EncodeSubmit(1, smpp.SubmitFields{Src: "447700900123", Dst: dst, ShortMessage: []byte("STOP")})
+		b := smpptest.EncodeSubmit(1, smpptest.SubmitFields{Src: "447700900123", Dst: dst, ShortMessage: []byte("STOP")})
 		smpp.PutHeader(b, smpp.Header{Length: uint32(len(b)), ID: smpp.CmdDeliverSM, Sequence: 1})
 		return b
 	}

@@ -27,11 +27,8 @@ func TestProxyClosesConnectionsBeyondTheConfiguredCaps(t *testing.T) {
 			cfg := testConfig(t, smsc.Addr(), t.TempDir())
 			cfg.Listen.MaxConnections, cfg.Listen.MaxConnectionsPerIP = tt.total, tt.perIP
 			cfg.Listen.BindTimeout = config.Duration(time.Minute) // only the cap may close it
-			app := startProxy(t, cfg)
 			reg := prometheus.NewRegistry()
-			if _, err := app.RegisterMetrics(reg, MetricsOptions{}); err != nil {
-				t.Fatal(err)
-			}
+			app := startProxyWith(t, Options{Config: cfg, Registerer: reg})
 			first := dialESME(t, app.Addr())
 			if st := first.bind(smpp.CmdBindTransceiver, "shop", "secret"); st != smpp.StatusOK {
 				t.Fatalf("bind within the caps = %v", st)

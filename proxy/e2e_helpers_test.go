@@ -12,6 +12,7 @@ import (
 	"github.com/smppproxy/smppproxy/config"
 	"github.com/smppproxy/smppproxy/sim"
 	"github.com/smppproxy/smppproxy/smpp"
+	"github.com/smppproxy/smppproxy/smpp/smpptest"
 )
 
 // testConfig is a proxy on 127.0.0.1:0 with one account (shop/secret) routed
@@ -190,17 +191,17 @@ func parseResp(f []byte) resp {
 	return r
 }
 
-func keyed(key, text string) smpp.SubmitFields {
-	f := smpp.SubmitFields{Src: "SHOP", Dst: "447700900123", RegisteredDelivery: 1, ShortMessage: []byte(text)}
+func keyed(key, text string) smpptest.SubmitFields {
+	f := smpptest.SubmitFields{Src: "SHOP", Dst: "447700900123", RegisteredDelivery: 1, ShortMessage: []byte(text)}
 	if key != "" {
 		f.TLVs = []smpp.TLV{{Tag: smpp.DefaultIdempotencyTag, Value: []byte(key)}}
 	}
 	return f
 }
 
-func (e *esmeConn) submit(seq uint32, f smpp.SubmitFields) resp {
+func (e *esmeConn) submit(seq uint32, f smpptest.SubmitFields) resp {
 	e.t.Helper()
-	fr, err := e.call(smpp.EncodeSubmit(seq, f), 10*time.Second)
+	fr, err := e.call(smpptest.EncodeSubmit(seq, f), 10*time.Second)
 	if err != nil {
 		e.t.Fatalf("submit seq %d: %v", seq, err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/smppproxy/smppproxy/sim"
 	"github.com/smppproxy/smppproxy/smpp"
+	"github.com/smppproxy/smppproxy/smpp/smpptest"
 	"github.com/smppproxy/smppproxy/state"
 )
 
@@ -151,7 +152,7 @@ func TestConcatenatedSegmentsShareOneKey(t *testing.T) {
 	app := startProxy(t, testConfig(t, smsc.Addr(), t.TempDir()))
 	c := dialESME(t, app.Addr())
 	c.bind(smpp.CmdBindTransceiver, "shop", "secret")
-	seg := func(i byte) smpp.SubmitFields {
+	seg := func(i byte) smpptest.SubmitFields {
 		f := keyed("long-1", "")
 		f.EsmClass = 0x40
 		f.ShortMessage = append([]byte{0x05, 0x00, 0x03, 0x42, 0x03, i}, bytes.Repeat([]byte{'a' + i}, 100)...)
@@ -245,9 +246,9 @@ func TestProtocolErrorsDoNotDisturbOtherSessions(t *testing.T) {
 		cmd    uint32
 		closes bool // SPEC §6: a bad command_length closes the connection
 	}{
-		"submit before bind": {frame: smpp.EncodeSubmit(3, keyed("a", "b")), want: smpp.StatusInvBndSts, cmd: smpp.CmdSubmitSM | smpp.RespBit},
+		"submit before bind": {frame: smpptest.EncodeSubmit(3, keyed("a", "b")), want: smpp.StatusInvBndSts, cmd: smpp.CmdSubmitSM | smpp.RespBit},
 		"submit on RX bind": {setup: func(c *esmeConn) { c.bind(smpp.CmdBindReceiver, "shop", "secret") },
-			frame: smpp.EncodeSubmit(3, keyed("a", "b")), want: smpp.StatusInvBndSts, cmd: smpp.CmdSubmitSM | smpp.RespBit},
+			frame: smpptest.EncodeSubmit(3, keyed("a", "b")), want: smpp.StatusInvBndSts, cmd: smpp.CmdSubmitSM | smpp.RespBit},
 		"unknown command id":   {frame: smpp.EncodeSimple(0x00000777, 0, 3, nil), want: smpp.StatusInvCmdID, cmd: smpp.CmdGenericNack},
 		"command_length 8":     {frame: []byte{0, 0, 0, 8, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 3}, want: smpp.StatusInvCmdLen, cmd: smpp.CmdGenericNack, closes: true},
 		"command_length 70000": {frame: []byte{0, 1, 0x11, 0x70, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 3}, want: smpp.StatusInvCmdLen, cmd: smpp.CmdGenericNack, closes: true},

@@ -11,6 +11,7 @@ import (
 	"github.com/smppproxy/smppproxy/sim"
 	"github.com/smppproxy/smppproxy/smpp"
 	"github.com/smppproxy/smppproxy/state"
+	"github.com/smppproxy/smppproxy/state/storetest"
 )
 
 // Issue #3, test 2: temporary upstream errors are retried inside the proxy.
@@ -187,11 +188,13 @@ func TestFingerprintModeWindow(t *testing.T) {
 // Issue #3, test 6: the store refusing a write → 0x08, nothing forwarded.
 func TestStoreWriteFailureForwardsNothing(t *testing.T) {
 	smsc := startSim(t, sim.Config{})
-	app := startProxy(t, testConfig(t, smsc.Addr(), t.TempDir()))
-	f, ok := app.Store().(interface{ FailWrites(error) })
-	if !ok {
-		t.Fatal("store has no FailWrites hook")
+	cfg := testConfig(t, smsc.Addr(), t.TempDir())
+	b, err := state.OpenBadger(state.BadgerOptions{Path: cfg.Store.Path})
+	if err != nil {
+		t.Fatal(err)
 	}
+	f := storetest.NewFaulty(b)
+	app := startProxyWith(t, Options{Config: cfg, Store: f})
 	f.FailWrites(errors.New("disk full"))
 	c := dialESME(t, app.Addr())
 	c.bind(smpp.CmdBindTransceiver, "shop", "secret")

@@ -14,8 +14,8 @@ import (
 	"github.com/smppproxy/smppproxy/state"
 )
 
-// MetricsOptions configure RegisterMetrics. Zero values are the documented
-// defaults.
+// MetricsOptions configure the records-by-state scan (Options.Metrics).
+// Zero values are the documented defaults.
 type MetricsOptions struct {
 	// RecordsEvery is the period of the scan that counts records by state
 	// (default 1 minute). A scrape never scans the store.
@@ -25,84 +25,69 @@ type MetricsOptions struct {
 	RecordsCap int
 }
 
-// Metrics is what RegisterMetrics registered. Run keeps the records-by-state
-// gauge fresh.
+// Metrics is the part of the proxy's metrics that needs a loop: Run keeps
+// the records-by-state gauge fresh. App.Metrics returns it.
 type Metrics struct {
 	app   *App
 	store *state.Metrics
 	every time.Duration
 }
 
-// instruments are the metrics that sit in the request path and so must be
-// created inside New: upstream request latency and responses by status
-// (the route members are instrumented pools), store write latency (the
-// engine writes through an instrumented store) and the router's retries.
+// instruments are the metrics that sit in the request path: upstream
+// request latency and responses by status (the route members are
+// instrumented pools), store write latency and group commits (the engine
+// writes through an instrumented store) and the router's retries.
 type instruments struct {
 	router    *route.Router
 	upstreams *smppclient.Metrics
 	store     *state.Metrics
 }
 
+// newInstruments instruments pools and st; a Badger store reports its
+// group commits to them.
 func newInstruments(pools []*smppclient.Pool, st state.Store) *instruments {
-	return &instruments{upstreams: smppclient.NewMetrics(pools...), store: state.NewMetrics(st)}
+	in := &instruments{upstreams: smppclient.NewMetrics(pools...), store: state.NewMetrics(st)}
+	if b, ok := st.(*state.BadgerStore); ok {
+		b.SetCommitObserver(in.store.ObserveCommit)
+	}
+	return in
 }
 
-// upstream returns p, instrumented when in is set.
+// upstream returns p, instrumented.
 func (in *instruments) upstream(p *smppclient.Pool) route.Upstream {
-	if in == nil {
-		return p
-	}
 	return in.upstreams.Instrument(p)
 }
 
-// engineStore returns st, instrumented when in is set.
+// engineStore returns st, instrumented.
 func (in *instruments) engineStore(st state.Store) state.Store {
-	if in == nil {
-		return st
-	}
 	return in.store.Instrument(st)
 }
 
-// RegisterMetrics registers the proxy's collectors on reg (the idempotency
-// engine registered its own in New, on Options.Registerer): ESME sessions by
-// account and bind type and closed by reason, upstream binds and their
-// counters, the store's group-commit counters and records by state, and —
-// when New instrumented the request path — upstream latency, responses by
-// status, store write latency and route retries. Call it once, before Start:
-// it chains a counting hook onto the server's OnSession (keeping any hook
-// already set).
-func (a *App) RegisterMetrics(reg prometheus.Registerer, o MetricsOptions) (*Metrics, error) {
-	return a.registerMetrics(reg, o, a.instr)
-}
-
-func (a *App) registerMetrics(reg prometheus.Registerer, o MetricsOptions, in *instruments) (*Metrics, error) {
+// registerMetrics registers the collectors New has not registered yet on
+// reg (the engine and the receipt service register their own as they are
+// built): ESME sessions by account and bind type and closed by reason,
+// upstream binds, latency and responses by status, the store's write
+// latency, group commits and records by state, and route retries. The
+// counts are read from the components at scrape time; no session hook is
+// involved.
+func (a *App) registerMetrics(reg prometheus.Registerer, o MetricsOptions) error {
 	if o.RecordsEvery <= 0 {
 		o.RecordsEvery = time.Minute
 	}
-	if in == nil {
-		in = &instruments{}
-	}
-	up := in.upstreams
-	if up == nil {
-		up = smppclient.NewMetrics(a.pools...)
-	}
-	sm := in.store
-	if sm == nil {
-		sm = state.NewMetrics(a.store)
-	}
-	sm.ScanCap = o.RecordsCap
-	srv := smppserver.NewMetrics(a.server)
-	cs := []prometheus.Collector{srv, up, sm}
-	if in.router != nil {
-		cs = append(cs, route.NewMetrics(in.router))
-	}
+	in := a.instr
+	in.store.ScanCap = o.RecordsCap
+	cs := []prometheus.Collector{smppserver.NewMetrics(a.server), in.upstreams, in.store, route.NewMetrics(in.router)}
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("proxy: register metrics: %w", err)
+			return fmt.Errorf("proxy: register metrics: %w", err)
 		}
 	}
-	return &Metrics{app: a, store: sm, every: o.RecordsEvery}, nil
+	a.metrics = &Metrics{app: a, store: in.store, every: o.RecordsEvery}
+	return nil
 }
+
+// Metrics returns the records-by-state scan of the metrics New registered.
+func (a *App) Metrics() *Metrics { return a.metrics }
 
 // RefreshRecords recounts the records by state now (one capped scan).
 func (m *Metrics) RefreshRecords(ctx context.Context) error { return m.store.RefreshRecords(ctx) }

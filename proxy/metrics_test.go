@@ -16,9 +16,10 @@ import (
 	"github.com/smppproxy/smppproxy/smppserver"
 )
 
-// RegisterMetrics counts closed sessions by reason through OnSession and
-// keeps a hook that was already there; Ready follows the upstream binds.
-func TestRegisterMetricsAndReady(t *testing.T) {
+// New registers the proxy's metrics on Options.Registerer in one step:
+// closed sessions are counted by reason, the session hooks stay the
+// receipt service's; Ready follows the upstream binds.
+func TestNewRegistersMetricsAndReadyFollowsBinds(t *testing.T) {
 	smsc := startSim(t, sim.Config{})
 	cfg := testConfig(t, smsc.Addr(), t.TempDir())
 	reg := prometheus.NewRegistry()
@@ -28,18 +29,14 @@ func TestRegisterMetricsAndReady(t *testing.T) {
 	}
 	t.Cleanup(app.Close)
 	var ups, downs atomic.Int32
-	app.server.OnSession = func(_ *smppserver.Session, up bool) {
-		if up {
-			ups.Add(1)
-		} else {
-			downs.Add(1)
-		}
+	bound := app.server.OnBound
+	app.server.OnBound = func(s *smppserver.Session) {
+		ups.Add(1)
+		bound(s)
 	}
-	if _, err := app.RegisterMetrics(reg, MetricsOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := app.RegisterMetrics(reg, MetricsOptions{}); err == nil {
-		t.Fatal("registering twice on one registry succeeded")
+	app.server.OnClosed = func(*smppserver.Session) { downs.Add(1) }
+	if app.Metrics() == nil {
+		t.Fatal("New returned no records-by-state scan")
 	}
 	if err := app.Ready(); !errors.Is(err, ErrNotReady) {
 		t.Fatalf("Ready before Start = %v, want ErrNotReady", err)
@@ -98,9 +95,6 @@ func TestStoreCommitHistograms(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(app.Close)
-	if _, err := app.RegisterMetrics(reg, MetricsOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	if err := app.Start(); err != nil {
 		t.Fatal(err)
 	}

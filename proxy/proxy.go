@@ -39,8 +39,11 @@ type Options struct {
 	// fingerprint_window) and of the records' timestamps; nil = time.Now.
 	// Tests inject one to step past a window instead of sleeping.
 	Now func() time.Time
-	// Registerer for metrics; nil = a fresh registry.
+	// Registerer receives every metric of the proxy, registered once by
+	// New; nil = a fresh registry.
 	Registerer prometheus.Registerer
+	// Metrics configures the records-by-state scan (App.Metrics).
+	Metrics MetricsOptions
 	// Store overrides the configured backend (tests).
 	Store state.Store
 	// InstanceID distinguishes this process run; empty = random.
@@ -64,6 +67,7 @@ type App struct {
 	server   *smppserver.Server
 	receipts *dlr.Service
 	instr    *instruments // metrics in the request path (metrics.go)
+	metrics  *Metrics
 	Sessions session.Registry
 
 	mu        sync.Mutex
@@ -102,9 +106,6 @@ func New(opts Options) (*App, error) {
 		return nil, err
 	}
 	a.instr = newInstruments(a.pools, st)
-	if b, ok := st.(*state.BadgerStore); ok {
-		b.SetCommitObserver(a.instr.store.ObserveCommit)
-	}
 	a.instr.router = route.New(route.Config{Routes: a.routes(byName, upCfg), Logger: log})
 	a.engine = dedup.New(dedup.Config{Store: a.instr.engineStore(st), Forwarder: a.instr.router, Logger: log, Metrics: dedup.NewMetrics(reg), InstanceID: opts.InstanceID, IDs: ids, Secret: secret, Now: opts.Now})
 	n, err := a.engine.Recover(context.Background())
@@ -137,8 +138,12 @@ func New(opts Options) (*App, error) {
 		_ = st.Close()
 		return nil, fmt.Errorf("proxy: receipts: %w", err)
 	}
-	a.server.OnSession = a.receipts.OnSession
+	a.server.OnBound = a.receipts.OnBound
 	a.Sessions.Add(serverSource{a.server})
+	if err := a.registerMetrics(reg, opts.Metrics); err != nil {
+		_ = st.Close()
+		return nil, err
+	}
 	return a, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/smppproxy/smppproxy/config"
 	"github.com/smppproxy/smppproxy/sim"
 	"github.com/smppproxy/smppproxy/smpp"
+	"github.com/smppproxy/smppproxy/smpp/smpptest"
 	"github.com/smppproxy/smppproxy/state"
 )
 
@@ -31,7 +32,7 @@ func TestShutdownDeadlineDoesNotWaitForResponseTimeout(t *testing.T) {
 	}
 	c := dialESME(t, app.Addr())
 	c.bind(smpp.CmdBindTransceiver, "shop", "secret")
-	go func() { _, _ = c.call(smpp.EncodeSubmit(1, keyed("sd-1", "x")), 40*time.Second) }()
+	go func() { _, _ = c.call(smpptest.EncodeSubmit(1, keyed("sd-1", "x")), 40*time.Second) }()
 	waitFor(t, 10*time.Second, "the submit to reach the SMSC", func() bool { return smsc.Total() > 0 })
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()

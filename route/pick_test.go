@@ -10,6 +10,7 @@ import (
 
 	"github.com/smppproxy/smppproxy/dedup"
 	"github.com/smppproxy/smppproxy/smpp"
+	"github.com/smppproxy/smppproxy/smpp/smpptest"
 	"github.com/smppproxy/smppproxy/smppclient"
 )
 
@@ -109,8 +110,8 @@ func (f *fakeBinds) Submit(ctx context.Context, prefer string, build func(uint32
 
 func segmentAttempt(t *testing.T, dst string, ref uint8, part uint8) *dedup.Attempt {
 	t.Helper()
-	f := smpp.SubmitFields{Src: "S", Dst: dst, EsmClass: 0x40, ShortMessage: []byte{0x05, 0x00, 0x03, ref, 3, part, 'x'}}
-	s, err := smpp.ParseSubmit(smpp.EncodeSubmit(1, f))
+	f := smpptest.SubmitFields{Src: "S", Dst: dst, EsmClass: 0x40, ShortMessage: []byte{0x05, 0x00, 0x03, ref, 3, part, 'x'}}
+	s, err := smpp.ParseSubmit(smpptest.EncodeSubmit(1, f))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -59,8 +59,9 @@ type Config struct {
 	Logger  *slog.Logger
 	// Sleep waits d or until ctx ends (injectable for tests).
 	Sleep func(ctx context.Context, d time.Duration)
-	// Now is the clock of the health tracking and the segment memory
-	// (injectable for tests; default time.Now).
+	// Now is the clock of the health tracking, the segment memory, the
+	// retry budget and the validity period check (injectable for tests;
+	// default time.Now). Tests advance it from Sleep.
 	Now func() time.Time
 
 	// FailThreshold is how many failures in a row (response timeouts,
@@ -178,7 +179,7 @@ func (r *Router) Forward(ctx context.Context, a *dedup.Attempt) dedup.Result {
 	if a.Segment.Total > 0 {
 		msgKey = messageKey(segKey, a.Segment)
 	}
-	start := time.Now()
+	start := r.cfg.Now()
 	avoid := map[string]bool{}
 	var attempts int
 	var budget time.Duration
@@ -218,9 +219,9 @@ func (r *Router) Forward(ctx context.Context, a *dedup.Attempt) dedup.Result {
 		switch {
 		case n >= attempts:
 			why = fmt.Sprintf("attempts exhausted (%d)", attempts)
-		case budget > 0 && time.Since(start)+pause > budget:
+		case budget > 0 && r.cfg.Now().Sub(start)+pause > budget:
 			why = fmt.Sprintf("retry budget exhausted (%v)", budget)
-		case !a.Deadline.IsZero() && time.Now().Add(pause).After(a.Deadline):
+		case !a.Deadline.IsZero() && r.cfg.Now().Add(pause).After(a.Deadline):
 			why = "validity period over"
 		}
 		if why != "" {

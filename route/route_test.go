@@ -8,6 +8,7 @@ import (
 
 	"github.com/smppproxy/smppproxy/dedup"
 	"github.com/smppproxy/smppproxy/smpp"
+	"github.com/smppproxy/smppproxy/smpp/smpptest"
 	"github.com/smppproxy/smppproxy/smppclient"
 )
 
@@ -42,7 +43,7 @@ func (f *fakeUp) Submit(_ context.Context, _ string, build func(uint32) []byte, 
 }
 
 func attempt(t *testing.T, journal *[]string) *dedup.Attempt {
-	s, err := smpp.ParseSubmit(smpp.EncodeSubmit(1, smpp.SubmitFields{Dst: "1", ShortMessage: []byte("x")}))
+	s, err := smpp.ParseSubmit(smpptest.EncodeSubmit(1, smpptest.SubmitFields{Dst: "1", ShortMessage: []byte("x")}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,5 +173,43 @@ func TestWeightsAndBackups(t *testing.T) {
 		if m, _ := r.Pick("shop", seg, "msg-1", nil); m.Upstream.Name() != first.Upstream.Name() {
 			t.Fatalf("segments of one message went to %s and %s", first.Upstream.Name(), m.Upstream.Name())
 		}
+	}
+}
+
+// The retry budget and the validity period are measured on the injected
+// clock: a test advances it in Sleep instead of waiting.
+func TestRetryLimitsFollowTheInjectedClock(t *testing.T) {
+	tests := map[string]struct {
+		budget    time.Duration
+		validity  time.Duration // from the clock's start; 0 = none
+		wantCalls int
+	}{
+		// pauses of 100ms: retries start at 100ms and 200ms; the next
+		// would end at 300ms, past the budget.
+		"retry budget 250ms": {budget: 250 * time.Millisecond, wantCalls: 3},
+		// the second try starts at 100ms; the third would start at 200ms,
+		// past the validity period.
+		"validity period 150ms": {validity: 150 * time.Millisecond, wantCalls: 2},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			clock := &fakeClock{t: time.Unix(1000, 0)}
+			up := &fakeUp{name: "a", up: 1, status: func(int) smpp.Status { return smpp.StatusThrottled }}
+			r := New(Config{
+				Routes:  map[string][]Member{"shop": {{Upstream: up, Weight: 1, Attempts: 10, Budget: tc.budget}}},
+				Backoff: func(int) time.Duration { return 100 * time.Millisecond },
+				Sleep:   func(_ context.Context, d time.Duration) { clock.Add(d) },
+				Now:     clock.Now,
+			})
+			var j []string
+			at := attempt(t, &j)
+			if tc.validity > 0 {
+				at.Deadline = clock.Now().Add(tc.validity)
+			}
+			res := r.Forward(context.Background(), at)
+			if up.calls != tc.wantCalls || res.Status != smpp.StatusThrottled {
+				t.Errorf("calls = %d status %v, want %d calls answered 0x58", up.calls, res.Status, tc.wantCalls)
+			}
+		})
 	}
 }

@@ -1,16 +1,19 @@
-package smpp
+package smpp_test
 
 import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"testing"
+
+	"github.com/smppproxy/smppproxy/smpp"
+	"github.com/smppproxy/smppproxy/smpp/smpptest"
 )
 
 // The version-1 fingerprint of records already on disk must not change:
 // retries of those records are compared with it until they expire.
 func TestLegacyFingerprintIsStable(t *testing.T) {
-	s, err := ParseSubmit(EncodeSubmit(7, SubmitFields{Src: "SHOP", Dst: "447700900123", ShortMessage: []byte("Your code is 123456")}))
+	s, err := smpp.ParseSubmit(smpptest.EncodeSubmit(7, smpptest.SubmitFields{Src: "SHOP", Dst: "447700900123", ShortMessage: []byte("Your code is 123456")}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,7 +26,7 @@ func TestLegacyFingerprintIsStable(t *testing.T) {
 // The keyed fingerprint is the same fields under an HMAC: it depends on
 // the key and differs from the plain SHA-256.
 func TestKeyedFingerprintDependsOnTheSecret(t *testing.T) {
-	s, err := ParseSubmit(EncodeSubmit(7, SubmitFields{Src: "SHOP", Dst: "447700900123", ShortMessage: []byte("Your code is 123456")}))
+	s, err := smpp.ParseSubmit(smpptest.EncodeSubmit(7, smpptest.SubmitFields{Src: "SHOP", Dst: "447700900123", ShortMessage: []byte("Your code is 123456")}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,16 +1,19 @@
-package smpp
+package smpp_test
 
 import (
 	"bytes"
 	"errors"
 	"testing"
+
+	"github.com/smppproxy/smppproxy/smpp"
+	"github.com/smppproxy/smppproxy/smpp/smpptest"
 )
 
 func TestParseSubmitRoundTripsAndStripsOnlyTheKeyTLV(t *testing.T) {
-	f := SubmitFields{Src: "ACME", Dst: "447700900001", DataCoding: 0xF5, ShortMessage: []byte{0x00, 0xFF, 0x10},
-		TLVs: []TLV{{Tag: 0x1400, Value: []byte("key-1\x00")}, {Tag: 0x0204, Value: []byte{0, 7}}}}
-	frame := EncodeSubmit(42, f)
-	s, err := ParseSubmit(frame)
+	f := smpptest.SubmitFields{Src: "ACME", Dst: "447700900001", DataCoding: 0xF5, ShortMessage: []byte{0x00, 0xFF, 0x10},
+		TLVs: []smpp.TLV{{Tag: 0x1400, Value: []byte("key-1\x00")}, {Tag: 0x0204, Value: []byte{0, 7}}}}
+	frame := smpptest.EncodeSubmit(42, f)
+	s, err := smpp.ParseSubmit(frame)
 	if err != nil {
 		t.Fatalf("ParseSubmit = %v", err)
 	}
@@ -21,7 +24,7 @@ func TestParseSubmitRoundTripsAndStripsOnlyTheKeyTLV(t *testing.T) {
 		t.Fatalf("Frame(42) is not byte-identical to the input:\n got %x\nwant %x", got, frame)
 	}
 	out := s.Frame(7, 0x1400)
-	o, err := ParseSubmit(out)
+	o, err := smpp.ParseSubmit(out)
 	if err != nil {
 		t.Fatalf("ParseSubmit(stripped) = %v", err)
 	}
@@ -40,18 +43,18 @@ func TestSegmentIdentity(t *testing.T) {
 	udh8 := []byte{0x05, 0x00, 0x03, 0x2A, 0x03, 0x02, 'h', 'i'}
 	udh16 := []byte{0x06, 0x08, 0x04, 0x01, 0x02, 0x04, 0x03, 'h'}
 	tests := map[string]struct {
-		f    SubmitFields
+		f    smpptest.SubmitFields
 		want string
 	}{
-		"plain":      {SubmitFields{ShortMessage: []byte("hello")}, ""},
-		"udh 8-bit":  {SubmitFields{EsmClass: 0x40, ShortMessage: udh8}, "2/3"},
-		"udh 16-bit": {SubmitFields{EsmClass: 0x40, ShortMessage: udh16}, "3/4"},
-		"udhi unset": {SubmitFields{ShortMessage: udh8}, ""},
-		"sar tlvs":   {SubmitFields{ShortMessage: []byte("x"), TLVs: []TLV{{0x020C, []byte{0, 9}}, {0x020E, []byte{5}}, {0x020F, []byte{4}}}}, "4/5"},
-		"broken udh": {SubmitFields{EsmClass: 0x40, ShortMessage: []byte{0x09, 0x00}}, ""},
+		"plain":      {smpptest.SubmitFields{ShortMessage: []byte("hello")}, ""},
+		"udh 8-bit":  {smpptest.SubmitFields{EsmClass: 0x40, ShortMessage: udh8}, "2/3"},
+		"udh 16-bit": {smpptest.SubmitFields{EsmClass: 0x40, ShortMessage: udh16}, "3/4"},
+		"udhi unset": {smpptest.SubmitFields{ShortMessage: udh8}, ""},
+		"sar tlvs":   {smpptest.SubmitFields{ShortMessage: []byte("x"), TLVs: []smpp.TLV{{0x020C, []byte{0, 9}}, {0x020E, []byte{5}}, {0x020F, []byte{4}}}}, "4/5"},
+		"broken udh": {smpptest.SubmitFields{EsmClass: 0x40, ShortMessage: []byte{0x09, 0x00}}, ""},
 	}
 	for name, tc := range tests {
-		s, err := ParseSubmit(EncodeSubmit(1, tc.f))
+		s, err := smpp.ParseSubmit(smpptest.EncodeSubmit(1, tc.f))
 		if err != nil {
 			t.Fatalf("%s: ParseSubmit = %v", name, err)
 		}
@@ -62,9 +65,9 @@ func TestSegmentIdentity(t *testing.T) {
 }
 
 func TestFingerprint(t *testing.T) {
-	base := SubmitFields{Src: "A", Dst: "4477", ShortMessage: []byte("code 1234"), TLVs: []TLV{{0x1400, []byte("k")}}}
-	fp := func(f SubmitFields, seq uint32) [32]byte {
-		s, err := ParseSubmit(EncodeSubmit(seq, f))
+	base := smpptest.SubmitFields{Src: "A", Dst: "4477", ShortMessage: []byte("code 1234"), TLVs: []smpp.TLV{{0x1400, []byte("k")}}}
+	fp := func(f smpptest.SubmitFields, seq uint32) [32]byte {
+		s, err := smpp.ParseSubmit(smpptest.EncodeSubmit(seq, f))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -73,7 +76,7 @@ func TestFingerprint(t *testing.T) {
 	ref := fp(base, 1)
 	same := base
 	same.Validity, same.Schedule = "000001000000000R", "000000000100000R"
-	same.TLVs = []TLV{{0x1400, []byte("other-key")}}
+	same.TLVs = []smpp.TLV{{0x1400, []byte("other-key")}}
 	if fp(same, 99) != ref {
 		t.Errorf("fingerprint changed with sequence, validity, schedule or key TLV; it must not")
 	}
@@ -88,7 +91,7 @@ func TestFingerprint(t *testing.T) {
 		t.Errorf("fingerprint equal for different destination")
 	}
 	// A renewed concatenation reference is not a different message.
-	a := SubmitFields{EsmClass: 0x40, ShortMessage: []byte{0x05, 0x00, 0x03, 0x01, 0x02, 0x01, 'x'}}
+	a := smpptest.SubmitFields{EsmClass: 0x40, ShortMessage: []byte{0x05, 0x00, 0x03, 0x01, 0x02, 0x01, 'x'}}
 	b := a
 	b.ShortMessage = []byte{0x05, 0x00, 0x03, 0x77, 0x02, 0x01, 'x'}
 	if fp(a, 1) != fp(b, 1) {
@@ -97,18 +100,18 @@ func TestFingerprint(t *testing.T) {
 }
 
 func TestParseSubmitRefusesMalformedBodies(t *testing.T) {
-	good := EncodeSubmit(1, SubmitFields{Dst: "1", ShortMessage: []byte("abc"), TLVs: []TLV{{0x1400, []byte("k")}}})
+	good := smpptest.EncodeSubmit(1, smpptest.SubmitFields{Dst: "1", ShortMessage: []byte("abc"), TLVs: []smpp.TLV{{0x1400, []byte("k")}}})
 	tests := map[string]struct {
 		frame []byte
-		want  Status
+		want  smpp.Status
 	}{
-		"truncated mandatory": {good[:HeaderLen+3], StatusInvCmdLen},
-		"sm_length past body": {smPastBody(), StatusInvMsgLen},
-		"broken tlv":          {append(append([]byte{}, good...), 0x14, 0x00, 0x00), StatusInvOptParStream},
+		"truncated mandatory": {good[:smpp.HeaderLen+3], smpp.StatusInvCmdLen},
+		"sm_length past body": {smPastBody(), smpp.StatusInvMsgLen},
+		"broken tlv":          {append(append([]byte{}, good...), 0x14, 0x00, 0x00), smpp.StatusInvOptParStream},
 	}
 	for name, tc := range tests {
-		_, err := ParseSubmit(tc.frame)
-		var fe *FieldError
+		_, err := smpp.ParseSubmit(tc.frame)
+		var fe *smpp.FieldError
 		if !errors.As(err, &fe) || fe.Status != tc.want {
 			t.Errorf("%s: ParseSubmit error = %v, want status %v", name, err, tc.want)
 		}
@@ -117,25 +120,25 @@ func TestParseSubmitRefusesMalformedBodies(t *testing.T) {
 
 // smPastBody is a submit whose sm_length says 3 but carries 1 octet.
 func smPastBody() []byte {
-	b := EncodeSubmit(1, SubmitFields{Dst: "1", ShortMessage: []byte("abc")})
+	b := smpptest.EncodeSubmit(1, smpptest.SubmitFields{Dst: "1", ShortMessage: []byte("abc")})
 	b = b[:len(b)-2]
-	PutHeader(b, Header{Length: uint32(len(b)), ID: CmdSubmitSM, Sequence: 1})
+	smpp.PutHeader(b, smpp.Header{Length: uint32(len(b)), ID: smpp.CmdSubmitSM, Sequence: 1})
 	return b
 }
 
 func FuzzParseSubmit(f *testing.F) {
-	f.Add(EncodeSubmit(1, SubmitFields{Src: "a", Dst: "b", ShortMessage: []byte("hello"), TLVs: []TLV{{0x1400, []byte("k")}}}))
-	f.Add(EncodeSubmit(2, SubmitFields{EsmClass: 0x40, ShortMessage: []byte{0x05, 0x00, 0x03, 0x01, 0x02, 0x01, 'x'}}))
+	f.Add(smpptest.EncodeSubmit(1, smpptest.SubmitFields{Src: "a", Dst: "b", ShortMessage: []byte("hello"), TLVs: []smpp.TLV{{0x1400, []byte("k")}}}))
+	f.Add(smpptest.EncodeSubmit(2, smpptest.SubmitFields{EsmClass: 0x40, ShortMessage: []byte{0x05, 0x00, 0x03, 0x01, 0x02, 0x01, 'x'}}))
 	f.Add([]byte{0, 0, 0, 16, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 1})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		s, err := ParseSubmit(b)
+		s, err := smpp.ParseSubmit(b)
 		if err != nil {
 			return
 		}
 		_ = s.Segment()
 		_ = s.Fingerprint()
 		out := s.Frame(5, 0x1400)
-		if _, err := ParseSubmit(out); err != nil {
+		if _, err := smpp.ParseSubmit(out); err != nil {
 			t.Fatalf("re-encoded frame does not parse: %v", err)
 		}
 	})
@@ -146,25 +149,25 @@ func FuzzReadFrame(f *testing.F) {
 	f.Add([]byte{0, 0, 0, 8, 0, 0, 0, 0x15})
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 1})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		frame, err := ReadFrame(bytes.NewReader(b), 1024)
+		frame, err := smpp.ReadFrame(bytes.NewReader(b), 1024)
 		if err != nil {
 			return
 		}
-		if len(frame) < HeaderLen || len(frame) > 1024 || int(ParseHeader(frame).Length) != len(frame) {
-			t.Fatalf("ReadFrame returned a frame of %d bytes with header length %d", len(frame), ParseHeader(frame).Length)
+		if len(frame) < smpp.HeaderLen || len(frame) > 1024 || int(smpp.ParseHeader(frame).Length) != len(frame) {
+			t.Fatalf("ReadFrame returned a frame of %d bytes with header length %d", len(frame), smpp.ParseHeader(frame).Length)
 		}
-		_, _ = Decode(frame)
+		_, _ = smpp.Decode(frame)
 	})
 }
 
 func TestKnownMatchesGosmpp(t *testing.T) {
-	for _, id := range []uint32{CmdSubmitSM, CmdBindTransceiver, CmdEnquireLink, CmdDataSM, CmdGenericNack, CmdSubmitSM | RespBit, CmdAlertNotif} {
-		if !Known(id) {
+	for _, id := range []uint32{smpp.CmdSubmitSM, smpp.CmdBindTransceiver, smpp.CmdEnquireLink, smpp.CmdDataSM, smpp.CmdGenericNack, smpp.CmdSubmitSM | smpp.RespBit, smpp.CmdAlertNotif} {
+		if !smpp.Known(id) {
 			t.Errorf("Known(0x%08X) = false, want true", id)
 		}
 	}
 	for _, id := range []uint32{0, 0x777, 0x7FFFFFFF, 0x00000400, 0x80000777} {
-		if Known(id) {
+		if smpp.Known(id) {
 			t.Errorf("Known(0x%08X) = true, want false", id)
 		}
 	}

@@ -141,7 +141,10 @@ type Config struct {
 	// Now and Sleep are the clock of the bind loops: how long a session
 	// stayed bound, and the pause between attempts (Sleep waits d or until
 	// ctx ends); Now is also the clock of the per-PDU warnings' rate limit
-	// (WarnInterval). Defaults: the real clock. Injectable for tests.
+	// (WarnInterval) and of a throttled session's pause (how long Submit
+	// leaves it out). Socket deadlines, route_wait and the throughput
+	// limit stay on the real clock. Defaults: the real clock. Injectable
+	// for tests.
 	Now   func() time.Time
 	Sleep func(ctx context.Context, d time.Duration)
 	// InstanceID is unique per process run and part of every session id, so

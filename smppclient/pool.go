@@ -206,7 +206,7 @@ func (p *Pool) noteStatus(s *session, throttled bool) {
 		p.stats.throttled.Add(1)
 		p.mu.Lock()
 		s.throttlePause = min(throttleMax, max(throttleMin, 2*s.throttlePause))
-		s.pausedUntil = time.Now().Add(s.throttlePause)
+		s.pausedUntil = p.cfg.Now().Add(s.throttlePause)
 		pause := s.throttlePause
 		p.mu.Unlock()
 		s.throttled.Store(true)

@@ -480,3 +480,32 @@ func TestCloseDrainsAndUnbinds(t *testing.T) {
 		t.Errorf("Stats().Closed = %v", st.Closed)
 	}
 }
+
+// A throttled session's pause is measured on the injected clock: while
+// the clock stands still the session stays out (Submit gives up after
+// route_wait with ErrBusy, however long that is in real time); once the
+// clock passes the pause it takes submits again.
+func TestThrottlePauseFollowsTheInjectedClock(t *testing.T) {
+	checkLeaks(t)
+	f := newFakeSMSC(t)
+	f.onSubmit = func(c *fakeConn, h smpp.Header, _ []byte) {
+		if h.Sequence == 1 {
+			c.answer(h, smpp.StatusThrottled)
+			return
+		}
+		c.answer(h, smpp.StatusOK)
+	}
+	clock := &testClock{t: time.Unix(1000, 0)}
+	p := newPool(t, f.addr, func(c *Config) { c.Now, c.RouteWait = clock.Now, 3*throttleMin })
+	waitUp(t, p, 1)
+	if r, err := submit(p, ""); err != nil || r.Status != smpp.StatusThrottled {
+		t.Fatalf("Submit = (%v, %v), want ESME_RTHROTTLED", r.Status, err)
+	}
+	if _, err := submit(p, ""); !errors.Is(err, ErrBusy) {
+		t.Fatalf("Submit during the pause = %v, want ErrBusy", err)
+	}
+	clock.Add(throttleMax)
+	if r, err := submit(p, ""); err != nil || r.Status != smpp.StatusOK {
+		t.Fatalf("Submit after the pause = (%v, %v), want accepted", r.Status, err)
+	}
+}

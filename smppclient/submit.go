@@ -94,7 +94,7 @@ func (p *Pool) acquire(ctx context.Context, prefer string, deadline time.Time) (
 			p.mu.Unlock()
 			return nil, ErrClosed
 		}
-		s, anyBound, retry := p.pickLocked(prefer, time.Now())
+		s, anyBound, retry := p.pickLocked(prefer, p.cfg.Now())
 		if s != nil {
 			s.inFlight++
 			p.active.Add(1)

@@ -8,16 +8,13 @@ import (
 	"github.com/smppproxy/smppproxy/smpp"
 )
 
-// A request the server sends from OnSession(up) — the receipt service
+// A request the server sends from OnBound — the receipt service
 // delivering a queued receipt at once — never overtakes the bind_resp, and
 // the session is not listed by ReceiversOf before its bind_resp is queued.
 func TestBindRespGoesBeforeAnythingSentOnBind(t *testing.T) {
 	srv := newTestServer(nil)
 	sawUnannounced := make(chan bool, 1)
-	srv.OnSession = func(s *Session, up bool) {
-		if !up {
-			return
-		}
+	srv.OnBound = func(s *Session) {
 		sawUnannounced <- len(srv.ReceiversOf(s.Account())) == 0
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -37,7 +34,7 @@ func TestBindRespGoesBeforeAnythingSentOnBind(t *testing.T) {
 			t.Fatalf("bind %d: second frame %s, want the deliver_sm", i, fmtHeader(h2))
 		}
 		if <-sawUnannounced {
-			t.Fatalf("bind %d: ReceiversOf did not list the session when OnSession(up) ran", i)
+			t.Fatalf("bind %d: ReceiversOf did not list the session when OnBound ran", i)
 		}
 	}
 }

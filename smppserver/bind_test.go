@@ -56,7 +56,7 @@ func TestBindRefusedClosesConnection(t *testing.T) {
 	}
 	rec := newRecorder()
 	srv := newTestServer(nil)
-	srv.OnSession = rec.hook
+	rec.attach(srv)
 	addr := RunLocalServer(t, srv)
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -146,7 +146,7 @@ func TestBindClosedDuringAuthentication(t *testing.T) {
 	authRelease := make(chan struct{})
 	rec := newRecorder()
 	srv := newTestServer(nil)
-	srv.OnSession = rec.hook
+	rec.attach(srv)
 	srv.Auth = AuthFunc(func(ctx context.Context, r BindRequest) (*Principal, smpp.Status) {
 		if r.SystemType == "slow" {
 			close(authStarted)
@@ -172,7 +172,7 @@ func TestBindClosedDuringAuthentication(t *testing.T) {
 		t.Fatalf("bind after a bind was cut short: status = %v, want %v (max_binds slot leaked)", h.Status.String(), smpp.StatusOK.String())
 	}
 	if ev := rec.next(t); !ev.up || ev.id == s.ID() {
-		t.Errorf("first OnSession call = %+v, want the new session up (none for the session closed during its bind)", ev)
+		t.Errorf("first hook call = %+v, want the new session up (none for the session closed during its bind)", ev)
 	}
 }
 

@@ -41,13 +41,13 @@ func TestIdleSessionIsClosed(t *testing.T) {
 	rec := newRecorder()
 	srv := newTestServer(nil)
 	srv.EnquireLink = enquireLink
-	srv.OnSession = rec.hook
+	rec.attach(srv)
 	addr := RunLocalServer(t, srv)
 	c := dialESME(t, addr)
 	c.mustBind(smpp.CmdBindTransceiver, "shop")
 	bound := time.Now()
 	if ev := rec.next(t); !ev.up {
-		t.Fatalf("OnSession = %+v, want up", ev)
+		t.Fatalf("hook call = %+v, want OnBound", ev)
 	}
 
 	enquires := 0
@@ -71,7 +71,7 @@ func TestIdleSessionIsClosed(t *testing.T) {
 		t.Errorf("server sent no enquire_link before closing the idle session")
 	}
 	if ev := rec.next(t); ev.up || ev.reason != ReasonIdleTimeout {
-		t.Errorf("OnSession = %+v, want down with %v", ev, ReasonIdleTimeout)
+		t.Errorf("hook call = %+v, want OnClosed with %v", ev, ReasonIdleTimeout)
 	}
 }
 

@@ -15,7 +15,7 @@ func TestUnbind(t *testing.T) {
 	t.Parallel()
 	rec := newRecorder()
 	srv := newTestServer(nil)
-	srv.OnSession = rec.hook
+	rec.attach(srv)
 	addr := RunLocalServer(t, srv)
 	c := dialESME(t, addr)
 	c.mustBind(smpp.CmdBindTransceiver, "shop")

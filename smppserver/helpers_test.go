@@ -294,7 +294,7 @@ func waitClosed(t testing.TB, s *Session) CloseReason {
 	return s.CloseReason()
 }
 
-// sessionEvent is one OnSession call.
+// sessionEvent is one OnBound (up) or OnClosed (down) call.
 type sessionEvent struct {
 	id      string
 	up      bool
@@ -303,7 +303,7 @@ type sessionEvent struct {
 	reason  CloseReason
 }
 
-// recorder collects OnSession calls.
+// recorder collects OnBound and OnClosed calls.
 type recorder struct {
 	mu     sync.Mutex
 	events []sessionEvent
@@ -320,24 +320,30 @@ func (r *recorder) hook(s *Session, up bool) {
 	r.ch <- ev
 }
 
-// next returns the next OnSession call.
+// attach sets srv's OnBound and OnClosed hooks to record into r.
+func (r *recorder) attach(srv *Server) {
+	srv.OnBound = func(s *Session) { r.hook(s, true) }
+	srv.OnClosed = func(s *Session) { r.hook(s, false) }
+}
+
+// next returns the next OnBound or OnClosed call.
 func (r *recorder) next(t testing.TB) sessionEvent {
 	t.Helper()
 	select {
 	case ev := <-r.ch:
 		return ev
 	case <-time.After(ioTimeout):
-		t.Fatalf("no OnSession call")
+		t.Fatalf("no OnBound or OnClosed call")
 		return sessionEvent{}
 	}
 }
 
-// none checks that no OnSession call is pending.
+// none checks that no OnBound or OnClosed call is pending.
 func (r *recorder) none(t testing.TB, what string) {
 	t.Helper()
 	select {
 	case ev := <-r.ch:
-		t.Fatalf("%s: unexpected OnSession call %+v", what, ev)
+		t.Fatalf("%s: unexpected OnBound or OnClosed call %+v", what, ev)
 	default:
 	}
 }

@@ -8,9 +8,9 @@ import (
 	"github.com/smppproxy/smppproxy/smpp"
 )
 
-// OnSession reports every bound session once up, once down with the
+// OnBound reports every bound session once, OnClosed once with the
 // reason it ended.
-func TestOnSession(t *testing.T) {
+func TestBoundSessionsReportedOnceBoundOnceClosed(t *testing.T) {
 	t.Parallel()
 	tests := map[string]struct {
 		end  func(t *testing.T, c *esme, s *Session)
@@ -49,19 +49,19 @@ func TestOnSession(t *testing.T) {
 			t.Parallel()
 			rec := newRecorder()
 			srv := newTestServer(nil)
-			srv.OnSession = rec.hook
+			rec.attach(srv)
 			addr := RunLocalServer(t, srv)
 			c := dialESME(t, addr)
 			c.mustBind(smpp.CmdBindReceiver, "shop")
 			s := sessionOf(t, srv, c)
 			up := rec.next(t)
 			if want := (sessionEvent{id: s.ID(), up: true, account: "shop", bind: smpp.BindReceiver}); up != want {
-				t.Errorf("%s: OnSession up = %+v, want %+v", name, up, want)
+				t.Errorf("%s: OnBound = %+v, want %+v", name, up, want)
 			}
 			tt.end(t, c, s)
 			down := rec.next(t)
 			if want := (sessionEvent{id: s.ID(), up: false, account: "shop", bind: smpp.BindReceiver, reason: tt.want}); down != want {
-				t.Errorf("%s: OnSession down = %+v, want %+v", name, down, want)
+				t.Errorf("%s: OnClosed = %+v, want %+v", name, down, want)
 			}
 			if got := s.CloseReason(); got != tt.want {
 				t.Errorf("%s: CloseReason() = %v, want %v", name, got, tt.want)
@@ -75,11 +75,11 @@ func TestOnSession(t *testing.T) {
 }
 
 // Sessions that never bind are not reported.
-func TestOnSessionIgnoresUnboundSessions(t *testing.T) {
+func TestHooksIgnoreUnboundSessions(t *testing.T) {
 	t.Parallel()
 	rec := newRecorder()
 	srv := newTestServer(nil)
-	srv.OnSession = rec.hook
+	rec.attach(srv)
 	srv.BindTimeout = 300 * time.Millisecond
 	addr := RunLocalServer(t, srv)
 	timedOut := dialESME(t, addr)
@@ -93,24 +93,23 @@ func TestOnSessionIgnoresUnboundSessions(t *testing.T) {
 }
 
 // A hook may kick the session it is told about.
-func TestOnSessionHookKicks(t *testing.T) {
+func TestOnBoundHookMayKick(t *testing.T) {
 	t.Parallel()
 	rec := newRecorder()
 	srv := newTestServer(nil)
-	srv.OnSession = func(s *Session, up bool) {
-		rec.hook(s, up)
-		if up {
-			s.Kick()
-		}
+	rec.attach(srv)
+	srv.OnBound = func(s *Session) {
+		rec.hook(s, true)
+		s.Kick()
 	}
 	addr := RunLocalServer(t, srv)
 	c := dialESME(t, addr)
 	c.send(smpp.CmdBindTransceiver, bindBody("shop", password))
 	drainUntilClosed(t, c, "session kicked by its hook")
 	if ev := rec.next(t); !ev.up {
-		t.Errorf("first OnSession = %+v, want up", ev)
+		t.Errorf("first hook call = %+v, want OnBound", ev)
 	}
 	if ev := rec.next(t); ev.up || ev.reason != ReasonKicked {
-		t.Errorf("second OnSession = %+v, want down with %v", ev, ReasonKicked)
+		t.Errorf("second hook call = %+v, want OnClosed with %v", ev, ReasonKicked)
 	}
 }

@@ -88,10 +88,14 @@ type Server struct {
 	// WriteTimeout bounds one flush to the socket (default 10s).
 	WriteTimeout time.Duration
 	Logger       *slog.Logger
-	// OnSession is called when a session is bound (up=true) and when a
-	// bound session ends (up=false, CloseReason set), always in that order
-	// and from the session's reader goroutine. It must not block.
-	OnSession func(s *Session, up bool)
+	// OnBound is called when a session is bound, once its bind_resp is
+	// queued (a request sent from here cannot overtake it). OnClosed is
+	// called when a bound session ends, with CloseReason set; sessions that
+	// never bound are reported to neither. For one session OnBound always
+	// comes before OnClosed, both from the session's reader goroutine.
+	// Neither may block.
+	OnBound  func(s *Session)
+	OnClosed func(s *Session)
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}

@@ -171,8 +171,8 @@ func (s *Session) run() {
 	s.close(reason)
 	// The reader, which reports the bind, has returned: the down call
 	// cannot overtake the up call.
-	if s.isAnnounced() && s.srv.OnSession != nil {
-		s.srv.OnSession(s, false)
+	if s.isAnnounced() && s.srv.OnClosed != nil {
+		s.srv.OnClosed(s)
 	}
 	<-writerDone
 	s.handlers.Wait()
@@ -366,7 +366,7 @@ func (s *Session) handleBind(h smpp.Header, frame []byte) {
 	s.sem = make(chan struct{}, win)
 	s.mu.Unlock()
 	log.Info("esme bound", "session", s.id, "account", principal.Account, "bind", req.Type.String(), "remote", req.Remote.String())
-	// The bind_resp is queued before the session is announced (OnSession,
+	// The bind_resp is queued before the session is announced (OnBound,
 	// ReceiversOf), so nothing the server sends on it can overtake it.
 	if s.enqueue(outFrame{b: s.bindResp(h, smpp.StatusOK, req.InterfaceVersion)}) != nil {
 		return
@@ -374,8 +374,8 @@ func (s *Session) handleBind(h smpp.Header, frame []byte) {
 	s.mu.Lock()
 	s.announced = true
 	s.mu.Unlock()
-	if s.srv.OnSession != nil {
-		s.srv.OnSession(s, true)
+	if s.srv.OnBound != nil {
+		s.srv.OnBound(s)
 	}
 }
 
@@ -648,7 +648,7 @@ func (s *Session) drain() {
 // close ends the session once: it records r, gives back the bind's
 // max_binds slot (before the socket closes, so that a client reconnecting
 // on EOF can bind again), cancels the context of the handlers in flight and
-// closes the connection. OnSession is told later, by run.
+// closes the connection. OnClosed is told later, by run.
 func (s *Session) close(r CloseReason) {
 	s.closeOnce.Do(func() {
 		s.mu.Lock()

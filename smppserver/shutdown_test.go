@@ -18,7 +18,7 @@ func TestShutdownDrainsInFlight(t *testing.T) {
 	g := newGatedHandler(2) // the bind is sequence 1
 	rec := newRecorder()
 	srv := newTestServer(g)
-	srv.OnSession = rec.hook
+	rec.attach(srv)
 	addr, served := runLocalServer(t, srv)
 	c := dialESME(t, addr)
 	c.mustBind(smpp.CmdBindTransceiver, "shop")
@@ -70,7 +70,7 @@ func TestShutdownDrainsInFlight(t *testing.T) {
 		t.Fatalf("Shutdown did not return after the drain")
 	}
 	if ev := rec.next(t); ev.up || ev.reason != ReasonServerShutdown {
-		t.Errorf("OnSession = %+v, want down with %v", ev, ReasonServerShutdown)
+		t.Errorf("hook call = %+v, want OnClosed with %v", ev, ReasonServerShutdown)
 	}
 	if err := srv.Serve(mustListen(t)); !errors.Is(err, ErrServerClosed) {
 		t.Errorf("Serve after Shutdown = %v, want %v", err, ErrServerClosed)
@@ -144,7 +144,7 @@ func TestCloseCancelsHandlers(t *testing.T) {
 	g := newGatedHandler(2)
 	rec := newRecorder()
 	srv := newTestServer(g)
-	srv.OnSession = rec.hook
+	rec.attach(srv)
 	addr := RunLocalServer(t, srv)
 	c := dialESME(t, addr)
 	c.mustBind(smpp.CmdBindTransceiver, "shop")
@@ -165,7 +165,7 @@ func TestCloseCancelsHandlers(t *testing.T) {
 	}
 	c.expectClosed("session after Close")
 	if ev := rec.next(t); ev.up || ev.reason != ReasonServerShutdown {
-		t.Errorf("OnSession = %+v, want down with %v", ev, ReasonServerShutdown)
+		t.Errorf("hook call = %+v, want OnClosed with %v", ev, ReasonServerShutdown)
 	}
 	expectRefused(t, addr)
 }

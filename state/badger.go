@@ -79,7 +79,7 @@ type BadgerStats struct {
 	// Ops/Commits is the group-commit factor.
 	Commits uint64
 	// Failed is the number of write requests answered with an error
-	// because their transaction could not be committed (or FailWrites).
+	// because their transaction could not be committed.
 	Failed uint64
 	// LostCommits is the number of commits found missing when the store
 	// was opened with ForceEmpty (see ErrStoreDamaged); 0 otherwise.
@@ -150,7 +150,6 @@ type BadgerStore struct {
 	closeOnce sync.Once
 	closeErr  error
 
-	fail           atomic.Pointer[error]                             // FailWrites
 	commitObserver atomic.Pointer[func(ops int, took time.Duration)] // SetCommitObserver
 
 	ops, commits, failed atomic.Uint64
@@ -340,18 +339,6 @@ func openChecked(bo badger.Options, opts BadgerOptions, log *slog.Logger) (db *b
 		return nil, nil, lost, err
 	}
 	return db, mark, lost, nil
-}
-
-// FailWrites is a fault-injection hook for tests: after FailWrites(err)
-// the committer fails every batch with an error wrapping err and writes
-// nothing, as when the disk is full. FailWrites(nil) restores normal
-// writes.
-func (s *BadgerStore) FailWrites(err error) {
-	if err == nil {
-		s.fail.Store(nil)
-		return
-	}
-	s.fail.Store(&err)
 }
 
 // Stats returns the committer's counters.

@@ -76,10 +76,6 @@ func (s *BadgerStore) commitLoop() {
 // snapshot plus the writes staged so far, then commits the staged writes.
 func (s *BadgerStore) runBatch(batch []*request) {
 	s.ops.Add(uint64(len(batch)))
-	if p := s.fail.Load(); p != nil {
-		s.finish(batch, writeRefused(*p))
-		return
-	}
 	if err := s.checkDisk(); err != nil {
 		s.finish(batch, err)
 		return

@@ -51,11 +51,6 @@ func hasJournal(r *Record, sess string, seq uint32) bool {
 	return r != nil && sess != "" && r.Session == sess && r.Sequence == seq
 }
 
-// writeRefused wraps an error injected with FailWrites.
-func writeRefused(err error) error {
-	return fmt.Errorf("state: write refused: %w", err)
-}
-
 // ctxErr returns ctx's error, if it is already done, wrapped for the
 // caller; nil otherwise.
 func ctxErr(ctx context.Context) error {

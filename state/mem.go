@@ -18,7 +18,6 @@ type MemStore struct {
 
 	mu     sync.Mutex
 	closed bool
-	fail   error          // set by FailWrites
 	recs   map[Key][]byte // encoded records, expired ones included
 	idx    map[string]Key // index key (same layout as BadgerStore's) → record key
 	queues memQueues
@@ -41,15 +40,6 @@ func NewMem(now func() time.Time) *MemStore {
 		idx:    make(map[string]Key),
 		queues: newMemQueues(),
 	}
-}
-
-// FailWrites is a fault-injection hook for tests: after FailWrites(err)
-// every Create and Update fails with an error wrapping err and writes
-// nothing, as when a disk is full. FailWrites(nil) restores normal writes.
-func (s *MemStore) FailWrites(err error) {
-	s.mu.Lock()
-	s.fail = err
-	s.mu.Unlock()
 }
 
 // Create implements Store. On created=true, existing is nil.
@@ -238,9 +228,6 @@ func (s *MemStore) Close() error {
 func (s *MemStore) writableLocked() error {
 	if s.closed {
 		return ErrClosed
-	}
-	if s.fail != nil {
-		return writeRefused(s.fail)
 	}
 	return nil
 }

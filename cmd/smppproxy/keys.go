@@ -27,35 +27,21 @@ func keysCommand() *cli.Command {
 				Usage:     "show a key's record(s) and history of transitions",
 				ArgsUsage: "ACCOUNT KEY",
 				Flags:     adminFlags(segmentFlag()),
-				Action: func(c *cli.Context) error {
-					args, err := positional(c, 2, "ACCOUNT KEY")
-					if err != nil {
-						return err
-					}
-					cl, err := adminClient(c)
-					if err != nil {
-						return err
-					}
+				Action: adminAction(2, "ACCOUNT KEY", func(c *cli.Context, cl *admin.Client, args []string) (admin.RecordList, error) {
 					var seg *string
 					if c.IsSet("segment") {
 						s := c.String("segment")
 						seg = &s
 					}
-					list, err := cl.Key(c.Context, args[0], args[1], seg)
-					if err != nil {
-						return err
-					}
-					if c.Bool("json") {
-						return printJSON(c.App.Writer, list)
-					}
+					return cl.Key(c.Context, args[0], args[1], seg)
+				}, func(w io.Writer, list admin.RecordList) {
 					for i, r := range list.Records {
 						if i > 0 {
-							fmt.Fprintln(c.App.Writer)
+							fmt.Fprintln(w)
 						}
-						printRecord(c.App.Writer, r)
+						printRecord(w, r)
 					}
-					return nil
-				},
+				}),
 			},
 			{
 				Name:  "list",
@@ -65,24 +51,9 @@ func keysCommand() *cli.Command {
 					&cli.StringFlag{Name: "state", Usage: "only this `STATE`: sent, accepted, rejected, unknown, retryable"},
 					&cli.IntFlag{Name: "limit", Value: admin.DefaultListLimit, Usage: fmt.Sprintf("at most `N` records (max %d)", admin.MaxListLimit)},
 				),
-				Action: func(c *cli.Context) error {
-					if _, err := positional(c, 0, ""); err != nil {
-						return err
-					}
-					cl, err := adminClient(c)
-					if err != nil {
-						return err
-					}
-					list, err := cl.Keys(c.Context, c.String("account"), c.String("state"), c.Int("limit"))
-					if err != nil {
-						return err
-					}
-					if c.Bool("json") {
-						return printJSON(c.App.Writer, list)
-					}
-					printRecords(c.App.Writer, list)
-					return nil
-				},
+				Action: adminAction(0, "", func(c *cli.Context, cl *admin.Client, _ []string) (admin.RecordList, error) {
+					return cl.Keys(c.Context, c.String("account"), c.String("state"), c.Int("limit"))
+				}, printRecords),
 			},
 			{
 				Name:      "resolve",
@@ -94,38 +65,25 @@ func keysCommand() *cli.Command {
 					segmentFlag(),
 					&cli.StringFlag{Name: "by", Usage: "operator `NAME` recorded in the history (default: user@host)"},
 				),
-				Action: func(c *cli.Context) error {
-					args, err := positional(c, 2, "ACCOUNT KEY --message-id ID | --not-sent")
-					if err != nil {
-						return err
-					}
-					if (c.String("message-id") == "") == !c.Bool("not-sent") {
-						return errors.New("keys resolve: give exactly one of --message-id ID and --not-sent")
-					}
-					cl, err := adminClient(c)
-					if err != nil {
-						return err
-					}
-					by := c.String("by")
-					if by == "" {
-						by = operatorName()
-					}
-					r, err := cl.Resolve(c.Context, admin.ResolveRequest{
-						Account: args[0], Key: args[1], Segment: c.String("segment"),
-						MessageID: c.String("message-id"), NotSent: c.Bool("not-sent"), By: by,
-					})
-					if err != nil {
-						return err
-					}
-					if c.Bool("json") {
-						return printJSON(c.App.Writer, r)
-					}
-					printRecord(c.App.Writer, r)
-					return nil
-				},
+				Action: adminAction(2, "ACCOUNT KEY --message-id ID | --not-sent", resolveKey, printRecord),
 			},
 		},
 	}
+}
+
+// resolveKey is the call of keys resolve.
+func resolveKey(c *cli.Context, cl *admin.Client, args []string) (admin.Record, error) {
+	if (c.String("message-id") == "") == !c.Bool("not-sent") {
+		return admin.Record{}, errors.New("keys resolve: give exactly one of --message-id ID and --not-sent")
+	}
+	by := c.String("by")
+	if by == "" {
+		by = operatorName()
+	}
+	return cl.Resolve(c.Context, admin.ResolveRequest{
+		Account: args[0], Key: args[1], Segment: c.String("segment"),
+		MessageID: c.String("message-id"), NotSent: c.Bool("not-sent"), By: by,
+	})
 }
 
 func operatorName() string {

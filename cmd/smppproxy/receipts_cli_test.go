@@ -57,9 +57,6 @@ func startReceiptStack(t *testing.T) *receiptStack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := app.RegisterMetrics(reg, proxy.MetricsOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	if err := app.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -79,13 +79,9 @@ func serve(path string, cfg *config.Config, recordsEvery time.Duration, forceEmp
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	app, err := proxy.New(proxy.Options{Config: cfg, Logger: log, Registerer: reg, ForceEmptyStore: forceEmptyStore})
+	app, err := proxy.New(proxy.Options{Config: cfg, Logger: log, Registerer: reg, ForceEmptyStore: forceEmptyStore,
+		Metrics: proxy.MetricsOptions{RecordsEvery: recordsEvery}})
 	if err != nil {
-		return err
-	}
-	metrics, err := app.RegisterMetrics(reg, proxy.MetricsOptions{RecordsEvery: recordsEvery})
-	if err != nil {
-		app.Close()
 		return err
 	}
 	var stopping atomic.Bool
@@ -118,7 +114,7 @@ func serve(path string, cfg *config.Config, recordsEvery time.Duration, forceEmp
 	scanDone := make(chan struct{})
 	go func() {
 		defer close(scanDone)
-		metrics.Run(scanCtx)
+		app.Metrics().Run(scanCtx)
 	}()
 
 	var s os.Signal

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -23,48 +21,19 @@ func sessionsCommand() *cli.Command {
 				Name:  "list",
 				Usage: "list every ESME session and upstream bind (RECEIPTS PENDING: receipts and MO queued for the session's account, not yet acknowledged)",
 				Flags: adminFlags(),
-				Action: func(c *cli.Context) error {
-					if _, err := positional(c, 0, ""); err != nil {
-						return err
-					}
-					cl, err := adminClient(c)
-					if err != nil {
-						return err
-					}
+				Action: adminAction(0, "", func(c *cli.Context, cl *admin.Client, _ []string) (admin.SessionList, error) {
 					list, err := cl.Sessions(c.Context)
-					if err != nil {
-						return err
-					}
-					if c.Bool("json") {
-						return printJSON(c.App.Writer, admin.SessionList{Sessions: nonNil(list)})
-					}
-					printSessions(c.App.Writer, list, time.Now())
-					return nil
-				},
+					return admin.SessionList{Sessions: nonNil(list)}, err
+				}, func(w io.Writer, l admin.SessionList) { printSessions(w, l.Sessions, time.Now()) }),
 			},
 			{
 				Name:      "kick",
 				Usage:     "close one ESME session at once",
 				ArgsUsage: "ID",
 				Flags:     adminFlags(),
-				Action: func(c *cli.Context) error {
-					args, err := positional(c, 1, "ID")
-					if err != nil {
-						return err
-					}
-					cl, err := adminClient(c)
-					if err != nil {
-						return err
-					}
-					if err := cl.Kick(c.Context, args[0]); err != nil {
-						return err
-					}
-					if c.Bool("json") {
-						return printJSON(c.App.Writer, admin.KickResult{Kicked: args[0]})
-					}
-					fmt.Fprintf(c.App.Writer, "session %s kicked\n", args[0])
-					return nil
-				},
+				Action: adminAction(1, "ID", func(c *cli.Context, cl *admin.Client, args []string) (admin.KickResult, error) {
+					return admin.KickResult{Kicked: args[0]}, cl.Kick(c.Context, args[0])
+				}, func(w io.Writer, r admin.KickResult) { fmt.Fprintf(w, "session %s kicked\n", r.Kicked) }),
 			},
 		},
 	}
@@ -111,84 +80,6 @@ func pending(s session.Info) string {
 		return "-"
 	}
 	return fmt.Sprint(*s.ReceiptsPending)
-}
-
-// adminFlags are the flags every admin command takes (SPEC §7).
-func adminFlags(extra ...cli.Flag) []cli.Flag {
-	return append([]cli.Flag{
-		&cli.StringFlag{Name: "admin", Value: admin.DefaultURL, Usage: "admin API `URL`"},
-		&cli.StringFlag{Name: "token-file", Usage: "`FILE` holding the admin bearer token"},
-		&cli.BoolFlag{Name: "json", Usage: "print JSON instead of a table"},
-	}, extra...)
-}
-
-func adminClient(c *cli.Context) (*admin.Client, error) {
-	cl := &admin.Client{BaseURL: c.String("admin")}
-	if f := c.String("token-file"); f != "" {
-		t, err := admin.ReadToken(f)
-		if err != nil {
-			return nil, err
-		}
-		cl.Token = t
-	}
-	return cl, nil
-}
-
-// positional returns the command's n positional arguments. urfave/cli v2
-// stops parsing flags at the first argument, so flags written after the
-// arguments (`keys resolve shop otp-1 --message-id 42`) are applied here.
-func positional(c *cli.Context, n int, usage string) ([]string, error) {
-	kinds := map[string]bool{} // flag name → takes a value
-	for _, f := range c.Command.Flags {
-		_, isBool := f.(*cli.BoolFlag)
-		for _, name := range f.Names() {
-			kinds[name] = !isBool
-		}
-	}
-	var args []string
-	in := c.Args().Slice()
-	for i := 0; i < len(in); i++ {
-		a := in[i]
-		name, hasDash := strings.CutPrefix(a, "--")
-		if !hasDash {
-			name, hasDash = strings.CutPrefix(a, "-")
-		}
-		if !hasDash || name == "" {
-			args = append(args, a)
-			continue
-		}
-		name, value, hasValue := strings.Cut(name, "=")
-		takes, known := kinds[name]
-		if !known {
-			return nil, fmt.Errorf("flag provided but not defined: %s", a)
-		}
-		switch {
-		case hasValue:
-		case !takes:
-			value = "true"
-		case i+1 < len(in):
-			i++
-			value = in[i]
-		default:
-			return nil, fmt.Errorf("flag needs an argument: %s", a)
-		}
-		if err := c.Set(name, value); err != nil {
-			return nil, fmt.Errorf("flag %s: %w", a, err)
-		}
-	}
-	if len(args) != n {
-		if n == 0 {
-			return nil, fmt.Errorf("%s takes no arguments (got %q)", c.Command.FullName(), args)
-		}
-		return nil, fmt.Errorf("usage: smppproxy %s %s", c.Command.FullName(), usage)
-	}
-	return args, nil
-}
-
-func printJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }
 
 func dash(s string) string {

@@ -20,24 +20,9 @@ func statsCommand() *cli.Command {
 		Name:  "stats",
 		Usage: "the counters that matter at a glance (admin API)",
 		Flags: adminFlags(),
-		Action: func(c *cli.Context) error {
-			if _, err := positional(c, 0, ""); err != nil {
-				return err
-			}
-			cl, err := adminClient(c)
-			if err != nil {
-				return err
-			}
-			s, err := cl.Stats(c.Context)
-			if err != nil {
-				return err
-			}
-			if c.Bool("json") {
-				return printJSON(c.App.Writer, s)
-			}
-			printStats(c.App.Writer, s, time.Now())
-			return nil
-		},
+		Action: adminAction(0, "", func(c *cli.Context, cl *admin.Client, _ []string) (*admin.Stats, error) {
+			return cl.Stats(c.Context)
+		}, func(w io.Writer, s *admin.Stats) { printStats(w, s, time.Now()) }),
 	}
 }
 
@@ -152,24 +137,9 @@ func receiptsCommand() *cli.Command {
 				&cli.StringFlag{Name: "upstream", Usage: "only this `UPSTREAM`"},
 				&cli.IntFlag{Name: "limit", Value: admin.DefaultListLimit, Usage: fmt.Sprintf("at most `N` receipts (max %d)", admin.MaxListLimit)},
 			),
-			Action: func(c *cli.Context) error {
-				if _, err := positional(c, 0, ""); err != nil {
-					return err
-				}
-				cl, err := adminClient(c)
-				if err != nil {
-					return err
-				}
-				list, err := cl.Unmatched(c.Context, c.String("upstream"), c.Int("limit"))
-				if err != nil {
-					return err
-				}
-				if c.Bool("json") {
-					return printJSON(c.App.Writer, list)
-				}
-				printUnmatched(c.App.Writer, list, time.Now())
-				return nil
-			},
+			Action: adminAction(0, "", func(c *cli.Context, cl *admin.Client, _ []string) (admin.UnmatchedList, error) {
+				return cl.Unmatched(c.Context, c.String("upstream"), c.Int("limit"))
+			}, func(w io.Writer, l admin.UnmatchedList) { printUnmatched(w, l, time.Now()) }),
 		}},
 	}
 }

@@ -36,6 +36,8 @@ var layers = map[string][]string{
 	// msgid reads and issues message ids for dedup (submit) and dlr
 	// (receipts).
 	"msgid": nil,
+	// smpptest builds frames for tests and tools (a submit_sm from its parts).
+	"smpp/smpptest": {"smpp"},
 	// config may name the wire's enums (smpp.BindType) in its schema.
 	"config": {"smpp"},
 

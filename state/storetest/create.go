@@ -131,11 +131,9 @@ func testCanceled(t *testing.T, s state.Store, c *Clock) {
 	wantGet(t, s, r.Key, nil)
 }
 
-func testFailWrites(t *testing.T, s state.Store, c *Clock) {
-	fi, ok := s.(faultInjector)
-	if !ok {
-		t.Skip("backend has no FailWrites hook")
-	}
+func testFailWrites(t *testing.T, backend state.Store, c *Clock) {
+	fi := NewFaulty(backend)
+	s := state.Store(fi)
 	want := newRecord(c, state.Key{Account: "acme", Key: "k"}, "o")
 	mustCreate(t, s, want.Clone())
 	diskFull := errors.New("disk full")

@@ -218,11 +218,8 @@ func testQueueConcurrent(t *testing.T, s state.Store, c *Clock) {
 }
 
 func testQueueFailWrites(t *testing.T, s state.Store, c *Clock) {
-	q := queueOf(t, s)
-	fi, ok := s.(faultInjector)
-	if !ok {
-		t.Skip("backend has no FailWrites hook")
-	}
+	fi := NewFaulty(s)
+	q := queueOf(t, fi)
 	seq := mustEnqueue(t, q, entry(c, "shop", "", 0))
 	diskFull := errors.New("disk full")
 	fi.FailWrites(diskFull)

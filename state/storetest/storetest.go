@@ -1,6 +1,8 @@
 // Package storetest is the conformance suite every state.Store backend
 // must pass (the pattern of hashicorp/raft's store tests): a backend's own
-// test calls Run with a function that opens a fresh, empty store.
+// test calls Run with a function that opens a fresh, empty store. It also
+// holds the tests' fault injection: Faulty wraps a store whose writes a
+// test can make fail.
 package storetest
 
 import (
@@ -18,9 +20,6 @@ import (
 // Opener opens a fresh, empty store whose clock is now. Run closes it at
 // the end of each test (a second Close must be harmless).
 type Opener func(t *testing.T, now func() time.Time) state.Store
-
-// faultInjector is implemented by backends that support FailWrites.
-type faultInjector interface{ FailWrites(err error) }
 
 // Run runs the conformance suite against the backend open returns.
 func Run(t *testing.T, open Opener) {

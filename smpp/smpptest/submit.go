@@ -1,4 +1,9 @@
-package smpp
+// Package smpptest builds SMPP frames for tests and tools, as
+// net/http/httptest does for HTTP: what the proxy itself never encodes
+// (a submit_sm from its parts) lives here, not in package smpp.
+package smpptest
+
+import "github.com/smppproxy/smppproxy/smpp"
 
 // SubmitFields are the parameters of a submit_sm to encode.
 type SubmitFields struct {
@@ -12,12 +17,12 @@ type SubmitFields struct {
 	RegisteredDelivery             byte
 	DataCoding                     byte
 	ShortMessage                   []byte
-	TLVs                           []TLV
+	TLVs                           []smpp.TLV
 }
 
 // EncodeSubmit encodes a complete submit_sm frame.
 func EncodeSubmit(seq uint32, f SubmitFields) []byte {
-	b := make([]byte, HeaderLen, HeaderLen+64+len(f.ShortMessage))
+	b := make([]byte, smpp.HeaderLen, smpp.HeaderLen+64+len(f.ShortMessage))
 	cstr := func(s string) { b = append(append(b, s...), 0) }
 	cstr(f.ServiceType)
 	b = append(b, f.SrcTON, f.SrcNPI)
@@ -33,6 +38,6 @@ func EncodeSubmit(seq uint32, f SubmitFields) []byte {
 		b = append(b, byte(t.Tag>>8), byte(t.Tag), byte(len(t.Value)>>8), byte(len(t.Value)))
 		b = append(b, t.Value...)
 	}
-	PutHeader(b, Header{Length: uint32(len(b)), ID: CmdSubmitSM, Sequence: seq})
+	smpp.PutHeader(b, smpp.Header{Length: uint32(len(b)), ID: smpp.CmdSubmitSM, Sequence: seq})
 	return b
 }
