@@ -21,7 +21,7 @@ func dialBind(t *testing.T, addr string, bt smpp.BindType) *esme.Client {
 	return dialUntilBound(t, addr, esme.Options{SystemID: "shop", Password: "secret", Bind: bt, Timeout: 5 * time.Second})
 }
 
-// Issue #4, test 4: `smppproxy serve` is killed (SIGKILL) with receipts
+// `smppproxy serve` is killed (SIGKILL) with receipts
 // queued for an ESME that is not bound, and more receipts arrive while it
 // is down (the SMSC keeps resending them); after the restart the ESME binds
 // and gets every one of them.
