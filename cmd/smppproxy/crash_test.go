@@ -214,7 +214,7 @@ func TestKill9DuringLoadNeverDuplicates(t *testing.T) {
 			if err == nil && r.Status != smpp.StatusThrottled {
 				break
 			}
-			time.Sleep(20 * time.Millisecond)
+			time.Sleep(20 * time.Millisecond) // paces the ESME's retry while the restarted proxy throttles
 		}
 		if err != nil {
 			t.Fatalf("retry of key %d after restart: %v", i, err)
