@@ -95,7 +95,7 @@ func (s *stack) submit(t *testing.T, key string) esme.Resp {
 	return r
 }
 
-// Issue #5, test 6: a wrong or missing token gets 401 and changes nothing.
+// A wrong or missing admin token gets 401 and changes nothing.
 func TestWrongOrMissingTokenIs401AndChangesNothing(t *testing.T) {
 	const token = "s3cr3t-admin-token"
 	s := startStack(t, token)

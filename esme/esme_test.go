@@ -240,7 +240,11 @@ func TestWindowedConcurrency(t *testing.T) {
 	}
 }
 
-func TestTimeoutAndLateResponse(t *testing.T) {
+// A request past its context's deadline fails with ErrTimeout, and the
+// answer that comes later is counted as late, not matched to anything.
+// The client binds with the default (generous) timeout; only the request
+// has the short one.
+func TestRequestPastItsDeadlineTimesOutAndItsLateAnswerIsCounted(t *testing.T) {
 	s := startSim(t, sim.Config{Fault: func(c sim.Call) sim.Action {
 		if c.Key == "slow" {
 			return sim.Action{Delay: 200 * time.Millisecond}
@@ -255,11 +259,41 @@ func TestTimeoutAndLateResponse(t *testing.T) {
 		t.Fatalf("Submit past its deadline: err = %v, want ErrTimeout", err)
 	}
 	waitFor(t, func() bool { return c.Stats().Late == 1 })
-	// Options.Timeout applies without a context deadline.
-	c2 := dial(t, s.Addr(), Options{Timeout: 30 * time.Millisecond})
-	if _, err := c2.Submit(context.Background(), Submit{Dst: "1", Text: []byte("x"), Key: "slow"}); !errors.Is(err, ErrTimeout) {
+}
+
+// Options.Timeout bounds a request's wait for its answer when the context
+// has no deadline; the answer that comes after is counted as late. The
+// peer answers only once the client has given up, so the outcome does not
+// depend on how fast anything runs (and no bind is involved: Options.Timeout
+// also bounds the bind).
+func TestOptionsTimeoutBoundsARequestWithoutADeadline(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	nc, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Close()
+	c := NewClient(nc, Options{Timeout: 100 * time.Millisecond})
+	defer c.Close()
+	if _, err := c.Submit(context.Background(), Submit{Dst: "1", Text: []byte("x"), Key: "slow"}); !errors.Is(err, ErrTimeout) {
 		t.Fatalf("Submit past Options.Timeout: err = %v, want ErrTimeout", err)
 	}
+	frame, err := smpp.ReadFrame(peer, 0)
+	if err != nil {
+		t.Fatalf("peer reading the submit: %v", err)
+	}
+	if _, err := peer.Write(smpp.SubmitResp(smpp.StatusOK, smpp.ParseHeader(frame).Sequence, "late-1")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return c.Stats().Late == 1 })
 }
 
 func TestRawMode(t *testing.T) {

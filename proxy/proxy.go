@@ -36,8 +36,10 @@ type Options struct {
 	Config *config.Config
 	Logger *slog.Logger
 	// Now is the clock of the idempotency policy windows (unknown_timeout,
-	// fingerprint_window) and of the records' timestamps; nil = time.Now.
-	// Tests inject one to step past a window instead of sleeping.
+	// fingerprint_window), of the records' timestamps, and of routing and
+	// the upstream pools (health, retry budget, bind loops, warning rate
+	// limits); nil = time.Now. Tests inject one to step past a window
+	// instead of sleeping.
 	Now func() time.Time
 	// Registerer receives every metric of the proxy, registered once by
 	// New; nil = a fresh registry.
@@ -106,7 +108,7 @@ func New(opts Options) (*App, error) {
 		return nil, err
 	}
 	a.instr = newInstruments(a.pools, st)
-	a.instr.router = route.New(route.Config{Routes: a.routes(byName, upCfg), Logger: log})
+	a.instr.router = route.New(route.Config{Routes: a.routes(byName, upCfg), Logger: log, Now: opts.Now})
 	a.engine = dedup.New(dedup.Config{Store: a.instr.engineStore(st), Forwarder: a.instr.router, Logger: log, Metrics: dedup.NewMetrics(reg), InstanceID: opts.InstanceID, IDs: ids, Secret: secret, Now: opts.Now})
 	n, err := a.engine.Recover(context.Background())
 	if err != nil {
@@ -211,7 +213,7 @@ func (a *App) newPools(opts Options, onDeliver func(context.Context, smppclient.
 			SystemID: u.SystemID, Password: u.Password, SystemType: u.SystemType,
 			Bind: bind, Receivers: receivers, Binds: u.Binds, Window: u.Window, DeliverWindow: u.DeliverWindow, Throughput: float64(u.Throughput),
 			ResponseTimeout: u.ResponseTimeout.Std(), RouteWait: u.RouteWait.Std(), EnquireLink: u.EnquireLink.Std(),
-			InstanceID: opts.InstanceID, Logger: a.log,
+			InstanceID: opts.InstanceID, Logger: a.log, Now: opts.Now,
 			OnDeliver: onDeliver,
 		})
 		a.pools = append(a.pools, p)

@@ -115,6 +115,8 @@ func (f *fakeSMSC) lastConn() *fakeConn {
 }
 
 // goAfter runs fn after d in a goroutine the server waits for on close.
+// The sleep deliberately lets time pass (a late answer); it synchronises
+// nothing.
 func (f *fakeSMSC) goAfter(d time.Duration, fn func()) {
 	f.wg.Go(func() {
 		time.Sleep(d)

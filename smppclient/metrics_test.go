@@ -24,7 +24,7 @@ func TestMetricsInstrumentAndCollect(t *testing.T) {
 		if h.Sequence == 2 {
 			st = smpp.StatusThrottled
 		}
-		time.Sleep(2 * time.Millisecond)
+		time.Sleep(2 * time.Millisecond) // deliberately slow: the latency histogram must see ≥2ms
 		c.answer(h, st)
 	}
 	p := newPool(t, f.addr, nil)

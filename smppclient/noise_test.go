@@ -114,6 +114,8 @@ func TestPerPDUWarningsFromAnUpstreamAreRateLimited(t *testing.T) {
 			clock.Add(time.Minute)
 			tc.flood(f.lastConn(), 1)
 			eventually(t, "the next PDU handled", func() bool { return tc.count(p.Stats()) == 31 })
+			// The PDU is counted just before its warning is logged.
+			eventually(t, "a line after the interval", func() bool { n, _ := lines.Count(tc.msg); return n >= 2 })
 			if n, sup := lines.Count(tc.msg); n != 2 || sup != 29 {
 				t.Errorf("after the interval: %d lines, the last with suppressed=%d; want 2 lines, suppressed=29", n, sup)
 			}

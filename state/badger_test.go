@@ -6,11 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/smppproxy/smppproxy/internal/testkit"
 	"github.com/smppproxy/smppproxy/state"
 	"github.com/smppproxy/smppproxy/state/storetest"
 )
@@ -204,7 +204,7 @@ func TestBadgerInMemory(t *testing.T) {
 
 // Close stops every goroutine the store started (and Badger's own).
 func TestBadgerCloseLeaksNoGoroutines(t *testing.T) {
-	before := runtime.NumGoroutine()
+	before := testkit.CountGoroutines()
 	s := openBadger(t, t.TempDir(), nil)
 	if _, _, err := s.Create(context.Background(), record(state.Key{Account: "a", Key: "k"}, time.Now())); err != nil {
 		t.Fatalf("Create = %v", err)
@@ -213,12 +213,5 @@ func TestBadgerCloseLeaksNoGoroutines(t *testing.T) {
 		t.Fatalf("Close = %v", err)
 	}
 	// Exiting goroutines may take a moment to be unscheduled.
-	deadline := time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if after := runtime.NumGoroutine(); after > before {
-		buf := make([]byte, 1<<20)
-		t.Errorf("%d goroutines after Close, %d before:\n%s", after, before, buf[:runtime.Stack(buf, true)])
-	}
+	before.Check(t, 5*time.Second, 0)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/smppproxy/smppproxy/internal/testkit"
 	"github.com/smppproxy/smppproxy/state"
 )
 
@@ -104,12 +105,19 @@ func value(t *testing.T, reg *prometheus.Registry, name string) float64 {
 func TestMetricsRunStopsWhenTheStoreCloses(t *testing.T) {
 	s := state.NewMem(nil)
 	m := state.NewMetrics(s)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(m)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		m.Run(context.Background(), time.Millisecond, func(err error) { t.Errorf("scan error: %v", err) })
 	}()
-	time.Sleep(5 * time.Millisecond)
+	// Close while Run is looping: after it has refreshed at least once.
+	// (A scrape shows the records gauge only after a scan.)
+	testkit.Eventually(t, 5*time.Second, func() bool {
+		n, _ := testutil.GatherAndCount(reg, "smppproxy_store_records")
+		return n > 0
+	}, "Run never refreshed the record counts")
 	_ = s.Close()
 	select {
 	case <-done:

@@ -127,10 +127,10 @@ func dialUntilBound(t *testing.T, addr string, opts esme.Options) *esme.Client {
 	return c
 }
 
-// Issue #3, test 4: kill -9 of `smppproxy serve` in the middle of a
-// windowed load with retries; after the restart the client retries
-// everything. No key may reach the SMSC twice (on_unknown: hold) and every
-// message the ESME saw acknowledged keeps its message_id.
+// kill -9 of `smppproxy serve` in the middle of a windowed load with
+// retries; after the restart the client retries everything. No key may
+// reach the SMSC twice (on_unknown: hold) and every message the ESME saw
+// acknowledged keeps its message_id.
 func TestKill9DuringLoadNeverDuplicates(t *testing.T) {
 	if testing.Short() {
 		t.Skip("subprocess test")
@@ -214,7 +214,7 @@ func TestKill9DuringLoadNeverDuplicates(t *testing.T) {
 			if err == nil && r.Status != smpp.StatusThrottled {
 				break
 			}
-			time.Sleep(20 * time.Millisecond)
+			time.Sleep(20 * time.Millisecond) // paces the ESME's retry while the restarted proxy throttles
 		}
 		if err != nil {
 			t.Fatalf("retry of key %d after restart: %v", i, err)

@@ -20,9 +20,10 @@ import (
 	"github.com/smppproxy/smppproxy/smpp"
 )
 
-// Subprocess tests of issue #5 (operations): `smppproxy serve` runs as a
-// child (the crash_test.go pattern) on real TCP and a real Badger
-// directory; the admin commands run in process against its admin API.
+// Subprocess tests of operations (admin CLI, metrics, logs): `smppproxy
+// serve` runs as a child (the crash_test.go pattern) on real TCP and a
+// real Badger directory; the admin commands run in process against its
+// admin API.
 
 // opsOptions shape the child's configuration.
 type opsOptions struct {
@@ -222,9 +223,9 @@ func sample(metrics, series string) string {
 	return ""
 }
 
-// Issue #5, test 1 (and test 6 through the CLI): two ESME sessions and one
-// upstream; the listing shows all three, --json parses, kick closes exactly
-// the session named; without the token nothing is listed or kicked.
+// Two ESME sessions and one upstream: the listing shows all three, --json
+// parses, kick closes exactly the session named; without the admin token
+// the CLI lists and kicks nothing.
 func TestCLISessionsListAndKick(t *testing.T) {
 	if testing.Short() {
 		t.Skip("subprocess test")
@@ -340,7 +341,7 @@ func TestCLISessionsListAndKick(t *testing.T) {
 	}
 }
 
-// Issue #5, test 2: keys show after a replayed duplicate shows the whole
+// keys show after a replayed duplicate shows the whole
 // history; keys resolve turns an unknown record into accepted and the next
 // retry gets that id.
 func TestCLIKeysShowAndResolve(t *testing.T) {
@@ -413,7 +414,7 @@ func TestCLIKeysShowAndResolve(t *testing.T) {
 	}
 }
 
-// Issue #5, test 3: after a scripted mix of new, duplicate, conflicting,
+// After a scripted mix of new, duplicate, conflicting,
 // unknown and keyless submits, /metrics shows each outcome exactly.
 func TestMetricsCountEachOutcomeExactly(t *testing.T) {
 	if testing.Short() {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/smppproxy/smppproxy/esme"
+	"github.com/smppproxy/smppproxy/internal/testkit"
 	"github.com/smppproxy/smppproxy/sim"
 	"github.com/smppproxy/smppproxy/smpp"
 )
@@ -21,7 +22,7 @@ func dialBind(t *testing.T, addr string, bt smpp.BindType) *esme.Client {
 	return dialUntilBound(t, addr, esme.Options{SystemID: "shop", Password: "secret", Bind: bt, Timeout: 5 * time.Second})
 }
 
-// Issue #4, test 4: `smppproxy serve` is killed (SIGKILL) with receipts
+// `smppproxy serve` is killed (SIGKILL) with receipts
 // queued for an ESME that is not bound, and more receipts arrive while it
 // is down (the SMSC keeps resending them); after the restart the ESME binds
 // and gets every one of them.
@@ -66,18 +67,23 @@ func TestKill9WithQueuedReceiptsLosesNone(t *testing.T) {
 	}
 	_, _ = p.cmd.Process.Wait()
 
-	// The rest is produced while the proxy is down: the SMSC resends them.
-	var wg sync.WaitGroup
+	// The rest is produced while the proxy is down (the SMSC no longer
+	// sees its bind): the SMSC resends them until the proxy is back.
+	testkit.Eventually(t, 10*time.Second, func() bool { return smsc.Sessions() == 0 },
+		"the SMSC still sees the killed proxy's bind")
+	var wg, sending sync.WaitGroup
 	for _, id := range ids[before:] {
 		wg.Add(1)
+		sending.Add(1)
 		go func() {
 			defer wg.Done()
+			sending.Done()
 			if st, err := smsc.SendReceipt(ctx, id, "DELIVRD"); err != nil || st != 0 {
 				t.Errorf("receipt %s across the restart: %v, %v", id, st, err)
 			}
 		}()
 	}
-	time.Sleep(200 * time.Millisecond)
+	sending.Wait()
 	startServe(t, cfgPath, logPath)
 	wg.Wait()
 

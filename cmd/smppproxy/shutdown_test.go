@@ -48,7 +48,7 @@ func waitExit(t *testing.T, p *proxyProcess, d time.Duration) int {
 	}
 }
 
-// Issue #5, test 5: SIGTERM in the middle of a windowed load. The process
+// SIGTERM in the middle of a windowed load. The process
 // exits 0 within shutdown_timeout, and every submit the ESMEs saw
 // acknowledged is in the store, accepted with the id they were given.
 func TestSIGTERMDuringWindowedLoadLosesNoAck(t *testing.T) {
@@ -137,7 +137,7 @@ func TestSIGTERMDuringWindowedLoadLosesNoAck(t *testing.T) {
 	t.Logf("%d submits acknowledged; SIGTERM to exit 0 in %v", len(acked), took.Round(time.Millisecond))
 }
 
-// Issue #5, test 4: a submit whose text is an OTP code, at debug level in
+// A submit whose text is an OTP code, at debug level in
 // JSON: neither the code, nor any password (account, upstream, a wrong one
 // tried in a bind), nor the admin token, nor the full phone number appears
 // in any log line. Decisions are logged with their key.

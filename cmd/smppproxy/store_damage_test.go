@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smppproxy/smppproxy/internal/testkit"
 	"github.com/smppproxy/smppproxy/state"
 )
 
@@ -63,23 +64,30 @@ func runUntil(t *testing.T, cmd *exec.Cmd, want string) string {
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	var exitErr error
+	exitedEarly := false
+	logged := testkit.Poll(30*time.Second, func() bool {
 		logs, _ := os.ReadFile(logPath)
 		if bytes.Contains(logs, []byte(want)) {
-			break
+			return true
 		}
 		select {
-		case err := <-exited:
-			t.Fatalf("serve exited (%v) before logging %q; output:\n%s", err, want, logs)
+		case exitErr = <-exited:
+			exitedEarly = true
+			return true
 		default:
+			return false
 		}
-		if time.Now().After(deadline) {
-			_ = cmd.Process.Kill()
-			<-exited
-			t.Fatalf("serve never logged %q; output:\n%s", want, logs)
-		}
-		time.Sleep(20 * time.Millisecond)
+	})
+	if exitedEarly {
+		logs, _ := os.ReadFile(logPath)
+		t.Fatalf("serve exited (%v) before logging %q; output:\n%s", exitErr, want, logs)
+	}
+	if !logged {
+		_ = cmd.Process.Kill()
+		<-exited
+		logs, _ := os.ReadFile(logPath)
+		t.Fatalf("serve never logged %q; output:\n%s", want, logs)
 	}
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
