@@ -13,12 +13,11 @@ import (
 	"github.com/smppproxy/smppproxy/state"
 )
 
-// Issue #2, test 1: same key resubmitted on the same session → one
+// Same key resubmitted on the same session → one
 // upstream submit; the retry gets the same message_id with its own
 // sequence_number.
 func TestRetryOnSameSessionIsReplayed(t *testing.T) {
-	smsc := startSim(t, sim.Config{})
-	app := startProxy(t, testConfig(t, smsc.Addr(), t.TempDir()))
+	smsc, app := startSimProxy(t, sim.Config{})
 	c := dialESME(t, app.Addr())
 	if st := c.bind(smpp.CmdBindTransceiver, "shop", "secret"); st != 0 {
 		t.Fatalf("bind = %v, want 0", st)
@@ -36,14 +35,13 @@ func TestRetryOnSameSessionIsReplayed(t *testing.T) {
 	}
 }
 
-// Issue #2, test 2: resubmitted after the ESME disconnects and binds again.
+// Resubmitted after the ESME disconnects and binds again.
 func TestRetryAfterReconnectIsReplayed(t *testing.T) {
-	smsc := startSim(t, sim.Config{})
-	app := startProxy(t, testConfig(t, smsc.Addr(), t.TempDir()))
+	smsc, app := startSimProxy(t, sim.Config{})
 	c := dialESME(t, app.Addr())
 	c.bind(smpp.CmdBindTransmitter, "shop", "secret")
 	first := c.submit(1, keyed("order-77", "Payment received"))
-	_ = c.c.Close()
+	c.Close()
 
 	c2 := dialESME(t, app.Addr())
 	if st := c2.bind(smpp.CmdBindTransmitter, "shop", "secret"); st != 0 {
@@ -58,11 +56,10 @@ func TestRetryAfterReconnectIsReplayed(t *testing.T) {
 	}
 }
 
-// Issue #2, test 3: 50 concurrent submits of one key from 5 sessions →
+// 50 concurrent submits of one key from 5 sessions →
 // exactly one upstream submit, all 50 answers carry the same message_id.
 func TestConcurrentDuplicatesFromFiveSessions(t *testing.T) {
-	smsc := startSim(t, sim.Config{Fault: func(sim.Call) sim.Action { return sim.Action{Delay: 50 * time.Millisecond} }})
-	app := startProxy(t, testConfig(t, smsc.Addr(), t.TempDir()))
+	smsc, app := startSimProxy(t, sim.Config{Fault: func(sim.Call) sim.Action { return sim.Action{Delay: 50 * time.Millisecond} }})
 	var conns []*esmeConn
 	for range 5 {
 		c := dialESME(t, app.Addr())
@@ -97,11 +94,10 @@ func TestConcurrentDuplicatesFromFiveSessions(t *testing.T) {
 	}
 }
 
-// Issue #2, test 4: same key, different text → conflict status, nothing
+// Same key, different text → conflict status, nothing
 // forwarded.
 func TestSameKeyOtherTextIsConflict(t *testing.T) {
-	smsc := startSim(t, sim.Config{})
-	app := startProxy(t, testConfig(t, smsc.Addr(), t.TempDir()))
+	smsc, app := startSimProxy(t, sim.Config{})
 	c := dialESME(t, app.Addr())
 	c.bind(smpp.CmdBindTransceiver, "shop", "secret")
 	first := c.submit(1, keyed("k-1", "first text"))
@@ -121,7 +117,7 @@ func TestSameKeyOtherTextIsConflict(t *testing.T) {
 	}
 }
 
-// Issue #2, test 5: proxy stopped and started on the same data dir → a
+// Proxy stopped and started on the same data dir → a
 // retry is answered from the store.
 func TestRetryAfterProxyRestartIsAnsweredFromStore(t *testing.T) {
 	smsc := startSim(t, sim.Config{})
@@ -145,11 +141,10 @@ func TestRetryAfterProxyRestartIsAnsweredFromStore(t *testing.T) {
 	}
 }
 
-// Issue #2, test 6: a 3-segment concatenated message sharing one key → 3
+// A 3-segment concatenated message sharing one key → 3
 // upstream submits; retrying any segment replays that segment's own id.
 func TestConcatenatedSegmentsShareOneKey(t *testing.T) {
-	smsc := startSim(t, sim.Config{})
-	app := startProxy(t, testConfig(t, smsc.Addr(), t.TempDir()))
+	smsc, app := startSimProxy(t, sim.Config{})
 	c := dialESME(t, app.Addr())
 	c.bind(smpp.CmdBindTransceiver, "shop", "secret")
 	seg := func(i byte) smpptest.SubmitFields {
@@ -180,12 +175,11 @@ func TestConcatenatedSegmentsShareOneKey(t *testing.T) {
 	}
 }
 
-// Issue #2, test 7: the simulator drops the response → after
+// The simulator drops the response → after
 // response_timeout the original is answered with unknown_status, the record
 // is unknown, a retry gets unknown_status too and is not forwarded again.
 func TestDroppedResponseBecomesUnknown(t *testing.T) {
-	smsc := startSim(t, sim.Config{Fault: func(c sim.Call) sim.Action { return sim.Action{Drop: c.KeyCount == 1} }})
-	app := startProxy(t, testConfig(t, smsc.Addr(), t.TempDir()))
+	smsc, app := startSimProxy(t, sim.Config{Fault: func(c sim.Call) sim.Action { return sim.Action{Drop: c.KeyCount == 1} }})
 	c := dialESME(t, app.Addr())
 	c.bind(smpp.CmdBindTransceiver, "shop", "secret")
 	start := time.Now()
@@ -231,11 +225,10 @@ func TestKeyTLVIsStrippedUpstream(t *testing.T) {
 	}
 }
 
-// Issue #2, test 8: protocol errors each get the SPEC status and the proxy
+// Protocol errors each get the SPEC status and the proxy
 // keeps serving other sessions.
 func TestProtocolErrorsDoNotDisturbOtherSessions(t *testing.T) {
-	smsc := startSim(t, sim.Config{})
-	app := startProxy(t, testConfig(t, smsc.Addr(), t.TempDir()))
+	_, app := startSimProxy(t, sim.Config{})
 	good := dialESME(t, app.Addr())
 	good.bind(smpp.CmdBindTransceiver, "shop", "secret")
 
@@ -269,7 +262,7 @@ func TestProtocolErrorsDoNotDisturbOtherSessions(t *testing.T) {
 			}
 			if tc.closes {
 				select {
-				case <-c.done:
+				case <-c.Done():
 				case <-time.After(2 * time.Second):
 					t.Errorf("%s: connection still open after generic_nack 0x02", name)
 				}
@@ -288,7 +281,7 @@ func TestProtocolErrorsDoNotDisturbOtherSessions(t *testing.T) {
 			t.Errorf("bind with a wrong password = %v, want ESME_RBINDFAIL", st)
 		}
 		select {
-		case <-c.done:
+		case <-c.Done():
 		case <-time.After(2 * time.Second):
 			t.Errorf("connection still open after a failed bind")
 		}
