@@ -14,7 +14,7 @@ import (
 	"github.com/smppproxy/smppproxy/state/storetest"
 )
 
-// Issue #3, test 2: temporary upstream errors are retried inside the proxy.
+// Temporary upstream errors are retried inside the proxy.
 func TestTemporaryErrorsAreRetriedInternally(t *testing.T) {
 	smsc := startSim(t, sim.Config{Fault: func(c sim.Call) sim.Action {
 		if c.KeyCount <= 2 {
@@ -79,7 +79,7 @@ func TestThrottledForeverIsBoundedThenRetryable(t *testing.T) {
 	}
 }
 
-// Issue #3, test 3: the upstream connection is cut while 20 submits are in
+// The upstream connection is cut while 20 submits are in
 // flight.
 func TestConnectionCutWithTwentyInFlight(t *testing.T) {
 	for _, policy := range []config.UnknownPolicy{config.UnknownHold, config.UnknownResendAfter} {
@@ -162,7 +162,7 @@ func TestConnectionCutWithTwentyInFlight(t *testing.T) {
 	}
 }
 
-// Issue #3, test 5: fingerprint mode.
+// Fingerprint mode.
 func TestFingerprintModeWindow(t *testing.T) {
 	smsc := startSim(t, sim.Config{})
 	cfg := testConfig(t, smsc.Addr(), t.TempDir())
@@ -185,7 +185,7 @@ func TestFingerprintModeWindow(t *testing.T) {
 	}
 }
 
-// Issue #3, test 6: the store refusing a write → 0x08, nothing forwarded.
+// The store refusing a write → 0x08, nothing forwarded.
 func TestStoreWriteFailureForwardsNothing(t *testing.T) {
 	smsc := startSim(t, sim.Config{})
 	cfg := testConfig(t, smsc.Addr(), t.TempDir())
