@@ -64,6 +64,23 @@ func dialESME(t *testing.T, addr string) *esmeConn {
 	return &esmeConn{Client: c, t: t}
 }
 
+// dialBound dials addr and binds as shop/secret with cmd; like bind, it
+// leaves the bind_resp status to the test.
+func dialBound(t *testing.T, addr string, cmd uint32) *esmeConn {
+	t.Helper()
+	c := dialESME(t, addr)
+	c.bind(cmd, "shop", "secret")
+	return c
+}
+
+// wantSMSCTotal checks that the SMSC received want submits in all.
+func wantSMSCTotal(t *testing.T, smsc *sim.Simulator, want int64) {
+	t.Helper()
+	if n := smsc.Total(); n != want {
+		t.Errorf("submits at the SMSC = %d, want %d", n, want)
+	}
+}
+
 // call sends frame and waits up to d for the response with its sequence.
 func (e *esmeConn) call(frame []byte, d time.Duration) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), d)

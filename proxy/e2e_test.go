@@ -30,16 +30,13 @@ func TestRetryOnSameSessionIsReplayed(t *testing.T) {
 	if retry.Status != 0 || retry.ID != first.ID || retry.Seq != 11 {
 		t.Errorf("retry = %+v, want status 0, id %q, sequence 11", retry, first.ID)
 	}
-	if n := smsc.Total(); n != 1 {
-		t.Errorf("submits at the SMSC = %d, want 1", n)
-	}
+	wantSMSCTotal(t, smsc, 1)
 }
 
 // Resubmitted after the ESME disconnects and binds again.
 func TestRetryAfterReconnectIsReplayed(t *testing.T) {
 	smsc, app := startSimProxy(t, sim.Config{})
-	c := dialESME(t, app.Addr())
-	c.bind(smpp.CmdBindTransmitter, "shop", "secret")
+	c := dialBound(t, app.Addr(), smpp.CmdBindTransmitter)
 	first := c.submit(1, keyed("order-77", "Payment received"))
 	c.Close()
 
@@ -51,9 +48,7 @@ func TestRetryAfterReconnectIsReplayed(t *testing.T) {
 	if retry.Status != 0 || retry.ID != first.ID {
 		t.Errorf("retry after reconnect = %+v, want id %q", retry, first.ID)
 	}
-	if n := smsc.Total(); n != 1 {
-		t.Errorf("submits at the SMSC = %d, want 1", n)
-	}
+	wantSMSCTotal(t, smsc, 1)
 }
 
 // 50 concurrent submits of one key from 5 sessions →
@@ -89,17 +84,14 @@ func TestConcurrentDuplicatesFromFiveSessions(t *testing.T) {
 	if len(ids) != 1 {
 		t.Errorf("distinct message ids = %v, want exactly one", ids)
 	}
-	if n := smsc.Total(); n != 1 {
-		t.Errorf("submits at the SMSC = %d, want 1", n)
-	}
+	wantSMSCTotal(t, smsc, 1)
 }
 
 // Same key, different text → conflict status, nothing
 // forwarded.
 func TestSameKeyOtherTextIsConflict(t *testing.T) {
 	smsc, app := startSimProxy(t, sim.Config{})
-	c := dialESME(t, app.Addr())
-	c.bind(smpp.CmdBindTransceiver, "shop", "secret")
+	c := dialBound(t, app.Addr(), smpp.CmdBindTransceiver)
 	first := c.submit(1, keyed("k-1", "first text"))
 	if first.Status != 0 || first.ID == "" {
 		t.Fatalf("first submit = %+v, want accepted", first)
@@ -112,9 +104,7 @@ func TestSameKeyOtherTextIsConflict(t *testing.T) {
 	if again := c.submit(3, keyed("k-1", "first text")); again.Status != 0 || again.ID != first.ID {
 		t.Errorf("retry of the original after the conflict = %+v, want id %q", again, first.ID)
 	}
-	if n := smsc.Total(); n != 1 {
-		t.Errorf("submits at the SMSC = %d, want 1", n)
-	}
+	wantSMSCTotal(t, smsc, 1)
 }
 
 // Proxy stopped and started on the same data dir → a
@@ -124,29 +114,24 @@ func TestRetryAfterProxyRestartIsAnsweredFromStore(t *testing.T) {
 	dir := t.TempDir()
 	cfg := testConfig(t, smsc.Addr(), dir)
 	app := startProxy(t, cfg)
-	c := dialESME(t, app.Addr())
-	c.bind(smpp.CmdBindTransceiver, "shop", "secret")
+	c := dialBound(t, app.Addr(), smpp.CmdBindTransceiver)
 	first := c.submit(1, keyed("restart-1", "hello"))
 	app.Close()
 
 	app2 := startProxy(t, testConfig(t, smsc.Addr(), dir))
-	c2 := dialESME(t, app2.Addr())
-	c2.bind(smpp.CmdBindTransceiver, "shop", "secret")
+	c2 := dialBound(t, app2.Addr(), smpp.CmdBindTransceiver)
 	retry := c2.submit(5, keyed("restart-1", "hello"))
 	if retry.Status != 0 || retry.ID != first.ID {
 		t.Errorf("retry after restart = %+v, want id %q", retry, first.ID)
 	}
-	if n := smsc.Total(); n != 1 {
-		t.Errorf("submits at the SMSC = %d, want 1", n)
-	}
+	wantSMSCTotal(t, smsc, 1)
 }
 
 // A 3-segment concatenated message sharing one key → 3
 // upstream submits; retrying any segment replays that segment's own id.
 func TestConcatenatedSegmentsShareOneKey(t *testing.T) {
 	smsc, app := startSimProxy(t, sim.Config{})
-	c := dialESME(t, app.Addr())
-	c.bind(smpp.CmdBindTransceiver, "shop", "secret")
+	c := dialBound(t, app.Addr(), smpp.CmdBindTransceiver)
 	seg := func(i byte) smpptest.SubmitFields {
 		f := keyed("long-1", "")
 		f.EsmClass = 0x40
@@ -170,9 +155,7 @@ func TestConcatenatedSegmentsShareOneKey(t *testing.T) {
 			t.Errorf("retry of segment %d = %q, want %q", i, r.ID, ids[i])
 		}
 	}
-	if n := smsc.Total(); n != 3 {
-		t.Errorf("submits at the SMSC = %d, want 3", n)
-	}
+	wantSMSCTotal(t, smsc, 3)
 }
 
 // The simulator drops the response → after
@@ -180,8 +163,7 @@ func TestConcatenatedSegmentsShareOneKey(t *testing.T) {
 // is unknown, a retry gets unknown_status too and is not forwarded again.
 func TestDroppedResponseBecomesUnknown(t *testing.T) {
 	smsc, app := startSimProxy(t, sim.Config{Fault: func(c sim.Call) sim.Action { return sim.Action{Drop: c.KeyCount == 1} }})
-	c := dialESME(t, app.Addr())
-	c.bind(smpp.CmdBindTransceiver, "shop", "secret")
+	c := dialBound(t, app.Addr(), smpp.CmdBindTransceiver)
 	start := time.Now()
 	first := c.submit(1, keyed("lost-1", "code 42"))
 	if first.Status != smpp.StatusSysErr {
@@ -215,8 +197,7 @@ func TestKeyTLVIsStrippedUpstream(t *testing.T) {
 		return sim.Action{}
 	}})
 	app := startProxy(t, testConfig(t, smsc.Addr(), t.TempDir()))
-	c := dialESME(t, app.Addr())
-	c.bind(smpp.CmdBindTransceiver, "shop", "secret")
+	c := dialBound(t, app.Addr(), smpp.CmdBindTransceiver)
 	c.submit(1, keyed("strip-1", "x"))
 	mu.Lock()
 	defer mu.Unlock()
@@ -229,8 +210,7 @@ func TestKeyTLVIsStrippedUpstream(t *testing.T) {
 // keeps serving other sessions.
 func TestProtocolErrorsDoNotDisturbOtherSessions(t *testing.T) {
 	_, app := startSimProxy(t, sim.Config{})
-	good := dialESME(t, app.Addr())
-	good.bind(smpp.CmdBindTransceiver, "shop", "secret")
+	good := dialBound(t, app.Addr(), smpp.CmdBindTransceiver)
 
 	tests := map[string]struct {
 		setup  func(c *esmeConn)
