@@ -1,7 +1,6 @@
 package smppserver
 
 import (
-	"bufio"
 	"net"
 	"testing"
 
@@ -95,6 +94,6 @@ func TestConnectionsBeyondThePerIPCapAreClosedAtOnceAndCounted(t *testing.T) {
 		t.Skipf("cannot dial from 127.0.0.2 here: %v", err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	other := &esme{t: t, conn: conn, r: bufio.NewReader(conn)}
+	other := newESME(t, conn)
 	other.mustBind(smpp.CmdBindTransceiver, "shop")
 }

@@ -1,7 +1,6 @@
 package smppserver
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"net"
@@ -194,7 +193,7 @@ func expectRefused(t *testing.T, addr string) {
 		return
 	}
 	defer conn.Close()
-	c := &esme{t: t, conn: conn, r: bufio.NewReader(conn)}
+	c := newESME(t, conn)
 	c.send(smpp.CmdEnquireLink, nil)
 	c.expectClosed("new connection after the server closed")
 }
