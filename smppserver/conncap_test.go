@@ -62,8 +62,7 @@ func TestConnectionsBeyondTheTotalCapAreClosedAtOnceAndCounted(t *testing.T) {
 
 	_ = b.conn.Close()
 	waitFor(t, "the closed connection to be released", func() bool { return srv.OpenConnections() == 1 })
-	c := dialESME(t, addr)
-	c.mustBind(smpp.CmdBindTransceiver, "shop")
+	dialBound(t, addr, smpp.CmdBindTransceiver)
 }
 
 // Beyond MaxConnectionsPerIP a connection from that address is accepted

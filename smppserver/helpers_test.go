@@ -128,6 +128,14 @@ func newESME(t testing.TB, conn net.Conn) *esme {
 	return &esme{t: t, conn: conn, c: c}
 }
 
+// dialBound dials addr and binds as shop with kind; the bind must succeed.
+func dialBound(t testing.TB, addr string, kind uint32) *esme {
+	t.Helper()
+	c := dialESME(t, addr)
+	c.mustBind(kind, "shop")
+	return c
+}
+
 func (c *esme) nextSeq() uint32 {
 	c.seq++
 	return c.seq
@@ -339,6 +347,16 @@ func (r *recorder) hook(s *Session, up bool) {
 	r.events = append(r.events, ev)
 	r.mu.Unlock()
 	r.ch <- ev
+}
+
+// runRecorded serves a test server (okHandler) whose OnBound and OnClosed
+// calls are recorded, on 127.0.0.1:0 until the test ends.
+func runRecorded(t testing.TB) (*Server, *recorder, string) {
+	t.Helper()
+	rec := newRecorder()
+	srv := newTestServer(nil)
+	rec.attach(srv)
+	return srv, rec, RunLocalServer(t, srv)
 }
 
 // attach sets srv's OnBound and OnClosed hooks to record into r.

@@ -78,8 +78,7 @@ func TestInvalidCommandLength(t *testing.T) {
 	}
 
 	// 65536 itself is allowed.
-	c := dialESME(t, addr)
-	c.mustBind(smpp.CmdBindTransceiver, "shop")
+	c := dialBound(t, addr, smpp.CmdBindTransceiver)
 	seq := c.nextSeq()
 	c.write(smpp.EncodeSimple(smpp.CmdSubmitSM, smpp.StatusOK, seq, make([]byte, 65536-smpp.HeaderLen)))
 	c.expect("submit of exactly MaxPDUSize", smpp.CmdSubmitSM|smpp.RespBit, seq, smpp.StatusOK)
@@ -100,8 +99,7 @@ func TestTruncatedStreamIsJustClosed(t *testing.T) {
 	bystander.mustBind(smpp.CmdBindTransceiver, "shop")
 	for name, partial := range tests {
 		t.Run(name, func(t *testing.T) {
-			c := dialESME(t, addr)
-			c.mustBind(smpp.CmdBindTransceiver, "shop")
+			c := dialBound(t, addr, smpp.CmdBindTransceiver)
 			s := sessionOf(t, srv, c)
 			c.write(partial)
 			if err := c.conn.(*net.TCPConn).CloseWrite(); err != nil {

@@ -66,8 +66,7 @@ func TestSessionRequestEnds(t *testing.T) {
 	addr := RunLocalServer(t, srv)
 
 	t.Run("context expires", func(t *testing.T) {
-		c := dialESME(t, addr)
-		c.mustBind(smpp.CmdBindTransceiver, "shop")
+		c := dialBound(t, addr, smpp.CmdBindTransceiver)
 		s := sessionOf(t, srv, c)
 		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 		defer cancel()
@@ -77,8 +76,7 @@ func TestSessionRequestEnds(t *testing.T) {
 	})
 
 	t.Run("session closes while waiting", func(t *testing.T) {
-		c := dialESME(t, addr)
-		c.mustBind(smpp.CmdBindTransceiver, "shop")
+		c := dialBound(t, addr, smpp.CmdBindTransceiver)
 		s := sessionOf(t, srv, c)
 		errc := make(chan error, 1)
 		go func() {
@@ -98,8 +96,7 @@ func TestSessionRequestEnds(t *testing.T) {
 	})
 
 	t.Run("session already closed", func(t *testing.T) {
-		c := dialESME(t, addr)
-		c.mustBind(smpp.CmdBindTransceiver, "shop")
+		c := dialBound(t, addr, smpp.CmdBindTransceiver)
 		s := sessionOf(t, srv, c)
 		s.Kick()
 		waitClosed(t, s)
