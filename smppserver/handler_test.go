@@ -78,8 +78,7 @@ func TestHandlerFailures(t *testing.T) {
 			// The session and the server keep serving.
 			seq = c.send(smpp.CmdSubmitSM, []byte("\x00ok"))
 			c.expect(name+": next submit on the same session", smpp.CmdSubmitSM|smpp.RespBit, seq, smpp.StatusOK)
-			other := dialESME(t, addr)
-			other.mustBind(smpp.CmdBindTransceiver, "shop")
+			dialBound(t, addr, smpp.CmdBindTransceiver)
 		})
 	}
 }
@@ -177,6 +176,5 @@ func TestAuthenticatorPanic(t *testing.T) {
 	if got := srv.Panics(); got != 1 {
 		t.Errorf("Panics() = %d, want 1", got)
 	}
-	other := dialESME(t, addr)
-	other.mustBind(smpp.CmdBindTransceiver, "shop")
+	dialBound(t, addr, smpp.CmdBindTransceiver)
 }

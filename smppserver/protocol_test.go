@@ -55,8 +55,7 @@ func TestInvalidCommandLength(t *testing.T) {
 	srv.MaxPDUSize = 65536
 	addr := RunLocalServer(t, srv)
 
-	bystander := dialESME(t, addr)
-	bystander.mustBind(smpp.CmdBindTransceiver, "shop")
+	bystander := dialBound(t, addr, smpp.CmdBindTransceiver)
 
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -95,8 +94,7 @@ func TestTruncatedStreamIsJustClosed(t *testing.T) {
 	}
 	srv := newTestServer(nil)
 	addr := RunLocalServer(t, srv)
-	bystander := dialESME(t, addr)
-	bystander.mustBind(smpp.CmdBindTransceiver, "shop")
+	bystander := dialBound(t, addr, smpp.CmdBindTransceiver)
 	for name, partial := range tests {
 		t.Run(name, func(t *testing.T) {
 			c := dialBound(t, addr, smpp.CmdBindTransceiver)

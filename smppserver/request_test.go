@@ -19,10 +19,8 @@ func TestSessionRequest(t *testing.T) {
 	t.Parallel()
 	srv := newTestServer(nil)
 	addr := RunLocalServer(t, srv)
-	rx := dialESME(t, addr)
-	rx.mustBind(smpp.CmdBindReceiver, "shop")
-	tx := dialESME(t, addr)
-	tx.mustBind(smpp.CmdBindTransmitter, "shop")
+	rx := dialBound(t, addr, smpp.CmdBindReceiver)
+	dialBound(t, addr, smpp.CmdBindTransmitter)
 	other := dialESME(t, addr)
 	other.mustBind(smpp.CmdBindTransceiver, "solo")
 
