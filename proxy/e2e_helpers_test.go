@@ -48,7 +48,8 @@ func startSim(t *testing.T, cfg sim.Config) *sim.Simulator {
 
 // esmeConn is a raw SMPP client (package esme, not bound by Dial): frames
 // go out as given, responses are correlated by their sequence number;
-// enquire_link is answered, deliver_sm is left unanswered.
+// enquire_link and unbind are answered (unbind then closes), deliver_sm is
+// left unanswered.
 type esmeConn struct {
 	*esme.Client
 	t *testing.T
