@@ -15,8 +15,6 @@ package dedup
 import (
 	"context"
 	"errors"
-	"fmt"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -43,28 +41,6 @@ func (s *ambStore) Create(ctx context.Context, rec *state.Record) (*state.Record
 	return ex, created, err
 }
 
-type ambForwarder struct {
-	mu    sync.Mutex
-	n     int
-	after func(n int) // called after the journal, before answering
-}
-
-func (f *ambForwarder) Forward(_ context.Context, a *Attempt) Result {
-	f.mu.Lock()
-	f.n++
-	n := f.n
-	f.mu.Unlock()
-	if err := a.Journal("up", "up/s1", uint32(n)); err != nil {
-		return Result{Kind: NotSent, Status: smpp.StatusSysErr, Err: err, Upstream: "up"}
-	}
-	if f.after != nil {
-		f.after(n)
-	}
-	return Result{Kind: Answered, Status: smpp.StatusOK, MessageID: fmt.Sprintf("m%d", n), Upstream: "up", Session: "up/s1", Sequence: uint32(n)}
-}
-
-func (f *ambForwarder) count() int { f.mu.Lock(); defer f.mu.Unlock(); return f.n }
-
 func ambSubmit(t *testing.T, key string) *smpp.Submit {
 	t.Helper()
 	s, err := smpp.ParseSubmit(smpptest.EncodeSubmit(3, smpptest.SubmitFields{
@@ -79,41 +55,44 @@ func ambSubmit(t *testing.T, key string) *smpp.Submit {
 
 func TestAmbiguousCreateFailureDoesNotWedgeTheKey(t *testing.T) {
 	st := &ambStore{Store: state.NewMem(nil)}
-	f := &ambForwarder{}
+	f := accepting(nil)
 	e := newTestEngine(t, Config{Store: st, Forwarder: f, InstanceID: "amb"})
 	p := Policy{InflightWait: 50 * time.Millisecond}
 	bg := context.Background()
 
 	st.failNextCreate.Store(true)
 	a1 := e.Submit(bg, "shop", p, ambSubmit(t, "k1"))
-	if a1.Status != smpp.StatusSysErr || f.count() != 0 {
-		t.Fatalf("submit whose Create failed = %v %s with %d forwards, want ESME_RSYSERR and nothing forwarded", a1.Status, a1.Outcome, f.count())
+	if a1.Status != smpp.StatusSysErr || f.Calls() != 0 {
+		t.Fatalf("submit whose Create failed = %v %s with %d forwards, want ESME_RSYSERR and nothing forwarded", a1.Status, a1.Outcome, f.Calls())
 	}
 	// Nothing was sent: the ESME's retry must be able to send it.
 	for i := range 3 {
 		a := e.Submit(bg, "shop", p, ambSubmit(t, "k1"))
 		if a.Status == smpp.StatusOK {
-			if f.count() != 1 {
-				t.Fatalf("forwards = %d, want 1", f.count())
+			if f.Calls() != 1 {
+				t.Fatalf("forwards = %d, want 1", f.Calls())
 			}
 			return
 		}
 		t.Logf("retry %d = %v %s", i+1, a.Status, a.Outcome)
 	}
-	t.Errorf("every retry after an ambiguous Create failure was refused; forwards = %d: the key is stuck in `sent` with no owner until restart", f.count())
+	t.Errorf("every retry after an ambiguous Create failure was refused; forwards = %d: the key is stuck in `sent` with no owner until restart", f.Calls())
 }
 
 func TestOutcomeWriteFailureDoesNotWedgeTheKey(t *testing.T) {
 	mem := storetest.NewFaulty(state.NewMem(nil))
 	// The disk fills up while the SMSC answers; space is back right after.
-	f := &ambForwarder{after: func(int) { mem.FailWrites(errors.New("no space left on device")) }}
+	f := accepting(func(n int) {
+		if n == 1 {
+			mem.FailWrites(errors.New("no space left on device"))
+		}
+	})
 	e := newTestEngine(t, Config{Store: mem, Forwarder: f, InstanceID: "amb2"})
 	p := Policy{InflightWait: 50 * time.Millisecond}
 	bg := context.Background()
 
 	a1 := e.Submit(bg, "shop", p, ambSubmit(t, "k2"))
 	mem.FailWrites(nil)
-	f.after = nil
 	if a1.Status != smpp.StatusSysErr {
 		t.Fatalf("submit whose outcome could not be stored = %v %s, want ESME_RSYSERR", a1.Status, a1.Outcome)
 	}
@@ -127,8 +106,8 @@ func TestOutcomeWriteFailureDoesNotWedgeTheKey(t *testing.T) {
 		return err == nil && r.State != state.Sent
 	}, "the outcome was written once the store worked again")
 	a2 := e.Submit(bg, "shop", p, ambSubmit(t, "k2"))
-	if f.count() != 1 {
-		t.Fatalf("forwards = %d, want 1 (the SMSC accepted the first)", f.count())
+	if f.Calls() != 1 {
+		t.Fatalf("forwards = %d, want 1 (the SMSC accepted the first)", f.Calls())
 	}
 	if a2.Status != smpp.StatusOK || a2.MessageID != "m1" || a2.Outcome != OutReplayed {
 		t.Errorf("retry once the store works again = {%v %q %s}, want {0 m1 replayed}", a2.Status, a2.MessageID, a2.Outcome)

@@ -20,7 +20,7 @@ func newEngineWithStuckOutcome(t *testing.T) (*Engine, *clock, *testkit.LogLines
 	t.Helper()
 	clk := &clock{t: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
 	mem := storetest.NewFaulty(state.NewMem(clk.now))
-	f := &ambForwarder{after: func(int) { mem.FailWrites(errors.New("no space left on device")) }}
+	f := accepting(func(int) { mem.FailWrites(errors.New("no space left on device")) })
 	lines := testkit.NewLogLines()
 	e := newTestEngine(t, Config{Store: mem, Forwarder: f, Now: clk.now, InstanceID: "stuck", Logger: slog.New(lines)})
 	if a := e.Submit(ctx, "shop", Policy{}, ambSubmit(t, "k1")); a.Outcome != OutStoreErr {
@@ -70,10 +70,10 @@ func TestOutcomeWriteFailingAfterCloseStartsNoRetry(t *testing.T) {
 	mem := storetest.NewFaulty(state.NewMem(clk.now))
 	lines := testkit.NewLogLines()
 	var e *Engine
-	f := &ambForwarder{after: func(int) {
+	f := accepting(func(int) {
 		e.Close() // the proxy stops while the SMSC answers
 		mem.FailWrites(errors.New("no space left on device"))
-	}}
+	})
 	e = newTestEngine(t, Config{Store: mem, Forwarder: f, Now: clk.now, InstanceID: "closing", Logger: slog.New(lines)})
 	if a := e.Submit(ctx, "shop", Policy{}, ambSubmit(t, "k1")); a.Outcome != OutStoreErr {
 		t.Fatalf("submit whose outcome could not be stored = %v %s, want store_error", a.Status, a.Outcome)

@@ -11,7 +11,6 @@ package dedup
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,27 +18,6 @@ import (
 	"github.com/smppproxy/smppproxy/smpp/smpptest"
 	"github.com/smppproxy/smppproxy/state"
 )
-
-type expForwarder struct {
-	mu     sync.Mutex
-	n      int
-	script func(n int) Result
-}
-
-func (f *expForwarder) Forward(_ context.Context, a *Attempt) Result {
-	f.mu.Lock()
-	f.n++
-	n := f.n
-	f.mu.Unlock()
-	if err := a.Journal("up", "up/s1", uint32(n)); err != nil {
-		return Result{Kind: NotSent, Status: smpp.StatusSysErr, Err: err, Upstream: "up"}
-	}
-	r := f.script(n)
-	r.Upstream, r.Session, r.Sequence = "up", "up/s1", uint32(n)
-	return r
-}
-
-func (f *expForwarder) count() int { f.mu.Lock(); defer f.mu.Unlock(); return f.n }
 
 func expSubmit(t *testing.T, key, text string) *smpp.Submit {
 	t.Helper()
@@ -56,7 +34,7 @@ func expSubmit(t *testing.T, key, text string) *smpp.Submit {
 func TestTakeoverNearEndOfRetentionIsNotSentTwice(t *testing.T) {
 	clk := &clock{t: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
 	st := state.NewMem(clk.now)
-	f := &expForwarder{script: func(n int) Result {
+	f := scripted(func(n int) Result {
 		switch n {
 		case 1: // first try: upstream throttles → retryable
 			return Result{Kind: Answered, Status: smpp.StatusThrottled}
@@ -65,7 +43,7 @@ func TestTakeoverNearEndOfRetentionIsNotSentTwice(t *testing.T) {
 			return Result{Kind: Answered, Status: smpp.StatusOK, MessageID: "m2"}
 		}
 		return Result{Kind: Answered, Status: smpp.StatusOK, MessageID: fmt.Sprintf("m%d", n)}
-	}}
+	})
 	e := newTestEngine(t, Config{Store: st, Forwarder: f, Now: clk.now, InstanceID: "exp"})
 	p := Policy{Retention: time.Hour, InflightWait: 50 * time.Millisecond}
 	bg := context.Background()
@@ -79,7 +57,7 @@ func TestTakeoverNearEndOfRetentionIsNotSentTwice(t *testing.T) {
 	a2 := e.Submit(bg, "shop", p, expSubmit(t, "otp-1", "code 123456"))
 	// Whatever a2 got, a retry must not reach the SMSC a second time.
 	a3 := e.Submit(bg, "shop", p, expSubmit(t, "otp-1", "code 123456"))
-	if n := f.count(); n != 2 {
+	if n := f.Calls(); n != 2 {
 		t.Errorf("forwards = %d, want 2 (one throttled, one accepted): the accepted message was sent again "+
 			"(takeover answer %v %q %s; retry answer %v %q %s)", n, a2.Status, a2.MessageID, a2.Outcome, a3.Status, a3.MessageID, a3.Outcome)
 	}

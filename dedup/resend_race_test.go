@@ -13,7 +13,6 @@ package dedup
 
 import (
 	"context"
-	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -42,28 +41,17 @@ func (s *raceStore) Update(ctx context.Context, k state.Key, fn func(*state.Reco
 	return s.Store.Update(ctx, k, fn)
 }
 
-// raceForwarder: every forward times out (ambiguous).
-type raceForwarder struct{ n *atomic.Int32 }
-
-func (f raceForwarder) Forward(_ context.Context, a *Attempt) Result {
-	n := f.n.Add(1)
-	if err := a.Journal("up", "up/s1", uint32(n)); err != nil {
-		return Result{Kind: NotSent, Status: smpp.StatusSysErr, Err: err, Upstream: "up"}
-	}
-	return Result{Kind: Ambiguous, Err: errors.New("response timeout"), Upstream: "up", Session: "up/s1", Sequence: uint32(n)}
-}
-
 func TestResendAfterResendsAtMostOnceUnderRace(t *testing.T) {
 	clk := &clock{t: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
 	mem := state.NewMem(clk.now)
 	slow := &raceStore{Store: mem, entered: make(chan struct{}), release: make(chan struct{})}
-	var forwards atomic.Int32
+	forwards := timingOut()             // shared: the forwards of both processes
 	secret, err := state.RandomSecret() // one install: both processes key fingerprints alike
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := newTestEngine(t, Config{Store: mem, Forwarder: raceForwarder{&forwards}, Now: clk.now, InstanceID: "a", Secret: secret})
-	b := newTestEngine(t, Config{Store: slow, Forwarder: raceForwarder{&forwards}, Now: clk.now, InstanceID: "b", Secret: secret})
+	a := newTestEngine(t, Config{Store: mem, Forwarder: forwards, Now: clk.now, InstanceID: "a", Secret: secret})
+	b := newTestEngine(t, Config{Store: slow, Forwarder: forwards, Now: clk.now, InstanceID: "b", Secret: secret})
 	p := Policy{OnUnknown: OnUnknownResendAfter, UnknownTimeout: time.Minute, InflightWait: 50 * time.Millisecond}
 	sub := func() *smpp.Submit {
 		s, err := smpp.ParseSubmit(smpptest.EncodeSubmit(9, smpptest.SubmitFields{
@@ -92,7 +80,7 @@ func TestResendAfterResendsAtMostOnceUnderRace(t *testing.T) {
 	close(slow.release)
 	<-done
 
-	if n := forwards.Load(); n != 2 {
+	if n := forwards.Calls(); n != 2 {
 		t.Errorf("forwards = %d, want 2 (the original and one resend): resend_after resent an unknown record twice", n)
 	}
 }

@@ -15,7 +15,6 @@ package dedup
 
 import (
 	"context"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,18 +23,10 @@ import (
 	"github.com/smppproxy/smppproxy/state"
 )
 
-type segForwarder struct{ n atomic.Int32 }
-
-func (f *segForwarder) Forward(_ context.Context, a *Attempt) Result {
-	n := f.n.Add(1)
-	if err := a.Journal("up", "up/s1", uint32(n)); err != nil {
-		return Result{Kind: NotSent, Status: smpp.StatusSysErr, Err: err, Upstream: "up"}
-	}
-	return Result{Kind: Answered, Status: smpp.StatusOK, MessageID: "m" + string(rune('0'+n)), Upstream: "up"}
-}
-
 func TestFingerprintPolicyKeepsPartsOfDifferentMessagesApart(t *testing.T) {
-	f := &segForwarder{}
+	f := journaling(func(n int) Result {
+		return Result{Kind: Answered, Status: smpp.StatusOK, MessageID: "m" + string(rune('0'+n)), Upstream: "up"}
+	})
 	e := newTestEngine(t, Config{Store: state.NewMem(nil), Forwarder: f, InstanceID: "seg"})
 	p := Policy{Key: KeyFingerprint, FingerprintWindow: time.Minute, InflightWait: 50 * time.Millisecond}
 	part := func(ref, seq byte, text string) *smpp.Submit {
@@ -59,7 +50,7 @@ func TestFingerprintPolicyKeepsPartsOfDifferentMessagesApart(t *testing.T) {
 			t.Fatalf("submit = %v %s", a.Status, a.Outcome)
 		}
 	}
-	if n := f.n.Load(); n != 4 {
+	if n := f.Calls(); n != 4 {
 		t.Errorf("forwards = %d, want 4: part 2 of the second message was taken for a retry of part 2 of the first and never sent", n)
 	}
 }

@@ -3,25 +3,12 @@ package dlr
 import (
 	"fmt"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/smppproxy/smppproxy/internal/testkit"
 	"github.com/smppproxy/smppproxy/smpp"
 )
-
-type stepClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *stepClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *stepClock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 // Warnings about what one upstream delivers — malformed deliver_sm,
 // receipts that match no record — are logged once per interval per
@@ -47,8 +34,8 @@ func TestPerPDUIntakeWarningsAreRateLimited(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			lines := testkit.NewLogLines()
-			clock := &stepClock{t: time.Now()}
-			e := newEnv(t, func(c *Config) { c.Logger, c.Now = slog.New(lines), clock.Now })
+			clock := &testClock{t: time.Now()}
+			e := newEnv(t, func(c *Config) { c.Logger, c.Now = slog.New(lines), clock.now })
 			for i := range 30 {
 				e.deliver(t, tc.frame(i))
 			}
@@ -58,7 +45,7 @@ func TestPerPDUIntakeWarningsAreRateLimited(t *testing.T) {
 			if n, _ := lines.Count(tc.msg); n != 1 {
 				t.Errorf("%d lines %q for 30 PDUs within one interval, want 1", n, tc.msg)
 			}
-			clock.Add(time.Minute)
+			clock.add(time.Minute)
 			e.deliver(t, tc.frame(30))
 			if n, sup := lines.Count(tc.msg); n != 2 || sup != 29 {
 				t.Errorf("after the interval: %d lines, the last with suppressed=%d; want 2, 29", n, sup)

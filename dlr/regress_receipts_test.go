@@ -191,6 +191,20 @@ func TestReconcileIgnoresUnknownWhileSentRecordHasSameAddresses(t *testing.T) {
 // the ESME acknowledged is not sent again while the store refuses its Ack
 // (disk full).
 func TestAckFailureDoesNotResendAcknowledgedReceipt(t *testing.T) {
+	_, fq, rx := ackRefusedOnDelivery(t)
+	// Each refused Ack is a moment a resend would come: three of them.
+	testkit.Eventually(t, 5*time.Second, func() bool { return fq.refused.Load() >= 3 }, "the Ack refused three times")
+	if n := len(rx.received()); n != 1 {
+		t.Fatalf("one receipt, acknowledged with status 0 every time: delivered %d times while the store refused 3 Acks; want 1", n)
+	}
+}
+
+// ackFailingQueue is the store's queue whose Acks are refused while fail
+// is set; refused counts them.
+// ackRefusedOnDelivery queues one receipt for shop, makes the store refuse
+// Acks, binds an ESME and kicks the delivery.
+func ackRefusedOnDelivery(t *testing.T) (*env, *ackFailingQueue, *fakeRx) {
+	t.Helper()
 	fq := &ackFailingQueue{}
 	e := newEnv(t, fq.wrap)
 	e.accepted(t, "shop", "k1", "3e8")
@@ -201,15 +215,9 @@ func TestAckFailureDoesNotResendAcknowledgedReceipt(t *testing.T) {
 	rx := &fakeRx{id: "s1"}
 	e.rcv.bind("shop", rx)
 	e.svc.kick("shop")
-	// Each refused Ack is a moment a resend would come: three of them.
-	testkit.Eventually(t, 5*time.Second, func() bool { return fq.refused.Load() >= 3 }, "the Ack refused three times")
-	if n := len(rx.received()); n != 1 {
-		t.Fatalf("one receipt, acknowledged with status 0 every time: delivered %d times while the store refused 3 Acks; want 1", n)
-	}
+	return e, fq, rx
 }
 
-// ackFailingQueue is the store's queue whose Acks are refused while fail
-// is set; refused counts them.
 type ackFailingQueue struct {
 	state.Queue
 	fail    atomic.Bool
@@ -308,16 +316,7 @@ func TestUnreadableStateIsNotADuplicate(t *testing.T) {
 // written (the entry leaves the queue) without the receipt being sent
 // again.
 func TestAckRetriedOnceTheStoreRecovers(t *testing.T) {
-	fq := &ackFailingQueue{}
-	e := newEnv(t, fq.wrap)
-	e.accepted(t, "shop", "k1", "3e8")
-	if st := e.deliver(t, dlrFrame("1000", "DELIVRD")); st != 0 {
-		t.Fatal(st)
-	}
-	fq.fail.Store(true)
-	rx := &fakeRx{id: "s1"}
-	e.rcv.bind("shop", rx)
-	e.svc.kick("shop")
+	e, fq, rx := ackRefusedOnDelivery(t)
 	testkit.Eventually(t, 5*time.Second, func() bool { return fq.refused.Load() >= 2 }, "the Ack refused and retried")
 	fq.fail.Store(false)
 	testkit.Eventually(t, 5*time.Second, func() bool { return len(queued(t, e.st, accountQueue("shop"))) == 0 }, "queue empty")

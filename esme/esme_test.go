@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smppproxy/smppproxy/internal/proxytest"
 	"github.com/smppproxy/smppproxy/internal/testkit"
 	"github.com/smppproxy/smppproxy/sim"
 	"github.com/smppproxy/smppproxy/smpp"
@@ -33,12 +34,7 @@ func TestMain(m *testing.M) {
 // startSim runs a simulator on 127.0.0.1:0 for the test.
 func startSim(t *testing.T, cfg sim.Config) *sim.Simulator {
 	t.Helper()
-	s, err := sim.Start("127.0.0.1:0", cfg)
-	if err != nil {
-		t.Fatalf("sim.Start: %v", err)
-	}
-	t.Cleanup(s.Close)
-	return s
+	return proxytest.StartSim(t, cfg)
 }
 
 func dial(t *testing.T, addr string, o Options) *Client {

@@ -1,7 +1,6 @@
 package interop
 
 import (
-	"context"
 	"fmt"
 	"strconv"
 	"sync"
@@ -19,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/smppproxy/smppproxy/config"
+	"github.com/smppproxy/smppproxy/internal/proxytest"
 	"github.com/smppproxy/smppproxy/proxy"
 	"github.com/smppproxy/smppproxy/sim"
 )
@@ -32,25 +32,16 @@ var (
 	upPass = smpptest.DefaultPasswd
 )
 
-// testConfig is a proxy on 127.0.0.1:0 with one account (shop/secret)
-// routed to one upstream at smsc (copied from proxy/e2e_helpers_test.go).
+// testConfig is proxytest's configuration (one account shop/secret routed
+// to one upstream at smsc) with smpptest's upstream credentials, a 2s
+// upstream response timeout and 1s receipt redelivery.
 func testConfig(t *testing.T, smsc string) *config.Config {
 	t.Helper()
-	cfg := config.Default()
-	cfg.Listen.Address = "127.0.0.1:0"
-	cfg.Listen.BindTimeout = config.Duration(2 * time.Second)
-	cfg.Store.Path = t.TempDir()
-	acc := config.AccountDefaults()
-	acc.SystemID, acc.Password, acc.Route = "shop", "secret", []string{"smsc"}
-	acc.MaxBinds = 20
-	acc.Window = 100
-	acc.DLRRedelivery = config.Duration(time.Second)
-	cfg.Accounts = []config.Account{acc}
-	up := config.UpstreamDefaults()
-	up.Name, up.Address, up.SystemID, up.Password = "smsc", smsc, upUser, upPass
-	up.Binds, up.Window = 2, 50
+	cfg := proxytest.Config(smsc, t.TempDir())
+	cfg.Accounts[0].DLRRedelivery = config.Duration(time.Second)
+	up := &cfg.Upstreams[0]
+	up.SystemID, up.Password = upUser, upPass
 	up.ResponseTimeout = config.Duration(2 * time.Second)
-	cfg.Upstreams = []config.Upstream{up}
 	return cfg
 }
 
@@ -68,31 +59,12 @@ func startProxyMetrics(t *testing.T, cfg *config.Config, reg *prometheus.Registr
 	if reg != nil {
 		opts.Registerer = reg
 	}
-	app, err := proxy.New(opts)
-	if err != nil {
-		t.Fatalf("proxy.New: %v", err)
-	}
-	if err := app.Start(); err != nil {
-		app.Close()
-		t.Fatalf("Start: %v", err)
-	}
-	t.Cleanup(app.Close)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := app.WaitUpstreams(ctx); err != nil {
-		t.Fatalf("upstream never bound: %v", err)
-	}
-	return app
+	return proxytest.Run(t, func() (*proxy.App, error) { return proxy.New(opts) })
 }
 
 func startSim(t *testing.T, cfg sim.Config) *sim.Simulator {
 	t.Helper()
-	s, err := sim.Start("127.0.0.1:0", cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	return s
+	return proxytest.StartSim(t, cfg)
 }
 
 // ---- fiorix as the ESME ----
@@ -385,28 +357,5 @@ func (s *fiorixSMSC) Other() []pdu.ID {
 // counter sums the counter name over the series carrying labels.
 func counter(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
 	t.Helper()
-	fams, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := 0.0
-	for _, f := range fams {
-		if f.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range f.GetMetric() {
-			have := map[string]string{}
-			for _, l := range m.GetLabel() {
-				have[l.GetName()] = l.GetValue()
-			}
-			for k, v := range labels {
-				if have[k] != v {
-					continue next
-				}
-			}
-			sum += m.GetCounter().GetValue()
-		}
-	}
-	return sum
+	return proxytest.Metric(t, reg, name, labels)
 }

@@ -35,7 +35,7 @@ func TestProxyClosesConnectionsBeyondTheConfiguredCaps(t *testing.T) {
 			}
 			extra := dialESME(t, app.Addr())
 			select {
-			case <-extra.done:
+			case <-extra.Done():
 			case <-time.After(3 * time.Second):
 				t.Fatalf("a connection beyond %s stayed open", reason)
 			}

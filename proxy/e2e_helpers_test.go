@@ -1,15 +1,13 @@
 package proxy
 
 import (
-	"bufio"
 	"context"
-	"fmt"
-	"net"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/smppproxy/smppproxy/config"
+	"github.com/smppproxy/smppproxy/esme"
+	"github.com/smppproxy/smppproxy/internal/proxytest"
 	"github.com/smppproxy/smppproxy/sim"
 	"github.com/smppproxy/smppproxy/smpp"
 	"github.com/smppproxy/smppproxy/smpp/smpptest"
@@ -19,21 +17,7 @@ import (
 // to one upstream at smsc.
 func testConfig(t *testing.T, smsc, dir string) *config.Config {
 	t.Helper()
-	cfg := config.Default()
-	cfg.Listen.Address = "127.0.0.1:0"
-	cfg.Listen.BindTimeout = config.Duration(2 * time.Second)
-	cfg.Store.Path = dir
-	acc := config.AccountDefaults()
-	acc.SystemID, acc.Password, acc.Route = "shop", "secret", []string{"smsc"}
-	acc.MaxBinds = 20
-	acc.Window = 100
-	cfg.Accounts = []config.Account{acc}
-	up := config.UpstreamDefaults()
-	up.Name, up.Address, up.SystemID, up.Password = "smsc", smsc, "proxy", "pw"
-	up.Binds, up.Window = 2, 50
-	up.ResponseTimeout = config.Duration(500 * time.Millisecond)
-	cfg.Upstreams = []config.Upstream{up}
-	return cfg
+	return proxytest.Config(smsc, dir)
 }
 
 // startProxy runs a proxy on a real Badger store in dir and waits for its
@@ -46,109 +30,63 @@ func startProxy(t *testing.T, cfg *config.Config) *App {
 // startProxyWith is startProxy with every option of New.
 func startProxyWith(t *testing.T, opts Options) *App {
 	t.Helper()
-	app, err := New(opts)
-	if err != nil {
-		t.Fatalf("proxy.New: %v", err)
-	}
-	if err := app.Start(); err != nil {
-		t.Fatalf("Start: %v", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := app.WaitUpstreams(ctx); err != nil {
-		t.Fatalf("upstream never bound: %v", err)
-	}
-	t.Cleanup(app.Close)
-	return app
+	return proxytest.Run(t, func() (*App, error) { return New(opts) })
+}
+
+// startSimProxy runs a simulator with simCfg and a proxy of testConfig in
+// front of it, on a store in t.TempDir.
+func startSimProxy(t *testing.T, simCfg sim.Config) (*sim.Simulator, *App) {
+	t.Helper()
+	env := proxytest.Start(t, func(cfg *config.Config) (*App, error) { return New(Options{Config: cfg}) }, proxytest.WithSim(simCfg))
+	return env.Sim, env.Proxy
 }
 
 func startSim(t *testing.T, cfg sim.Config) *sim.Simulator {
 	t.Helper()
-	s, err := sim.Start("127.0.0.1:0", cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	return s
+	return proxytest.StartSim(t, cfg)
 }
 
-// esmeConn is a minimal raw SMPP client: explicit sequence numbers,
-// responses correlated by sequence.
+// esmeConn is a raw SMPP client (package esme, not bound by Dial): frames
+// go out as given, responses are correlated by their sequence number;
+// enquire_link and unbind are answered (unbind then closes), deliver_sm is
+// left unanswered.
 type esmeConn struct {
-	t    *testing.T
-	c    net.Conn
-	mu   sync.Mutex
-	wait map[uint32]chan []byte
-	all  chan []byte // frames nobody waits for
-	done chan struct{}
+	*esme.Client
+	t *testing.T
 }
 
 func dialESME(t *testing.T, addr string) *esmeConn {
 	t.Helper()
-	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	c, err := esme.Dial(t.Context(), addr, esme.Options{NoBind: true, ManualDeliverResp: true, Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &esmeConn{t: t, c: c, wait: map[uint32]chan []byte{}, all: make(chan []byte, 64), done: make(chan struct{})}
-	go e.read()
-	t.Cleanup(func() { _ = c.Close() })
-	return e
+	t.Cleanup(c.Close)
+	return &esmeConn{Client: c, t: t}
 }
 
-func (e *esmeConn) read() {
-	defer close(e.done)
-	r := bufio.NewReader(e.c)
-	for {
-		f, err := smpp.ReadFrame(r, 1<<20)
-		if err != nil {
-			return
-		}
-		h := smpp.ParseHeader(f)
-		if h.ID == smpp.CmdEnquireLink {
-			_, _ = e.c.Write(smpp.EncodeSimple(smpp.CmdEnquireLink|smpp.RespBit, 0, h.Sequence, nil))
-			continue
-		}
-		e.mu.Lock()
-		ch := e.wait[h.Sequence]
-		delete(e.wait, h.Sequence)
-		e.mu.Unlock()
-		if ch != nil {
-			ch <- f
-			continue
-		}
-		select {
-		case e.all <- f:
-		default:
-		}
+// dialBound dials addr and binds as shop/secret with cmd; like bind, it
+// leaves the bind_resp status to the test.
+func dialBound(t *testing.T, addr string, cmd uint32) *esmeConn {
+	t.Helper()
+	c := dialESME(t, addr)
+	c.bind(cmd, "shop", "secret")
+	return c
+}
+
+// wantSMSCTotal checks that the SMSC received want submits in all.
+func wantSMSCTotal(t *testing.T, smsc *sim.Simulator, want int64) {
+	t.Helper()
+	if n := smsc.Total(); n != want {
+		t.Errorf("submits at the SMSC = %d, want %d", n, want)
 	}
 }
 
 // call sends frame and waits up to d for the response with its sequence.
 func (e *esmeConn) call(frame []byte, d time.Duration) ([]byte, error) {
-	seq := smpp.ParseHeader(frame).Sequence
-	ch := make(chan []byte, 1)
-	e.mu.Lock()
-	e.wait[seq] = ch
-	e.mu.Unlock()
-	if _, err := e.c.Write(frame); err != nil {
-		return nil, err
-	}
-	select {
-	case f := <-ch:
-		return f, nil
-	case <-time.After(d):
-		e.mu.Lock()
-		delete(e.wait, seq)
-		e.mu.Unlock()
-		return nil, fmt.Errorf("no response to sequence %d within %v", seq, d)
-	case <-e.done:
-		select { // the response may have come just before the close
-		case f := <-ch:
-			return f, nil
-		default:
-		}
-		return nil, fmt.Errorf("connection closed")
-	}
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	return e.Do(ctx, frame)
 }
 
 func bindBody(id, pw string) []byte {

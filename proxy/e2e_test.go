@@ -13,12 +13,11 @@ import (
 	"github.com/smppproxy/smppproxy/state"
 )
 
-// Issue #2, test 1: same key resubmitted on the same session → one
+// Same key resubmitted on the same session → one
 // upstream submit; the retry gets the same message_id with its own
 // sequence_number.
 func TestRetryOnSameSessionIsReplayed(t *testing.T) {
-	smsc := startSim(t, sim.Config{})
-	app := startProxy(t, testConfig(t, smsc.Addr(), t.TempDir()))
+	smsc, app := startSimProxy(t, sim.Config{})
 	c := dialESME(t, app.Addr())
 	if st := c.bind(smpp.CmdBindTransceiver, "shop", "secret"); st != 0 {
 		t.Fatalf("bind = %v, want 0", st)
@@ -31,19 +30,15 @@ func TestRetryOnSameSessionIsReplayed(t *testing.T) {
 	if retry.Status != 0 || retry.ID != first.ID || retry.Seq != 11 {
 		t.Errorf("retry = %+v, want status 0, id %q, sequence 11", retry, first.ID)
 	}
-	if n := smsc.Total(); n != 1 {
-		t.Errorf("submits at the SMSC = %d, want 1", n)
-	}
+	wantSMSCTotal(t, smsc, 1)
 }
 
-// Issue #2, test 2: resubmitted after the ESME disconnects and binds again.
+// Resubmitted after the ESME disconnects and binds again.
 func TestRetryAfterReconnectIsReplayed(t *testing.T) {
-	smsc := startSim(t, sim.Config{})
-	app := startProxy(t, testConfig(t, smsc.Addr(), t.TempDir()))
-	c := dialESME(t, app.Addr())
-	c.bind(smpp.CmdBindTransmitter, "shop", "secret")
+	smsc, app := startSimProxy(t, sim.Config{})
+	c := dialBound(t, app.Addr(), smpp.CmdBindTransmitter)
 	first := c.submit(1, keyed("order-77", "Payment received"))
-	_ = c.c.Close()
+	c.Close()
 
 	c2 := dialESME(t, app.Addr())
 	if st := c2.bind(smpp.CmdBindTransmitter, "shop", "secret"); st != 0 {
@@ -53,16 +48,13 @@ func TestRetryAfterReconnectIsReplayed(t *testing.T) {
 	if retry.Status != 0 || retry.ID != first.ID {
 		t.Errorf("retry after reconnect = %+v, want id %q", retry, first.ID)
 	}
-	if n := smsc.Total(); n != 1 {
-		t.Errorf("submits at the SMSC = %d, want 1", n)
-	}
+	wantSMSCTotal(t, smsc, 1)
 }
 
-// Issue #2, test 3: 50 concurrent submits of one key from 5 sessions →
+// 50 concurrent submits of one key from 5 sessions →
 // exactly one upstream submit, all 50 answers carry the same message_id.
 func TestConcurrentDuplicatesFromFiveSessions(t *testing.T) {
-	smsc := startSim(t, sim.Config{Fault: func(sim.Call) sim.Action { return sim.Action{Delay: 50 * time.Millisecond} }})
-	app := startProxy(t, testConfig(t, smsc.Addr(), t.TempDir()))
+	smsc, app := startSimProxy(t, sim.Config{Fault: func(sim.Call) sim.Action { return sim.Action{Delay: 50 * time.Millisecond} }})
 	var conns []*esmeConn
 	for range 5 {
 		c := dialESME(t, app.Addr())
@@ -92,18 +84,14 @@ func TestConcurrentDuplicatesFromFiveSessions(t *testing.T) {
 	if len(ids) != 1 {
 		t.Errorf("distinct message ids = %v, want exactly one", ids)
 	}
-	if n := smsc.Total(); n != 1 {
-		t.Errorf("submits at the SMSC = %d, want 1", n)
-	}
+	wantSMSCTotal(t, smsc, 1)
 }
 
-// Issue #2, test 4: same key, different text → conflict status, nothing
+// Same key, different text → conflict status, nothing
 // forwarded.
 func TestSameKeyOtherTextIsConflict(t *testing.T) {
-	smsc := startSim(t, sim.Config{})
-	app := startProxy(t, testConfig(t, smsc.Addr(), t.TempDir()))
-	c := dialESME(t, app.Addr())
-	c.bind(smpp.CmdBindTransceiver, "shop", "secret")
+	smsc, app := startSimProxy(t, sim.Config{})
+	c := dialBound(t, app.Addr(), smpp.CmdBindTransceiver)
 	first := c.submit(1, keyed("k-1", "first text"))
 	if first.Status != 0 || first.ID == "" {
 		t.Fatalf("first submit = %+v, want accepted", first)
@@ -116,42 +104,34 @@ func TestSameKeyOtherTextIsConflict(t *testing.T) {
 	if again := c.submit(3, keyed("k-1", "first text")); again.Status != 0 || again.ID != first.ID {
 		t.Errorf("retry of the original after the conflict = %+v, want id %q", again, first.ID)
 	}
-	if n := smsc.Total(); n != 1 {
-		t.Errorf("submits at the SMSC = %d, want 1", n)
-	}
+	wantSMSCTotal(t, smsc, 1)
 }
 
-// Issue #2, test 5: proxy stopped and started on the same data dir → a
+// Proxy stopped and started on the same data dir → a
 // retry is answered from the store.
 func TestRetryAfterProxyRestartIsAnsweredFromStore(t *testing.T) {
 	smsc := startSim(t, sim.Config{})
 	dir := t.TempDir()
 	cfg := testConfig(t, smsc.Addr(), dir)
 	app := startProxy(t, cfg)
-	c := dialESME(t, app.Addr())
-	c.bind(smpp.CmdBindTransceiver, "shop", "secret")
+	c := dialBound(t, app.Addr(), smpp.CmdBindTransceiver)
 	first := c.submit(1, keyed("restart-1", "hello"))
 	app.Close()
 
 	app2 := startProxy(t, testConfig(t, smsc.Addr(), dir))
-	c2 := dialESME(t, app2.Addr())
-	c2.bind(smpp.CmdBindTransceiver, "shop", "secret")
+	c2 := dialBound(t, app2.Addr(), smpp.CmdBindTransceiver)
 	retry := c2.submit(5, keyed("restart-1", "hello"))
 	if retry.Status != 0 || retry.ID != first.ID {
 		t.Errorf("retry after restart = %+v, want id %q", retry, first.ID)
 	}
-	if n := smsc.Total(); n != 1 {
-		t.Errorf("submits at the SMSC = %d, want 1", n)
-	}
+	wantSMSCTotal(t, smsc, 1)
 }
 
-// Issue #2, test 6: a 3-segment concatenated message sharing one key → 3
+// A 3-segment concatenated message sharing one key → 3
 // upstream submits; retrying any segment replays that segment's own id.
 func TestConcatenatedSegmentsShareOneKey(t *testing.T) {
-	smsc := startSim(t, sim.Config{})
-	app := startProxy(t, testConfig(t, smsc.Addr(), t.TempDir()))
-	c := dialESME(t, app.Addr())
-	c.bind(smpp.CmdBindTransceiver, "shop", "secret")
+	smsc, app := startSimProxy(t, sim.Config{})
+	c := dialBound(t, app.Addr(), smpp.CmdBindTransceiver)
 	seg := func(i byte) smpptest.SubmitFields {
 		f := keyed("long-1", "")
 		f.EsmClass = 0x40
@@ -175,19 +155,15 @@ func TestConcatenatedSegmentsShareOneKey(t *testing.T) {
 			t.Errorf("retry of segment %d = %q, want %q", i, r.ID, ids[i])
 		}
 	}
-	if n := smsc.Total(); n != 3 {
-		t.Errorf("submits at the SMSC = %d, want 3", n)
-	}
+	wantSMSCTotal(t, smsc, 3)
 }
 
-// Issue #2, test 7: the simulator drops the response → after
+// The simulator drops the response → after
 // response_timeout the original is answered with unknown_status, the record
 // is unknown, a retry gets unknown_status too and is not forwarded again.
 func TestDroppedResponseBecomesUnknown(t *testing.T) {
-	smsc := startSim(t, sim.Config{Fault: func(c sim.Call) sim.Action { return sim.Action{Drop: c.KeyCount == 1} }})
-	app := startProxy(t, testConfig(t, smsc.Addr(), t.TempDir()))
-	c := dialESME(t, app.Addr())
-	c.bind(smpp.CmdBindTransceiver, "shop", "secret")
+	smsc, app := startSimProxy(t, sim.Config{Fault: func(c sim.Call) sim.Action { return sim.Action{Drop: c.KeyCount == 1} }})
+	c := dialBound(t, app.Addr(), smpp.CmdBindTransceiver)
 	start := time.Now()
 	first := c.submit(1, keyed("lost-1", "code 42"))
 	if first.Status != smpp.StatusSysErr {
@@ -221,8 +197,7 @@ func TestKeyTLVIsStrippedUpstream(t *testing.T) {
 		return sim.Action{}
 	}})
 	app := startProxy(t, testConfig(t, smsc.Addr(), t.TempDir()))
-	c := dialESME(t, app.Addr())
-	c.bind(smpp.CmdBindTransceiver, "shop", "secret")
+	c := dialBound(t, app.Addr(), smpp.CmdBindTransceiver)
 	c.submit(1, keyed("strip-1", "x"))
 	mu.Lock()
 	defer mu.Unlock()
@@ -231,13 +206,11 @@ func TestKeyTLVIsStrippedUpstream(t *testing.T) {
 	}
 }
 
-// Issue #2, test 8: protocol errors each get the SPEC status and the proxy
+// Protocol errors each get the SPEC status and the proxy
 // keeps serving other sessions.
 func TestProtocolErrorsDoNotDisturbOtherSessions(t *testing.T) {
-	smsc := startSim(t, sim.Config{})
-	app := startProxy(t, testConfig(t, smsc.Addr(), t.TempDir()))
-	good := dialESME(t, app.Addr())
-	good.bind(smpp.CmdBindTransceiver, "shop", "secret")
+	_, app := startSimProxy(t, sim.Config{})
+	good := dialBound(t, app.Addr(), smpp.CmdBindTransceiver)
 
 	tests := map[string]struct {
 		setup  func(c *esmeConn)
@@ -269,7 +242,7 @@ func TestProtocolErrorsDoNotDisturbOtherSessions(t *testing.T) {
 			}
 			if tc.closes {
 				select {
-				case <-c.done:
+				case <-c.Done():
 				case <-time.After(2 * time.Second):
 					t.Errorf("%s: connection still open after generic_nack 0x02", name)
 				}
@@ -288,7 +261,7 @@ func TestProtocolErrorsDoNotDisturbOtherSessions(t *testing.T) {
 			t.Errorf("bind with a wrong password = %v, want ESME_RBINDFAIL", st)
 		}
 		select {
-		case <-c.done:
+		case <-c.Done():
 		case <-time.After(2 * time.Second):
 			t.Errorf("connection still open after a failed bind")
 		}

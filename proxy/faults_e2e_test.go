@@ -14,7 +14,7 @@ import (
 	"github.com/smppproxy/smppproxy/state/storetest"
 )
 
-// Issue #3, test 2: temporary upstream errors are retried inside the proxy.
+// Temporary upstream errors are retried inside the proxy.
 func TestTemporaryErrorsAreRetriedInternally(t *testing.T) {
 	smsc := startSim(t, sim.Config{Fault: func(c sim.Call) sim.Action {
 		if c.KeyCount <= 2 {
@@ -23,8 +23,7 @@ func TestTemporaryErrorsAreRetriedInternally(t *testing.T) {
 		return sim.Action{}
 	}})
 	app := startProxy(t, testConfig(t, smsc.Addr(), t.TempDir()))
-	c := dialESME(t, app.Addr())
-	c.bind(smpp.CmdBindTransceiver, "shop", "secret")
+	c := dialBound(t, app.Addr(), smpp.CmdBindTransceiver)
 	r := c.submit(1, keyed("tmp-1", "hello"))
 	if r.Status != 0 || r.ID == "" {
 		t.Fatalf("submit = %+v, want success after the SMSC's two 0x14", r)
@@ -51,8 +50,7 @@ func TestThrottledForeverIsBoundedThenRetryable(t *testing.T) {
 	cfg := testConfig(t, smsc.Addr(), t.TempDir())
 	cfg.Upstreams[0].Retry = config.Retry{Attempts: 3, Budget: config.Duration(5 * time.Second)}
 	app := startProxy(t, cfg)
-	c := dialESME(t, app.Addr())
-	c.bind(smpp.CmdBindTransceiver, "shop", "secret")
+	c := dialBound(t, app.Addr(), smpp.CmdBindTransceiver)
 	r := c.submit(1, keyed("thr-1", "hello"))
 	if r.Status != smpp.StatusThrottled {
 		t.Fatalf("submit = %v, want 0x58 relayed", r.Status)
@@ -79,7 +77,7 @@ func TestThrottledForeverIsBoundedThenRetryable(t *testing.T) {
 	}
 }
 
-// Issue #3, test 3: the upstream connection is cut while 20 submits are in
+// The upstream connection is cut while 20 submits are in
 // flight.
 func TestConnectionCutWithTwentyInFlight(t *testing.T) {
 	for _, policy := range []config.UnknownPolicy{config.UnknownHold, config.UnknownResendAfter} {
@@ -101,8 +99,7 @@ func TestConnectionCutWithTwentyInFlight(t *testing.T) {
 			cfg.Accounts[0].Idempotency.UnknownTimeout = config.Duration(unknownTimeout)
 			clock := &fakeClock{now: time.Now()} // auth_test.go
 			app := startProxyWith(t, Options{Config: cfg, Now: clock.Now})
-			c := dialESME(t, app.Addr())
-			c.bind(smpp.CmdBindTransceiver, "shop", "secret")
+			c := dialBound(t, app.Addr(), smpp.CmdBindTransceiver)
 			var wg sync.WaitGroup
 			first := make([]resp, 20)
 			for i := range 20 {
@@ -162,7 +159,7 @@ func TestConnectionCutWithTwentyInFlight(t *testing.T) {
 	}
 }
 
-// Issue #3, test 5: fingerprint mode.
+// Fingerprint mode.
 func TestFingerprintModeWindow(t *testing.T) {
 	smsc := startSim(t, sim.Config{})
 	cfg := testConfig(t, smsc.Addr(), t.TempDir())
@@ -171,8 +168,7 @@ func TestFingerprintModeWindow(t *testing.T) {
 	cfg.Accounts[0].Idempotency.FingerprintWindow = config.Duration(window)
 	clock := &fakeClock{now: time.Now()} // auth_test.go
 	app := startProxyWith(t, Options{Config: cfg, Now: clock.Now})
-	c := dialESME(t, app.Addr())
-	c.bind(smpp.CmdBindTransceiver, "shop", "secret")
+	c := dialBound(t, app.Addr(), smpp.CmdBindTransceiver)
 	a := c.submit(1, keyed("", "Your code is 4711"))
 	b := c.submit(2, keyed("", "Your code is 4711"))
 	if a.Status != 0 || b.ID != a.ID || smsc.Total() != 1 {
@@ -185,7 +181,7 @@ func TestFingerprintModeWindow(t *testing.T) {
 	}
 }
 
-// Issue #3, test 6: the store refusing a write → 0x08, nothing forwarded.
+// The store refusing a write → 0x08, nothing forwarded.
 func TestStoreWriteFailureForwardsNothing(t *testing.T) {
 	smsc := startSim(t, sim.Config{})
 	cfg := testConfig(t, smsc.Addr(), t.TempDir())
@@ -196,14 +192,11 @@ func TestStoreWriteFailureForwardsNothing(t *testing.T) {
 	f := storetest.NewFaulty(b)
 	app := startProxyWith(t, Options{Config: cfg, Store: f})
 	f.FailWrites(errors.New("disk full"))
-	c := dialESME(t, app.Addr())
-	c.bind(smpp.CmdBindTransceiver, "shop", "secret")
+	c := dialBound(t, app.Addr(), smpp.CmdBindTransceiver)
 	for i := range 5 {
 		if r := c.submit(uint32(i+1), keyed(fmt.Sprintf("df-%d", i), "x")); r.Status != smpp.StatusSysErr {
 			t.Errorf("submit with a failing store = %v, want ESME_RSYSERR", r.Status)
 		}
 	}
-	if n := smsc.Total(); n != 0 {
-		t.Errorf("submits at the SMSC = %d, want 0", n)
-	}
+	wantSMSCTotal(t, smsc, 0)
 }

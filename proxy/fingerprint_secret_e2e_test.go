@@ -41,8 +41,7 @@ func TestFingerprintSecretLivesInTheStoreDirectory(t *testing.T) {
 		return app
 	}
 	submitOnce := func(app *App) resp {
-		c := dialESME(t, app.Addr())
-		c.bind(smpp.CmdBindTransceiver, "shop", "secret")
+		c := dialBound(t, app.Addr(), smpp.CmdBindTransceiver)
 		return c.submit(1, keyed("", "Your code is 482913"))
 	}
 

@@ -15,7 +15,7 @@ import (
 	"github.com/smppproxy/smppproxy/smpp"
 )
 
-// Issue #6, test 5: 500 concurrent ESME sessions bind, submit and unbind;
+// 500 concurrent ESME sessions bind, submit and unbind;
 // afterwards the process's goroutines return to their baseline and its
 // heap to near it.
 //

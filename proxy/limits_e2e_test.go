@@ -17,11 +17,11 @@ import (
 	"github.com/smppproxy/smppproxy/state"
 )
 
-// Issue #6: fair limits and locked doors — the upstream throughput cap,
+// Limits end to end: fair limits and locked doors — the upstream throughput cap,
 // account max_binds, allowed_networks, bcrypt passwords, throughput and
 // window, and back-pressure when every upstream window is full.
 
-// Issue #6, test 2: an upstream with throughput 50 under a client offering
+// An upstream with throughput 50 under a client offering
 // far more. The token bucket (rate r = 50/s, burst b = 5) lets at most
 // b + r·T submits through in any span T, so the SMSC sees at most that many
 // over the whole test however slowly the machine runs it (a slow machine
@@ -130,7 +130,7 @@ func TestUpstreamThroughputCap(t *testing.T) {
 	})
 }
 
-// Issue #6, test 3: account limits. The (max_binds+1)-th bind, a bind from
+// Account limits. The (max_binds+1)-th bind, a bind from
 // a network outside allowed_networks, and a wrong bcrypt password are each
 // refused 0x0D (and the connection closed); a burst over the account's
 // throughput gets 0x58 at once; beyond the account's window a session gets
@@ -171,7 +171,7 @@ func TestAccountLimits(t *testing.T) {
 			t.Errorf("bind as %s = %v, want ESME_RBINDFAIL", id, st)
 		}
 		select {
-		case <-c.done:
+		case <-c.Done():
 		case <-time.After(3 * time.Second):
 			t.Errorf("bind as %s refused but the connection stayed open", id)
 		}
@@ -190,14 +190,14 @@ func TestAccountLimits(t *testing.T) {
 		if f, err := first.call(smpp.EncodeSimple(smpp.CmdUnbind, 0, 2, nil), 3*time.Second); err != nil || smpp.ParseHeader(f).Status != 0 {
 			t.Fatalf("unbind = %v", err)
 		}
-		<-first.done
+		<-first.Done()
 		var again *esmeConn
 		waitFor(t, 3*time.Second, "the freed bind slot", func() bool {
 			again = dialESME(t, app.Addr())
 			return again.bind(smpp.CmdBindTransceiver, "shop", "s3cret") == 0
 		})
-		_ = again.c.Close()
-		_ = second.c.Close()
+		again.Close()
+		second.Close()
 	})
 	t.Run("allowed_networks", func(t *testing.T) { refused(t, "branch", "pw") })
 	t.Run("wrong bcrypt password", func(t *testing.T) { refused(t, "shop", "s3cre7") })

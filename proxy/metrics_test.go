@@ -88,21 +88,8 @@ func TestNewRegistersMetricsAndReadyFollowsBinds(t *testing.T) {
 // batch size histograms fill from the first submit.
 func TestStoreCommitHistograms(t *testing.T) {
 	smsc := startSim(t, sim.Config{})
-	cfg := testConfig(t, smsc.Addr(), t.TempDir())
-	reg := prometheus.NewRegistry()
-	app, err := New(Options{Config: cfg, Registerer: reg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(app.Close)
-	if err := app.Start(); err != nil {
-		t.Fatal(err)
-	}
-	if err := app.WaitUpstreams(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	c := dialESME(t, app.Addr())
-	c.bind(smpp.CmdBindTransceiver, "shop", "secret")
+	app, reg := startReceiptsProxy(t, testConfig(t, smsc.Addr(), t.TempDir()))
+	c := dialBound(t, app.Addr(), smpp.CmdBindTransceiver)
 	if r := c.submit(1, keyed("hist-1", "x")); r.Status != 0 {
 		t.Fatalf("submit = %v", r.Status)
 	}

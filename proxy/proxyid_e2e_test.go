@@ -17,8 +17,7 @@ func TestProxyIssuedIDsFollowTheConfiguredStyle(t *testing.T) {
 	cfg.Accounts[0].MessageID = config.MessageIDProxy
 	cfg.Accounts[0].ProxyID = config.ProxyIDStyle{Format: config.IDDec, Length: 12}
 	app := startProxy(t, cfg)
-	c := dialESME(t, app.Addr())
-	c.bind(smpp.CmdBindTransceiver, "shop", "secret")
+	c := dialBound(t, app.Addr(), smpp.CmdBindTransceiver)
 	r := c.submit(1, keyed("pid-1", "x"))
 	if r.Status != 0 || !regexp.MustCompile(`^[1-9][0-9]{11}$`).MatchString(r.ID) {
 		t.Fatalf("proxy-issued id = %q (status %v), want 12 decimal digits", r.ID, r.Status)

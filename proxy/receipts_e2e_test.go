@@ -15,7 +15,7 @@ import (
 	"github.com/smppproxy/smppproxy/state"
 )
 
-// Issue #4, test 1: hex in the response and decimal in the receipt (and
+// Hex in the response and decimal in the receipt (and
 // the reverse, and the id only in the receipt text) → matched; the ESME
 // sees the id of its submit_sm_resp in both receipt fields.
 func TestReceiptIDFormatsAreNormalised(t *testing.T) {
@@ -60,7 +60,7 @@ func TestReceiptIDFormatsAreNormalised(t *testing.T) {
 	}
 }
 
-// Issue #4, test 2: the ESME binds RX only after 100 receipts were
+// The ESME binds RX only after 100 receipts were
 // produced → it receives all 100, in order, each once after it
 // acknowledged them.
 func TestReceiptsQueuedUntilTheESMEBinds(t *testing.T) {
@@ -102,7 +102,7 @@ func TestReceiptsQueuedUntilTheESMEBinds(t *testing.T) {
 	}
 }
 
-// Issue #4, test 3: the ESME drops the connection without answering 10
+// The ESME drops the connection without answering 10
 // receipts → they are delivered again on the next bind; none is lost.
 func TestUnansweredReceiptsAreRedeliveredOnTheNextBind(t *testing.T) {
 	t.Parallel()
@@ -152,7 +152,7 @@ func TestUnansweredReceiptsAreRedeliveredOnTheNextBind(t *testing.T) {
 	}
 }
 
-// Issue #4, test 5: two ESME accounts on one upstream → each gets only its
+// Two ESME accounts on one upstream → each gets only its
 // own receipts.
 func TestTwoAccountsGetOnlyTheirOwnReceipts(t *testing.T) {
 	t.Parallel()
@@ -179,7 +179,7 @@ func TestTwoAccountsGetOnlyTheirOwnReceipts(t *testing.T) {
 	}
 }
 
-// Issue #4, test 6: a response lost upstream, then its receipt arrives →
+// A response lost upstream, then its receipt arrives →
 // the record becomes accepted with that id and the client's retry is
 // answered with it.
 func TestLostResponseIsHealedByItsReceipt(t *testing.T) {
@@ -221,7 +221,7 @@ func TestLostResponseIsHealedByItsReceipt(t *testing.T) {
 	})
 }
 
-// Issue #4, test 7: message_id: proxy rewrites both receipt fields to the
+// Message_id: proxy rewrites both receipt fields to the
 // proxy id; passthrough changes neither (the receipt arrives byte for
 // byte as the SMSC sent it).
 func TestProxyIDsRewriteReceiptsPassthroughDoesNot(t *testing.T) {

@@ -12,31 +12,19 @@ import (
 	"github.com/smppproxy/smppproxy/config"
 	"github.com/smppproxy/smppproxy/dlr"
 	"github.com/smppproxy/smppproxy/esme"
+	"github.com/smppproxy/smppproxy/internal/proxytest"
 	"github.com/smppproxy/smppproxy/smpp"
 	"github.com/smppproxy/smppproxy/state"
 )
 
-// Helpers of the receipt end-to-end tests (issue #4): a real proxy on a
+// Helpers of the receipt end-to-end tests: a real proxy on a
 // real Badger directory, the simulator as SMSC, esme clients as ESMEs.
 
 // startReceiptsProxy runs a proxy with its own metrics registry.
 func startReceiptsProxy(t *testing.T, cfg *config.Config) (*App, *prometheus.Registry) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	app, err := New(Options{Config: cfg, Registerer: reg})
-	if err != nil {
-		t.Fatalf("proxy.New: %v", err)
-	}
-	if err := app.Start(); err != nil {
-		t.Fatalf("Start: %v", err)
-	}
-	t.Cleanup(app.Close)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := app.WaitUpstreams(ctx); err != nil {
-		t.Fatalf("upstream never bound: %v", err)
-	}
-	return app, reg
+	return startProxyWith(t, Options{Config: cfg, Registerer: reg}), reg
 }
 
 // receiptConfig is testConfig with short receipt timings and a second
@@ -54,35 +42,7 @@ func receiptConfig(t *testing.T, smsc string) *config.Config {
 // metric returns the value of the counter or gauge name with labels.
 func metric(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
 	t.Helper()
-	fams, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := 0.0
-	for _, f := range fams {
-		if f.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range f.GetMetric() {
-			have := map[string]string{}
-			for _, l := range m.GetLabel() {
-				have[l.GetName()] = l.GetValue()
-			}
-			for k, v := range labels {
-				if have[k] != v {
-					continue next
-				}
-			}
-			if c := m.GetCounter(); c != nil {
-				sum += c.GetValue()
-			}
-			if g := m.GetGauge(); g != nil {
-				sum += g.GetValue()
-			}
-		}
-	}
-	return sum
+	return proxytest.Metric(t, reg, name, labels)
 }
 
 // bindESME binds account (password secret) with bind type bt.

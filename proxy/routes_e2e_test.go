@@ -17,7 +17,7 @@ import (
 	"github.com/smppproxy/smppproxy/smpp"
 )
 
-// Issue #6: several upstreams, weighted routes, backups, failover and
+// Routing end to end: several upstreams, weighted routes, backups, failover and
 // return, one upstream bind for all segments of a message, and the README's
 // worked example configuration.
 
@@ -129,7 +129,7 @@ func binomialBounds(n int, p float64) (lo, hi int64) {
 	return int64(math.Floor(mean - 5*sd)), int64(math.Ceil(mean + 5*sd))
 }
 
-// Issue #6, test 1: weights 3:1 split 4000 submits about 3:1; the primary's
+// Weights 3:1 split 4000 submits about 3:1; the primary's
 // simulator stopped → every new submit goes to the other upstream and none
 // fails; a simulator started again on the primary's address → traffic
 // returns.

@@ -30,8 +30,7 @@ func TestShutdownDeadlineDoesNotWaitForResponseTimeout(t *testing.T) {
 	if err := app.WaitUpstreams(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	c := dialESME(t, app.Addr())
-	c.bind(smpp.CmdBindTransceiver, "shop", "secret")
+	c := dialBound(t, app.Addr(), smpp.CmdBindTransceiver)
 	go func() { _, _ = c.call(smpptest.EncodeSubmit(1, keyed("sd-1", "x")), 40*time.Second) }()
 	waitFor(t, 10*time.Second, "the submit to reach the SMSC", func() bool { return smsc.Total() > 0 })
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)

@@ -103,7 +103,7 @@ func tlsAddr(t *testing.T, app *App) string {
 	return a
 }
 
-// Issue #6, test 4: a client over TLS (listen.tls, a certificate issued in
+// A client over TLS (listen.tls, a certificate issued in
 // the test by a throw-away CA) binds, submits and gets its answer; a retry
 // over the plain listener is replayed with the same message_id; a client
 // that does not trust the certificate never gets to bind.

@@ -84,8 +84,7 @@ func TestUpstreamOverTLSWithPrivateCA(t *testing.T) {
 	cfg.Upstreams[0].TLSCA = caFile
 	cfg.Upstreams[0].TLSServerName = "127.0.0.1"
 	app := startProxy(t, cfg)
-	c := dialESME(t, app.Addr())
-	c.bind(smpp.CmdBindTransceiver, "shop", "secret")
+	c := dialBound(t, app.Addr(), smpp.CmdBindTransceiver)
 	if r := c.submit(1, keyed("tls-up-1", "hello")); r.Status != 0 || r.ID == "" {
 		t.Fatalf("submit through a TLS upstream = %+v, want accepted", r)
 	}
@@ -112,8 +111,7 @@ func TestUpstreamOverTLSWithPrivateCA(t *testing.T) {
 			t.Fatalf("upstream bound without trusting the SMSC's CA: %+v", s)
 		}
 	}
-	c2 := dialESME(t, app2.Addr())
-	c2.bind(smpp.CmdBindTransceiver, "shop", "secret")
+	c2 := dialBound(t, app2.Addr(), smpp.CmdBindTransceiver)
 	if r := c2.submit(1, keyed("tls-up-2", "hello")); r.Status != smpp.StatusSysErr {
 		t.Errorf("submit with an untrusted upstream = %v, want 0x08 (no bind)", r.Status)
 	}

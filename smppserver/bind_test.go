@@ -54,10 +54,7 @@ func TestBindRefusedClosesConnection(t *testing.T) {
 		"unknown system_id": {"nobody", password},
 		"empty credentials": {"", ""},
 	}
-	rec := newRecorder()
-	srv := newTestServer(nil)
-	rec.attach(srv)
-	addr := RunLocalServer(t, srv)
+	srv, rec, addr := runRecorded(t)
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
 			c := dialESME(t, addr)
@@ -125,8 +122,7 @@ func TestSecondBindOnBoundConnection(t *testing.T) {
 	t.Parallel()
 	srv := newTestServer(nil)
 	addr := RunLocalServer(t, srv)
-	c := dialESME(t, addr)
-	c.mustBind(smpp.CmdBindTransceiver, "shop")
+	c := dialBound(t, addr, smpp.CmdBindTransceiver)
 	for _, cmd := range []uint32{smpp.CmdBindTransmitter, smpp.CmdBindReceiver, smpp.CmdBindTransceiver} {
 		if h, _ := c.bind(cmd, "shop", password); h.Status != smpp.StatusAlyBnd {
 			t.Errorf("second bind %#x: status = %v, want %v", cmd, h.Status.String(), smpp.StatusAlyBnd.String())
@@ -183,8 +179,7 @@ func TestBoundSessionOutlivesBindTimeout(t *testing.T) {
 	srv := newTestServer(nil)
 	srv.BindTimeout = bindTimeout
 	addr := RunLocalServer(t, srv)
-	c := dialESME(t, addr)
-	c.mustBind(smpp.CmdBindTransmitter, "shop")
+	c := dialBound(t, addr, smpp.CmdBindTransmitter)
 	time.Sleep(bindTimeout + 100*time.Millisecond)
 	c.expectOpen("bound session after BindTimeout")
 }

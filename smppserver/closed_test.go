@@ -21,8 +21,7 @@ func TestClosedCountsIncludeUnboundSessions(t *testing.T) {
 		t.Fatalf("bind with a wrong password = %v, want 0x0D", h.Status)
 	}
 	bad.expectClosed("failed bind")
-	good := dialESME(t, addr)
-	good.mustBind(smpp.CmdBindTransceiver, "shop")
+	good := dialBound(t, addr, smpp.CmdBindTransceiver)
 	seq := good.send(smpp.CmdUnbind, nil)
 	good.expect("unbind", smpp.CmdUnbind|smpp.RespBit, seq, smpp.StatusOK)
 	good.expectClosed("unbound by the ESME")

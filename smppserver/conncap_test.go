@@ -1,7 +1,6 @@
 package smppserver
 
 import (
-	"bufio"
 	"net"
 	"testing"
 
@@ -36,6 +35,18 @@ func refusedMetric(t *testing.T, srv *Server, reason string) float64 {
 	return 0
 }
 
+// wantRefusedBy checks that one connection was refused for reason and
+// none for other.
+func wantRefusedBy(t *testing.T, srv *Server, reason, other string) {
+	t.Helper()
+	if got := refusedMetric(t, srv, reason); got != 1 {
+		t.Errorf("refused{reason=%s} = %v, want 1", reason, got)
+	}
+	if got := refusedMetric(t, srv, other); got != 0 {
+		t.Errorf("refused{reason=%s} = %v, want 0", other, got)
+	}
+}
+
 // Beyond MaxConnections a connection is accepted and closed at once, with
 // nothing sent, and counted; the open ones keep working, and once one of
 // them ends a new connection is served again.
@@ -45,26 +56,19 @@ func TestConnectionsBeyondTheTotalCapAreClosedAtOnceAndCounted(t *testing.T) {
 	srv.MaxConnections = 2
 	addr := RunLocalServer(t, srv)
 
-	a := dialESME(t, addr)
-	a.mustBind(smpp.CmdBindTransceiver, "shop")
+	a := dialBound(t, addr, smpp.CmdBindTransceiver)
 	b := dialESME(t, addr)
 	b.expectOpen("second connection, unbound")
 
 	extra := dialESME(t, addr)
 	extra.expectClosed("third connection with max_connections 2")
-	if got := refusedMetric(t, srv, "max_connections"); got != 1 {
-		t.Errorf("refused{reason=max_connections} = %v, want 1", got)
-	}
-	if got := refusedMetric(t, srv, "max_connections_per_ip"); got != 0 {
-		t.Errorf("refused{reason=max_connections_per_ip} = %v, want 0", got)
-	}
+	wantRefusedBy(t, srv, "max_connections", "max_connections_per_ip")
 	a.submit("bound session after a refusal", smpp.StatusOK)
 	b.expectOpen("unbound session after a refusal")
 
 	_ = b.conn.Close()
 	waitFor(t, "the closed connection to be released", func() bool { return srv.OpenConnections() == 1 })
-	c := dialESME(t, addr)
-	c.mustBind(smpp.CmdBindTransceiver, "shop")
+	dialBound(t, addr, smpp.CmdBindTransceiver)
 }
 
 // Beyond MaxConnectionsPerIP a connection from that address is accepted
@@ -81,12 +85,7 @@ func TestConnectionsBeyondThePerIPCapAreClosedAtOnceAndCounted(t *testing.T) {
 	}
 	extra := dialESME(t, addr)
 	extra.expectClosed("third connection from 127.0.0.1 with max_connections_per_ip 2")
-	if got := refusedMetric(t, srv, "max_connections_per_ip"); got != 1 {
-		t.Errorf("refused{reason=max_connections_per_ip} = %v, want 1", got)
-	}
-	if got := refusedMetric(t, srv, "max_connections"); got != 0 {
-		t.Errorf("refused{reason=max_connections} = %v, want 0", got)
-	}
+	wantRefusedBy(t, srv, "max_connections_per_ip", "max_connections")
 
 	// Another source address on the loopback interface has its own count.
 	d := net.Dialer{Timeout: ioTimeout, LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}
@@ -95,6 +94,6 @@ func TestConnectionsBeyondThePerIPCapAreClosedAtOnceAndCounted(t *testing.T) {
 		t.Skipf("cannot dial from 127.0.0.2 here: %v", err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	other := &esme{t: t, conn: conn, r: bufio.NewReader(conn)}
+	other := newESME(t, conn)
 	other.mustBind(smpp.CmdBindTransceiver, "shop")
 }

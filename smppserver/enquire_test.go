@@ -16,8 +16,7 @@ func TestServerSendsEnquireLinkWhenIdle(t *testing.T) {
 	srv := newTestServer(nil)
 	srv.EnquireLink = enquireLink
 	addr := RunLocalServer(t, srv)
-	c := dialESME(t, addr)
-	c.mustBind(smpp.CmdBindTransceiver, "shop")
+	c := dialBound(t, addr, smpp.CmdBindTransceiver)
 
 	lastTraffic := time.Now()
 	for i := range 4 { // 4 rounds > 3 × EnquireLink
@@ -43,8 +42,7 @@ func TestIdleSessionIsClosed(t *testing.T) {
 	srv.EnquireLink = enquireLink
 	rec.attach(srv)
 	addr := RunLocalServer(t, srv)
-	c := dialESME(t, addr)
-	c.mustBind(smpp.CmdBindTransceiver, "shop")
+	c := dialBound(t, addr, smpp.CmdBindTransceiver)
 	bound := time.Now()
 	if ev := rec.next(t); !ev.up {
 		t.Fatalf("hook call = %+v, want OnBound", ev)

@@ -13,12 +13,8 @@ import (
 // after it is flushed.
 func TestUnbind(t *testing.T) {
 	t.Parallel()
-	rec := newRecorder()
-	srv := newTestServer(nil)
-	rec.attach(srv)
-	addr := RunLocalServer(t, srv)
-	c := dialESME(t, addr)
-	c.mustBind(smpp.CmdBindTransceiver, "shop")
+	srv, _, addr := runRecorded(t)
+	c := dialBound(t, addr, smpp.CmdBindTransceiver)
 	s := sessionOf(t, srv, c)
 	seq := c.send(smpp.CmdUnbind, nil)
 	c.expect("unbind", smpp.CmdUnbind|smpp.RespBit, seq, smpp.StatusOK)
@@ -70,8 +66,7 @@ func TestHandlerFailures(t *testing.T) {
 				tt.handler(ctx, w, r)
 			}))
 			addr := RunLocalServer(t, srv)
-			c := dialESME(t, addr)
-			c.mustBind(smpp.CmdBindTransceiver, "shop")
+			c := dialBound(t, addr, smpp.CmdBindTransceiver)
 			seq := c.send(tt.cmd, nil)
 			c.expect(name, tt.resp, seq, smpp.StatusSysErr)
 			if got := srv.Panics(); got != tt.wantPanics {
@@ -83,8 +78,7 @@ func TestHandlerFailures(t *testing.T) {
 			// The session and the server keep serving.
 			seq = c.send(smpp.CmdSubmitSM, []byte("\x00ok"))
 			c.expect(name+": next submit on the same session", smpp.CmdSubmitSM|smpp.RespBit, seq, smpp.StatusOK)
-			other := dialESME(t, addr)
-			other.mustBind(smpp.CmdBindTransceiver, "shop")
+			dialBound(t, addr, smpp.CmdBindTransceiver)
 		})
 	}
 }
@@ -103,8 +97,7 @@ func TestResponseWriterWritesOnce(t *testing.T) {
 		errs <- e
 	}))
 	addr := RunLocalServer(t, srv)
-	c := dialESME(t, addr)
-	c.mustBind(smpp.CmdBindTransceiver, "shop")
+	c := dialBound(t, addr, smpp.CmdBindTransceiver)
 	c.submit("first write wins", smpp.StatusInvDstAdr)
 	e := <-errs
 	if e[0] != nil || !errors.Is(e[1], ErrAlreadyWritten) || !errors.Is(e[2], ErrAlreadyWritten) {
@@ -183,6 +176,5 @@ func TestAuthenticatorPanic(t *testing.T) {
 	if got := srv.Panics(); got != 1 {
 		t.Errorf("Panics() = %d, want 1", got)
 	}
-	other := dialESME(t, addr)
-	other.mustBind(smpp.CmdBindTransceiver, "shop")
+	dialBound(t, addr, smpp.CmdBindTransceiver)
 }

@@ -1,7 +1,6 @@
 package smppserver
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -9,10 +8,10 @@ import (
 	"net"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
+	esmeclient "github.com/smppproxy/smppproxy/esme"
 	"github.com/smppproxy/smppproxy/internal/testkit"
 	"github.com/smppproxy/smppproxy/smpp"
 )
@@ -100,12 +99,15 @@ func newTestServer(h Handler) *Server {
 	}
 }
 
-// esme is a raw SMPP client: it writes frames as given and reads them back
-// with smpp.ReadFrame. Methods must be called from the test goroutine.
+// esme is a raw SMPP client for protocol tests: it writes frames as given,
+// synchronously on the connection (so a test may close or half-close it
+// right after), and reads every inbound frame through a package esme client
+// in Raw mode, which answers nothing by itself. Methods must be called from
+// the test goroutine.
 type esme struct {
 	t    testing.TB
 	conn net.Conn
-	r    *bufio.Reader
+	c    *esmeclient.Client
 	seq  uint32
 }
 
@@ -116,7 +118,22 @@ func dialESME(t testing.TB, addr string) *esme {
 		t.Fatalf("dial %s: %v", addr, err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
-	return &esme{t: t, conn: c, r: bufio.NewReader(c)}
+	return newESME(t, c)
+}
+
+// newESME runs the raw client over an established connection.
+func newESME(t testing.TB, conn net.Conn) *esme {
+	c := esmeclient.NewClient(conn, esmeclient.Options{Raw: true, Timeout: ioTimeout, MaxPDUSize: 1 << 20})
+	t.Cleanup(c.Close)
+	return &esme{t: t, conn: conn, c: c}
+}
+
+// dialBound dials addr and binds as shop with kind; the bind must succeed.
+func dialBound(t testing.TB, addr string, kind uint32) *esme {
+	t.Helper()
+	c := dialESME(t, addr)
+	c.mustBind(kind, "shop")
+	return c
 }
 
 func (c *esme) nextSeq() uint32 {
@@ -124,10 +141,16 @@ func (c *esme) nextSeq() uint32 {
 	return c.seq
 }
 
+// write writes b. Once the server has closed the connection the reader has
+// closed the socket too; b is then dropped, as the server would never read
+// it, and the next read reports the close.
 func (c *esme) write(b []byte) {
 	c.t.Helper()
 	_ = c.conn.SetWriteDeadline(time.Now().Add(ioTimeout))
 	if _, err := c.conn.Write(b); err != nil {
+		if errors.Is(err, net.ErrClosed) && isClosedErr(c.c.Err()) {
+			return
+		}
 		c.t.Fatalf("write: %v", err)
 	}
 }
@@ -151,8 +174,9 @@ func (c *esme) read() (smpp.Header, []byte) {
 }
 
 func (c *esme) tryRead(d time.Duration) (smpp.Header, []byte, error) {
-	_ = c.conn.SetReadDeadline(time.Now().Add(d))
-	frame, err := smpp.ReadFrame(c.r, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	frame, err := c.c.ReadRaw(ctx)
 	if err != nil {
 		return smpp.Header{}, nil, err
 	}
@@ -191,10 +215,15 @@ func (c *esme) expectOpen(what string) {
 	c.expect(what+": enquire_link", smpp.CmdEnquireLink|smpp.RespBit, seq, smpp.StatusOK)
 }
 
-// isClosedErr reports a connection closed between frames (a partial frame
-// before the close is io.ErrUnexpectedEOF and does not count).
+// isClosedErr reports a connection the server closed between frames: the
+// client's read ended with the peer's close or a reset. A partial frame
+// before the close (io.ErrUnexpectedEOF), a timeout or a close of our own
+// does not count.
 func isClosedErr(err error) bool {
-	return errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)
+	if !errors.Is(err, esmeclient.ErrClosed) || err == esmeclient.ErrClosed {
+		return false
+	}
+	return !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, net.ErrClosed)
 }
 
 // bind sends a bind of the given kind and returns the response header and
@@ -318,6 +347,16 @@ func (r *recorder) hook(s *Session, up bool) {
 	r.events = append(r.events, ev)
 	r.mu.Unlock()
 	r.ch <- ev
+}
+
+// runRecorded serves a test server (okHandler) whose OnBound and OnClosed
+// calls are recorded, on 127.0.0.1:0 until the test ends.
+func runRecorded(t testing.TB) (*Server, *recorder, string) {
+	t.Helper()
+	rec := newRecorder()
+	srv := newTestServer(nil)
+	rec.attach(srv)
+	return srv, rec, RunLocalServer(t, srv)
 }
 
 // attach sets srv's OnBound and OnClosed hooks to record into r.

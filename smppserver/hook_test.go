@@ -47,12 +47,8 @@ func TestBoundSessionsReportedOnceBoundOnceClosed(t *testing.T) {
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			rec := newRecorder()
-			srv := newTestServer(nil)
-			rec.attach(srv)
-			addr := RunLocalServer(t, srv)
-			c := dialESME(t, addr)
-			c.mustBind(smpp.CmdBindReceiver, "shop")
+			srv, rec, addr := runRecorded(t)
+			c := dialBound(t, addr, smpp.CmdBindReceiver)
 			s := sessionOf(t, srv, c)
 			up := rec.next(t)
 			if want := (sessionEvent{id: s.ID(), up: true, account: "shop", bind: smpp.BindReceiver}); up != want {

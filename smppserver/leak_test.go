@@ -22,12 +22,10 @@ func TestNoGoroutineLeakAfterClose(t *testing.T) {
 
 	unbound := dialESME(t, addr)
 	unbound.expectOpen("unbound session")
-	busy := dialESME(t, addr)
-	busy.mustBind(smpp.CmdBindTransceiver, "shop")
+	busy := dialBound(t, addr, smpp.CmdBindTransceiver)
 	busy.send(smpp.CmdSubmitSM, submitBody("in flight"))
 	g.waitStarted(t, 1)
-	rx := dialESME(t, addr)
-	rx.mustBind(smpp.CmdBindReceiver, "shop")
+	rx := dialBound(t, addr, smpp.CmdBindReceiver)
 	pending := make(chan error, 1)
 	go func() {
 		_, err := sessionOf(t, srv, rx).Request(context.Background(), smpp.CmdDeliverSM, deliverBody("never answered"))

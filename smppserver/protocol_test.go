@@ -55,8 +55,7 @@ func TestInvalidCommandLength(t *testing.T) {
 	srv.MaxPDUSize = 65536
 	addr := RunLocalServer(t, srv)
 
-	bystander := dialESME(t, addr)
-	bystander.mustBind(smpp.CmdBindTransceiver, "shop")
+	bystander := dialBound(t, addr, smpp.CmdBindTransceiver)
 
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -78,8 +77,7 @@ func TestInvalidCommandLength(t *testing.T) {
 	}
 
 	// 65536 itself is allowed.
-	c := dialESME(t, addr)
-	c.mustBind(smpp.CmdBindTransceiver, "shop")
+	c := dialBound(t, addr, smpp.CmdBindTransceiver)
 	seq := c.nextSeq()
 	c.write(smpp.EncodeSimple(smpp.CmdSubmitSM, smpp.StatusOK, seq, make([]byte, 65536-smpp.HeaderLen)))
 	c.expect("submit of exactly MaxPDUSize", smpp.CmdSubmitSM|smpp.RespBit, seq, smpp.StatusOK)
@@ -96,12 +94,10 @@ func TestTruncatedStreamIsJustClosed(t *testing.T) {
 	}
 	srv := newTestServer(nil)
 	addr := RunLocalServer(t, srv)
-	bystander := dialESME(t, addr)
-	bystander.mustBind(smpp.CmdBindTransceiver, "shop")
+	bystander := dialBound(t, addr, smpp.CmdBindTransceiver)
 	for name, partial := range tests {
 		t.Run(name, func(t *testing.T) {
-			c := dialESME(t, addr)
-			c.mustBind(smpp.CmdBindTransceiver, "shop")
+			c := dialBound(t, addr, smpp.CmdBindTransceiver)
 			s := sessionOf(t, srv, c)
 			c.write(partial)
 			if err := c.conn.(*net.TCPConn).CloseWrite(); err != nil {

@@ -53,8 +53,7 @@ func TestSessionCloseLogsReasonByName(t *testing.T) {
 	srv := newTestServer(nil)
 	srv.Logger = slog.New(slog.NewJSONHandler(&buf, nil))
 	addr := RunLocalServer(t, srv)
-	c := dialESME(t, addr)
-	c.mustBind(smpp.CmdBindTransceiver, "shop")
+	c := dialBound(t, addr, smpp.CmdBindTransceiver)
 	s := sessionOf(t, srv, c)
 	_ = c.conn.Close()
 	if got := waitClosed(t, s); got != ReasonClientClosed {

@@ -19,10 +19,8 @@ func TestSessionRequest(t *testing.T) {
 	t.Parallel()
 	srv := newTestServer(nil)
 	addr := RunLocalServer(t, srv)
-	rx := dialESME(t, addr)
-	rx.mustBind(smpp.CmdBindReceiver, "shop")
-	tx := dialESME(t, addr)
-	tx.mustBind(smpp.CmdBindTransmitter, "shop")
+	rx := dialBound(t, addr, smpp.CmdBindReceiver)
+	dialBound(t, addr, smpp.CmdBindTransmitter)
 	other := dialESME(t, addr)
 	other.mustBind(smpp.CmdBindTransceiver, "solo")
 
@@ -66,8 +64,7 @@ func TestSessionRequestEnds(t *testing.T) {
 	addr := RunLocalServer(t, srv)
 
 	t.Run("context expires", func(t *testing.T) {
-		c := dialESME(t, addr)
-		c.mustBind(smpp.CmdBindTransceiver, "shop")
+		c := dialBound(t, addr, smpp.CmdBindTransceiver)
 		s := sessionOf(t, srv, c)
 		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 		defer cancel()
@@ -77,8 +74,7 @@ func TestSessionRequestEnds(t *testing.T) {
 	})
 
 	t.Run("session closes while waiting", func(t *testing.T) {
-		c := dialESME(t, addr)
-		c.mustBind(smpp.CmdBindTransceiver, "shop")
+		c := dialBound(t, addr, smpp.CmdBindTransceiver)
 		s := sessionOf(t, srv, c)
 		errc := make(chan error, 1)
 		go func() {
@@ -98,8 +94,7 @@ func TestSessionRequestEnds(t *testing.T) {
 	})
 
 	t.Run("session already closed", func(t *testing.T) {
-		c := dialESME(t, addr)
-		c.mustBind(smpp.CmdBindTransceiver, "shop")
+		c := dialBound(t, addr, smpp.CmdBindTransceiver)
 		s := sessionOf(t, srv, c)
 		s.Kick()
 		waitClosed(t, s)

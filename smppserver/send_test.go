@@ -26,8 +26,7 @@ func TestSessionSendReturnsBeforeResponse(t *testing.T) {
 	t.Parallel()
 	srv := newTestServer(nil)
 	addr := RunLocalServer(t, srv)
-	rx := dialESME(t, addr)
-	rx.mustBind(smpp.CmdBindReceiver, "shop")
+	rx := dialBound(t, addr, smpp.CmdBindReceiver)
 	s := sessionOf(t, srv, rx)
 
 	// The ESME reads nothing yet: a Send that waited for the response
@@ -92,8 +91,7 @@ func TestSessionSendCancel(t *testing.T) {
 	t.Parallel()
 	srv := newTestServer(nil)
 	addr := RunLocalServer(t, srv)
-	rx := dialESME(t, addr)
-	rx.mustBind(smpp.CmdBindReceiver, "shop")
+	rx := dialBound(t, addr, smpp.CmdBindReceiver)
 	s := sessionOf(t, srv, rx)
 
 	resp, cancel, err := s.Send(context.Background(), smpp.CmdDeliverSM, deliverBody("forgotten"))
@@ -122,8 +120,7 @@ func TestSessionSendOrder(t *testing.T) {
 	t.Parallel()
 	srv := newTestServer(nil)
 	addr := RunLocalServer(t, srv)
-	rx := dialESME(t, addr)
-	rx.mustBind(smpp.CmdBindReceiver, "shop")
+	rx := dialBound(t, addr, smpp.CmdBindReceiver)
 	s := sessionOf(t, srv, rx)
 
 	n := 3 * cap(s.out)

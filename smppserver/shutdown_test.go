@@ -1,7 +1,6 @@
 package smppserver
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"net"
@@ -20,8 +19,7 @@ func TestShutdownDrainsInFlight(t *testing.T) {
 	srv := newTestServer(g)
 	rec.attach(srv)
 	addr, served := runLocalServer(t, srv)
-	c := dialESME(t, addr)
-	c.mustBind(smpp.CmdBindTransceiver, "shop")
+	c := dialBound(t, addr, smpp.CmdBindTransceiver)
 	rec.next(t)
 	seq := c.send(smpp.CmdSubmitSM, submitBody("in flight"))
 	g.waitStarted(t, 1)
@@ -84,8 +82,7 @@ func TestShutdownUnbindsIdleSessions(t *testing.T) {
 	for i := range 20 {
 		srv := newTestServer(nil)
 		addr := RunLocalServer(t, srv)
-		c := dialESME(t, addr)
-		c.mustBind(smpp.CmdBindTransceiver, "shop")
+		c := dialBound(t, addr, smpp.CmdBindTransceiver)
 		unbound := dialESME(t, addr)
 		sessionOf(t, srv, unbound)
 
@@ -112,8 +109,7 @@ func TestShutdownExpiredContext(t *testing.T) {
 	g := newGatedHandler(2) // never released: only the session context ends it
 	srv := newTestServer(g)
 	addr, served := runLocalServer(t, srv)
-	c := dialESME(t, addr)
-	c.mustBind(smpp.CmdBindTransceiver, "shop")
+	c := dialBound(t, addr, smpp.CmdBindTransceiver)
 	c.send(smpp.CmdSubmitSM, submitBody("stuck"))
 	g.waitStarted(t, 1)
 
@@ -146,8 +142,7 @@ func TestCloseCancelsHandlers(t *testing.T) {
 	srv := newTestServer(g)
 	rec.attach(srv)
 	addr := RunLocalServer(t, srv)
-	c := dialESME(t, addr)
-	c.mustBind(smpp.CmdBindTransceiver, "shop")
+	c := dialBound(t, addr, smpp.CmdBindTransceiver)
 	rec.next(t)
 	c.send(smpp.CmdSubmitSM, submitBody("stuck"))
 	g.waitStarted(t, 1)
@@ -194,7 +189,7 @@ func expectRefused(t *testing.T, addr string) {
 		return
 	}
 	defer conn.Close()
-	c := &esme{t: t, conn: conn, r: bufio.NewReader(conn)}
+	c := newESME(t, conn)
 	c.send(smpp.CmdEnquireLink, nil)
 	c.expectClosed("new connection after the server closed")
 }

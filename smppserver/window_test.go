@@ -95,8 +95,7 @@ func TestServerWindowDefault(t *testing.T) {
 	srv := newTestServer(g)
 	srv.Window = 1
 	addr := RunLocalServer(t, srv)
-	c := dialESME(t, addr)
-	c.mustBind(smpp.CmdBindTransceiver, "shop")
+	c := dialBound(t, addr, smpp.CmdBindTransceiver)
 	seq := c.send(smpp.CmdSubmitSM, submitBody("one"))
 	g.waitStarted(t, 1)
 	c.submit("second submit with Server.Window = 1", smpp.StatusThrottled)

@@ -23,7 +23,8 @@ const module = "github.com/smppproxy/smppproxy"
 //	session
 //	dedup, route, dlr, querycancel      the middle: decide, forward, receipts,
 //	                                    query_sm/cancel_sm
-//	esme, sim                           test and tool support (clients, SMSC)
+//	esme, sim, internal/proxytest       test and tool support (clients, SMSC,
+//	                                    a proxy on loopback)
 //	proxy, admin                        wiring and the operator surface
 //	cmd/smppproxy                       the command, on top
 //
@@ -57,6 +58,9 @@ var layers = map[string][]string{
 
 	"esme": {"smpp", "logx"},
 	"sim":  {"smpp", "logx", "smppserver"},
+	// proxytest starts a sim SMSC and a proxy for tests; it takes the
+	// proxy's constructor, so proxy's own tests can use it.
+	"internal/proxytest": {"config", "sim"},
 
 	"proxy": {"smpp", "logx", "msgid", "config", "smppserver", "smppclient", "state", "session", "dedup", "route", "dlr", "querycancel"},
 	"admin": {"smpp", "logx", "config", "state", "session", "dedup", "route", "dlr"},
