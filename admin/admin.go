@@ -66,7 +66,8 @@ type Sessions interface {
 
 // Resolver settles unknown records (*dedup.Engine).
 type Resolver interface {
-	Resolve(ctx context.Context, k state.Key, messageID string, notSent bool, who string) (*state.Record, error)
+	ResolveAccepted(ctx context.Context, k state.Key, messageID, who string) (*state.Record, error)
+	ResolveNotSent(ctx context.Context, k state.Key, who string) (*state.Record, error)
 }
 
 // Receipts lists the receipts kept because they matched no record
@@ -528,7 +529,12 @@ func (h *handler) resolve(w http.ResponseWriter, r *http.Request) {
 		by = "operator"
 	}
 	who := fmt.Sprintf("%s (admin API from %s)", by, r.RemoteAddr)
-	rec, err := h.cfg.Resolver.Resolve(r.Context(), k, req.MessageID, req.NotSent, who)
+	var rec *state.Record
+	if req.NotSent {
+		rec, err = h.cfg.Resolver.ResolveNotSent(r.Context(), k, who)
+	} else {
+		rec, err = h.cfg.Resolver.ResolveAccepted(r.Context(), k, req.MessageID, who)
+	}
 	switch {
 	case err == nil:
 	case errors.Is(err, state.ErrNotFound):

@@ -105,26 +105,26 @@ func TestRetryableAfterValidityIsNotSentLate(t *testing.T) {
 	}
 }
 
-func TestResolve(t *testing.T) {
+func TestOperatorResolvesUnknownRecordsAsAcceptedOrNotSent(t *testing.T) {
 	f := &fakeForwarder{answer: func(int) Result { return Result{Kind: Ambiguous} }}
 	e, _, _ := newEngine(t, f)
 	e.Submit(ctx, "shop", Policy{}, submit(t, "r1", "x"))
 	e.Submit(ctx, "shop", Policy{}, submit(t, "r2", "y"))
 	k1 := state.Key{Account: "shop", Key: "k:r1"}
 	k2 := state.Key{Account: "shop", Key: "k:r2"}
-	if _, err := e.Resolve(ctx, k1, "", false, "op"); err == nil {
-		t.Errorf("Resolve with neither id nor not-sent succeeded")
+	if _, err := e.ResolveAccepted(ctx, k1, "", "op"); err == nil {
+		t.Errorf("ResolveAccepted without a message id succeeded")
 	}
-	if r, err := e.Resolve(ctx, k1, "smsc-77", false, "op"); err != nil || r.State != state.Accepted {
+	if r, err := e.ResolveAccepted(ctx, k1, "smsc-77", "op"); err != nil || r.State != state.Accepted {
 		t.Fatalf("Resolve(message id) = %+v, %v", r, err)
 	}
-	if _, err := e.Resolve(ctx, k1, "smsc-78", false, "op"); !errors.Is(err, ErrNotUnknown) {
+	if _, err := e.ResolveAccepted(ctx, k1, "smsc-78", "op"); !errors.Is(err, ErrNotUnknown) {
 		t.Errorf("second Resolve = %v, want ErrNotUnknown", err)
 	}
 	if a := e.Submit(ctx, "shop", Policy{}, submit(t, "r1", "x")); a.Status != 0 || a.MessageID != "smsc-77" {
 		t.Errorf("retry after resolve = {%v %q}, want {0 smsc-77}", a.Status, a.MessageID)
 	}
-	if r, err := e.Resolve(ctx, k2, "", true, "op"); err != nil || r.State != state.Retryable {
+	if r, err := e.ResolveNotSent(ctx, k2, "op"); err != nil || r.State != state.Retryable {
 		t.Fatalf("Resolve(not sent) = %+v, %v", r, err)
 	}
 	f.answer = nil

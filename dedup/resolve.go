@@ -49,36 +49,47 @@ func (e *Engine) issueID(ctx context.Context, account string) string {
 	return id
 }
 
-// Resolve settles an unknown record by an operator: with a message id it
-// becomes accepted (retries are answered with that id); with notSent it
-// becomes retryable (the next retry forwards it). Only unknown records can
-// be resolved; ErrNotUnknown otherwise. A message id that another live
-// record of the record's upstream holds is refused with ErrMessageIDHeld:
-// the receipt index would be re-pointed and that record's receipts would
-// go to this record's ESME.
-func (e *Engine) Resolve(ctx context.Context, k state.Key, messageID string, notSent bool, who string) (*state.Record, error) {
-	if (messageID == "") == !notSent {
-		return nil, errors.New("dedup: resolve needs exactly one of a message id or not-sent")
+// ResolveAccepted settles an unknown record by an operator who found it
+// at the SMSC: it becomes accepted with messageID, and retries are
+// answered with that id. Only unknown records can be resolved
+// (ErrNotUnknown otherwise). A message id that another live record of the
+// record's upstream holds is refused with ErrMessageIDHeld: the receipt
+// index would be re-pointed and that record's receipts would go to this
+// record's ESME.
+func (e *Engine) ResolveAccepted(ctx context.Context, k state.Key, messageID, who string) (*state.Record, error) {
+	if messageID == "" {
+		return nil, errors.New("dedup: resolve as accepted needs a message id")
 	}
-	if messageID != "" {
-		if err := e.checkIDFree(ctx, k, messageID); err != nil {
-			return nil, err
-		}
+	if err := e.checkIDFree(ctx, k, messageID); err != nil {
+		return nil, err
 	}
+	return e.resolve(ctx, k, who, func(r *state.Record, ev *state.Event) {
+		r.State, r.MessageID, r.Status = state.Accepted, messageID, 0
+		r.NormID = e.normID(r.Upstream, messageID)
+		ev.MessageID = messageID
+	})
+}
+
+// ResolveNotSent settles an unknown record by an operator who found that
+// the SMSC never got it: it becomes retryable, and the next retry forwards
+// it. Only unknown records can be resolved (ErrNotUnknown otherwise).
+func (e *Engine) ResolveNotSent(ctx context.Context, k state.Key, who string) (*state.Record, error) {
+	return e.resolve(ctx, k, who, func(r *state.Record, ev *state.Event) {
+		r.State, r.Status = state.Retryable, uint32(smpp.StatusSysErr)
+		ev.Note += ": not sent"
+	})
+}
+
+// resolve applies an operator's settlement to an unknown record, with its
+// history event, and logs and counts it.
+func (e *Engine) resolve(ctx context.Context, k state.Key, who string, settle func(*state.Record, *state.Event)) (*state.Record, error) {
 	r, err := e.cfg.Store.Update(ctx, k, func(r *state.Record) error {
 		if r.State != state.Unknown {
 			return fmt.Errorf("%w (state %s)", ErrNotUnknown, r.State)
 		}
 		r.Updated = e.now()
 		ev := state.Event{At: r.Updated, Note: "resolved by " + who}
-		if notSent {
-			r.State, r.Status = state.Retryable, uint32(smpp.StatusSysErr)
-			ev.Note += ": not sent"
-		} else {
-			r.State, r.MessageID, r.Status = state.Accepted, messageID, 0
-			r.NormID = e.normID(r.Upstream, messageID)
-			ev.MessageID = messageID
-		}
+		settle(r, &ev)
 		ev.State = r.State
 		addEvent(r, ev)
 		return nil

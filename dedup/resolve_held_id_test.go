@@ -24,7 +24,7 @@ func TestResolveRefusesAMessageIDAnotherRecordHolds(t *testing.T) {
 	e.Submit(ctx, "shop", Policy{}, submit(t, "lost-1", "y"))
 	lost := state.Key{Account: "shop", Key: KeyOfTLV([]byte("lost-1"))}
 
-	_, err := e.Resolve(ctx, lost, "smsc-1", false, "op")
+	_, err := e.ResolveAccepted(ctx, lost, "smsc-1", "op")
 	if !errors.Is(err, ErrMessageIDHeld) {
 		t.Fatalf("Resolve with an id another record holds = %v, want ErrMessageIDHeld", err)
 	}
@@ -40,7 +40,7 @@ func TestResolveRefusesAMessageIDAnotherRecordHolds(t *testing.T) {
 		t.Errorf("ByMessageID(smsc-1) = %+v, %v; want the bank record still", r, err)
 	}
 	// The record's own id, or a free one, is accepted.
-	if r, err := e.Resolve(ctx, lost, "smsc-2", false, "op"); err != nil || r.State != state.Accepted {
+	if r, err := e.ResolveAccepted(ctx, lost, "smsc-2", "op"); err != nil || r.State != state.Accepted {
 		t.Errorf("Resolve with a free id = %+v, %v", r, err)
 	}
 }
