@@ -368,11 +368,9 @@ type assignment struct {
 // order within the window suffers when it passes, never delivery).
 const enqueueWait = time.Second
 
-// request sends a request PDU on r and waits for its response frame until
-// ctx ends (ctx.Err()) or the session does (smppserver.ErrSessionClosed),
-// as smppserver.Session.Request does; queued is closed as soon as Send has
-// returned, the request queued or refused. A response that came with the
-// end of ctx or of the session still counts.
+// request sends a request PDU on r and waits for its response frame as
+// smppserver.Session.Request does (smppserver.AwaitResponse); queued is
+// closed as soon as Send has returned, the request queued or refused.
 func request(ctx context.Context, r Receiver, id uint32, body []byte, queued chan<- struct{}) ([]byte, error) {
 	respc, forget, err := r.Send(ctx, id, body)
 	close(queued)
@@ -380,20 +378,7 @@ func request(ctx context.Context, r Receiver, id uint32, body []byte, queued cha
 		return nil, err
 	}
 	defer forget()
-	select {
-	case f := <-respc:
-		return f, nil
-	case <-ctx.Done():
-		err = ctx.Err()
-	case <-r.Done():
-		err = smppserver.ErrSessionClosed
-	}
-	select {
-	case f := <-respc:
-		return f, nil
-	default:
-		return nil, err
-	}
+	return smppserver.AwaitResponse(ctx, respc, r.Done())
 }
 
 // pickLocked returns the next session round-robin with a free window slot.

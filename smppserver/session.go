@@ -589,16 +589,26 @@ func (s *Session) Request(ctx context.Context, id uint32, body []byte) ([]byte, 
 		return nil, err
 	}
 	defer cancel()
+	return AwaitResponse(ctx, ch, s.done)
+}
+
+// AwaitResponse waits for the response frame of a request Send queued:
+// until ctx ends (ctx.Err()) or done, the session's Done, is closed
+// (ErrSessionClosed). A response that arrives together with either is
+// still returned. Request is Send then AwaitResponse; a caller that must
+// know when the request was queued calls the two itself.
+func AwaitResponse(ctx context.Context, resp <-chan []byte, done <-chan struct{}) ([]byte, error) {
+	var err error
 	select {
-	case f := <-ch:
+	case f := <-resp:
 		return f, nil
 	case <-ctx.Done():
 		err = ctx.Err()
-	case <-s.done:
+	case <-done:
 		err = ErrSessionClosed
 	}
 	select { // a response that came with the close or the deadline still counts
-	case f := <-ch:
+	case f := <-resp:
 		return f, nil
 	default:
 		return nil, err
