@@ -1,6 +1,7 @@
 package smppserver
 
-// Review finding: writeLoop sets the write deadline only just before
+// A frame larger than the write buffer is written after an idle spell. The
+// bug this guards against: writeLoop set the write deadline only just before
 // Flush, after the frames were handed to the bufio.Writer. A frame larger
 // than the free buffer (16 KiB) is written to the socket by bufio itself,
 // under the deadline of the previous flush, which has passed whenever the
@@ -22,7 +23,7 @@ import (
 	"github.com/smppproxy/smppproxy/smpp"
 )
 
-func TestReviewLargeFrameAfterIdleIsWritten(t *testing.T) {
+func TestFrameLargerThanTheWriteBufferIsWrittenAfterAnIdleSpell(t *testing.T) {
 	srv := &Server{
 		Handler: HandlerFunc(func(_ context.Context, w ResponseWriter, _ *Request) { _ = w.WriteStatus(smpp.StatusOK) }),
 		Auth: AuthFunc(func(context.Context, BindRequest) (*Principal, smpp.Status) {
