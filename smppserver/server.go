@@ -14,6 +14,10 @@ import (
 	"github.com/smppproxy/smppproxy/smpp"
 )
 
+// MaxUnboundPDUSize bounds command_length before a session is bound
+// (any bind fits in a few hundred bytes); MaxPDUSize applies after bind.
+const MaxUnboundPDUSize = 1024
+
 // Errors of this package.
 var (
 	// ErrServerClosed is returned by Serve after Shutdown or Close.

@@ -205,7 +205,7 @@ func (s *Session) readLoop() CloseReason {
 			}
 			_ = s.conn.SetReadDeadline(time.Now().Add(idle))
 		}
-		frame, err := readFrame(r, limit)
+		frame, err := smpp.ReadFrame(r, limit)
 		if err != nil {
 			var le *smpp.LengthError
 			var ne net.Error
