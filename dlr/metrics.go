@@ -75,9 +75,16 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	return m
 }
 
-func (m *metrics) count(outcome string) {
-	v, _ := m.counts.LoadOrStore(outcome, new(atomic.Uint64))
-	v.(*atomic.Uint64).Add(1)
+func (m *metrics) count(outcome string) { m.add(outcome, 1) }
+
+// add counts n events of outcome; the counter is allocated only the first
+// time an outcome is seen.
+func (m *metrics) add(outcome string, n uint64) {
+	v, ok := m.counts.Load(outcome)
+	if !ok {
+		v, _ = m.counts.LoadOrStore(outcome, new(atomic.Uint64))
+	}
+	v.(*atomic.Uint64).Add(n)
 }
 
 func (m *metrics) received(account, upstream, outcome string) {

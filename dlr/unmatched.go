@@ -44,7 +44,7 @@ type unmatchedBound struct {
 	max     int
 	q       state.Queue
 	log     *slog.Logger
-	count   func(outcome string) // Service.Count's counter
+	count   func(outcome string, n uint64) // Service.Count's counters
 	evicted *prometheus.CounterVec
 	wake    chan struct{} // capacity 1
 	// logLimit: one eviction line per upstream and minute.
@@ -57,10 +57,10 @@ type unmatchedBound struct {
 
 func newUnmatchedBound(limit int, q state.Queue, log *slog.Logger, m *metrics, reg prometheus.Registerer, now func() time.Time) *unmatchedBound {
 	b := &unmatchedBound{
-		max: limit, q: q, log: log, count: m.count, logLimit: logx.NewLimiter(time.Minute, 1024, now),
+		max: limit, q: q, log: log, count: m.add, logLimit: logx.NewLimiter(time.Minute, 1024, now),
 		evicted: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "smppproxy", Subsystem: "receipts", Name: "unmatched_evicted_total",
-			Help: "Unmatched receipts deleted, oldest first, to keep an upstream's unmatched queue at its cap (100000).",
+			Help: "Unmatched receipts deleted, oldest first, to keep an upstream's unmatched queue at its cap.",
 		}, []string{"upstream"}),
 		wake: make(chan struct{}, 1),
 		n:    map[string]int{}, after: map[string]uint64{},
@@ -189,9 +189,7 @@ func (b *unmatchedBound) evict(ctx context.Context, up string, n int) bool {
 	}
 	b.mu.Unlock()
 	b.evicted.WithLabelValues(up).Add(float64(done))
-	for range done {
-		b.count(CountUnmatchedEvicted)
-	}
+	b.count(CountUnmatchedEvicted, uint64(done))
 	if done < len(es) {
 		b.log.Warn("dlr: unmatched receipts over the cap not evicted: store refused the deletion", "upstream", up, "refused", len(es)-done)
 		return false
