@@ -35,15 +35,13 @@ type hiddenTags struct{}
 
 func (hiddenTags) Tag([32]byte) string { return "--------" }
 
-// prefixTagged starts a fingerprint key as the API shows it (dedup.TagKey).
-const prefixTagged = "fp~"
 
 // storedKeysOf returns the stored keys an operator's KEY may mean for
 // account: those of storedKeys or, for a fingerprint key as the API shows
 // it ("fp~<tag>…"), the stored keys of the account's records shown so,
 // found by a scan bounded by ScanCap.
 func (h *handler) storedKeysOf(ctx context.Context, account, key string) ([]string, error) {
-	if !strings.HasPrefix(key, prefixTagged) {
+	if !strings.HasPrefix(key, dedup.TaggedKeyPrefix) {
 		return storedKeys(key), nil
 	}
 	var out []string

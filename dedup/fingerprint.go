@@ -76,6 +76,10 @@ func (e *Engine) DisplayKey(stored string) string {
 	return TagKey(stored, e.Tag)
 }
 
+// TaggedKeyPrefix starts a fingerprint-derived key as operators see it
+// (TagKey): "fp~" and the fingerprint's tag.
+const TaggedKeyPrefix = "fp~"
+
 // TagKey returns a fingerprint-derived stored key ("fp:<64 hex>…") as
 // "fp~<tag>…", the fingerprint replaced by tag(fingerprint); any other key
 // is returned unchanged.
@@ -90,7 +94,7 @@ func TagKey(stored string, tag func([32]byte) string) string {
 	}
 	var fp [32]byte
 	copy(fp[:], b)
-	return "fp~" + tag(fp) + rest[64:]
+	return TaggedKeyPrefix + tag(fp) + rest[64:]
 }
 
 // logKey is a stored key as logs show it: as stored, except that the

@@ -160,9 +160,6 @@ func (r bindRefusal) String() string {
 	return "unknown"
 }
 
-// MarshalText writes the name.
-func (r bindRefusal) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
-
 // verify compares given with the bcrypt hash, or with plain when there is
 // no hash. A bcrypt check waits for a slot of the semaphore until ctx ends.
 func (a *accountAuth) verify(ctx context.Context, hash []byte, plain, given string) (bool, error) {

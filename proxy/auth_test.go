@@ -251,6 +251,10 @@ func TestRepeatedBindFailureLogLinesAreRateLimited(t *testing.T) {
 	if len(lines) != 3 {
 		t.Fatalf("bind refused lines = %d, want 3 (one per source, then one after the interval):\n%s", len(lines), buf.String())
 	}
+	// The reasons operators grep for after "bind refused: ".
+	if !strings.Contains(lines[0], `"msg":"bind refused: wrong password"`) || !strings.Contains(lines[1], `"msg":"bind refused: unknown system_id"`) {
+		t.Errorf("refusal lines do not name their reason:\n%s", strings.Join(lines, "\n"))
+	}
 	if !strings.Contains(lines[0], `"remote":"192.0.2.1:40000"`) || !strings.Contains(lines[1], `"remote":"192.0.2.2:40000"`) {
 		t.Errorf("first lines are not one per source:\n%s", strings.Join(lines, "\n"))
 	}
