@@ -35,7 +35,6 @@ type hiddenTags struct{}
 
 func (hiddenTags) Tag([32]byte) string { return "--------" }
 
-
 // storedKeysOf returns the stored keys an operator's KEY may mean for
 // account: those of storedKeys or, for a fingerprint key as the API shows
 // it ("fp~<tag>…"), the stored keys of the account's records shown so,
