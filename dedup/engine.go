@@ -48,13 +48,17 @@ type Config struct {
 // Engine applies the submit decision table. Safe for concurrent use.
 // Close stops its background writes.
 type Engine struct {
-	cfg   Config
-	log   *slog.Logger
-	now   func() time.Time
-	seq   atomic.Uint64
-	mu    sync.Mutex
-	fl    map[state.Key]*flight
-	count [numOutcomes]atomic.Uint64
+	cfg Config
+	log *slog.Logger
+	now func() time.Time
+	seq atomic.Uint64
+	mu  sync.Mutex
+	fl  map[state.Key]*flight
+	// started is when New ran: records with a legacy fingerprint are
+	// written only by versions before the secret, so after a window past
+	// this start none of them still deduplicates (legacyKey).
+	started time.Time
+	count   [numOutcomes]atomic.Uint64
 
 	// bgCtx is the context of the background goroutines (persistLater):
 	// Close cancels it (stop) and waits for them (bg).
@@ -83,6 +87,7 @@ func New(cfg Config) *Engine {
 	if e.now == nil {
 		e.now = time.Now
 	}
+	e.started = e.now()
 	if e.cfg.InstanceID == "" {
 		e.cfg.InstanceID = randomID()
 	}

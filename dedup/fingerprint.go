@@ -44,9 +44,10 @@ const prefixFingerprintKey = "fp:"
 
 // legacyKey returns the key under which a record written before the
 // fingerprint secret — its key embeds the legacy fingerprint — still
-// deduplicates this submit (it is in flight, or within window), or k. Such
-// records last no longer than the window; until then a fingerprint-keyed
-// submit costs one more read.
+// deduplicates this submit (within window), or k. Only versions before the
+// secret wrote such records, and a restart makes any left in flight
+// unknown, so the caller asks only within a window of the engine's start;
+// until then a fingerprint-keyed submit costs one more read.
 func (e *Engine) legacyKey(ctx context.Context, k state.Key, c *content, window time.Duration) state.Key {
 	rest, ok := strings.CutPrefix(k.Key, prefixFingerprintKey+hex.EncodeToString(c.fp[:]))
 	if !ok {

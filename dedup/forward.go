@@ -50,7 +50,7 @@ func (o *op) attempt(ctx context.Context, created time.Time) *Attempt {
 		keyTag = o.p.TLVTag
 	}
 	att := &Attempt{
-		Account: o.account, Key: e.logKey(o.k.Key), Submit: o.c.sub, Segment: o.c.seg, KeyTag: keyTag,
+		Account: o.account, Key: o.shown, Submit: o.c.sub, Segment: o.c.seg, KeyTag: keyTag,
 		Journal: func(upstream, session string, seq uint32) error {
 			// Not the ESME's context: its owner disconnecting must not make
 			// the attempt "not sent" for the duplicates that joined it.

@@ -34,6 +34,7 @@ type op struct {
 	// owner is this submit's owner token on the record (set by decide).
 	owner string
 	log   *slog.Logger
+	shown string // o.k.Key as logs and the router show it (logKey), computed once
 }
 
 // newOp derives the submit's key, segment and fingerprint under policy p,
@@ -48,7 +49,7 @@ func (e *Engine) newOp(ctx context.Context, account string, p Policy, sub *smpp.
 	}
 	o.retention = max(o.p.Retention, o.window)
 	o.k = state.Key{Account: account, Key: key, Segment: seg.String()}
-	if o.window > 0 {
+	if o.window > 0 && e.now().Before(e.started.Add(o.window)) {
 		o.k = e.legacyKey(ctx, o.k, o.c, o.window)
 	}
 	return o, smpp.StatusOK
@@ -101,7 +102,8 @@ func (o *op) storeErr() Answer {
 // the one already under the key.
 func (o *op) decide(ctx context.Context) Answer {
 	e, sub := o.e, o.c.sub
-	o.log = e.log.With("account", o.account, "session", sessionOf(ctx), "key", e.logKey(o.k.Key), "segment", o.k.Segment, "sequence", sub.Header.Sequence)
+	o.shown = e.logKey(o.k.Key)
+	o.log = e.log.With("account", o.account, "session", sessionOf(ctx), "key", o.shown, "segment", o.k.Segment, "sequence", sub.Header.Sequence)
 	now := e.now()
 	o.owner = e.owner()
 	rec := &state.Record{
