@@ -121,6 +121,9 @@ func TestBadgerDiskFullGuard(t *testing.T) {
 	if got, err := s.Get(ctx, rec("before").Key); err != nil || got.Owner != "" {
 		t.Errorf("Get(before) with 100 MiB free = %+v, %v; want the unchanged record", got, err)
 	}
+	if f := s.Stats().Failed; f != 2 {
+		t.Errorf("Stats().Failed = %d after two refused writes, want 2 (smppproxy_store_failed_writes_total)", f)
+	}
 
 	free.Store(600 << 20)
 	if _, created, err := s.Create(ctx, rec("during")); err != nil || !created {
