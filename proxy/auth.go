@@ -5,8 +5,6 @@ import (
 	"crypto/rand"
 	"crypto/subtle"
 	"log/slog"
-	"net"
-	"net/netip"
 	"runtime"
 	"sync"
 	"time"
@@ -93,7 +91,7 @@ func newAccountAuth(log *slog.Logger, accts []config.Account, now func() time.Ti
 // Authenticate checks the bind; a refusal is counted for back-off, logged
 // (rate-limited) and answered after the back-off delay.
 func (a *accountAuth) Authenticate(ctx context.Context, r smppserver.BindRequest) (*smppserver.Principal, smpp.Status) {
-	ip := remoteIP(r.Remote).String()
+	ip := smppserver.RemoteIP(r.Remote).String()
 	acc, refusal, err := a.check(ctx, r)
 	if err != nil {
 		// No check slot before the bind's deadline: not a failed guess.
@@ -128,7 +126,7 @@ func (a *accountAuth) check(ctx context.Context, r smppserver.BindRequest) (*con
 		return nil, bindAccepted, err
 	case !match:
 		return nil, refusedWrongPassword, nil
-	case !acc.Allows(remoteIP(r.Remote)):
+	case !acc.Allows(smppserver.RemoteIP(r.Remote)):
 		return nil, refusedAddress, nil
 	}
 	return acc, bindAccepted, nil
@@ -269,16 +267,4 @@ func (b *bindBackoff) entryLocked(key string, now time.Time) *failCount {
 	e := &failCount{}
 	b.fails[key] = e
 	return e
-}
-
-func remoteIP(a net.Addr) netip.Addr {
-	if ta, ok := a.(*net.TCPAddr); ok {
-		if ip, ok := netip.AddrFromSlice(ta.IP); ok {
-			return ip.Unmap()
-		}
-	}
-	if ap, err := netip.ParseAddrPort(a.String()); err == nil {
-		return ap.Addr().Unmap()
-	}
-	return netip.Addr{}
 }

@@ -206,7 +206,7 @@ func (s *Server) Serve(l net.Listener) error {
 			return err
 		}
 		delay = 0
-		ip := addrIP(c.RemoteAddr())
+		ip := RemoteIP(c.RemoteAddr())
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()
@@ -297,7 +297,7 @@ func (s *Server) warnBind(remote net.Addr, msg string, args ...any) {
 	}
 	lim := s.bindLog
 	s.mu.Unlock()
-	if ok, n := lim.Allow(addrIP(remote).String()); ok {
+	if ok, n := lim.Allow(RemoteIP(remote).String()); ok {
 		s.logger().Warn(msg, append(args, "suppressed", n)...)
 	}
 }
@@ -322,9 +322,10 @@ func (s *Server) RefusedCounts() map[string]uint64 {
 	return out
 }
 
-// addrIP is the IP address of a connection's remote end (the zero Addr
-// when it has none, as for a pipe: such connections share one count).
-func addrIP(a net.Addr) netip.Addr {
+// RemoteIP is the IP address of a connection's remote end, IPv4-mapped
+// addresses unmapped (the zero Addr when it has none, as for a pipe: such
+// connections share one count).
+func RemoteIP(a net.Addr) netip.Addr {
 	if ta, ok := a.(*net.TCPAddr); ok {
 		if ip, ok := netip.AddrFromSlice(ta.IP); ok {
 			return ip.Unmap()
