@@ -275,8 +275,8 @@ func (s *Server) refuseLocked(ip netip.Addr) refuseReason {
 // refuse closes a connection beyond a cap, counts it and logs it (one
 // line per source address per minute, with the count of those held back).
 func (s *Server) refuse(c net.Conn, ip netip.Addr, r refuseReason) {
+	s.refused[r].Add(1) // counted before the peer can see the close
 	_ = c.Close()
-	s.refused[r].Add(1)
 	s.mu.Lock()
 	if s.refuseLog == nil {
 		s.refuseLog = logx.NewLimiter(time.Minute, 1024, nil)
