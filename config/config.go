@@ -67,6 +67,9 @@ type ListenTLS struct {
 type Admin struct {
 	Address   string `yaml:"address"`    // default "127.0.0.1:9775"
 	TokenFile string `yaml:"token_file"` // file holding the bearer token; "" = no token
+	// Pprof serves Go's profiler under /debug/pprof/ (behind the token
+	// like /metrics); off by default.
+	Pprof bool `yaml:"pprof"`
 }
 
 // Store is the durable record store.
@@ -74,6 +77,14 @@ type Store struct {
 	Backend   string   `yaml:"backend"`   // "badger" (the only one so far)
 	Path      string   `yaml:"path"`      // default "./data"
 	Retention Duration `yaml:"retention"` // default key retention; default 72h
+
+	// Memory of the embedded store (Badger). Zero = the store's own
+	// default, sized for a proxy (see state.BadgerOptions).
+	MemtableSize   Bytes `yaml:"memtable_size"`    // one in-memory write buffer
+	NumMemtables   int   `yaml:"num_memtables"`    // buffers kept before writes stall
+	BlockCacheSize Bytes `yaml:"block_cache_size"` // cache of table blocks read from disk
+	IndexCacheSize Bytes `yaml:"index_cache_size"` // cache of table indexes and bloom filters
+	ValueThreshold Bytes `yaml:"value_threshold"`  // larger values go to the value log
 }
 
 // Log configures the process logger.

@@ -57,6 +57,58 @@ func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
 // MarshalText implements encoding.TextMarshaler (JSON output of the admin API).
 func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
 
+// Bytes is a size in bytes, written in YAML as an integer (65536) or with
+// a unit: KiB, MiB, GiB (powers of 1024) or KB, MB, GB (powers of 1000).
+type Bytes int64
+
+var byteUnits = []struct {
+	suffix string
+	mult   int64
+}{
+	{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30},
+	{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"B", 1},
+}
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (b *Bytes) UnmarshalYAML(n *yaml.Node) error {
+	const want = `must be a size such as 65536, "512KiB" or "16MiB"`
+	if n.Kind != yaml.ScalarNode {
+		return valueError(want)
+	}
+	s, mult := strings.TrimSpace(n.Value), int64(1)
+	for _, u := range byteUnits {
+		if strings.HasSuffix(s, u.suffix) {
+			s, mult = strings.TrimSpace(strings.TrimSuffix(s, u.suffix)), u.mult
+			break
+		}
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || v < 0 || v > (1<<50)/mult {
+		return valueError(fmt.Sprintf("%s (got %q)", want, n.Value))
+	}
+	*b = Bytes(v * mult)
+	return nil
+}
+
+// String formats b with the largest binary unit that divides it.
+func (b Bytes) String() string {
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if b != 0 && int64(b)%u.mult == 0 {
+			return strconv.FormatInt(int64(b)/u.mult, 10) + u.suffix
+		}
+	}
+	return strconv.FormatInt(int64(b), 10)
+}
+
+// MarshalYAML implements yaml.Marshaler.
+func (b Bytes) MarshalYAML() (any, error) { return b.String(), nil }
+
+// MarshalText implements encoding.TextMarshaler.
+func (b Bytes) MarshalText() ([]byte, error) { return []byte(b.String()), nil }
+
 // Status is an SMPP command_status. YAML accepts a hex string ("0x58",
 // "0x00000400") or a decimal integer (88).
 type Status uint32

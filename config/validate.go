@@ -67,6 +67,9 @@ func (k *checker) config(c *Config) {
 	k.hostPort("admin.address", c.Admin.Address, false)
 	if host, _, err := net.SplitHostPort(c.Admin.Address); err == nil && c.Admin.TokenFile == "" && !isLoopback(host) {
 		k.warnf("admin.address", "the admin API listens beyond loopback without admin.token_file")
+		if c.Admin.Pprof {
+			k.errorf("admin.pprof", "needs admin.token_file when admin.address is not loopback: the profiler shows the process's memory and code")
+		}
 	}
 	k.distinct(c)
 
@@ -75,6 +78,9 @@ func (k *checker) config(c *Config) {
 		k.errorf("store.path", "is required")
 	}
 	k.positive("store.retention", c.Store.Retention)
+	if c.Store.NumMemtables < 0 {
+		k.errorf("store.num_memtables", "must not be negative (0 = the default)")
+	}
 
 	oneOf(k, "log.format", c.Log.Format, LogText, LogJSON)
 	oneOf(k, "log.level", c.Log.Level, "debug", "info", "warn", "error")

@@ -1,0 +1,57 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestStoreMemorySizesAcceptUnitsAndPlainBytes(t *testing.T) {
+	c := mustParse(t, base+`store:
+  memtable_size: 16MiB
+  block_cache_size: "8 MB"
+  index_cache_size: 65536
+  value_threshold: 1KiB
+  num_memtables: 3
+`)
+	if got, want := c.Store.MemtableSize, Bytes(16<<20); got != want {
+		t.Errorf("memtable_size = %d, want %d", got, want)
+	}
+	if got, want := c.Store.BlockCacheSize, Bytes(8_000_000); got != want {
+		t.Errorf("block_cache_size = %d, want %d", got, want)
+	}
+	if got, want := c.Store.IndexCacheSize, Bytes(65536); got != want {
+		t.Errorf("index_cache_size = %d, want %d", got, want)
+	}
+	if got, want := c.Store.ValueThreshold, Bytes(1024); got != want {
+		t.Errorf("value_threshold = %d, want %d", got, want)
+	}
+	if c.Store.NumMemtables != 3 {
+		t.Errorf("num_memtables = %d, want 3", c.Store.NumMemtables)
+	}
+	if got := c.Store.MemtableSize.String(); got != "16MiB" {
+		t.Errorf("String() = %q, want 16MiB", got)
+	}
+}
+
+func TestStoreMemorySizeRejectsNonsenseWithItsPath(t *testing.T) {
+	for _, v := range []string{"-1", "lots", "12 parsecs", "[1]", "99999999GiB"} {
+		errs := parseErrors(t, base+"store:\n  memtable_size: "+v+"\n")
+		if len(errs) != 1 || errs[0].Path != "store.memtable_size" || !strings.Contains(errs[0].Msg, "size") {
+			t.Errorf("memtable_size: %s -> %v, want one error at store.memtable_size about a size", v, errs)
+		}
+	}
+}
+
+func TestPprofOffLoopbackNeedsAToken(t *testing.T) {
+	errs := parseErrors(t, base+"admin:\n  address: 0.0.0.0:9775\n  pprof: true\n")
+	found := false
+	for _, e := range errs {
+		found = found || e.Path == "admin.pprof"
+	}
+	if !found {
+		t.Errorf("pprof on 0.0.0.0 without a token: errors %v, want one at admin.pprof", errs)
+	}
+	if c := mustParse(t, base+"admin:\n  pprof: true\n"); !c.Admin.Pprof {
+		t.Error("pprof: true on the loopback default was not kept")
+	}
+}
