@@ -186,7 +186,7 @@ func sessionOf(ctx context.Context) string {
 func (e *Engine) Submit(ctx context.Context, account string, p Policy, sub *smpp.Submit) Answer {
 	o, st := e.newOp(ctx, account, p, sub)
 	if st != smpp.StatusOK {
-		e.log.Info("submit refused", "account", account, "session", sessionOf(ctx), "sequence", sub.Header.Sequence, "reason", "key", "status", st.String())
+		e.log.Debug("submit refused", "account", account, "session", sessionOf(ctx), "sequence", sub.Header.Sequence, "reason", "key", "status", st.String())
 		return e.counted(account, Answer{Status: st, Outcome: OutInvalid})
 	}
 	k := o.k
@@ -232,12 +232,12 @@ func (e *Engine) join(ctx context.Context, account string, p Policy, k state.Key
 		if a.Outcome == OutForwarded {
 			a.Outcome = OutJoined
 		}
-		e.log.Info("duplicate joined in-flight submit", "account", k.Account, "session", sessionOf(ctx), "key", e.logKey(k.Key), "segment", k.Segment, "status", a.Status.String(), "message_id", a.MessageID)
+		e.log.Debug("duplicate joined in-flight submit", "account", k.Account, "session", sessionOf(ctx), "key", e.logKey(k.Key), "segment", k.Segment, "status", a.Status.String(), "message_id", a.MessageID)
 		return e.counted(account, a)
 	case <-t.C:
 	case <-ctx.Done():
 	}
-	e.log.Info("duplicate still in flight; throttled", "account", k.Account, "session", sessionOf(ctx), "key", e.logKey(k.Key), "segment", k.Segment)
+	e.log.Debug("duplicate still in flight; throttled", "account", k.Account, "session", sessionOf(ctx), "key", e.logKey(k.Key), "segment", k.Segment)
 	return e.counted(account, Answer{Status: smpp.StatusThrottled, Outcome: OutThrottled, Key: k})
 }
 

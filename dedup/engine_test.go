@@ -21,6 +21,7 @@ import (
 type fakeForwarder struct {
 	mu      sync.Mutex
 	calls   int
+	sent    int // calls whose journal succeeded: written upstream
 	answer  func(n int) Result
 	release chan struct{} // if non-nil, Forward blocks until closed
 	written chan struct{} // if non-nil, closed at the first "write" (after the journal)
@@ -35,6 +36,9 @@ func (f *fakeForwarder) Forward(ctx context.Context, a *Attempt) Result {
 	if err := a.Journal("up", "up/s1", uint32(n)); err != nil {
 		return Result{Kind: NotSent, Status: smpp.StatusSysErr, Err: err}
 	}
+	f.mu.Lock()
+	f.sent++
+	f.mu.Unlock()
 	if f.written != nil && n == 1 {
 		close(f.written)
 	}
@@ -49,10 +53,11 @@ func (f *fakeForwarder) Forward(ctx context.Context, a *Attempt) Result {
 	return Result{Kind: Answered, Status: smpp.StatusOK, MessageID: fmt.Sprintf("m%d", f.ids.Add(1)), Upstream: "up"}
 }
 
+// count is the number of forwards written upstream (journaled first).
 func (f *fakeForwarder) count() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.calls
+	return f.sent
 }
 
 type clock struct {

@@ -17,14 +17,20 @@ import (
 func (o *op) forward(ctx context.Context, created time.Time) Answer {
 	e := o.e
 	res := e.cfg.Forwarder.Forward(context.WithoutCancel(ctx), o.attempt(ctx, created))
-	log := o.log.With("upstream", res.Upstream, "upstream_session", res.Session, "upstream_sequence", res.Sequence)
 	next, a, stored := o.classify(res)
+	if o.pending != nil && !o.created {
+		if !o.lost && o.createErr == nil {
+			o.recordUnsent(ctx, res, stored)
+		}
+		return a
+	}
 	outcome := o.outcomeWrite(res, next, stored)
 	rec, err := e.cfg.Store.Update(context.WithoutCancel(ctx), o.k, outcome)
 	if err != nil {
 		// The outcome could not be made durable: never claim success. It is
 		// written later, so retries are answered by what happened instead
 		// of waiting for an owner that is gone.
+		log := o.upstreamLogger(res)
 		log.Error("store refused the outcome; answering ESME_RSYSERR and retrying the write", "err", err, "outcome", string(next))
 		if !e.goBackground(func() { e.persistLater(log, o.k, outcome) }) {
 			log.Warn(msgNotWrittenAtClose)
@@ -34,17 +40,44 @@ func (o *op) forward(ctx context.Context, created time.Time) Answer {
 	if next == state.Accepted {
 		a.MessageID = rec.ClientMessageID()
 	}
-	lvl := slog.LevelInfo
+	// One line per submit is for debugging; an unknown outcome is what an
+	// operator acts on.
+	lvl := slog.LevelDebug
 	if next == state.Unknown {
 		lvl = slog.LevelWarn
 	}
-	log.Log(ctx, lvl, "submit decided", "outcome", a.Outcome.String(), "state", string(next), "status", res.Status.String(), "message_id", res.MessageID, "proxy_id", rec.ProxyID, "reason", errString(res.Err))
+	if !e.log.Enabled(ctx, lvl) {
+		return a
+	}
+	o.upstreamLogger(res).Log(ctx, lvl, "submit decided", "outcome", a.Outcome.String(), "state", string(next), "status", res.Status.String(), "message_id", res.MessageID, "proxy_id", rec.ProxyID, "reason", errString(res.Err))
 	return a
+}
+
+// upstreamLogger is the submit's logger with where res was sent.
+func (o *op) upstreamLogger(res Result) *slog.Logger {
+	return o.logger().With("upstream", res.Upstream, "upstream_session", res.Session, "upstream_sequence", res.Sequence)
+}
+
+// recordUnsent stores the new key of a submit that no upstream session
+// took (no bind, every window full, no route) as retryable, with the
+// status its ESME got: nothing was sent, and the next submit of the key
+// forwards again. Best effort: the answer does not depend on it.
+func (o *op) recordUnsent(ctx context.Context, res Result, stored smpp.Status) {
+	rec := o.pending
+	now := o.e.now()
+	rec.State, rec.Status, rec.Updated = state.Retryable, uint32(stored), now
+	rec.Upstream = res.Upstream
+	rec.Expires = expiresAfterAnswer(rec, o.retention, now)
+	rec.History = []state.Event{{At: now, State: state.Retryable, Status: rec.Status, Note: "created; not sent: " + errString(res.Err)}}
+	if _, _, err := o.e.cfg.Store.Create(context.WithoutCancel(ctx), rec); err != nil {
+		o.logger().Warn("store refused the record of a submit that was not sent", "err", err)
+		return
+	}
+	o.logger().Debug("submit not sent", "status", res.Status.String(), "reason", errString(res.Err))
 }
 
 // attempt is the forward of this submit, journaling into its record.
 func (o *op) attempt(ctx context.Context, created time.Time) *Attempt {
-	e := o.e
 	var keyTag uint16
 	if o.p.Key == KeyTLV {
 		keyTag = o.p.TLVTag
@@ -52,17 +85,7 @@ func (o *op) attempt(ctx context.Context, created time.Time) *Attempt {
 	att := &Attempt{
 		Account: o.account, Key: o.shown, Submit: o.c.sub, Segment: o.c.seg, KeyTag: keyTag,
 		Journal: func(upstream, session string, seq uint32) error {
-			// Not the ESME's context: its owner disconnecting must not make
-			// the attempt "not sent" for the duplicates that joined it.
-			_, err := e.cfg.Store.Update(context.WithoutCancel(ctx), o.k, func(r *state.Record) error {
-				if r.Owner != o.owner || r.State != state.Sent {
-					return fmt.Errorf("dedup: record no longer owned (state %s)", r.State)
-				}
-				r.Upstream, r.Session, r.Sequence, r.Updated = upstream, session, seq, e.now()
-				addEvent(r, state.Event{At: r.Updated, State: state.Sent, Session: session, Sequence: seq, Note: "journaled before write to " + upstream})
-				return nil
-			})
-			return err
+			return o.journal(ctx, upstream, session, seq)
 		},
 	}
 	if dl, ok := validityDeadline(o.c.sub, created); ok {
@@ -70,6 +93,45 @@ func (o *op) attempt(ctx context.Context, created time.Time) *Attempt {
 	}
 	return att
 }
+
+// journal records, before the submit is written to upstream session
+// session as sequence seq, where it goes. The first journal of a new key
+// creates its record (errKeyTaken if another writer created it first);
+// later ones update the record this submit owns.
+func (o *op) journal(ctx context.Context, upstream, session string, seq uint32) error {
+	e := o.e
+	// Not the ESME's context: its owner disconnecting must not make the
+	// attempt "not sent" for the duplicates that joined it.
+	ctx = context.WithoutCancel(ctx)
+	if rec := o.pending; rec != nil && !o.created {
+		rec.Upstream, rec.Session, rec.Sequence = upstream, session, seq
+		rec.History = []state.Event{{At: rec.Created, State: state.Sent, Session: session, Sequence: seq, Note: "created; journaled before write to " + upstream}}
+		_, created, err := e.cfg.Store.Create(ctx, rec)
+		switch {
+		case err != nil:
+			o.createErr = err
+			return err
+		case !created:
+			o.lost = true
+			return errKeyTaken
+		}
+		o.created = true
+		return nil
+	}
+	_, err := e.cfg.Store.Update(ctx, o.k, func(r *state.Record) error {
+		if r.Owner != o.owner || r.State != state.Sent {
+			return fmt.Errorf("dedup: record no longer owned (state %s)", r.State)
+		}
+		r.Upstream, r.Session, r.Sequence, r.Updated = upstream, session, seq, e.now()
+		addEvent(r, state.Event{At: r.Updated, State: state.Sent, Session: session, Sequence: seq, Note: "journaled before write to " + upstream})
+		return nil
+	})
+	return err
+}
+
+// errKeyTaken: the key of a new submit was created by another writer
+// between the lookup and the create; nothing was sent.
+var errKeyTaken = errors.New("dedup: key created by another writer meanwhile")
 
 // classify maps a forward's result to the record's next state, the
 // answer, and the status kept on the record (replayed to joiners).

@@ -27,7 +27,7 @@ func (e *Engine) Middleware(policy PolicyFunc) smppserver.Middleware {
 				if errors.As(err, &fe) {
 					st = fe.Status
 				}
-				e.log.Info("malformed submit_sm", "session", r.Session.ID(), "sequence", r.Header.Sequence, "err", err.Error())
+				e.log.Debug("malformed submit_sm", "session", r.Session.ID(), "sequence", r.Header.Sequence, "err", err.Error())
 				_ = w.WriteStatus(st)
 				return
 			}

@@ -33,7 +33,16 @@ type op struct {
 	retention, window time.Duration
 	// owner is this submit's owner token on the record (set by decide).
 	owner string
-	log   *slog.Logger
+	// pending is the record of a new key, not yet in the store: the first
+	// journal write creates it. created says it was; lost, that another
+	// writer created the key first (nothing was sent); createErr, that
+	// the store refused the create (nothing was sent).
+	pending   *state.Record
+	created   bool
+	lost      bool
+	createErr error
+	sess      string       // the ESME session, for log lines
+	log       *slog.Logger // built by logger on first use: most submits log nothing
 	shown string // o.k.Key as logs and the router show it (logKey), computed once
 }
 
@@ -93,17 +102,28 @@ func (o *op) deriveKey() (string, smpp.Status) {
 	return "u:" + o.e.cfg.InstanceID + "-" + strconv.FormatUint(o.e.seq.Add(1), 36), smpp.StatusOK
 }
 
+// logger is the engine's logger with the submit's identity attached.
+func (o *op) logger() *slog.Logger {
+	if o.log == nil {
+		o.log = o.e.log.With("account", o.account, "session", o.sess, "key", o.shown, "segment", o.k.Segment, "sequence", o.c.sub.Header.Sequence)
+	}
+	return o.log
+}
+
 // storeErr is the answer to a submit the store refused.
 func (o *op) storeErr() Answer {
 	return Answer{Status: smpp.StatusSysErr, Outcome: OutStoreErr, Key: o.k}
 }
 
-// decide applies the decision table: it creates the record, or answers by
-// the one already under the key.
+// decide applies the decision table: it answers by the record already
+// under the key, or forwards a new one. A new record is created only when
+// an upstream session has reserved the submit's sequence number (the
+// create is also the journal, see attempt), so a fresh submit costs two
+// durable writes, and a duplicate of a settled key costs a read.
 func (o *op) decide(ctx context.Context) Answer {
 	e, sub := o.e, o.c.sub
 	o.shown = e.logKey(o.k.Key)
-	o.log = e.log.With("account", o.account, "session", sessionOf(ctx), "key", o.shown, "segment", o.k.Segment, "sequence", sub.Header.Sequence)
+	o.sess = sessionOf(ctx)
 	now := e.now()
 	o.owner = e.owner()
 	rec := &state.Record{
@@ -111,23 +131,22 @@ func (o *op) decide(ctx context.Context) Answer {
 		Created: now, Updated: now, Expires: now.Add(max(o.retention, flightGuard)), Attempts: 1,
 		ProxyID:  e.issueID(ctx, o.account),
 		AddrHash: state.HashAddrs(sub.SrcAddr, sub.DstAddr),
-		History:  []state.Event{{At: now, State: state.Sent, Note: "created"}},
 	}
 	for range 4 {
-		existing, created, err := e.cfg.Store.Create(ctx, rec)
-		if err != nil {
-			o.log.Error("store refused the record; nothing forwarded", "err", err)
-			o.releaseUnsent(ctx, "not sent: store error on create")
-			return o.storeErr()
-		}
-		if created {
-			a := o.forward(ctx, now)
-			if !o.tracked && a.Outcome == OutForwarded {
-				a.Outcome = OutUntracked
+		existing, err := e.cfg.Store.Get(ctx, o.k)
+		switch {
+		case errors.Is(err, state.ErrNotFound):
+			a, raced := o.forwardNew(ctx, rec)
+			if raced {
+				continue // created meanwhile by another instance: decide by it
 			}
 			return a
+		case err != nil:
+			o.logger().Error("store refused the lookup; nothing forwarded", "err", err)
+			return o.storeErr()
 		}
 		if o.window > 0 && existing.State != state.Sent && !e.now().Before(existing.Created.Add(o.window)) {
+			rec.History = []state.Event{{At: now, State: state.Sent, Note: "created"}}
 			renewed, err := o.renew(ctx, existing, rec)
 			if err != nil {
 				// The renewal may have been applied all the same.
@@ -147,25 +166,45 @@ func (o *op) decide(ctx context.Context) Answer {
 	return Answer{Status: smpp.StatusThrottled, Outcome: OutThrottled, Key: o.k}
 }
 
+// forwardNew forwards a submit whose key has no record: rec is created by
+// the first journal write (see attempt). raced=true: another writer
+// created the key first, nothing was sent; decide again.
+func (o *op) forwardNew(ctx context.Context, rec *state.Record) (a Answer, raced bool) {
+	o.pending = rec
+	a = o.forward(ctx, rec.Created)
+	switch {
+	case o.lost:
+		return Answer{}, true
+	case o.createErr != nil:
+		o.logger().Error("store refused the record; nothing forwarded", "err", o.createErr)
+		o.releaseUnsent(ctx, "not sent: store error on create")
+		return o.storeErr(), false
+	}
+	if !o.tracked && a.Outcome == OutForwarded {
+		a.Outcome = OutUntracked
+	}
+	return a, false
+}
+
 // answerExisting answers by the record already under the key (within its
 // dedup window). again=true: it was moved meanwhile; decide anew.
 func (o *op) answerExisting(ctx context.Context, existing *state.Record) (Answer, bool) {
-	p, k, log := o.p, o.k, o.log
+	p, k, log := o.p, o.k, o.logger()
 	if !o.c.matches(existing) {
 		log.Warn("key reused for other content; conflict", "status", p.ConflictStatus.String(), "state", string(existing.State))
 		return Answer{Status: p.ConflictStatus, Outcome: OutConflict, Key: k}, false
 	}
 	switch existing.State {
 	case state.Accepted:
-		log.Info("duplicate replayed", "message_id", existing.MessageID, "proxy_id", existing.ProxyID, "upstream", existing.Upstream)
+		log.Debug("duplicate replayed", "message_id", existing.MessageID, "proxy_id", existing.ProxyID, "upstream", existing.Upstream)
 		return Answer{Status: smpp.StatusOK, MessageID: existing.ClientMessageID(), Outcome: OutReplayed, Key: k}, false
 	case state.Rejected:
-		log.Info("duplicate replayed rejection", "status", smpp.Status(existing.Status).String())
+		log.Debug("duplicate replayed rejection", "status", smpp.Status(existing.Status).String())
 		return Answer{Status: smpp.Status(existing.Status), Outcome: OutReplayed, Key: k}, false
 	case state.Unknown:
 		why := o.resendUnknown(existing)
 		if why == "" {
-			log.Info("duplicate of an unknown outcome; not forwarded", "status", p.UnknownStatus.String(), "policy", string(p.OnUnknown))
+			log.Debug("duplicate of an unknown outcome; not forwarded", "status", p.UnknownStatus.String(), "policy", string(p.OnUnknown))
 			return Answer{Status: p.UnknownStatus, Outcome: OutUnknown, Key: k}, false
 		}
 		return o.takeover(ctx, state.Unknown, why)
@@ -186,7 +225,7 @@ func (o *op) answerExisting(ctx context.Context, existing *state.Record) (Answer
 // or the store's error (the replacement may have been applied all the
 // same: the caller releases the record).
 func (o *op) renew(ctx context.Context, old, rec *state.Record) (bool, error) {
-	e, log := o.e, o.log
+	e, log := o.e, o.logger()
 	arch := old.Clone()
 	arch.Key.Key = old.Key.Key + "@" + strconv.FormatInt(old.Created.UnixNano(), 36)
 	arch.Owner = "archived"
@@ -256,15 +295,15 @@ func (o *op) takeover(ctx context.Context, from state.SubmitState, note string) 
 	})
 	switch {
 	case err == nil && expired:
-		o.log.Info("retry after the validity period; not forwarded", "status", smpp.StatusInvExpiry.String())
+		o.logger().Debug("retry after the validity period; not forwarded", "status", smpp.StatusInvExpiry.String())
 		return Answer{Status: smpp.StatusInvExpiry, Outcome: OutRejected, Key: o.k}, false
 	case err == nil:
-		o.log.Info("record taken over; forwarding again", "from", string(from), "reason", note)
+		o.logger().Debug("record taken over; forwarding again", "from", string(from), "reason", note)
 		return o.forward(ctx, created), false
 	case errors.Is(err, state.ErrAbort), errors.Is(err, state.ErrNotFound):
 		return Answer{}, true
 	default:
-		o.log.Error("store refused the takeover; nothing forwarded", "err", err)
+		o.logger().Error("store refused the takeover; nothing forwarded", "err", err)
 		o.releaseUnsent(ctx, "not sent: store error on takeover")
 		return o.storeErr(), false
 	}
@@ -300,10 +339,12 @@ func (o *op) retake(r *state.Record, from state.SubmitState, note string) (expir
 // all the same), and a record left `sent` without an owner would throttle
 // every retry until a restart (and be held `unknown` after it). Best
 // effort: if the record is ours, sent and not journaled by us (so nothing
-// was written upstream), it becomes retryable.
+// was written upstream), it becomes retryable. A new record carries its
+// journal from the create, but a create the store refused was never
+// followed by the write.
 func (o *op) releaseUnsent(ctx context.Context, note string) {
 	_, err := o.e.cfg.Store.Update(context.WithoutCancel(ctx), o.k, func(r *state.Record) error {
-		if r.Owner != o.owner || r.State != state.Sent || r.Session != "" {
+		if r.Owner != o.owner || r.State != state.Sent || (r.Session != "" && o.createErr == nil) {
 			return state.ErrAbort
 		}
 		now := o.e.now()
@@ -313,7 +354,7 @@ func (o *op) releaseUnsent(ctx context.Context, note string) {
 		return nil
 	})
 	if err == nil {
-		o.log.Warn("record left by a failed store write released as retryable")
+		o.logger().Warn("record left by a failed store write released as retryable")
 	}
 }
 
@@ -345,7 +386,7 @@ func (o *op) waitOther(ctx context.Context) Answer {
 		}
 		break
 	}
-	o.log.Info("duplicate still in flight; throttled")
+	o.logger().Debug("duplicate still in flight; throttled")
 	return Answer{Status: smpp.StatusThrottled, Outcome: OutThrottled, Key: k}
 }
 
@@ -354,7 +395,7 @@ func (o *op) waitOther(ctx context.Context) Answer {
 func (o *op) settledByOther(r *state.Record) (Answer, bool) {
 	switch r.State {
 	case state.Accepted:
-		o.log.Info("duplicate joined in-flight submit", "message_id", r.MessageID, "proxy_id", r.ProxyID)
+		o.logger().Debug("duplicate joined in-flight submit", "message_id", r.MessageID, "proxy_id", r.ProxyID)
 		return Answer{Status: smpp.StatusOK, MessageID: r.ClientMessageID(), Outcome: OutJoined, Key: o.k}, true
 	case state.Rejected, state.Retryable:
 		return Answer{Status: smpp.Status(r.Status), Outcome: OutJoined, Key: o.k}, true

@@ -457,7 +457,7 @@ func (d *dispatcher) send(r Receiver, e *state.QueueEntry, queued chan<- struct{
 	case DelRefused:
 		log.Warn("dlr: ESME refused a deliver_sm; redelivery after dlr_redelivery", "status", st.String(), "redelivery", d.pol.Redelivery)
 	default:
-		log.Info("dlr: deliver_sm not acknowledged; will be delivered again", "outcome", outcome, "err", err)
+		log.Debug("dlr: deliver_sm not acknowledged; will be delivered again", "outcome", outcome, "err", err)
 	}
 	d.wake()
 }

@@ -391,7 +391,7 @@ func (s *Service) intakeReceipt(ctx context.Context, upstream string, m *message
 		out, err = s.route(ctx, upstream, rec, r)
 		if err == nil {
 			s.m.received(rec.Key.Account, upstream, out)
-			log.Info("dlr: receipt", "outcome", out, "account", rec.Key.Account, "key", s.cfg.LogKey(rec.Key.Key), "segment", rec.Key.Segment, "message_id", rec.ClientMessageID())
+			log.Debug("dlr: receipt", "outcome", out, "account", rec.Key.Account, "key", s.cfg.LogKey(rec.Key.Key), "segment", rec.Key.Segment, "message_id", rec.ClientMessageID())
 			return smpp.StatusOK
 		}
 	}
@@ -624,7 +624,7 @@ func (s *Service) intakeMO(ctx context.Context, d smppclient.Delivery, m *messag
 	}
 	s.m.depth.WithLabelValues(acct).Inc()
 	s.m.received(acct, d.Upstream, OutMO)
-	s.log.Info("dlr: MO queued", "upstream", d.Upstream, "account", acct)
+	s.log.Debug("dlr: MO queued", "upstream", d.Upstream, "account", acct)
 	s.kick(acct)
 	return smpp.StatusOK
 }
