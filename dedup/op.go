@@ -43,7 +43,7 @@ type op struct {
 	createErr error
 	sess      string       // the ESME session, for log lines
 	log       *slog.Logger // built by logger on first use: most submits log nothing
-	shown string // o.k.Key as logs and the router show it (logKey), computed once
+	shown     string       // o.k.Key as logs and the router show it (logKey), computed once
 }
 
 // newOp derives the submit's key, segment and fingerprint under policy p,
