@@ -59,6 +59,8 @@ type Engine struct {
 	// this start none of them still deduplicates (legacyKey).
 	started time.Time
 	count   [numOutcomes]atomic.Uint64
+	// finals answers retries of recently settled keys without a read.
+	finals *finals
 
 	// bgCtx is the context of the background goroutines (persistLater):
 	// Close cancels it (stop) and waits for them (bg).
@@ -79,7 +81,7 @@ type flight struct {
 
 // New returns an Engine.
 func New(cfg Config) *Engine {
-	e := &Engine{cfg: cfg, log: cfg.Logger, now: cfg.Now, fl: make(map[state.Key]*flight)}
+	e := &Engine{cfg: cfg, log: cfg.Logger, now: cfg.Now, fl: make(map[state.Key]*flight), finals: newFinals(finalsCap)}
 	e.bgCtx, e.stop = context.WithCancel(context.Background())
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)

@@ -40,6 +40,7 @@ func (o *op) forward(ctx context.Context, created time.Time) Answer {
 	if next == state.Accepted {
 		a.MessageID = rec.ClientMessageID()
 	}
+	e.finals.put(rec)
 	// One line per submit is for debugging; an unknown outcome is what an
 	// operator acts on.
 	lvl := slog.LevelDebug

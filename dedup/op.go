@@ -132,8 +132,11 @@ func (o *op) decide(ctx context.Context) Answer {
 		ProxyID:  e.issueID(ctx, o.account),
 		AddrHash: state.HashAddrs(sub.SrcAddr, sub.DstAddr),
 	}
-	for range 4 {
-		existing, err := e.cfg.Store.Get(ctx, o.k)
+	for i := range 4 {
+		if i > 0 {
+			e.finals.forget(o.k) // moved meanwhile: read the store
+		}
+		existing, err := o.lookup(ctx)
 		switch {
 		case errors.Is(err, state.ErrNotFound):
 			a, raced := o.forwardNew(ctx, rec)
@@ -147,6 +150,7 @@ func (o *op) decide(ctx context.Context) Answer {
 		}
 		if o.window > 0 && existing.State != state.Sent && !e.now().Before(existing.Created.Add(o.window)) {
 			rec.History = []state.Event{{At: now, State: state.Sent, Note: "created"}}
+			e.finals.forget(o.k) // replaced, or about to be
 			renewed, err := o.renew(ctx, existing, rec)
 			if err != nil {
 				// The renewal may have been applied all the same.
@@ -164,6 +168,20 @@ func (o *op) decide(ctx context.Context) Answer {
 		}
 	}
 	return Answer{Status: smpp.StatusThrottled, Outcome: OutThrottled, Key: o.k}
+}
+
+// lookup returns the live record under the key: a settled one this
+// engine remembers, else the store's (remembered when settled).
+func (o *op) lookup(ctx context.Context) (*state.Record, error) {
+	e := o.e
+	if r := e.finals.get(o.k); r != nil && !r.Expired(e.now()) {
+		return r, nil
+	}
+	r, err := e.cfg.Store.Get(ctx, o.k)
+	if err == nil {
+		e.finals.put(r)
+	}
+	return r, err
 }
 
 // forwardNew forwards a submit whose key has no record: rec is created by

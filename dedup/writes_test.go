@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/smppproxy/smppproxy/state"
 )
@@ -11,7 +12,12 @@ import (
 // countingStore counts the durable writes the engine asks of its store.
 type countingStore struct {
 	state.Store
-	writes atomic.Int64
+	writes, reads atomic.Int64
+}
+
+func (s *countingStore) Get(ctx context.Context, k state.Key) (*state.Record, error) {
+	s.reads.Add(1)
+	return s.Store.Get(ctx, k)
 }
 
 func (s *countingStore) Create(ctx context.Context, rec *state.Record) (*state.Record, bool, error) {
@@ -24,7 +30,7 @@ func (s *countingStore) Update(ctx context.Context, k state.Key, fn func(*state.
 	return s.Store.Update(ctx, k, fn)
 }
 
-func TestFreshSubmitCostsTwoWritesAndAReplayNone(t *testing.T) {
+func TestFreshSubmitCostsTwoWritesAndItsRetryNeitherWriteNorRead(t *testing.T) {
 	st := &countingStore{Store: state.NewMem(nil)}
 	f := &fakeForwarder{}
 	e := newTestEngine(t, Config{Store: st, Forwarder: f, InstanceID: "w"})
@@ -41,12 +47,16 @@ func TestFreshSubmitCostsTwoWritesAndAReplayNone(t *testing.T) {
 		t.Fatalf("record after the submit = %+v, %v; want accepted, journaled on up/s1 sequence 1", r, err)
 	}
 	st.writes.Store(0)
+	st.reads.Store(0)
 	again := e.Submit(ctx, "shop", Policy{}, submit(t, "k-two", "hello"))
 	if again.Outcome != OutReplayed || again.MessageID != first.MessageID {
 		t.Errorf("retry = {%s %q}, want replayed with %q", again.Outcome, again.MessageID, first.MessageID)
 	}
 	if n := st.writes.Load(); n != 0 || f.count() != 1 {
 		t.Errorf("a retry of an accepted key asked for %d writes and made %d forwards in all, want 0 writes and 1 forward", n, f.count())
+	}
+	if n := st.reads.Load(); n != 0 {
+		t.Errorf("a retry of a key this engine just settled read the store %d times, want 0 (answered from memory)", n)
 	}
 }
 
@@ -88,5 +98,41 @@ func TestKeyCreatedByAnotherWriterBeforeTheJournalIsAnsweredByItsRecord(t *testi
 	}
 	if a.Status != 0 || a.MessageID != "from-B" || a.Outcome != OutReplayed {
 		t.Errorf("answer = {%v %q %s}, want the other writer's {0 from-B replayed}", a.Status, a.MessageID, a.Outcome)
+	}
+}
+
+func TestRememberedSettledRecordIsNotReplayedPastItsRetention(t *testing.T) {
+	f := &fakeForwarder{}
+	e, _, clk := newEngine(t, f)
+	p := Policy{Retention: time.Hour}
+	first := e.Submit(ctx, "shop", p, submit(t, "k-ret", "hello"))
+	clk.add(2 * time.Hour)
+	again := e.Submit(ctx, "shop", p, submit(t, "k-ret", "hello"))
+	if again.Outcome != OutForwarded || again.MessageID == first.MessageID || f.count() != 2 {
+		t.Errorf("submit after the retention = {%s %q} with %d forwards, want a new operation (forwarded, new id, 2 forwards)", again.Outcome, again.MessageID, f.count())
+	}
+}
+
+func TestFinalsForgetTheOldestBeyondTheirCapacity(t *testing.T) {
+	f := newFinals(2)
+	rec := func(k string) *state.Record {
+		return &state.Record{Key: state.Key{Account: "a", Key: k}, State: state.Accepted, History: []state.Event{{Note: "x"}}}
+	}
+	f.put(rec("1"))
+	f.put(rec("2"))
+	f.put(&state.Record{Key: state.Key{Account: "a", Key: "s"}, State: state.Sent}) // not settled: not kept
+	f.put(rec("3"))
+	if f.get(state.Key{Account: "a", Key: "1"}) != nil {
+		t.Error("the oldest entry is still remembered beyond the capacity")
+	}
+	if f.get(state.Key{Account: "a", Key: "s"}) != nil {
+		t.Error("a sent record was remembered")
+	}
+	r := f.get(state.Key{Account: "a", Key: "3"})
+	if r == nil || f.get(state.Key{Account: "a", Key: "2"}) == nil {
+		t.Fatal("the two newest settled records are not remembered")
+	}
+	if r.History != nil || len(f.m) != 2 {
+		t.Errorf("kept history %v, %d entries; want no history, 2 entries", r.History, len(f.m))
 	}
 }
