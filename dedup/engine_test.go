@@ -83,7 +83,7 @@ func newTestEngine(t *testing.T, cfg Config) *Engine {
 	return e
 }
 
-func submit(t *testing.T, key, text string, extra ...smpp.TLV) *smpp.Submit {
+func submit(t testing.TB, key, text string, extra ...smpp.TLV) *smpp.Submit {
 	t.Helper()
 	f := smpptest.SubmitFields{Src: "SHOP", Dst: "447700900123", ShortMessage: []byte(text)}
 	if key != "" {
