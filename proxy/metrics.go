@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"github.com/smppproxy/smppproxy/internal/buildinfo"
+
 	"context"
 	"errors"
 	"fmt"
@@ -76,7 +78,7 @@ func (a *App) registerMetrics(reg prometheus.Registerer, o MetricsOptions) error
 	}
 	in := a.instr
 	in.store.ScanCap = o.RecordsCap
-	cs := []prometheus.Collector{smppserver.NewMetrics(a.server), in.upstreams, in.store, route.NewMetrics(in.router)}
+	cs := []prometheus.Collector{smppserver.NewMetrics(a.server), in.upstreams, in.store, route.NewMetrics(in.router), buildInfoMetric()}
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("proxy: register metrics: %w", err)
@@ -84,6 +86,21 @@ func (a *App) registerMetrics(reg prometheus.Registerer, o MetricsOptions) error
 	}
 	a.metrics = &Metrics{app: a, store: in.store, every: o.RecordsEvery}
 	return nil
+}
+
+// buildInfoMetric is smppproxy_build_info: always 1, labelled with the
+// running build (the way Prometheus' own *_build_info metrics are).
+func buildInfoMetric() prometheus.Collector {
+	in := buildinfo.Read()
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "smppproxy_build_info",
+		Help: "Always 1; the labels say which build of smppproxy is running.",
+		ConstLabels: prometheus.Labels{
+			"version": in.Version, "revision": in.ShortRevision(), "goversion": in.GoVersion,
+		},
+	})
+	g.Set(1)
+	return g
 }
 
 // Metrics returns the records-by-state scan of the metrics New registered.

@@ -34,6 +34,8 @@ const module = "github.com/smppproxy/smppproxy"
 var layers = map[string][]string{
 	"smpp": nil,
 	"logx": nil,
+	// buildinfo reads the binary's version (--version, the build_info metric).
+	"internal/buildinfo": nil,
 	// msgid reads and issues message ids for dedup (submit) and dlr
 	// (receipts).
 	"msgid": nil,
@@ -62,12 +64,12 @@ var layers = map[string][]string{
 	// proxy's constructor, so proxy's own tests can use it.
 	"internal/proxytest": {"config", "sim"},
 
-	"proxy": {"smpp", "logx", "msgid", "config", "smppserver", "smppclient", "state", "session", "dedup", "route", "dlr", "querycancel"},
+	"proxy": {"internal/buildinfo", "smpp", "logx", "msgid", "config", "smppserver", "smppclient", "state", "session", "dedup", "route", "dlr", "querycancel"},
 	"admin": {"smpp", "logx", "config", "state", "session", "dedup", "route", "dlr"},
 
 	// The command wires everything; bench, demo and sim are tools built
 	// on the test-support packages.
-	"cmd/smppproxy": {"smpp", "logx", "msgid", "config", "smppserver", "smppclient", "state", "session", "dedup", "route", "dlr", "querycancel", "proxy", "admin", "esme", "sim"},
+	"cmd/smppproxy": {"internal/buildinfo", "smpp", "logx", "msgid", "config", "smppserver", "smppclient", "state", "session", "dedup", "route", "dlr", "querycancel", "proxy", "admin", "esme", "sim"},
 
 	// Packages of tests only: their non-test files import nothing.
 	"interop":           nil,
