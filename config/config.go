@@ -74,9 +74,18 @@ type Admin struct {
 
 // Store is the durable record store.
 type Store struct {
-	Backend   string   `yaml:"backend"`   // "badger" (the only one so far)
-	Path      string   `yaml:"path"`      // default "./data"
+	Backend   string   `yaml:"backend"`   // "badger" (default, one instance) or "postgres" (shared by several)
+	Path      string   `yaml:"path"`      // badger: the directory; default "./data"
 	Retention Duration `yaml:"retention"` // default key retention; default 72h
+
+	// PostgreSQL (backend: postgres): the database several instances
+	// share. DSN or DSNFile (a file holding the DSN with its password).
+	DSN        string   `yaml:"dsn"`
+	DSNFile    string   `yaml:"dsn_file"`
+	InstanceID string   `yaml:"instance_id"` // unique among running instances; default hostname + random suffix
+	Lease      Duration `yaml:"lease"`       // heartbeat lease of an instance; default 10s
+	MaxConns   int      `yaml:"max_conns"`   // connections to the database; default 16
+	Migrate    string   `yaml:"migrate"`     // "auto" (default) or "off": then `smppproxy store migrate` must have run
 
 	// Memory of the embedded store (Badger). Zero = the store's own
 	// default, sized for a proxy (see state.BadgerOptions).
@@ -96,7 +105,11 @@ type Log struct {
 
 // Store backends, log formats and levels.
 const (
-	BackendBadger = "badger"
+	BackendBadger   = "badger"
+	BackendPostgres = "postgres"
+
+	MigrateAuto = "auto"
+	MigrateOff  = "off"
 
 	LogText = "text"
 	LogJSON = "json"
@@ -273,6 +286,9 @@ func Default() *Config {
 			Backend:   BackendBadger,
 			Path:      "./data",
 			Retention: Duration(72 * time.Hour),
+			Lease:     Duration(10 * time.Second),
+			MaxConns:  16,
+			Migrate:   MigrateAuto,
 		},
 		Log:             Log{Format: LogText, Level: "info", RedactAddresses: true},
 		ShutdownTimeout: Duration(10 * time.Second),

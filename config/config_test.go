@@ -263,7 +263,7 @@ func TestErrors(t *testing.T) {
 		"upstream binds 0":            {strings.Replace(base, "system_id: proxy", "system_id: proxy\n    binds: 0", 1), 5, "upstreams[0].binds", "at least 1"},
 		"upstream missing system_id":  {strings.Replace(base, "    system_id: proxy\n", "", 1), 2, "upstreams[0].system_id", "is required"},
 		"account missing password":    {strings.Replace(base, "    password: secret1\n", "", 1), 6, "accounts[0]", "password_hash (bcrypt) or password"},
-		"store backend":               {base + "store: {backend: postgres}\n", 9, "store.backend", `must be one of badger (got "postgres")`},
+		"store backend":               {base + "store: {backend: mysql}\n", 9, "store.backend", `must be one of badger, postgres (got "mysql")`},
 		"log level":                   {base + "log: {level: verbose}\n", 9, "log.level", "debug, info, warn, error"},
 		"max_pdu_size too big":        {base + "listen: {max_pdu_size: 16777217}\n", 9, "listen.max_pdu_size", "from 256 to 16777216"},
 		"tls needs cert":              {base + "listen:\n  tls:\n    key: k.pem\n", 11, "listen.tls.cert", "is required"},

@@ -55,3 +55,22 @@ func TestPprofOffLoopbackNeedsAToken(t *testing.T) {
 		t.Error("pprof: true on the loopback default was not kept")
 	}
 }
+
+func TestPostgresStoreNeedsADSNAndSaneLimits(t *testing.T) {
+	c := mustParse(t, base+"store:\n  backend: postgres\n  dsn: postgres://proxy@db:5432/smppproxy\n")
+	if c.Store.Lease.Std().Seconds() != 10 || c.Store.MaxConns != 16 || c.Store.Migrate != MigrateAuto {
+		t.Errorf("postgres defaults = lease %v, max_conns %d, migrate %q; want 10s, 16, auto", c.Store.Lease, c.Store.MaxConns, c.Store.Migrate)
+	}
+	for name, tc := range map[string]struct{ src, path string }{
+		"no dsn":           {"store:\n  backend: postgres\n", "store.dsn"},
+		"both dsn forms":   {"store:\n  backend: postgres\n  dsn: x\n  dsn_file: f\n", "store.dsn_file"},
+		"no connections":   {"store:\n  backend: postgres\n  dsn: x\n  max_conns: 0\n", "store.max_conns"},
+		"migrate typo":     {"store:\n  backend: postgres\n  dsn: x\n  migrate: sometimes\n", "store.migrate"},
+		"dsn under badger": {"store:\n  dsn: x\n", "store.dsn"},
+	} {
+		errs := parseErrors(t, base+tc.src)
+		if len(errs) != 1 || errs[0].Path != tc.path {
+			t.Errorf("%s: errors %v, want one at %s", name, errs, tc.path)
+		}
+	}
+}

@@ -73,10 +73,7 @@ func (k *checker) config(c *Config) {
 	}
 	k.distinct(c)
 
-	oneOf(k, "store.backend", c.Store.Backend, BackendBadger)
-	if c.Store.Path == "" {
-		k.errorf("store.path", "is required")
-	}
+	k.store(&c.Store)
 	k.positive("store.retention", c.Store.Retention)
 	if c.Store.NumMemtables < 0 {
 		k.errorf("store.num_memtables", "must not be negative (0 = the default)")
@@ -398,6 +395,33 @@ func (k *checker) positive(path string, d Duration) {
 func (k *checker) nonNegative(path string, d Duration) {
 	if d < 0 {
 		k.errorf(path, "must not be negative (got %v)", d)
+	}
+}
+
+func (k *checker) store(s *Store) {
+	oneOf(k, "store.backend", s.Backend, BackendBadger, BackendPostgres)
+	switch s.Backend {
+	case BackendBadger:
+		if s.Path == "" {
+			k.errorf("store.path", "is required")
+		}
+		for path, v := range map[string]string{"store.dsn": s.DSN, "store.dsn_file": s.DSNFile} {
+			if v != "" {
+				k.errorf(path, "is for backend: postgres (the backend is badger)")
+			}
+		}
+	case BackendPostgres:
+		switch {
+		case s.DSN == "" && s.DSNFile == "":
+			k.errorf("store.dsn", "is required with backend: postgres (or store.dsn_file)")
+		case s.DSN != "" && s.DSNFile != "":
+			k.errorf("store.dsn_file", "set store.dsn or store.dsn_file, not both")
+		}
+		k.positive("store.lease", s.Lease)
+		if s.MaxConns < 1 {
+			k.errorf("store.max_conns", "must be at least 1 (got %d)", s.MaxConns)
+		}
+		oneOf(k, "store.migrate", s.Migrate, MigrateAuto, MigrateOff)
 	}
 }
 

@@ -178,6 +178,9 @@ func (a *App) routes(byName map[string]*smppclient.Pool, upCfg map[string]config
 func openStore(opts Options, log *slog.Logger) (state.Store, *state.Secret, error) {
 	cfg := opts.Config
 	st := opts.Store
+	if st == nil && cfg.Store.Backend == config.BackendPostgres {
+		return nil, nil, errors.New("proxy: store backend postgres is not wired into this build yet")
+	}
 	if st == nil {
 		b, err := state.OpenBadger(state.BadgerOptions{Path: cfg.Store.Path, Logger: log, ForceEmpty: opts.ForceEmptyStore})
 		if err != nil {
