@@ -23,8 +23,7 @@ type Recent[V any] struct {
 	limit    int // keys with an entry of their own
 	idle     func(*V) bool
 	m        map[string]*RecentEntry[V]
-	head     *RecentEntry[V] // least recently touched of the aging entries
-	tail     *RecentEntry[V]
+	ring     RecentEntry[V] // sentinel: next is the least recently touched aging entry, prev the most
 	overflow *RecentEntry[V]
 	examined int // entries looked at to drop old ones (tests)
 }
@@ -47,7 +46,9 @@ func (e *RecentEntry[V]) Touched() time.Time { return e.touched }
 // least 2, one of them the overflow entry), dropping entries untouched for
 // ttl that idle allows to go (nil: any).
 func NewRecent[V any](maxKeys int, ttl time.Duration, idle func(*V) bool) *Recent[V] {
-	return &Recent[V]{ttl: ttl, limit: max(maxKeys, 2) - 1, idle: idle, m: make(map[string]*RecentEntry[V])}
+	r := &Recent[V]{ttl: ttl, limit: max(maxKeys, 2) - 1, idle: idle, m: make(map[string]*RecentEntry[V])}
+	r.ring.prev, r.ring.next = &r.ring, &r.ring
+	return r
 }
 
 // Len is the number of entries tracked, the overflow entry included.
@@ -71,7 +72,7 @@ func (r *Recent[V]) Get(key string, now time.Time) *RecentEntry[V] {
 	}
 	e := &RecentEntry[V]{key: key}
 	r.m[key] = e
-	r.pushFront(e) // touched at the zero time: the oldest
+	r.insertAfter(e, &r.ring) // touched at the zero time: the oldest
 	return e
 }
 
@@ -84,7 +85,7 @@ func (r *Recent[V]) Touch(e *RecentEntry[V], now time.Time) {
 	if e.aging {
 		r.unlink(e)
 	}
-	r.pushBack(e)
+	r.insertAfter(e, r.ring.prev)
 }
 
 // Delete forgets key's entry. The overflow entry is not a key's and stays.
@@ -103,7 +104,7 @@ func (r *Recent[V]) Delete(key string) {
 // aside those it keeps (a Touch brings them back). It stops at the first
 // entry touched within ttl: every later one was touched after it.
 func (r *Recent[V]) dropOld(now time.Time) {
-	for e := r.head; e != nil; e = r.head {
+	for e := r.ring.next; e != &r.ring; e = r.ring.next {
 		r.examined++
 		if now.Sub(e.touched) < r.ttl {
 			return
@@ -115,36 +116,14 @@ func (r *Recent[V]) dropOld(now time.Time) {
 	}
 }
 
-func (r *Recent[V]) pushBack(e *RecentEntry[V]) {
-	e.prev, e.next, e.aging = r.tail, nil, true
-	if r.tail != nil {
-		r.tail.next = e
-	} else {
-		r.head = e
-	}
-	r.tail = e
-}
-
-func (r *Recent[V]) pushFront(e *RecentEntry[V]) {
-	e.prev, e.next, e.aging = nil, r.head, true
-	if r.head != nil {
-		r.head.prev = e
-	} else {
-		r.tail = e
-	}
-	r.head = e
+func (r *Recent[V]) insertAfter(e, at *RecentEntry[V]) {
+	e.prev, e.next, e.aging = at, at.next, true
+	at.next.prev = e
+	at.next = e
 }
 
 func (r *Recent[V]) unlink(e *RecentEntry[V]) {
-	if e.prev != nil {
-		e.prev.next = e.next
-	} else {
-		r.head = e.next
-	}
-	if e.next != nil {
-		e.next.prev = e.prev
-	} else {
-		r.tail = e.prev
-	}
+	e.prev.next = e.next
+	e.next.prev = e.prev
 	e.prev, e.next, e.aging = nil, nil, false
 }
