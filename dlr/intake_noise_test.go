@@ -34,8 +34,8 @@ func TestPerPDUIntakeWarningsAreRateLimited(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			lines := testkit.NewLogLines()
-			clock := &testClock{t: time.Now()}
-			e := newEnv(t, func(c *Config) { c.Logger, c.Now = slog.New(lines), clock.now })
+			clock := testkit.NewClock(time.Now())
+			e := newEnv(t, func(c *Config) { c.Logger, c.Now = slog.New(lines), clock.Now })
 			for i := range 30 {
 				e.deliver(t, tc.frame(i))
 			}
@@ -45,7 +45,7 @@ func TestPerPDUIntakeWarningsAreRateLimited(t *testing.T) {
 			if n, _ := lines.Count(tc.msg); n != 1 {
 				t.Errorf("%d lines %q for 30 PDUs within one interval, want 1", n, tc.msg)
 			}
-			clock.add(time.Minute)
+			clock.Advance(time.Minute)
 			e.deliver(t, tc.frame(30))
 			if n, sup := lines.Count(tc.msg); n != 2 || sup != 29 {
 				t.Errorf("after the interval: %d lines, the last with suppressed=%d; want 2, 29", n, sup)

@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,20 +19,6 @@ import (
 	"github.com/smppproxy/smppproxy/smppclient"
 	"github.com/smppproxy/smppproxy/state"
 )
-
-// testClock is a settable clock shared by the store, the engine and the
-// service.
-type testClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *testClock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *testClock) add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 // acceptAll answers every submit with status 0 and id.
 type acceptAll struct{ id string }
@@ -69,14 +54,14 @@ func queued(t *testing.T, st state.Queue, q string) []*state.QueueEntry {
 // routes a receipt that comes after fingerprint_window (60s): a DELIVRD two
 // minutes after the submit is queued for the ESME, not kept unmatched.
 func TestFingerprintRecordStillRoutesLateReceipt(t *testing.T) {
-	clk := &testClock{t: time.Now()}
-	st := state.NewMem(clk.now)
+	clk := testkit.NewClock(time.Now())
+	st := state.NewMem(clk.Now)
 	cfg := Config{
 		Store:     st,
 		IDs:       testIDs,
 		Accounts:  map[string]Account{"shop": {Route: []string{"smsc"}}},
 		Upstreams: map[string]Upstream{"smsc": {}},
-		Now:       clk.now,
+		Now:       clk.Now,
 		Receivers: &fakeRcv{},
 	}
 	var eng *dedup.Engine
@@ -92,7 +77,7 @@ func TestFingerprintRecordStillRoutesLateReceipt(t *testing.T) {
 	if a.Status != smpp.StatusOK || a.MessageID != "3e8" {
 		t.Fatalf("submit = %+v, want accepted with 3e8", a)
 	}
-	clk.add(2 * time.Minute) // a normal receipt delay; fingerprint_window is 60s
+	clk.Advance(2 * time.Minute) // a normal receipt delay; fingerprint_window is 60s
 	if st := svc.OnDeliver(bg, smppclient.Delivery{Upstream: "smsc", Session: "smsc/1", Frame: dlrFrame("1000", "DELIVRD")}); st != smpp.StatusOK {
 		t.Fatalf("OnDeliver = %v", st)
 	}
@@ -119,16 +104,16 @@ func TestEchoedKeyDoesNotPickAnotherAccountsRecord(t *testing.T) {
 		{"part", "1/2", "447700900123"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			clk := &testClock{t: time.Now()}
+			clk := testkit.NewClock(time.Now())
 			var eng *dedup.Engine
 			e := newEnv(t, func(c *Config) {
 				c.Upstreams = map[string]Upstream{"smsc": {EchoTLV: smpp.DefaultIdempotencyTag, ResponseTimeout: time.Hour}}
-				c.Now = clk.now
+				c.Now = clk.Now
 			}, resolving(fwd{}, &eng))
 			key := dedup.KeyOfTLV([]byte("order-1"))
 			e.accepted(t, "bank", key, "3e9") // bank's own order-1, accepted
 			shop := state.Key{Account: "shop", Key: key, Segment: tc.segment}
-			now := clk.now()
+			now := clk.Now()
 			r := &state.Record{Key: shop, State: state.Unknown, Upstream: "smsc", Session: "smsc/1",
 				AddrHash: state.HashAddrs([]byte("SHOP"), []byte(tc.dst)), Created: now, Updated: now, Expires: now.Add(time.Hour)}
 			if _, ok, err := e.st.Create(bg, r); err != nil || !ok {
@@ -139,7 +124,7 @@ func TestEchoedKeyDoesNotPickAnotherAccountsRecord(t *testing.T) {
 			if st := e.deliver(t, f); st != 0 {
 				t.Fatal(st)
 			}
-			clk.add(time.Hour + settleMargin + time.Second) // past the settle delay, on the injected clock
+			clk.Advance(time.Hour + settleMargin + time.Second) // past the settle delay, on the injected clock
 			testkit.Eventually(t, 5*time.Second, func() bool { l, _ := e.svc.Unmatched(bg, "smsc", 10); return len(l) == 0 }, "kept receipt settled")
 			if es := queued(t, e.st, accountQueue("bank")); len(es) != 0 {
 				t.Fatalf("shop's receipt (echoing shop's key) was queued for bank as %q", es[0].MessageID)
@@ -239,9 +224,9 @@ func (q *ackFailingQueue) Ack(ctx context.Context, queue string, seq uint64) err
 // more are kept than one pass reads (maxScan): its memory does not grow
 // with every unmatched receipt ever seen.
 func TestReconcilerForgetsScheduleOfExpiredEntries(t *testing.T) {
-	clk := &testClock{t: time.Now()}
-	st := state.NewMem(clk.now)
-	svc, err := New(Config{Store: st, Accounts: map[string]Account{"shop": {}}, Upstreams: map[string]Upstream{"smsc": {}}, Now: clk.now})
+	clk := testkit.NewClock(time.Now())
+	st := state.NewMem(clk.Now)
+	svc, err := New(Config{Store: st, Accounts: map[string]Account{"shop": {}}, Upstreams: map[string]Upstream{"smsc": {}}, Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +236,7 @@ func TestReconcilerForgetsScheduleOfExpiredEntries(t *testing.T) {
 	put := func(n int, ttl time.Duration) {
 		for range n {
 			e := &state.QueueEntry{Queue: unmatchedQueue("smsc"), Kind: KindUnmatched, Upstream: "smsc", MessageID: "1",
-				Command: smpp.CmdDeliverSM, Body: body, Enqueued: clk.now(), Expires: clk.now().Add(ttl)}
+				Command: smpp.CmdDeliverSM, Body: body, Enqueued: clk.Now(), Expires: clk.Now().Add(ttl)}
 			if _, _, err := st.Enqueue(bg, e); err != nil {
 				t.Fatal(err)
 			}
@@ -262,7 +247,7 @@ func TestReconcilerForgetsScheduleOfExpiredEntries(t *testing.T) {
 	svc.rec.note("smsc")
 	sched := func() int { svc.rec.mu.Lock(); defer svc.rec.mu.Unlock(); return len(svc.rec.next) }
 	testkit.Eventually(t, 10*time.Second, func() bool { return sched() >= 12000 }, "12000 kept receipts tried")
-	clk.add(90 * time.Minute) // the first 6000 expire
+	clk.Advance(90 * time.Minute) // the first 6000 expire
 	testkit.Eventually(t, 5*time.Second, func() bool { return sched() <= 6000 }, "schedules of the 6000 expired kept receipts forgotten")
 }
 
@@ -335,15 +320,15 @@ func TestAckRetriedOnceTheStoreRecovers(t *testing.T) {
 // The back-off of a refused entry is forgotten once the entry
 // has expired.
 func TestDispatcherForgetsBackoffOfExpiredEntries(t *testing.T) {
-	clk := &testClock{t: time.Now()}
-	st := state.NewMem(clk.now)
+	clk := testkit.NewClock(time.Now())
+	st := state.NewMem(clk.Now)
 	rcv := &fakeRcv{}
 	svc, err := New(Config{
 		Store:     st,
 		IDs:       testIDs,
 		Accounts:  map[string]Account{"shop": {Retention: time.Hour, Redelivery: time.Hour}},
 		Upstreams: map[string]Upstream{"smsc": {}},
-		Now:       clk.now,
+		Now:       clk.Now,
 		Receivers: rcv,
 	})
 	if err != nil {
@@ -351,7 +336,7 @@ func TestDispatcherForgetsBackoffOfExpiredEntries(t *testing.T) {
 	}
 	svc.Start()
 	t.Cleanup(svc.Close)
-	now := clk.now()
+	now := clk.Now()
 	for i := range 3 {
 		r := &state.Record{Key: state.Key{Account: "shop", Key: fmt.Sprint("k", i)}, State: state.Accepted, Upstream: "smsc",
 			MessageID: fmt.Sprintf("%x", 100+i), NormID: fmt.Sprint(100 + i), Created: now, Updated: now, Expires: now.Add(3 * time.Hour)}
@@ -368,7 +353,7 @@ func TestDispatcherForgetsBackoffOfExpiredEntries(t *testing.T) {
 	d := svc.accounts["shop"]
 	held := func() int { d.mu.Lock(); defer d.mu.Unlock(); return len(d.seqsLocked(entryRefused)) }
 	waitFor(t, "all three refused", func() bool { return held() == 3 })
-	clk.add(2 * time.Hour) // every entry expires
+	clk.Advance(2 * time.Hour) // every entry expires
 	svc.kick("shop")
 	waitFor(t, "back-offs of expired entries forgotten", func() bool { return held() == 0 })
 	if n := len(rx.received()); n != 3 {
@@ -386,13 +371,13 @@ func TestEchoedKeyResolvesTheOnlyUnknownPart(t *testing.T) {
 		resolved bool
 	}{{"one unknown part", state.Accepted, true}, {"two unknown parts", state.Unknown, false}} {
 		t.Run(tc.name, func(t *testing.T) {
-			clk := &testClock{t: time.Now()}
+			clk := testkit.NewClock(time.Now())
 			var eng *dedup.Engine
 			e := newEnv(t, func(c *Config) {
 				c.Upstreams = map[string]Upstream{"smsc": {EchoTLV: smpp.DefaultIdempotencyTag}}
-				c.Now = clk.now
+				c.Now = clk.Now
 			}, resolving(fwd{}, &eng))
-			now := clk.now()
+			now := clk.Now()
 			addr := state.HashAddrs([]byte("SHOP"), []byte("447700900123"))
 			mk := func(key, seg string, st state.SubmitState, id string) state.Key {
 				r := &state.Record{Key: state.Key{Account: "shop", Key: key, Segment: seg}, State: st, Upstream: "smsc",
@@ -416,14 +401,14 @@ func TestEchoedKeyResolvesTheOnlyUnknownPart(t *testing.T) {
 			if st := e.deliver(t, f); st != 0 {
 				t.Fatal(st)
 			}
-			clk.add(settleMargin + time.Second) // past the settle delay, on the injected clock
+			clk.Advance(settleMargin + time.Second) // past the settle delay, on the injected clock
 			if tc.resolved {
 				waitFor(t, "part resolved", func() bool { r, _ := e.st.Get(bg, part1); return r.State == state.Accepted })
 				if r, _ := e.st.Get(bg, part1); r.MessageID != "1000" {
 					t.Errorf("part 1/2 resolved with %q, want 1000", r.MessageID)
 				}
 			} else {
-				e.waitTried(t, clk.now()) // tried past the settle delay
+				e.waitTried(t, clk.Now()) // tried past the settle delay
 			}
 			for _, k := range []state.Key{part1, part2, other} {
 				r, _ := e.st.Get(bg, k)

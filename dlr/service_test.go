@@ -389,9 +389,9 @@ func (fwd) Forward(ctx context.Context, a *dedup.Attempt) dedup.Result {
 // upstream by addresses and time resolves it; two candidates resolve
 // nothing.
 func TestReconcileUnknown(t *testing.T) {
-	clk := &testClock{t: time.Now()}
+	clk := testkit.NewClock(time.Now())
 	var eng *dedup.Engine
-	e := newEnv(t, func(c *Config) { c.Now = clk.now }, resolving(fwd{}, &eng))
+	e := newEnv(t, func(c *Config) { c.Now = clk.Now }, resolving(fwd{}, &eng))
 	sub := func(key, dst string) *smpp.Submit {
 		s, err := smpp.ParseSubmit(smpptest.EncodeSubmit(1, smpptest.SubmitFields{Src: "SHOP", Dst: dst, RegisteredDelivery: 1, ShortMessage: []byte("hi " + key),
 			TLVs: []smpp.TLV{{Tag: smpp.DefaultIdempotencyTag, Value: []byte(key)}}}))
@@ -412,7 +412,7 @@ func TestReconcileUnknown(t *testing.T) {
 	m, _ := parseMessage(other)
 	copy(m.src, "447700900555") // same length: two candidates
 	e.deliver(t, other)
-	clk.add(settleMargin + time.Second) // past the settle delay, on the injected clock
+	clk.Advance(settleMargin + time.Second) // past the settle delay, on the injected clock
 
 	waitFor(t, "record resolved", func() bool { r, _ := e.st.Get(bg, a.Key); return r.State == state.Accepted })
 	r, _ := e.st.Get(bg, a.Key)
@@ -423,7 +423,7 @@ func TestReconcileUnknown(t *testing.T) {
 	if retry.Status != 0 || retry.MessageID != "1000" {
 		t.Errorf("retry after the receipt = %+v, want status 0 with 1000", retry)
 	}
-	e.waitTried(t, clk.now()) // 4097 tried past its settle delay
+	e.waitTried(t, clk.Now()) // 4097 tried past its settle delay
 	if l, _ := e.svc.Unmatched(bg, "smsc", 10); len(l) != 1 || l[0].MessageID != "4097" {
 		t.Errorf("unmatched = %+v; want the ambiguous receipt 4097 still kept", l)
 	}

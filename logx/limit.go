@@ -23,35 +23,33 @@ import (
 //	}
 type Limiter struct {
 	interval time.Duration
-	maxKeys  int
 	now      func() time.Time
 
 	mu   sync.Mutex
-	keys map[string]*limitEntry
+	keys *Recent[limitEntry] // an entry is touched when a line passes
 }
 
 type limitEntry struct {
-	next       time.Time // when the next line may pass
-	suppressed int       // lines held back since the last that passed
+	suppressed int // lines held back since the last that passed
 }
 
-// overflowKey is the shared entry used once maxKeys keys are tracked.
+// overflowKey is the key of Recent's shared overflow entry.
 const overflowKey = "\x00overflow"
 
 // NewLimiter returns a Limiter letting one line per key through per
-// interval (at least 1ns), tracking at most maxKeys keys (at least 1). now
-// is the clock; nil means time.Now.
+// interval (at least 1ns), tracking at most maxKeys keys (at least 2, one
+// of them the overflow entry). now is the clock; nil means time.Now.
 func NewLimiter(interval time.Duration, maxKeys int, now func() time.Time) *Limiter {
 	if interval <= 0 {
 		interval = 1
 	}
-	if maxKeys < 2 {
-		maxKeys = 2
-	}
 	if now == nil {
 		now = time.Now
 	}
-	return &Limiter{interval: interval, maxKeys: maxKeys, now: now, keys: make(map[string]*limitEntry)}
+	// An entry past its interval with nothing held back carries no
+	// information: it may be forgotten.
+	idle := func(e *limitEntry) bool { return e.suppressed == 0 }
+	return &Limiter{interval: interval, now: now, keys: NewRecent(maxKeys, interval, idle)}
 }
 
 // Allow reports whether a line for key may be logged now and, if so, how
@@ -62,38 +60,12 @@ func (l *Limiter) Allow(key string) (ok bool, suppressed int) {
 	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	e := l.entryLocked(key, now)
-	if now.Before(e.next) {
-		e.suppressed++
+	e := l.keys.Get(key, now)
+	if now.Sub(e.Touched()) < l.interval {
+		e.Value.suppressed++
 		return false, 0
 	}
-	suppressed, e.suppressed = e.suppressed, 0
-	e.next = now.Add(l.interval)
+	suppressed, e.Value.suppressed = e.Value.suppressed, 0
+	l.keys.Touch(e, now)
 	return true, suppressed
-}
-
-// entryLocked finds or makes key's entry; l.mu is held.
-func (l *Limiter) entryLocked(key string, now time.Time) *limitEntry {
-	if e, ok := l.keys[key]; ok {
-		return e
-	}
-	limit := l.maxKeys - 1 // one slot is kept for the overflow entry
-	if len(l.keys) >= limit {
-		for k, e := range l.keys {
-			// An entry past its interval with nothing held back carries
-			// no information: forget it.
-			if k != overflowKey && !now.Before(e.next) && e.suppressed == 0 {
-				delete(l.keys, k)
-			}
-		}
-	}
-	if len(l.keys) >= limit {
-		key = overflowKey
-		if e, ok := l.keys[key]; ok {
-			return e
-		}
-	}
-	e := &limitEntry{}
-	l.keys[key] = e
-	return e
 }

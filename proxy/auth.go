@@ -197,23 +197,17 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 }
 
 // bindBackoff counts recent bind failures per source address and per
-// system_id. Keys are bounded: with bindBackoffKeys tracked, quiet ones are
-// dropped, and if none is quiet further keys share one overflow entry.
+// system_id. Keys are bounded (logx.Recent): with bindBackoffKeys tracked,
+// quiet ones are dropped, and if none is quiet further keys share one
+// overflow entry.
 type bindBackoff struct {
 	now   func() time.Time
 	mu    sync.Mutex
-	fails map[string]*failCount
+	fails *logx.Recent[int] // failures since the entry was last quiet; touched per failure
 }
-
-type failCount struct {
-	n    int
-	last time.Time
-}
-
-const backoffOverflow = "\x00overflow"
 
 func newBindBackoff(now func() time.Time) *bindBackoff {
-	return &bindBackoff{now: now, fails: make(map[string]*failCount)}
+	return &bindBackoff{now: now, fails: logx.NewRecent[int](bindBackoffKeys, bindBackoffQuiet, nil)}
 }
 
 // fail counts a failure from ip for systemID and returns the delay before
@@ -224,13 +218,13 @@ func (b *bindBackoff) fail(ip, systemID string) time.Duration {
 	defer b.mu.Unlock()
 	n := 0
 	for _, k := range [...]string{"ip:" + ip, "id:" + systemID} {
-		e := b.entryLocked(k, now)
-		if now.Sub(e.last) >= bindBackoffQuiet {
-			e.n = 0
+		e := b.fails.Get(k, now)
+		if now.Sub(e.Touched()) >= bindBackoffQuiet {
+			e.Value = 0
 		}
-		e.n++
-		e.last = now
-		n = max(n, e.n)
+		e.Value++
+		b.fails.Touch(e, now)
+		n = max(n, e.Value)
 	}
 	d := bindBackoffBase
 	for i := 1; i < n && d < bindBackoffMax; i++ {
@@ -243,28 +237,6 @@ func (b *bindBackoff) fail(ip, systemID string) time.Duration {
 func (b *bindBackoff) succeed(ip, systemID string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	delete(b.fails, "ip:"+ip)
-	delete(b.fails, "id:"+systemID)
-}
-
-func (b *bindBackoff) entryLocked(key string, now time.Time) *failCount {
-	if e, ok := b.fails[key]; ok {
-		return e
-	}
-	if len(b.fails) >= bindBackoffKeys-1 {
-		for k, e := range b.fails {
-			if k != backoffOverflow && now.Sub(e.last) >= bindBackoffQuiet {
-				delete(b.fails, k)
-			}
-		}
-	}
-	if len(b.fails) >= bindBackoffKeys-1 {
-		key = backoffOverflow
-		if e, ok := b.fails[key]; ok {
-			return e
-		}
-	}
-	e := &failCount{}
-	b.fails[key] = e
-	return e
+	b.fails.Delete("ip:" + ip)
+	b.fails.Delete("id:" + systemID)
 }

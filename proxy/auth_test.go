@@ -14,6 +14,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/smppproxy/smppproxy/config"
+	"github.com/smppproxy/smppproxy/internal/testkit"
 	"github.com/smppproxy/smppproxy/smpp"
 	"github.com/smppproxy/smppproxy/smppserver"
 )
@@ -40,28 +41,10 @@ func bindFrom(ip, systemID, pw string) smppserver.BindRequest {
 	}
 }
 
-// fakeClock is a clock the test moves by hand.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 // testAccountAuth is an accountAuth with a fake clock and a delay function that
 // records the delays instead of waiting them out.
-func testAccountAuth(log *slog.Logger, accts []config.Account) (*accountAuth, *fakeClock, *[]time.Duration) {
-	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+func testAccountAuth(log *slog.Logger, accts []config.Account) (*accountAuth, *testkit.Clock, *[]time.Duration) {
+	clock := testkit.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	var (
 		mu     sync.Mutex
 		delays []time.Duration

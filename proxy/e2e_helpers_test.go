@@ -41,6 +41,14 @@ func startSimProxy(t *testing.T, simCfg sim.Config) (*sim.Simulator, *App) {
 	return env.Sim, env.Proxy
 }
 
+// simConfig runs a simulator with simCfg and returns it with testConfig on
+// its address and a store in t.TempDir.
+func simConfig(t *testing.T, simCfg sim.Config) (*sim.Simulator, *config.Config) {
+	t.Helper()
+	smsc := startSim(t, simCfg)
+	return smsc, testConfig(t, smsc.Addr(), t.TempDir())
+}
+
 func startSim(t *testing.T, cfg sim.Config) *sim.Simulator {
 	t.Helper()
 	return proxytest.StartSim(t, cfg)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/smppproxy/smppproxy/config"
+	"github.com/smppproxy/smppproxy/internal/testkit"
 	"github.com/smppproxy/smppproxy/sim"
 	"github.com/smppproxy/smppproxy/smpp"
 	"github.com/smppproxy/smppproxy/state"
@@ -97,7 +98,7 @@ func TestConnectionCutWithTwentyInFlight(t *testing.T) {
 			cfg.Accounts[0].Idempotency.OnUnknown = policy
 			const unknownTimeout = 2 * time.Second
 			cfg.Accounts[0].Idempotency.UnknownTimeout = config.Duration(unknownTimeout)
-			clock := &fakeClock{now: time.Now()} // auth_test.go
+			clock := testkit.NewClock(time.Now())
 			app := startProxyWith(t, Options{Config: cfg, Now: clock.Now})
 			c := dialBound(t, app.Addr(), smpp.CmdBindTransceiver)
 			var wg sync.WaitGroup
@@ -161,12 +162,11 @@ func TestConnectionCutWithTwentyInFlight(t *testing.T) {
 
 // Fingerprint mode.
 func TestFingerprintModeWindow(t *testing.T) {
-	smsc := startSim(t, sim.Config{})
-	cfg := testConfig(t, smsc.Addr(), t.TempDir())
+	smsc, cfg := simConfig(t, sim.Config{})
 	cfg.Accounts[0].Idempotency.Key = config.KeyFingerprint
 	const window = 700 * time.Millisecond
 	cfg.Accounts[0].Idempotency.FingerprintWindow = config.Duration(window)
-	clock := &fakeClock{now: time.Now()} // auth_test.go
+	clock := testkit.NewClock(time.Now())
 	app := startProxyWith(t, Options{Config: cfg, Now: clock.Now})
 	c := dialBound(t, app.Addr(), smpp.CmdBindTransceiver)
 	a := c.submit(1, keyed("", "Your code is 4711"))
@@ -183,8 +183,7 @@ func TestFingerprintModeWindow(t *testing.T) {
 
 // The store refusing a write → 0x08, nothing forwarded.
 func TestStoreWriteFailureForwardsNothing(t *testing.T) {
-	smsc := startSim(t, sim.Config{})
-	cfg := testConfig(t, smsc.Addr(), t.TempDir())
+	smsc, cfg := simConfig(t, sim.Config{})
 	b, err := state.OpenBadger(state.BadgerOptions{Path: cfg.Store.Path})
 	if err != nil {
 		t.Fatal(err)

@@ -27,8 +27,7 @@ import (
 // caches stay under it.
 func TestFiveHundredSessionsLeaveNothingBehind(t *testing.T) {
 	const sessions = 500
-	smsc := startSim(t, sim.Config{})
-	cfg := testConfig(t, smsc.Addr(), t.TempDir())
+	smsc, cfg := simConfig(t, sim.Config{})
 	cfg.Accounts[0].MaxBinds = sessions
 	cfg.Listen.MaxConnectionsPerIP = sessions // every client is on 127.0.0.1
 	// Leaks are measured here, not latency: 500 concurrent binds and

@@ -39,8 +39,7 @@ func TestUpstreamThroughputCap(t *testing.T) {
 		return burst + int64(capPerSecond*elapsed.Seconds()) + 1
 	}
 	setup := func(t *testing.T, routeWait time.Duration) (*sim.Simulator, *App) {
-		smsc := startSim(t, sim.Config{})
-		cfg := testConfig(t, smsc.Addr(), t.TempDir())
+		smsc, cfg := simConfig(t, sim.Config{})
 		cfg.Upstreams[0].Throughput = capPerSecond
 		cfg.Upstreams[0].RouteWait = config.Duration(routeWait)
 		cfg.Upstreams[0].Binds, cfg.Upstreams[0].Window = 2, 50

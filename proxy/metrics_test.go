@@ -20,8 +20,7 @@ import (
 // closed sessions are counted by reason, the session hooks stay the
 // receipt service's; Ready follows the upstream binds.
 func TestNewRegistersMetricsAndReadyFollowsBinds(t *testing.T) {
-	smsc := startSim(t, sim.Config{})
-	cfg := testConfig(t, smsc.Addr(), t.TempDir())
+	_, cfg := simConfig(t, sim.Config{})
 	reg := prometheus.NewRegistry()
 	app, err := New(Options{Config: cfg, Registerer: reg})
 	if err != nil {

@@ -12,8 +12,7 @@ import (
 // message_id: proxy issues ids of the configured format and length, and
 // replays them to retries.
 func TestProxyIssuedIDsFollowTheConfiguredStyle(t *testing.T) {
-	smsc := startSim(t, sim.Config{})
-	cfg := testConfig(t, smsc.Addr(), t.TempDir())
+	_, cfg := simConfig(t, sim.Config{})
 	cfg.Accounts[0].MessageID = config.MessageIDProxy
 	cfg.Accounts[0].ProxyID = config.ProxyIDStyle{Format: config.IDDec, Length: 12}
 	app := startProxy(t, cfg)

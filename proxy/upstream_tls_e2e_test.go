@@ -4,64 +4,42 @@ import (
 	"crypto/tls"
 	"io"
 	"net"
-	"os"
 	"path/filepath"
-	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
-	"encoding/pem"
-
+	"github.com/smppproxy/smppproxy/internal/testkit"
 	"github.com/smppproxy/smppproxy/sim"
 	"github.com/smppproxy/smppproxy/smpp"
 )
 
-// tlsRelay terminates TLS on 127.0.0.1:0 and relays each connection to a
-// plain SMSC: an SMSC reachable only over TLS.
-func tlsRelay(t *testing.T, certFile, keyFile, target string) string {
+// tlsRelay terminates TLS on 127.0.0.1:0 with a certificate of ca for
+// 127.0.0.1 and relays each connection to a plain SMSC: an SMSC reachable
+// only over TLS. ended counts the relayed connections that have ended (a
+// client that refuses the certificate ends its connection in the
+// handshake).
+func tlsRelay(t *testing.T, ca *testkit.CA, target string) (addr string, ended *atomic.Int32) {
 	t.Helper()
-	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	l, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{ca.Server(t)}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var conns []net.Conn
-	t.Cleanup(func() {
-		_ = l.Close()
-		mu.Lock()
-		for _, c := range conns {
-			_ = c.Close()
+	ended = new(atomic.Int32)
+	testkit.Serve(t, l, func(c net.Conn) {
+		defer ended.Add(1)
+		u, err := net.Dial("tcp", target)
+		if err != nil {
+			return
 		}
-		mu.Unlock()
-		wg.Wait()
+		defer u.Close()
+		up := make(chan struct{})
+		go func() { defer close(up); _, _ = io.Copy(u, c); _ = u.Close() }()
+		_, _ = io.Copy(c, u)
+		_ = c.Close()
+		<-up
 	})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			u, err := net.Dial("tcp", target)
-			if err != nil {
-				_ = c.Close()
-				continue
-			}
-			mu.Lock()
-			conns = append(conns, c, u)
-			mu.Unlock()
-			wg.Add(2)
-			go func() { defer wg.Done(); _, _ = io.Copy(u, c); _ = u.Close() }()
-			go func() { defer wg.Done(); _, _ = io.Copy(c, u); _ = c.Close() }()
-		}
-	}()
-	return l.Addr().String()
+	return l.Addr().String(), ended
 }
 
 // An upstream over TLS with a private CA (tls_ca) and a certificate name
@@ -70,18 +48,13 @@ func tlsRelay(t *testing.T, certFile, keyFile, target string) string {
 func TestUpstreamOverTLSWithPrivateCA(t *testing.T) {
 	smsc := startSim(t, sim.Config{})
 	dir := t.TempDir()
-	ca := newTestCA(t)
-	certFile, keyFile := ca.serverFiles(t, dir) // certificate for 127.0.0.1
-	caFile := filepath.Join(dir, "ca.pem")
-	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.cert.Raw}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	relay := tlsRelay(t, certFile, keyFile, smsc.Addr())
+	ca := testkit.NewCA(t)
+	relay, ended := tlsRelay(t, ca, smsc.Addr()) // certificate for 127.0.0.1
 	_, port, _ := net.SplitHostPort(relay)
 
 	cfg := testConfig(t, "localhost:"+port, filepath.Join(dir, "data"))
 	cfg.Upstreams[0].TLS = true
-	cfg.Upstreams[0].TLSCA = caFile
+	cfg.Upstreams[0].TLSCA = ca.CertFile(t, dir)
 	cfg.Upstreams[0].TLSServerName = "127.0.0.1"
 	app := startProxy(t, cfg)
 	c := dialBound(t, app.Addr(), smpp.CmdBindTransceiver)
@@ -97,6 +70,7 @@ func TestUpstreamOverTLSWithPrivateCA(t *testing.T) {
 	cfg2.Upstreams[0].TLS = true
 	cfg2.Upstreams[0].TLSServerName = "127.0.0.1"
 	cfg2.Upstreams[0].RouteWait = 0
+	before := ended.Load()
 	app2, err := New(Options{Config: cfg2})
 	if err != nil {
 		t.Fatal(err)
@@ -105,7 +79,7 @@ func TestUpstreamOverTLSWithPrivateCA(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(app2.Close)
-	time.Sleep(300 * time.Millisecond)
+	testkit.Eventually(t, 10*time.Second, func() bool { return ended.Load() > before }, "no refused upstream handshake ended at the relay")
 	for _, s := range app2.Sessions.List() {
 		if s.Side == "upstream" && s.State == "bound" {
 			t.Fatalf("upstream bound without trusting the SMSC's CA: %+v", s)

@@ -14,7 +14,7 @@ import (
 // a log line per submit: the retry and give-up lines are logged once per
 // interval per upstream and status, with the count held back.
 func TestTemporaryErrorLinesAreRateLimited(t *testing.T) {
-	clock := &fakeClock{t: time.Unix(1000, 0)}
+	clock := testkit.NewClock(time.Unix(1000, 0))
 	lines := testkit.NewLogLines()
 	up := &fakeUp{name: "a", up: 1, status: func(int) smpp.Status { return smpp.StatusThrottled }}
 	r := New(Config{Routes: map[string][]Member{"shop": {{Upstream: up, Weight: 1, Attempts: 2}}},
@@ -30,7 +30,7 @@ func TestTemporaryErrorLinesAreRateLimited(t *testing.T) {
 			t.Errorf("%d lines %q for 30 submits within one interval, want 1", n, msg)
 		}
 	}
-	clock.Add(time.Minute)
+	clock.Advance(time.Minute)
 	r.Forward(context.Background(), attempt(t, &j))
 	if n, sup := lines.Count("temporary upstream error; retrying"); n != 2 || sup != 29 {
 		t.Errorf("after the interval: %d lines, the last with suppressed=%d; want 2, 29", n, sup)

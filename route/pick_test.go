@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/smppproxy/smppproxy/dedup"
+	"github.com/smppproxy/smppproxy/internal/testkit"
 	"github.com/smppproxy/smppproxy/smpp"
 	"github.com/smppproxy/smppproxy/smpp/smpptest"
 	"github.com/smppproxy/smppproxy/smppclient"
@@ -194,26 +195,13 @@ func TestStickyTableIsBounded(t *testing.T) {
 	}
 }
 
-// fakeClock is a settable clock.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *fakeClock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 // An upstream that keeps failing (here: every response times out, an
 // upstream bound but black-holing submits) is left out after
 // FailThreshold failures in a row; after the cool-down it gets traffic
 // again, one more failure cools it down twice as long, and a success ends
 // the episode.
 func TestUpstreamThatKeepsFailingCoolsDown(t *testing.T) {
-	clock := &fakeClock{t: time.Unix(1000, 0)}
+	clock := testkit.NewClock(time.Unix(1000, 0))
 	bad := &fakeUp{name: "bad", up: 1, err: smppclient.ErrTimeout}
 	good := &fakeUp{name: "good", up: 1}
 	r := New(Config{
@@ -236,11 +224,11 @@ func TestUpstreamThatKeepsFailingCoolsDown(t *testing.T) {
 		}
 	}
 	for _, cool := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 4 * time.Second} {
-		clock.Add(cool - time.Millisecond)
+		clock.Advance(cool - time.Millisecond)
 		if got := send(); got != "good" {
 			t.Fatalf("%v into a %v cool-down a submit went to %s", cool-time.Millisecond, cool, got)
 		}
-		clock.Add(time.Millisecond)
+		clock.Advance(time.Millisecond)
 		if got := send(); got != "bad" {
 			t.Fatalf("after a %v cool-down a submit went to %s, want bad (tried again)", cool, got)
 		}
@@ -250,7 +238,7 @@ func TestUpstreamThatKeepsFailingCoolsDown(t *testing.T) {
 	}
 	// It recovers: after the cool-down a success ends the episode, and the
 	// threshold applies again.
-	clock.Add(4 * time.Second)
+	clock.Advance(4 * time.Second)
 	bad.err = nil
 	if got := send(); got != "bad" {
 		t.Fatalf("after recovery a submit went to %s", got)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/smppproxy/smppproxy/dedup"
+	"github.com/smppproxy/smppproxy/internal/testkit"
 	"github.com/smppproxy/smppproxy/smpp"
 	"github.com/smppproxy/smppproxy/smpp/smpptest"
 	"github.com/smppproxy/smppproxy/smppclient"
@@ -193,12 +194,12 @@ func TestRetryLimitsFollowTheInjectedClock(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			clock := &fakeClock{t: time.Unix(1000, 0)}
+			clock := testkit.NewClock(time.Unix(1000, 0))
 			up := &fakeUp{name: "a", up: 1, status: func(int) smpp.Status { return smpp.StatusThrottled }}
 			r := New(Config{
 				Routes:  map[string][]Member{"shop": {{Upstream: up, Weight: 1, Attempts: 10, Budget: tc.budget}}},
 				Backoff: func(int) time.Duration { return 100 * time.Millisecond },
-				Sleep:   func(_ context.Context, d time.Duration) { clock.Add(d) },
+				Sleep:   func(_ context.Context, d time.Duration) { clock.Advance(d) },
 				Now:     clock.Now,
 			})
 			var j []string

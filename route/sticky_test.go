@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smppproxy/smppproxy/internal/testkit"
 	"github.com/smppproxy/smppproxy/smpp"
 )
 
@@ -45,7 +46,7 @@ func TestSegmentRetriesStayOnTheMessageUpstream(t *testing.T) {
 // segments of the messages it already carries while it has a bound
 // session.
 func TestSegmentStaysOnItsUpstreamWhileItCoolsDown(t *testing.T) {
-	clock := &fakeClock{t: time.Unix(1000, 0)}
+	clock := testkit.NewClock(time.Unix(1000, 0))
 	a := &fakeUp{name: "a", up: 1, status: func(n int) smpp.Status {
 		if n == 2 {
 			return smpp.StatusXTAppn

@@ -1,7 +1,12 @@
 package testkit
 
 import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"io"
 	"log/slog"
+	"net"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -82,5 +87,29 @@ func TestLogLinesCountsByMessageWithTheLastSuppressedCount(t *testing.T) {
 	}
 	if n, sup := lines.Count("quiet"); n != 1 || sup != 0 {
 		t.Errorf(`Count("quiet") = %d, %d; want 1, 0`, n, sup)
+	}
+}
+
+// A server certificate of a CA is trusted by a client of the CA's pool
+// and refused by one that does not know the CA; Serve answers every
+// connection with its handler.
+func TestServeWithACertificateOfTheTestCA(t *testing.T) {
+	ca := NewCA(t)
+	l, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{ca.Server(t)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	Serve(t, l, func(c net.Conn) { _, _ = c.Write([]byte("hi")) })
+	c, err := tls.Dial("tcp", l.Addr().String(), &tls.Config{RootCAs: ca.Pool})
+	if err != nil {
+		t.Fatalf("dial trusting the CA: %v", err)
+	}
+	defer c.Close()
+	if b, err := io.ReadAll(c); err != nil || string(b) != "hi" {
+		t.Errorf("read = %q, %v; want \"hi\" from the handler", b, err)
+	}
+	var unknown x509.UnknownAuthorityError
+	if _, err := tls.Dial("tcp", l.Addr().String(), &tls.Config{}); !errors.As(err, &unknown) {
+		t.Errorf("dial without the CA = %v, want x509.UnknownAuthorityError", err)
 	}
 }
