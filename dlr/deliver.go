@@ -65,7 +65,9 @@ func (s *Service) OnBound(ss *smppserver.Session) {
 // hasReceiver reports whether account had a bound receiving session when
 // its dispatcher last looked (for the routed/queued outcome label).
 func (s *Service) hasReceiver(account string) bool {
+	s.mu.Lock()
 	d := s.accounts[account]
+	s.mu.Unlock()
 	return d != nil && d.bound.Load() > 0
 }
 
@@ -74,7 +76,6 @@ type dispatcher struct {
 	s       *Service
 	account string
 	queue   string
-	pol     Account
 	kickc   chan struct{}
 	bound   atomic.Int32 // receiving sessions seen by the last pump
 
@@ -131,9 +132,9 @@ const (
 	ackRetryMax   = 10 * time.Second
 )
 
-func newDispatcher(s *Service, account string, pol Account) *dispatcher {
+func newDispatcher(s *Service, account string) *dispatcher {
 	return &dispatcher{
-		s: s, account: account, queue: accountQueue(account), pol: pol,
+		s: s, account: account, queue: accountQueue(account),
 		kickc:   make(chan struct{}, 1),
 		entries: map[uint64]*entry{}, perSess: map[string]int{},
 	}
@@ -401,7 +402,7 @@ func (d *dispatcher) pickLocked(ready []Receiver, win int) Receiver {
 // queued is closed once the deliver_sm is queued by the session or failed.
 func (d *dispatcher) send(r Receiver, e *state.QueueEntry, queued chan<- struct{}) {
 	log := d.s.log.With("account", d.account, "session", r.ID(), "kind", e.Kind, "message_id", e.MessageID, "upstream", e.Upstream)
-	ctx, cancel := context.WithTimeout(d.s.ctx, d.pol.Redelivery)
+	ctx, cancel := context.WithTimeout(d.s.ctx, d.s.account(d.account).Redelivery)
 	resp, err := request(ctx, r, e.Command, e.Body, queued)
 	cancel()
 	outcome := DelAcked
@@ -425,7 +426,7 @@ func (d *dispatcher) send(r Receiver, e *state.QueueEntry, queued chan<- struct{
 	case DelAcked:
 		d.entries[e.Seq] = &entry{state: entryDeleting}
 	case DelRefused:
-		d.entries[e.Seq] = &entry{state: entryRefused, at: d.s.now().Add(d.pol.Redelivery)}
+		d.entries[e.Seq] = &entry{state: entryRefused, at: d.s.now().Add(d.s.account(d.account).Redelivery)}
 	default:
 		delete(d.entries, e.Seq) // pending: sent again by the next pump
 	}
@@ -455,7 +456,7 @@ func (d *dispatcher) send(r Receiver, e *state.QueueEntry, queued chan<- struct{
 	case DelAcked:
 		log.Debug("dlr: delivered")
 	case DelRefused:
-		log.Warn("dlr: ESME refused a deliver_sm; redelivery after dlr_redelivery", "status", st.String(), "redelivery", d.pol.Redelivery)
+		log.Warn("dlr: ESME refused a deliver_sm; redelivery after dlr_redelivery", "status", st.String(), "redelivery", d.s.account(d.account).Redelivery)
 	default:
 		log.Debug("dlr: deliver_sm not acknowledged; will be delivered again", "outcome", outcome, "err", err)
 	}

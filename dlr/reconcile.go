@@ -471,13 +471,14 @@ func (c *reconciler) echoCandidates(ctx context.Context, up string, r *receipt, 
 			(rec.State == state.Unknown || rec.MatchID() != "" && ids[rec.MatchID()])
 	}
 	var out []*state.Record
-	names := make([]string, 0, len(s.cfg.Accounts))
-	for name := range s.cfg.Accounts {
+	accounts := s.pol.Load().accounts
+	names := make([]string, 0, len(accounts))
+	for name := range accounts {
 		names = append(names, name)
 	}
 	slices.Sort(names)
 	for _, name := range names {
-		if !slices.Contains(s.cfg.Accounts[name].Route, up) {
+		if !slices.Contains(accounts[name].Route, up) {
 			continue
 		}
 		rec, err := s.cfg.Store.Get(ctx, state.Key{Account: name, Key: key})

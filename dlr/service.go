@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -154,6 +155,9 @@ type Service struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	// pol is the accounts and MO routes in force (Reconfigure replaces it).
+	pol atomic.Pointer[policy]
+
 	mu       sync.Mutex
 	accounts map[string]*dispatcher
 	started  bool
@@ -195,22 +199,11 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	accts := make(map[string]Account, len(cfg.Accounts))
-	for name, a := range cfg.Accounts {
-		if a.Retention <= 0 {
-			a.Retention = DefaultRetention
-		}
-		if a.Redelivery <= 0 {
-			a.Redelivery = DefaultRedelivery
-		}
-		accts[name] = a
+	pol, err := newPolicy(cfg.Accounts, cfg.MORoutes)
+	if err != nil {
+		return nil, err
 	}
-	cfg.Accounts = accts
-	for _, r := range cfg.MORoutes {
-		if _, ok := accts[r.Account]; !ok {
-			return nil, fmt.Errorf("dlr: mo route %q: no account %q", r.Prefix, r.Account)
-		}
-	}
+	cfg.Accounts, cfg.MORoutes = nil, nil // read from pol
 	if cfg.NotUnknown == nil {
 		cfg.NotUnknown = func(error) bool { return false }
 	}
@@ -220,9 +213,6 @@ func New(cfg Config) (*Service, error) {
 	if cfg.LogKey == nil {
 		cfg.LogKey = func(k string) string { return k }
 	}
-	// Longest prefix first.
-	cfg.MORoutes = append([]MORoute(nil), cfg.MORoutes...)
-	sort.SliceStable(cfg.MORoutes, func(i, j int) bool { return len(cfg.MORoutes[i].Prefix) > len(cfg.MORoutes[j].Prefix) })
 	s := &Service{
 		cfg: cfg, q: q, log: cfg.Logger, now: cfg.Now, m: newMetrics(cfg.Registerer),
 		warn:     logx.NewLimiter(smppclient.WarnInterval, 256, cfg.Now),
@@ -230,8 +220,9 @@ func New(cfg Config) (*Service, error) {
 		accounts: map[string]*dispatcher{},
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	for name := range accts {
-		s.accounts[name] = newDispatcher(s, name, accts[name])
+	s.pol.Store(pol)
+	for name := range pol.accounts {
+		s.accounts[name] = newDispatcher(s, name)
 	}
 	s.rec = newReconciler(s)
 	s.bound = newUnmatchedBound(cfg.UnmatchedMax, q, cfg.Logger, s.m, cfg.Registerer, cfg.Now)
@@ -257,11 +248,7 @@ func (s *Service) Start() {
 	s.started = true
 	s.refreshDepths()
 	for _, d := range s.accounts {
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			d.run()
-		}()
+		s.startLocked(d)
 	}
 	s.wg.Add(2)
 	go func() {
@@ -272,6 +259,69 @@ func (s *Service) Start() {
 		defer s.wg.Done()
 		s.bound.run(s.ctx)
 	}()
+}
+
+// startLocked runs d's delivery loop until Close (s.mu held).
+func (s *Service) startLocked(d *dispatcher) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		d.run()
+	}()
+}
+
+// policy is the per-account configuration in force.
+type policy struct {
+	accounts map[string]Account
+	mo       []MORoute // longest prefix first
+}
+
+// newPolicy applies the defaults to accounts and checks that every MO
+// route names one of them.
+func newPolicy(accounts map[string]Account, mo []MORoute) (*policy, error) {
+	p := &policy{accounts: make(map[string]Account, len(accounts)), mo: append([]MORoute(nil), mo...)}
+	for name, a := range accounts {
+		if a.Retention <= 0 {
+			a.Retention = DefaultRetention
+		}
+		if a.Redelivery <= 0 {
+			a.Redelivery = DefaultRedelivery
+		}
+		p.accounts[name] = a
+	}
+	for _, r := range p.mo {
+		if _, ok := p.accounts[r.Account]; !ok {
+			return nil, fmt.Errorf("dlr: mo route %q: no account %q", r.Prefix, r.Account)
+		}
+	}
+	sort.SliceStable(p.mo, func(i, j int) bool { return len(p.mo[i].Prefix) > len(p.mo[j].Prefix) })
+	return p, nil
+}
+
+// Reconfigure puts accounts and MO routes in force (a configuration
+// reload): a new account gets its delivery loop (started at once if the
+// service runs), changed retention and redelivery apply to what is
+// queued from now on. The queue of an account no longer configured is
+// kept, undelivered, until its entries expire or the account returns.
+func (s *Service) Reconfigure(accounts map[string]Account, mo []MORoute) error {
+	pol, err := newPolicy(accounts, mo)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pol.Store(pol)
+	for name := range pol.accounts {
+		if s.accounts[name] != nil {
+			continue
+		}
+		d := newDispatcher(s, name)
+		s.accounts[name] = d
+		if s.started {
+			s.startLocked(d)
+		}
+	}
+	return nil
 }
 
 // Close stops delivering (deliver_sm in flight are abandoned: they stay
@@ -288,7 +338,8 @@ func (s *Service) refreshDepths() {
 		s.log.Warn("dlr: reading queue depths", "err", err)
 		return
 	}
-	for name := range s.accounts {
+	accounts := s.pol.Load().accounts
+	for name := range accounts {
 		s.m.depth.WithLabelValues(name).Set(float64(depths[accountQueue(name)]))
 	}
 	var unmatched []string
@@ -298,7 +349,10 @@ func (s *Service) refreshDepths() {
 			unmatched = append(unmatched, up)
 			kept[up] = n
 		}
-		if acct, ok := strings.CutPrefix(q, accountPrefix); ok && s.accounts[acct] == nil {
+		if acct, ok := strings.CutPrefix(q, accountPrefix); ok && n > 0 {
+			if _, configured := accounts[acct]; configured {
+				continue
+			}
 			s.log.Warn("dlr: queued receipts/MO of an account that is not configured", "account", acct, "entries", n)
 		}
 	}
@@ -318,7 +372,7 @@ func accountQueue(account string) string { return accountPrefix + account }
 func unmatchedQueue(upstream string) string { return unmatchedPrefix + upstream }
 
 func (s *Service) account(name string) Account {
-	if a, ok := s.cfg.Accounts[name]; ok {
+	if a, ok := s.pol.Load().accounts[name]; ok {
 		return a
 	}
 	return Account{Retention: DefaultRetention, Redelivery: DefaultRedelivery}
@@ -326,7 +380,10 @@ func (s *Service) account(name string) Account {
 
 // kick wakes the dispatcher of account.
 func (s *Service) kick(account string) {
-	if d := s.accounts[account]; d != nil {
+	s.mu.Lock()
+	d := s.accounts[account]
+	s.mu.Unlock()
+	if d != nil {
 		d.wake()
 	}
 }
@@ -632,7 +689,7 @@ func (s *Service) intakeMO(ctx context.Context, d smppclient.Delivery, m *messag
 // moAccount routes an MO by destination: the longest mo_routes prefix,
 // else the default account.
 func (s *Service) moAccount(dst string) string {
-	for _, r := range s.cfg.MORoutes {
+	for _, r := range s.pol.Load().mo {
 		if strings.HasPrefix(dst, r.Prefix) {
 			return r.Account
 		}

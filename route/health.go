@@ -84,11 +84,10 @@ func (h *health) observe(kind int, now time.Time, cfg *Config) (time.Duration, b
 	return 0, false
 }
 
-// health returns the tracker of upstream name. The map is filled by New
-// and only read afterwards; a name outside every route gets a throw-away
-// tracker.
+// health returns the tracker of upstream name; a name outside every route
+// gets a throw-away tracker.
 func (r *Router) health(name string) *health {
-	if h := r.healths[name]; h != nil {
+	if h := (*r.healths.Load())[name]; h != nil {
 		return h
 	}
 	return &health{}

@@ -33,7 +33,7 @@ type sessionLister interface {
 // segKey get the same member, and a member going down or coming back moves
 // only the messages that hash to that member.
 func (r *Router) Pick(account string, seg smpp.Segment, segKey string, avoid map[string]bool) (Member, bool) {
-	all := r.cfg.Routes[account]
+	all := r.members(account)
 	if len(all) == 0 {
 		return Member{}, false
 	}
@@ -110,7 +110,7 @@ func (r *Router) candidates(all []Member, avoid map[string]bool, now time.Time, 
 func (r *Router) overflowTarget(account string, tried map[string]bool) bool {
 	now := r.cfg.Now()
 	for _, strict := range []bool{true, false} {
-		pool := r.candidates(r.cfg.Routes[account], nil, now, strict)
+		pool := r.candidates(r.members(account), nil, now, strict)
 		if len(pool) == 0 {
 			continue
 		}
@@ -136,7 +136,7 @@ func (r *Router) pick(account string, seg smpp.Segment, segKey, msgKey string, a
 	}
 	now := r.cfg.Now()
 	if st, ok := r.sticky.get(msgKey, now); ok {
-		for _, m := range r.cfg.Routes[account] {
+		for _, m := range r.members(account) {
 			if m.Upstream.Name() == st.upstream && m.Upstream.Up() > 0 {
 				return m, r.preferSession(m, msgKey, st.session), true
 			}

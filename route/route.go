@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -90,7 +91,12 @@ type Router struct {
 	cfg     Config
 	retries atomic.Uint64
 	sticky  stickyTable
-	healths map[string]*health // by upstream name; written only by New
+	// routes is account → its members (SetRoutes replaces it whole);
+	// healths, upstream name → its tracker (grown by SetRoutes, never
+	// shrunk); drained, the upstreams taking no new submits.
+	routes  atomic.Pointer[map[string][]Member]
+	healths atomic.Pointer[map[string]*health]
+	drained sync.Map // upstream name → struct{}
 	// warn rate-limits the per-submit lines about temporary errors (by
 	// upstream, status and what was done).
 	warn *logx.Limiter
@@ -131,16 +137,68 @@ func New(cfg Config) *Router {
 	if cfg.StickyTTL <= 0 {
 		cfg.StickyTTL = DefaultStickyTTL
 	}
-	r := &Router{cfg: cfg, sticky: stickyTable{ttl: cfg.StickyTTL}, healths: map[string]*health{},
+	r := &Router{cfg: cfg, sticky: stickyTable{ttl: cfg.StickyTTL},
 		warn: logx.NewLimiter(smppclient.WarnInterval, 256, cfg.Now)}
-	for _, ms := range cfg.Routes {
+	r.healths.Store(&map[string]*health{})
+	r.SetRoutes(cfg.Routes)
+	r.cfg.Routes = nil // read from r.routes
+	return r
+}
+
+// SetRoutes puts routes in force (account → its members in order), for
+// the submits that pick a member from now on; a submit being forwarded
+// finishes on the member it has. An upstream keeps its health tracking
+// across calls. Not safe to call concurrently with itself.
+func (r *Router) SetRoutes(routes map[string][]Member) {
+	old := *r.healths.Load()
+	hs := make(map[string]*health, len(old))
+	for name, h := range old {
+		hs[name] = h
+	}
+	cp := make(map[string][]Member, len(routes))
+	for acct, ms := range routes {
+		cp[acct] = append([]Member(nil), ms...)
 		for _, m := range ms {
-			if name := m.Upstream.Name(); r.healths[name] == nil {
-				r.healths[name] = &health{}
+			if name := m.Upstream.Name(); hs[name] == nil {
+				hs[name] = &health{}
 			}
 		}
 	}
-	return r
+	r.healths.Store(&hs)
+	r.routes.Store(&cp)
+}
+
+// members is account's route without the drained upstreams.
+func (r *Router) members(account string) []Member {
+	all := (*r.routes.Load())[account]
+	out := all[:0:0]
+	for _, m := range all {
+		if !r.Drained(m.Upstream.Name()) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// Drain stops new submits to upstream name: routes skip it as if it were
+// down (a segment of a message that went there goes elsewhere); submits
+// already written to it finish, and its binds stay up (receipts keep
+// coming). It reports whether the upstream was not drained already.
+func (r *Router) Drain(name string) bool {
+	_, was := r.drained.LoadOrStore(name, struct{}{})
+	return !was
+}
+
+// Resume undoes Drain; it reports whether the upstream was drained.
+func (r *Router) Resume(name string) bool {
+	_, was := r.drained.LoadAndDelete(name)
+	return was
+}
+
+// Drained reports whether upstream name is drained.
+func (r *Router) Drained(name string) bool {
+	_, ok := r.drained.Load(name)
+	return ok
 }
 
 // DefaultBackoff is 50ms doubling per retry, capped at 1s, with ±50% jitter.
@@ -187,7 +245,7 @@ func (r *Router) Forward(ctx context.Context, a *dedup.Attempt) dedup.Result {
 	for tries := 1; ; tries++ {
 		m, prefer, ok := r.pick(a.Account, a.Segment, segKey, msgKey, avoid)
 		if !ok {
-			return dedup.Result{Kind: dedup.NotSent, Status: smpp.StatusSysErr, Err: errors.New("route: account has no route")}
+			return dedup.Result{Kind: dedup.NotSent, Status: smpp.StatusSysErr, Err: errors.New("route: account has no route (none configured, or every upstream of it drained)")}
 		}
 		if tries == 1 {
 			attempts, budget = max(m.Attempts, 1), m.Budget
