@@ -113,6 +113,9 @@ func TestDeliveryOutcomes(t *testing.T) {
 				e.svc.kick("shop")
 			}
 			waitFor(t, "delivered again and acknowledged", queueEmpty(e))
+			// The delivery is counted once its Ack is written: after the
+			// queue is seen empty.
+			waitFor(t, "the acknowledged delivery counted", func() bool { return e.svc.Count(DelAcked) >= 1 })
 			if got := e.svc.Count(DelAcked); got != 1 {
 				t.Errorf("Count(acked) = %d, want 1", got)
 			}

@@ -199,11 +199,11 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	pol, err := newPolicy(cfg.Accounts, cfg.MORoutes)
+	pol, err := newPolicy(cfg.Accounts, cfg.MORoutes, cfg.DefaultAccount)
 	if err != nil {
 		return nil, err
 	}
-	cfg.Accounts, cfg.MORoutes = nil, nil // read from pol
+	cfg.Accounts, cfg.MORoutes, cfg.DefaultAccount = nil, nil, "" // read from pol
 	if cfg.NotUnknown == nil {
 		cfg.NotUnknown = func(error) bool { return false }
 	}
@@ -274,12 +274,13 @@ func (s *Service) startLocked(d *dispatcher) {
 type policy struct {
 	accounts map[string]Account
 	mo       []MORoute // longest prefix first
+	def      string    // the account of MO no route matches ("" = refused)
 }
 
 // newPolicy applies the defaults to accounts and checks that every MO
 // route names one of them.
-func newPolicy(accounts map[string]Account, mo []MORoute) (*policy, error) {
-	p := &policy{accounts: make(map[string]Account, len(accounts)), mo: append([]MORoute(nil), mo...)}
+func newPolicy(accounts map[string]Account, mo []MORoute, def string) (*policy, error) {
+	p := &policy{accounts: make(map[string]Account, len(accounts)), mo: append([]MORoute(nil), mo...), def: def}
 	for name, a := range accounts {
 		if a.Retention <= 0 {
 			a.Retention = DefaultRetention
@@ -298,13 +299,13 @@ func newPolicy(accounts map[string]Account, mo []MORoute) (*policy, error) {
 	return p, nil
 }
 
-// Reconfigure puts accounts and MO routes in force (a configuration
-// reload): a new account gets its delivery loop (started at once if the
+// Reconfigure puts accounts, MO routes and the default MO account in
+// force (a configuration reload): a new account gets its delivery loop (started at once if the
 // service runs), changed retention and redelivery apply to what is
 // queued from now on. The queue of an account no longer configured is
 // kept, undelivered, until its entries expire or the account returns.
-func (s *Service) Reconfigure(accounts map[string]Account, mo []MORoute) error {
-	pol, err := newPolicy(accounts, mo)
+func (s *Service) Reconfigure(accounts map[string]Account, mo []MORoute, defaultAccount string) error {
+	pol, err := newPolicy(accounts, mo, defaultAccount)
 	if err != nil {
 		return err
 	}
@@ -694,5 +695,5 @@ func (s *Service) moAccount(dst string) string {
 			return r.Account
 		}
 	}
-	return s.cfg.DefaultAccount
+	return s.pol.Load().def
 }

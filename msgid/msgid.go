@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"math/big"
 	"strings"
+	"sync/atomic"
 )
 
 // Format is how an upstream writes message ids on one side (its
@@ -162,50 +163,75 @@ type Upstream struct {
 }
 
 // IDs implements dedup.IDs from the configuration: per upstream id
-// formats and per account proxy ids. The zero value (or nil maps) reads
-// every id as-is and issues no proxy ids.
+// formats and per account proxy ids. The zero value reads every id as-is
+// and issues no proxy ids. Set replaces the configuration (a reload).
 type IDs struct {
+	t atomic.Pointer[idTable]
+}
+
+type idTable struct {
 	upstreams map[string]Upstream
 	proxy     map[string]ProxyIDStyle
+}
+
+var noIDs = &idTable{}
+
+func (x *IDs) table() *idTable {
+	if t := x.t.Load(); t != nil {
+		return t
+	}
+	return noIDs
 }
 
 // New returns the ids of upstreams (by name) and of the accounts that
 // issue proxy ids (message_id: proxy), by system_id, with their style. A
 // style that cannot be issued is an error naming the account.
 func New(upstreams map[string]Upstream, proxyIDs map[string]ProxyIDStyle) (*IDs, error) {
+	x := &IDs{}
+	if err := x.Set(upstreams, proxyIDs); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// Set puts the id formats of upstreams and the proxy id styles of
+// accounts in force, or changes nothing and says which style cannot be
+// issued.
+func (x *IDs) Set(upstreams map[string]Upstream, proxyIDs map[string]ProxyIDStyle) error {
 	for name, st := range proxyIDs {
 		if err := st.Validate(); err != nil {
-			return nil, fmt.Errorf("account %s: %w", name, err)
+			return fmt.Errorf("account %s: %w", name, err)
 		}
 	}
-	return &IDs{upstreams: upstreams, proxy: proxyIDs}, nil
+	x.t.Store(&idTable{upstreams: upstreams, proxy: proxyIDs})
+	return nil
 }
 
 // NormalizeID implements dedup.IDs: id as written in upstream's
 // submit_sm_resp, in canonical form.
 func (x *IDs) NormalizeID(upstream, id string) string {
-	u := x.upstreams[upstream]
+	u := x.table().upstreams[upstream]
 	return Normalize(id, u.RespIDFormat, u.ReceiptIDFormat)
 }
 
 // NormalizeReceiptID returns id as written in upstream's receipts, in
 // canonical form.
 func (x *IDs) NormalizeReceiptID(upstream, id string) string {
-	u := x.upstreams[upstream]
+	u := x.table().upstreams[upstream]
 	return Normalize(id, u.ReceiptIDFormat, u.RespIDFormat)
 }
 
 // RespIDFromReceipt converts an id written in upstream's receipts to the
 // way upstream writes it in a submit_sm_resp.
 func (x *IDs) RespIDFromReceipt(upstream, id string) string {
-	u := x.upstreams[upstream]
+	u := x.table().upstreams[upstream]
 	return Convert(id, u.ReceiptIDFormat, u.RespIDFormat)
 }
 
 // IssueID implements dedup.IDs: a new proxy id for an account with
 // message_id: proxy, "" otherwise.
 func (x *IDs) IssueID(account string) string {
-	st, ok := x.proxy[account]
+	st, ok := x.table().proxy[account]
 	if !ok {
 		return ""
 	}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
@@ -41,9 +42,8 @@ const (
 // 2×GOMAXPROCS bcrypt checks run at once; a bind that cannot start one
 // before its context ends (the server's bind_timeout) is refused.
 type accountAuth struct {
-	accounts map[string]*config.Account
+	set      atomic.Pointer[accountSet] // the accounts in force (setAccounts)
 	log      *slog.Logger
-	dummy    []byte // bcrypt hash of no password; nil when no account has a hash
 	backoff  *bindBackoff
 	logLimit *logx.Limiter
 	checks   chan struct{} // semaphore of the bcrypt checks
@@ -64,7 +64,6 @@ func newAccountAuth(log *slog.Logger, accts []config.Account, now func() time.Ti
 		now = time.Now
 	}
 	a := &accountAuth{
-		accounts: map[string]*config.Account{},
 		log:      log,
 		backoff:  newBindBackoff(now),
 		logLimit: logx.NewLimiter(bindLogInterval, bindBackoffKeys, now),
@@ -72,20 +71,45 @@ func newAccountAuth(log *slog.Logger, accts []config.Account, now func() time.Ti
 		compare:  bcrypt.CompareHashAndPassword,
 		sleep:    sleepCtx,
 	}
+	a.setAccounts(accts)
+	return a
+}
+
+// accountSet is the accounts a bind is checked against.
+type accountSet struct {
+	byID  map[string]*config.Account
+	dummy []byte // bcrypt hash of no password; nil when no account has a hash
+}
+
+// setAccounts puts accts in force for the binds that follow (sessions
+// already bound keep their account); a reload calls it.
+func (a *accountAuth) setAccounts(accts []config.Account) {
+	set := &accountSet{byID: make(map[string]*config.Account, len(accts))}
 	maxCost := 0
 	for i := range accts {
-		a.accounts[accts[i].SystemID] = &accts[i]
-		if h := accts[i].PasswordHash; h != "" {
+		acc := accts[i]
+		set.byID[acc.SystemID] = &acc
+		if h := acc.PasswordHash; h != "" {
 			if c, err := bcrypt.Cost([]byte(h)); err == nil {
 				maxCost = max(maxCost, c)
 			}
 		}
 	}
-	if maxCost > 0 {
-		// The password is random so that no bind can match it.
-		a.dummy, _ = bcrypt.GenerateFromPassword([]byte(rand.Text()), maxCost)
+	if old := a.set.Load(); old != nil && old.dummy != nil {
+		if c, err := bcrypt.Cost(old.dummy); err == nil && c == maxCost {
+			set.dummy = old.dummy
+		}
 	}
-	return a
+	if maxCost > 0 && set.dummy == nil {
+		// The password is random so that no bind can match it.
+		set.dummy, _ = bcrypt.GenerateFromPassword([]byte(rand.Text()), maxCost)
+	}
+	a.set.Store(set)
+}
+
+// account returns the configuration in force of account id, or nil.
+func (a *accountAuth) account(id string) *config.Account {
+	return a.set.Load().byID[id]
 }
 
 // Authenticate checks the bind; a refusal is counted for back-off, logged
@@ -113,9 +137,10 @@ func (a *accountAuth) Authenticate(ctx context.Context, r smppserver.BindRequest
 // network costs what an unknown one does. err is set when ctx ended before
 // a bcrypt check could start.
 func (a *accountAuth) check(ctx context.Context, r smppserver.BindRequest) (*config.Account, bindRefusal, error) {
-	acc, ok := a.accounts[r.SystemID]
+	set := a.set.Load()
+	acc, ok := set.byID[r.SystemID]
 	if !ok {
-		if _, err := a.verify(ctx, a.dummy, "\x00", r.Password); err != nil {
+		if _, err := a.verify(ctx, set.dummy, "\x00", r.Password); err != nil {
 			return nil, bindAccepted, err
 		}
 		return nil, refusedUnknownSystemID, nil

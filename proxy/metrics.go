@@ -130,7 +130,7 @@ func (a *App) Ready() error {
 	for _, p := range a.pools {
 		up[p.Name()] = p.Up()
 	}
-	for _, acc := range a.cfg.Accounts {
+	for _, acc := range a.config().Accounts {
 		n := 0
 		for _, name := range acc.Route {
 			n += up[name]

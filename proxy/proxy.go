@@ -15,6 +15,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,6 +24,7 @@ import (
 	"github.com/smppproxy/smppproxy/config"
 	"github.com/smppproxy/smppproxy/dedup"
 	"github.com/smppproxy/smppproxy/dlr"
+	"github.com/smppproxy/smppproxy/msgid"
 	"github.com/smppproxy/smppproxy/route"
 	"github.com/smppproxy/smppproxy/session"
 	"github.com/smppproxy/smppproxy/smpp"
@@ -61,19 +63,24 @@ type Options struct {
 
 // App is a wired proxy.
 type App struct {
-	cfg      *config.Config
-	log      *slog.Logger
-	store    state.Store
-	engine   *dedup.Engine
-	pools    []*smppclient.Pool
-	server   *smppserver.Server
-	receipts *dlr.Service
-	instr    *instruments // metrics in the request path (metrics.go)
-	metrics  *Metrics
-	Sessions session.Registry
+	cfg       *config.Config
+	log       *slog.Logger
+	store     state.Store
+	engine    *dedup.Engine
+	pools     []*smppclient.Pool
+	server    *smppserver.Server
+	receipts  *dlr.Service
+	instr     *instruments // metrics in the request path (metrics.go)
+	auth      *accountAuth
+	throttles *throttles
+	ids       *msgid.IDs
+	byName    map[string]*smppclient.Pool // upstream pools by name
+	metrics   *Metrics
+	Sessions  session.Registry
 
-	mu        sync.Mutex
+	mu        sync.Mutex // guards cfg (see config) and listeners
 	listeners []net.Listener
+	reloadMu  sync.Mutex // serialises Reload
 	wg        sync.WaitGroup
 	closeOnce sync.Once
 }
@@ -107,6 +114,7 @@ func New(opts Options) (*App, error) {
 		_ = st.Close()
 		return nil, err
 	}
+	a.ids, a.byName = ids, byName
 	a.instr = newInstruments(a.pools, st)
 	a.instr.router = route.New(route.Config{Routes: a.routes(byName, upCfg), Logger: log, Now: opts.Now})
 	a.engine = dedup.New(dedup.Config{Store: a.instr.engineStore(st), Forwarder: a.instr.router, Logger: log, Metrics: dedup.NewMetrics(reg), InstanceID: opts.InstanceID, IDs: ids, Secret: secret, Now: opts.Now})
@@ -119,14 +127,16 @@ func New(opts Options) (*App, error) {
 		log.Warn("records left in flight by the previous run are now unknown", "count", n)
 	}
 
+	a.throttles = newThrottles(cfg.Accounts)
+	a.auth = newAccountAuth(log, cfg.Accounts, nil)
 	chain := smppserver.Chain(smppserver.HandlerFunc(unsupported),
-		throughputLimit(cfg.Accounts),
-		a.engine.Middleware(policyOf),
+		a.throttles.middleware,
+		a.engine.Middleware(a.policyOf),
 		queryCancel(cfg, st, ids, byName, log),
 	)
 	a.server = &smppserver.Server{
 		Handler:     chain,
-		Auth:        newAccountAuth(log, cfg.Accounts, nil),
+		Auth:        a.auth,
 		SystemID:    cfg.ProxySystemID,
 		BindTimeout: cfg.Listen.BindTimeout.Std(),
 		EnquireLink: cfg.Listen.EnquireLink.Std(),
@@ -157,12 +167,16 @@ func (a *App) onDeliver(ctx context.Context, d smppclient.Delivery) smpp.Status 
 	return a.receipts.OnDeliver(ctx, d)
 }
 
-// routes lists, per account, the route members of its upstreams.
+// routes lists, per account of the configuration in force, the route
+// members of its upstreams (those with a pool in byName).
 func (a *App) routes(byName map[string]*smppclient.Pool, upCfg map[string]config.Upstream) map[string][]route.Member {
 	routes := map[string][]route.Member{}
-	for _, acc := range a.cfg.Accounts {
+	for _, acc := range a.config().Accounts {
 		for _, name := range acc.Route {
 			u := upCfg[name]
+			if byName[name] == nil {
+				continue
+			}
 			routes[acc.SystemID] = append(routes[acc.SystemID], route.Member{
 				Upstream: a.instr.upstream(byName[name]), Weight: u.Weight, ForwardKeyTLV: u.ForwardKeyTLV,
 				Attempts: u.Retry.Attempts, Budget: u.Retry.Budget.Std(),
@@ -260,8 +274,14 @@ func hostOf(addr string) string {
 	return h
 }
 
-func policyOf(p *smppserver.Principal) dedup.Policy {
-	acc, _ := p.Value.(*config.Account)
+// policyOf is the idempotency policy in force of a bound session's
+// account: the one a reload put in force since the bind, else the one it
+// bound with.
+func (a *App) policyOf(p *smppserver.Principal) dedup.Policy {
+	acc := a.auth.account(p.Account)
+	if acc == nil {
+		acc, _ = p.Value.(*config.Account)
+	}
 	if acc == nil {
 		return dedup.Policy{}
 	}
@@ -280,27 +300,50 @@ func unsupported(_ context.Context, w smppserver.ResponseWriter, r *smppserver.R
 	_ = w.WriteFrame(smpp.GenericNack(smpp.StatusInvCmdID, r.Header.Sequence))
 }
 
-// throughputLimit enforces each account's submits/s over all its sessions:
-// a token bucket whose burst is 10% of the rate (minimum 1); the excess is
-// answered ESME_RTHROTTLED at once.
-func throughputLimit(accts []config.Account) smppserver.Middleware {
+// throttles enforces each account's submits/s over all its sessions: a
+// token bucket whose burst is 10% of the rate (minimum 1); the excess is
+// answered ESME_RTHROTTLED at once. set replaces the limits (a reload);
+// an account whose limit did not change keeps its bucket.
+type throttles struct {
+	lim atomic.Pointer[map[string]*rate.Limiter]
+}
+
+func newThrottles(accts []config.Account) *throttles {
+	t := &throttles{}
+	t.set(accts)
+	return t
+}
+
+func (t *throttles) set(accts []config.Account) {
+	old := map[string]*rate.Limiter{}
+	if p := t.lim.Load(); p != nil {
+		old = *p
+	}
 	lim := map[string]*rate.Limiter{}
 	for _, a := range accts {
-		if a.Throughput > 0 {
-			lim[a.SystemID] = rate.NewLimiter(rate.Limit(a.Throughput), max(1, a.Throughput/10))
+		if a.Throughput <= 0 {
+			continue
 		}
+		if l := old[a.SystemID]; l != nil && l.Limit() == rate.Limit(a.Throughput) {
+			lim[a.SystemID] = l
+			continue
+		}
+		lim[a.SystemID] = rate.NewLimiter(rate.Limit(a.Throughput), max(1, a.Throughput/10))
 	}
-	return func(next smppserver.Handler) smppserver.Handler {
-		return smppserver.HandlerFunc(func(ctx context.Context, w smppserver.ResponseWriter, r *smppserver.Request) {
-			if r.Header.ID == smpp.CmdSubmitSM {
-				if l := lim[r.Session.Account()]; l != nil && !l.Allow() {
-					_ = w.WriteStatus(smpp.StatusThrottled)
-					return
-				}
+	t.lim.Store(&lim)
+}
+
+// middleware is the link of the request chain that applies the limits.
+func (t *throttles) middleware(next smppserver.Handler) smppserver.Handler {
+	return smppserver.HandlerFunc(func(ctx context.Context, w smppserver.ResponseWriter, r *smppserver.Request) {
+		if r.Header.ID == smpp.CmdSubmitSM {
+			if l := (*t.lim.Load())[r.Session.Account()]; l != nil && !l.Allow() {
+				_ = w.WriteStatus(smpp.StatusThrottled)
+				return
 			}
-			next.ServeSMPP(ctx, w, r)
-		})
-	}
+		}
+		next.ServeSMPP(ctx, w, r)
+	})
 }
 
 // Engine exposes the idempotency engine (for counters).

@@ -22,6 +22,12 @@ import (
 // receipt_id_format; per account with message_id: proxy its proxy_id
 // style (default 20 lower-case hex digits).
 func newIDs(cfg *config.Config) (*msgid.IDs, error) {
+	return msgid.New(idTables(cfg))
+}
+
+// idTables are the id formats of cfg's upstreams and the proxy id styles
+// of its accounts (msgid.New, IDs.Set).
+func idTables(cfg *config.Config) (map[string]msgid.Upstream, map[string]msgid.ProxyIDStyle) {
 	ups := map[string]msgid.Upstream{}
 	for _, u := range cfg.Upstreams {
 		ups[u.Name] = msgid.Upstream{
@@ -35,7 +41,7 @@ func newIDs(cfg *config.Config) (*msgid.IDs, error) {
 			styles[a.SystemID] = msgid.ProxyIDStyle{Format: msgid.Format(a.ProxyID.Format), Length: a.ProxyID.Length}
 		}
 	}
-	return msgid.New(ups, styles)
+	return ups, styles
 }
 
 // newReceipts builds the receipt and MO service (package dlr) from the
@@ -53,30 +59,38 @@ func (a *App) newReceipts(ids *msgid.IDs, secret *state.Secret, reg prometheus.R
 		Resolver:       a.engine,
 		NotUnknown:     func(err error) bool { return errors.Is(err, dedup.ErrNotUnknown) },
 		Keys:           dlr.Keys{OfTLV: dedup.KeyOfTLV, FromTLV: isTLVKey},
-		Accounts:       map[string]dlr.Account{},
 		Upstreams:      map[string]dlr.Upstream{},
 		DefaultAccount: cfg.DefaultAccount,
 		Logger:         a.log,
 		Registerer:     reg,
 		LogKey:         func(k string) string { return dedup.TagKey(k, secret.Tag) },
 	}
-	for _, a := range cfg.Accounts {
-		dc.Accounts[a.SystemID] = dlr.Account{
-			Retention:  a.DLRRetention.Std(),
-			Redelivery: a.DLRRedelivery.Std(),
-			Route:      a.Route,
-		}
-	}
+	dc.Accounts, dc.MORoutes = receiptAccounts(cfg)
 	for _, u := range cfg.Upstreams {
 		dc.Upstreams[u.Name] = dlr.Upstream{
 			EchoTLV:         uint16(u.EchoTLV),
 			ResponseTimeout: u.ResponseTimeout.Std(),
 		}
 	}
-	for _, r := range cfg.MORoutes {
-		dc.MORoutes = append(dc.MORoutes, dlr.MORoute{Prefix: r.Prefix, Account: r.Account})
-	}
 	return dlr.New(dc)
+}
+
+// receiptAccounts is the receipt configuration of cfg's accounts (per
+// account dlr_retention, dlr_redelivery and route) and its mo_routes.
+func receiptAccounts(cfg *config.Config) (map[string]dlr.Account, []dlr.MORoute) {
+	accts := map[string]dlr.Account{}
+	for _, a := range cfg.Accounts {
+		accts[a.SystemID] = dlr.Account{
+			Retention:  a.DLRRetention.Std(),
+			Redelivery: a.DLRRedelivery.Std(),
+			Route:      a.Route,
+		}
+	}
+	var mo []dlr.MORoute
+	for _, r := range cfg.MORoutes {
+		mo = append(mo, dlr.MORoute{Prefix: r.Prefix, Account: r.Account})
+	}
+	return accts, mo
 }
 
 // isTLVKey reports whether a record key was made from a key TLV

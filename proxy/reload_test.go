@@ -1,0 +1,106 @@
+package proxy
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/smppproxy/smppproxy/config"
+	"github.com/smppproxy/smppproxy/sim"
+	"github.com/smppproxy/smppproxy/smpp"
+)
+
+// reloaded returns a copy of cfg with its own account and upstream
+// slices, changed by edit, validated.
+func reloaded(t *testing.T, cfg *config.Config, edit func(*config.Config)) *config.Config {
+	t.Helper()
+	c := *cfg
+	c.Accounts = slices.Clone(cfg.Accounts)
+	c.Upstreams = slices.Clone(cfg.Upstreams)
+	edit(&c)
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return &c
+}
+
+func hasLine(lines []string, prefix string) bool {
+	return slices.ContainsFunc(lines, func(l string) bool { return strings.HasPrefix(l, prefix) })
+}
+
+func TestReloadAddsAnAccountAndSaysWhatNeedsARestart(t *testing.T) {
+	smsc, cfg := simConfig(t, sim.Config{})
+	app := startProxy(t, cfg)
+	if st := dialESME(t, app.Addr()).bind(smpp.CmdBindTransceiver, "bank", "bankpw"); st == smpp.StatusOK {
+		t.Fatal("bind of an account that is not configured succeeded")
+	}
+	next := reloaded(t, cfg, func(c *config.Config) {
+		bank := config.AccountDefaults()
+		bank.SystemID, bank.Password, bank.Route = "bank", "bankpw", []string{"smsc"}
+		c.Accounts = append(c.Accounts, bank)
+		c.Accounts[0].Throughput = 1000
+		c.Listen.Address = "127.0.0.1:1"
+	})
+	r, err := app.Reload(next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !hasLine(r.Applied, "account bank added") || !hasLine(r.Applied, "account shop changed: throughput") {
+		t.Errorf("Applied = %q, want bank added and shop's throughput changed", r.Applied)
+	}
+	if !slices.Contains(r.Restart, "listen") {
+		t.Errorf("Restart = %q, want listen (a listener moves only at a restart)", r.Restart)
+	}
+	bank := dialESME(t, app.Addr())
+	if st := bank.bind(smpp.CmdBindTransceiver, "bank", "bankpw"); st != smpp.StatusOK {
+		t.Fatalf("bind of the account added by the reload = %v, want 0", st)
+	}
+	if got := bank.submit(2, keyed("bank-1", "hello")); got.Status != smpp.StatusOK {
+		t.Fatalf("submit of the added account = %v, want 0", got.Status)
+	}
+	wantSMSCTotal(t, smsc, 1)
+}
+
+func TestReloadRemovingAnAccountClosesItsSessionsAndRefusesItsBinds(t *testing.T) {
+	_, cfg := simConfig(t, sim.Config{})
+	app := startProxy(t, cfg)
+	shop := dialBound(t, app.Addr(), smpp.CmdBindTransceiver)
+	next := reloaded(t, cfg, func(c *config.Config) {
+		bank := config.AccountDefaults()
+		bank.SystemID, bank.Password, bank.Route = "bank", "bankpw", []string{"smsc"}
+		c.Accounts = []config.Account{bank}
+	})
+	r, err := app.Reload(next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !hasLine(r.Applied, "account shop removed") || !hasLine(r.Applied, "closed 1 session") {
+		t.Errorf("Applied = %q, want shop removed and its session closed", r.Applied)
+	}
+	select {
+	case <-shop.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the removed account's session is still open")
+	}
+	if st := dialESME(t, app.Addr()).bind(smpp.CmdBindTransceiver, "shop", "secret"); st == smpp.StatusOK {
+		t.Error("bind of the removed account succeeded")
+	}
+}
+
+func TestReloadAppliesAnAccountsNewIdempotencyPolicyToBoundSessions(t *testing.T) {
+	_, cfg := simConfig(t, sim.Config{})
+	app := startProxy(t, cfg)
+	shop := dialBound(t, app.Addr(), smpp.CmdBindTransceiver)
+	// Before: a submit without a key is forwarded (missing_key: forward).
+	if got := shop.submit(2, keyed("", "no key")); got.Status != smpp.StatusOK {
+		t.Fatalf("submit without a key = %v, want 0", got.Status)
+	}
+	next := reloaded(t, cfg, func(c *config.Config) { c.Accounts[0].Idempotency.MissingKey = config.MissingReject })
+	if _, err := app.Reload(next); err != nil {
+		t.Fatal(err)
+	}
+	if got := shop.submit(3, keyed("", "no key")); got.Status != smpp.StatusMissingTLV {
+		t.Errorf("submit without a key after missing_key: reject = %v, want ESME_RMISSINGTLV on the session bound before the reload", got.Status)
+	}
+}
