@@ -43,6 +43,7 @@ const (
 // before its context ends (the server's bind_timeout) is refused.
 type accountAuth struct {
 	set      atomic.Pointer[accountSet] // the accounts in force (setAccounts)
+	disabled sync.Map                   // system_id → struct{}: binds refused (App.DisableAccount)
 	log      *slog.Logger
 	backoff  *bindBackoff
 	logLimit *logx.Limiter
@@ -107,6 +108,11 @@ func (a *accountAuth) setAccounts(accts []config.Account) {
 	a.set.Store(set)
 }
 
+func (a *accountAuth) isDisabled(id string) bool {
+	_, ok := a.disabled.Load(id)
+	return ok
+}
+
 // account returns the configuration in force of account id, or nil.
 func (a *accountAuth) account(id string) *config.Account {
 	return a.set.Load().byID[id]
@@ -153,6 +159,8 @@ func (a *accountAuth) check(ctx context.Context, r smppserver.BindRequest) (*con
 		return nil, refusedWrongPassword, nil
 	case !acc.Allows(smppserver.RemoteIP(r.Remote)):
 		return nil, refusedAddress, nil
+	case a.isDisabled(acc.SystemID):
+		return nil, refusedDisabled, nil
 	}
 	return acc, bindAccepted, nil
 }
@@ -167,6 +175,7 @@ const (
 	refusedUnknownSystemID
 	refusedWrongPassword
 	refusedAddress
+	refusedDisabled
 )
 
 var bindRefusalNames = [...]string{
@@ -174,6 +183,7 @@ var bindRefusalNames = [...]string{
 	refusedUnknownSystemID: "unknown system_id",
 	refusedWrongPassword:   "wrong password",
 	refusedAddress:         "address not in allowed_networks",
+	refusedDisabled:        "account disabled by an operator",
 }
 
 func (r bindRefusal) String() string {

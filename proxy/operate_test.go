@@ -1,0 +1,64 @@
+package proxy
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/smppproxy/smppproxy/sim"
+	"github.com/smppproxy/smppproxy/smpp"
+)
+
+func TestDisabledAccountIsUnboundAndRefusedUntilEnabled(t *testing.T) {
+	_, cfg := simConfig(t, sim.Config{})
+	app := startProxy(t, cfg)
+	shop := dialBound(t, app.Addr(), smpp.CmdBindTransceiver)
+	changed, closed, err := app.DisableAccount("shop")
+	if err != nil || !changed || closed != 1 {
+		t.Fatalf("DisableAccount(shop) = %v, %d, %v; want changed, 1 session closed", changed, closed, err)
+	}
+	select {
+	case <-shop.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the disabled account's session is still open")
+	}
+	if st := dialESME(t, app.Addr()).bind(smpp.CmdBindTransceiver, "shop", "secret"); st == smpp.StatusOK {
+		t.Fatal("bind of a disabled account succeeded")
+	}
+	if ls := app.Accounts(); len(ls) != 1 || !ls[0].Disabled || ls[0].Sessions != 0 {
+		t.Errorf("Accounts() = %+v, want shop disabled with no session", ls)
+	}
+	if changed, err := app.EnableAccount("shop"); err != nil || !changed {
+		t.Fatalf("EnableAccount(shop) = %v, %v", changed, err)
+	}
+	if st := dialESME(t, app.Addr()).bind(smpp.CmdBindTransceiver, "shop", "secret"); st != smpp.StatusOK {
+		t.Errorf("bind after EnableAccount = %v, want 0", st)
+	}
+	if _, _, err := app.DisableAccount("nobody"); !errors.Is(err, ErrNoSuchAccount) {
+		t.Errorf("DisableAccount(nobody) = %v, want ErrNoSuchAccount", err)
+	}
+}
+
+func TestDrainedUpstreamKeepsItsBindsAndTakesNoSubmits(t *testing.T) {
+	smsc, cfg := simConfig(t, sim.Config{})
+	app := startProxy(t, cfg)
+	shop := dialBound(t, app.Addr(), smpp.CmdBindTransceiver)
+	if changed, err := app.DrainUpstream("smsc"); err != nil || !changed {
+		t.Fatalf("DrainUpstream(smsc) = %v, %v", changed, err)
+	}
+	if got := shop.submit(2, keyed("drained-1", "x")); got.Status == smpp.StatusOK {
+		t.Fatalf("submit with the only upstream drained = %v, want refused (nothing sent)", got.Status)
+	}
+	wantSMSCTotal(t, smsc, 0)
+	ups := app.Upstreams()
+	if len(ups) != 1 || !ups[0].Drained || ups[0].Up == 0 {
+		t.Errorf("Upstreams() = %+v, want smsc drained with its binds still up", ups)
+	}
+	if changed, err := app.ResumeUpstream("smsc"); err != nil || !changed {
+		t.Fatalf("ResumeUpstream(smsc) = %v, %v", changed, err)
+	}
+	if got := shop.submit(3, keyed("drained-1", "x")); got.Status != smpp.StatusOK {
+		t.Errorf("retry after ResumeUpstream = %v, want 0 (the refused submit was retryable)", got.Status)
+	}
+	wantSMSCTotal(t, smsc, 1)
+}
