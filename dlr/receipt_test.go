@@ -98,14 +98,6 @@ func TestSubmitTime(t *testing.T) {
 	}
 }
 
-// receiptFrame is a deliver_sm receipt for id with the given TLVs.
-func receiptFrame(text string, tlvs ...smpp.TLV) []byte {
-	f := smpptest.SubmitFields{Src: "447700900123", Dst: "SHOP", EsmClass: 0x04, ShortMessage: []byte(text), TLVs: tlvs}
-	b := smpptest.EncodeSubmit(7, f)
-	smpp.PutHeader(b, smpp.Header{Length: uint32(len(b)), ID: smpp.CmdDeliverSM, Sequence: 7})
-	return b
-}
-
 func TestReadAndRewriteReceipt(t *testing.T) {
 	text := "id:1000 sub:001 dlvrd:001 submit date:2503141509 done date:2503141510 stat:DELIVRD err:000 text:"
 	frame := receiptFrame(text, smpp.TLV{Tag: smpp.TagReceiptedMessageID, Value: []byte("3e8\x00")}, smpp.TLV{Tag: smpp.TagMessageState, Value: []byte{2}})
