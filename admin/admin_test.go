@@ -79,13 +79,6 @@ func TestAPIErrors(t *testing.T) {
 	cl := &admin.Client{BaseURL: s.admin.URL}
 	s.submit(t, "ok-1")
 	ctx := t.Context()
-	status := func(err error) int {
-		var ae *admin.APIError
-		if errors.As(err, &ae) {
-			return ae.StatusCode
-		}
-		return 0
-	}
 	for _, tc := range []struct {
 		name string
 		err  error

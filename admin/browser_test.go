@@ -3,7 +3,6 @@ package admin_test
 import (
 	"bufio"
 	"errors"
-	"github.com/smppproxy/smppproxy/internal/testkit"
 	"io"
 	"log/slog"
 	"net"
@@ -11,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/smppproxy/smppproxy/internal/testkit"
 
 	"github.com/smppproxy/smppproxy/admin"
 	"github.com/smppproxy/smppproxy/smpp"

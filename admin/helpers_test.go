@@ -1,6 +1,8 @@
 package admin_test
 
 import (
+	"context"
+	"errors"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -10,9 +12,11 @@ import (
 
 	"github.com/smppproxy/smppproxy/admin"
 	"github.com/smppproxy/smppproxy/config"
+	"github.com/smppproxy/smppproxy/dlr"
 	"github.com/smppproxy/smppproxy/esme"
 	"github.com/smppproxy/smppproxy/internal/proxytest"
 	"github.com/smppproxy/smppproxy/proxy"
+	"github.com/smppproxy/smppproxy/session"
 	"github.com/smppproxy/smppproxy/sim"
 	"github.com/smppproxy/smppproxy/state"
 )
@@ -83,4 +87,56 @@ func (s *stack) wantUnchanged(t *testing.T, what string) {
 	if rec, err := s.app.Store().Get(t.Context(), state.Key{Account: "shop", Key: "k:lost-1"}); err != nil || rec.State != state.Unknown {
 		t.Fatalf("record after %s: %v, %v; want unknown", what, rec, err)
 	}
+}
+
+// status is the HTTP status of an *admin.APIError, 0 for any other error.
+func status(err error) int {
+	var ae *admin.APIError
+	if errors.As(err, &ae) {
+		return ae.StatusCode
+	}
+	return 0
+}
+
+// fakeReceipts serves Unmatched from a fixed list, remembering what it
+// was asked.
+type fakeReceipts struct {
+	kept      []dlr.UnmatchedReceipt
+	err       error
+	upstreams []string
+	limits    []int
+}
+
+func (f *fakeReceipts) Unmatched(_ context.Context, upstream string, limit int) ([]dlr.UnmatchedReceipt, error) {
+	f.upstreams, f.limits = append(f.upstreams, upstream), append(f.limits, limit)
+	if f.err != nil {
+		return nil, f.err
+	}
+	var out []dlr.UnmatchedReceipt
+	for _, r := range f.kept {
+		if (upstream == "" || r.Upstream == upstream) && len(out) < limit {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// fakeSessions lists fixed sessions.
+type fakeSessions []session.Info
+
+func (f fakeSessions) List() []session.Info { return append([]session.Info(nil), f...) }
+
+func (f fakeSessions) Kick(string) error { return session.ErrNotFound }
+
+func fakeAdmin(t *testing.T, cfg admin.Config) *admin.Client {
+	t.Helper()
+	if cfg.Sessions == nil {
+		cfg.Sessions = fakeSessions{}
+	}
+	if cfg.Store == nil {
+		cfg.Store = state.NewMem(nil)
+	}
+	srv := httptest.NewServer(admin.NewHandler(cfg))
+	t.Cleanup(srv.Close)
+	return &admin.Client{BaseURL: srv.URL, Token: cfg.Token}
 }

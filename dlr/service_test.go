@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/smppproxy/smppproxy/dedup"
-	"github.com/smppproxy/smppproxy/internal/testkit"
 	"github.com/smppproxy/smppproxy/smpp"
 	"github.com/smppproxy/smppproxy/smpp/smpptest"
 	"github.com/smppproxy/smppproxy/state"
@@ -127,7 +126,7 @@ func TestUnmatchedMatchedLater(t *testing.T) {
 // upstream by addresses and time resolves it; two candidates resolve
 // nothing.
 func TestReconcileUnknown(t *testing.T) {
-	clk := testkit.NewClock(time.Now())
+	clk := newClock()
 	var eng *dedup.Engine
 	e := newEnv(t, func(c *Config) { c.Now = clk.Now }, resolving(fwd{}, &eng))
 	sub := func(key, dst string) *smpp.Submit {
