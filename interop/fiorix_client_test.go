@@ -120,8 +120,7 @@ func TestFiorixClientThroughProxy(t *testing.T) {
 // on every part. The proxy keeps one record per segment, so the parts get
 // their own ids, and a retry (new reference) replays all of them.
 func TestFiorixLongMessageSegments(t *testing.T) {
-	smsc := startSim(t, sim.Config{})
-	app := startProxy(t, testConfig(t, smsc.Addr()))
+	smsc, app := startSimProxy(t, sim.Config{})
 	tc := dialFiorix(t, app.Addr(), nil)
 
 	text := pdutext.Raw(bytes.Repeat([]byte("0123456789"), 30)) // 300 octets: 3 parts of 133
@@ -195,8 +194,7 @@ func TestFiorixProxyIssuedIDs(t *testing.T) {
 // encodes them: empty, only a NUL (empty once trimmed), 256 octets.
 // Nothing is forwarded.
 func TestFiorixInvalidKeys(t *testing.T) {
-	smsc := startSim(t, sim.Config{})
-	app := startProxy(t, testConfig(t, smsc.Addr()))
+	smsc, app := startSimProxy(t, sim.Config{})
 	tc := dialFiorix(t, app.Addr(), nil)
 	for name, key := range map[string]any{
 		"empty":      pdutlv.String(""),

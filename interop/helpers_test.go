@@ -62,6 +62,14 @@ func startProxyMetrics(t *testing.T, cfg *config.Config, reg *prometheus.Registr
 	return proxytest.Run(t, func() (*proxy.App, error) { return proxy.New(opts) })
 }
 
+// startSimProxy runs a simulator with simCfg and a proxy of testConfig in
+// front of it.
+func startSimProxy(t *testing.T, simCfg sim.Config) (*sim.Simulator, *proxy.App) {
+	t.Helper()
+	smsc := startSim(t, simCfg)
+	return smsc, startProxy(t, testConfig(t, smsc.Addr()))
+}
+
 func startSim(t *testing.T, cfg sim.Config) *sim.Simulator {
 	t.Helper()
 	return proxytest.StartSim(t, cfg)
