@@ -7,6 +7,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -58,6 +59,17 @@ func simConfig(t *testing.T, simCfg sim.Config) (*sim.Simulator, *config.Config)
 	t.Helper()
 	smsc := startSim(t, simCfg)
 	return smsc, testConfig(t, smsc.Addr(), t.TempDir())
+}
+
+// faultWhile is a simulator fault hook that answers every submit with act
+// while on holds, and normally once it does not.
+func faultWhile(on *atomic.Bool, act sim.Action) func(sim.Call) sim.Action {
+	return func(sim.Call) sim.Action {
+		if on.Load() {
+			return act
+		}
+		return sim.Action{}
+	}
 }
 
 func startSim(t *testing.T, cfg sim.Config) *sim.Simulator {
@@ -325,6 +337,17 @@ func queued(t *testing.T, st state.Store, account string) []*state.QueueEntry {
 		t.Fatal(err)
 	}
 	return es
+}
+
+// submitForReceipts submits the n keys of keys(prefix, n) on tx, asking
+// for receipts, and returns their message ids.
+func submitForReceipts(t *testing.T, tx *esme.Client, prefix string, n int) []string {
+	t.Helper()
+	var ids []string
+	for _, k := range keys(prefix, n) {
+		ids = append(ids, submitDLR(t, tx, k))
+	}
+	return ids
 }
 
 func keys(prefix string, n int) []string {
