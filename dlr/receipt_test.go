@@ -10,6 +10,9 @@ import (
 	"github.com/smppproxy/smppproxy/state"
 )
 
+// The receipt text of SMPP 3.4 Appendix B is read as SMSCs write it: keys
+// in any case, with underscores or spaces, the first id winning, nothing
+// after text:, a key only at the start of a word.
 func TestParseReceiptText(t *testing.T) {
 	tests := map[string]struct {
 		text   string
