@@ -3,7 +3,6 @@ package admin_test
 import (
 	"bufio"
 	"errors"
-	"github.com/smppproxy/smppproxy/internal/testkit"
 	"io"
 	"log/slog"
 	"net"
@@ -11,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/smppproxy/smppproxy/internal/testkit"
 
 	"github.com/smppproxy/smppproxy/admin"
 	"github.com/smppproxy/smppproxy/smpp"
@@ -72,14 +73,7 @@ func TestMutatingCallsFromABrowserChangeNothing(t *testing.T) {
 			t.Errorf("%s: HTTP %d %s, want %d", tc.name, code, body, tc.want)
 		}
 	}
-	select {
-	case <-s.esme.Done():
-		t.Fatalf("the session was kicked by a browser-shaped request: %v", s.esme.Err())
-	default:
-	}
-	if rec, err := s.app.Store().Get(t.Context(), state.Key{Account: "shop", Key: "k:lost-1"}); err != nil || rec.State != state.Unknown {
-		t.Fatalf("record after browser-shaped resolves: %v, %v; want unknown", rec, err)
-	}
+	s.wantUnchanged(t, "browser-shaped kicks and resolves")
 
 	// The listener's own origin is no foreign origin.
 	if code, body := post(t, self+"/api/v1/keys/resolve", "application/json; charset=utf-8", self, resolve); code != http.StatusOK {

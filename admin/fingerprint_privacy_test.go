@@ -2,25 +2,19 @@ package admin_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/hex"
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/smppproxy/smppproxy/admin"
 	"github.com/smppproxy/smppproxy/config"
 	"github.com/smppproxy/smppproxy/esme"
-	"github.com/smppproxy/smppproxy/proxy"
-	"github.com/smppproxy/smppproxy/sim"
+	"github.com/smppproxy/smppproxy/internal/proxytest"
 	"github.com/smppproxy/smppproxy/smpp"
 	"github.com/smppproxy/smppproxy/state"
 )
@@ -32,7 +26,10 @@ import (
 // may appear, in full or as the 8-digit tag, and the record's real
 // fingerprint does not appear in any admin answer.
 func TestAdminOutputCannotBeBruteForcedBackToAnOTP(t *testing.T) {
-	app, srv, c := startFingerprintStack(t)
+	st := startStackWith(t, func(*admin.Config) {}, proxytest.WithConfig(func(cfg *config.Config) {
+		cfg.Accounts[0].Idempotency.Key = config.KeyFingerprint
+	}))
+	app, srv, c := st.app, st.admin, st.esme
 	ctx := t.Context()
 	const code = 482913
 	if r, err := c.Submit(ctx, otpSubmit(code)); err != nil || r.Status != 0 {
@@ -100,50 +97,6 @@ func bruteForceOTP(t *testing.T, answers string, code int) {
 		}
 	}
 	t.Logf("chance matches of an 8-digit tag among 10^6 candidates: %d", hits)
-}
-
-// startFingerprintStack is a proxy (fingerprint key policy, real Badger
-// store) with a simulator upstream, its admin API and a bound ESME, all on
-// 127.0.0.1.
-func startFingerprintStack(t *testing.T) (*proxy.App, *httptest.Server, *esme.Client) {
-	t.Helper()
-	smsc, err := sim.Start("127.0.0.1:0", sim.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(smsc.Close)
-	cfg := config.Default()
-	cfg.Listen.Address = "127.0.0.1:0"
-	cfg.Store.Path = t.TempDir()
-	acc := config.AccountDefaults()
-	acc.SystemID, acc.Password, acc.Route = "shop", "secret", []string{"smsc"}
-	acc.Idempotency.Key = config.KeyFingerprint
-	cfg.Accounts = []config.Account{acc}
-	up := config.UpstreamDefaults()
-	up.Name, up.Address, up.SystemID, up.Password = "smsc", smsc.Addr(), "proxy", "pw"
-	cfg.Upstreams = []config.Upstream{up}
-	reg := prometheus.NewRegistry()
-	app, err := proxy.New(proxy.Options{Config: cfg, Registerer: reg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := app.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(app.Close)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := app.WaitUpstreams(ctx); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(admin.NewHandler(admin.Config{Sessions: &app.Sessions, Store: app.Store(), Resolver: app.Engine(), Gatherer: reg}))
-	t.Cleanup(srv.Close)
-	c, err := esme.Dial(ctx, app.Addr(), esme.Options{SystemID: "shop", Password: "secret", Timeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return app, srv, c
 }
 
 func get(t *testing.T, u string) string {

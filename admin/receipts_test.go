@@ -1,12 +1,10 @@
 package admin_test
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -18,48 +16,6 @@ import (
 	"github.com/smppproxy/smppproxy/session"
 	"github.com/smppproxy/smppproxy/state"
 )
-
-// fakeReceipts serves Unmatched from a fixed list, remembering what it
-// was asked.
-type fakeReceipts struct {
-	kept      []dlr.UnmatchedReceipt
-	err       error
-	upstreams []string
-	limits    []int
-}
-
-func (f *fakeReceipts) Unmatched(_ context.Context, upstream string, limit int) ([]dlr.UnmatchedReceipt, error) {
-	f.upstreams, f.limits = append(f.upstreams, upstream), append(f.limits, limit)
-	if f.err != nil {
-		return nil, f.err
-	}
-	var out []dlr.UnmatchedReceipt
-	for _, r := range f.kept {
-		if (upstream == "" || r.Upstream == upstream) && len(out) < limit {
-			out = append(out, r)
-		}
-	}
-	return out, nil
-}
-
-// fakeSessions lists fixed sessions.
-type fakeSessions []session.Info
-
-func (f fakeSessions) List() []session.Info { return append([]session.Info(nil), f...) }
-func (f fakeSessions) Kick(string) error    { return session.ErrNotFound }
-
-func fakeAdmin(t *testing.T, cfg admin.Config) *admin.Client {
-	t.Helper()
-	if cfg.Sessions == nil {
-		cfg.Sessions = fakeSessions{}
-	}
-	if cfg.Store == nil {
-		cfg.Store = state.NewMem(nil)
-	}
-	srv := httptest.NewServer(admin.NewHandler(cfg))
-	t.Cleanup(srv.Close)
-	return &admin.Client{BaseURL: srv.URL, Token: cfg.Token}
-}
 
 func kept(n int) []dlr.UnmatchedReceipt {
 	at := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
@@ -116,13 +72,6 @@ func TestUnmatchedReceiptsEndpoint(t *testing.T) {
 
 func TestUnmatchedReceiptsErrors(t *testing.T) {
 	ctx := t.Context()
-	status := func(err error) int {
-		var ae *admin.APIError
-		if errors.As(err, &ae) {
-			return ae.StatusCode
-		}
-		return 0
-	}
 	without := fakeAdmin(t, admin.Config{})
 	if _, err := without.Unmatched(ctx, "", 0); status(err) != http.StatusNotImplemented {
 		t.Errorf("Unmatched without Config.Receipts: %v, want HTTP 501", err)

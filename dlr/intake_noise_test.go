@@ -34,7 +34,7 @@ func TestPerPDUIntakeWarningsAreRateLimited(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			lines := testkit.NewLogLines()
-			clock := testkit.NewClock(time.Now())
+			clock := newClock()
 			e := newEnv(t, func(c *Config) { c.Logger, c.Now = slog.New(lines), clock.Now })
 			for i := range 30 {
 				e.deliver(t, tc.frame(i))

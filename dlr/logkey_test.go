@@ -1,10 +1,11 @@
 package dlr
 
 import (
-	"github.com/smppproxy/smppproxy/internal/testkit"
 	"log/slog"
 	"strings"
 	"testing"
+
+	"github.com/smppproxy/smppproxy/internal/testkit"
 
 	"github.com/smppproxy/smppproxy/smpp"
 )

@@ -33,12 +33,3 @@ func TestReceiptIDConflictIsNotNoRecord(t *testing.T) {
 		t.Errorf("find(unknown id) = %v; want errNoRecord, not errIDConflict", err)
 	}
 }
-
-func mustParse(t *testing.T, frame []byte) *message {
-	t.Helper()
-	m, err := parseMessage(frame)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
-}

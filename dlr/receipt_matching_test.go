@@ -5,56 +5,22 @@ package dlr
 // receipts overtaking their submit_sm_resp, refused Acks, id formats.
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/smppproxy/smppproxy/dedup"
 	"github.com/smppproxy/smppproxy/internal/testkit"
 	"github.com/smppproxy/smppproxy/smpp"
-	"github.com/smppproxy/smppproxy/smpp/smpptest"
 	"github.com/smppproxy/smppproxy/smppclient"
 	"github.com/smppproxy/smppproxy/state"
 )
-
-// acceptAll answers every submit with status 0 and id.
-type acceptAll struct{ id string }
-
-func (f acceptAll) Forward(ctx context.Context, a *dedup.Attempt) dedup.Result {
-	_ = a.Journal("smsc", "smsc/1", 1)
-	return dedup.Result{Kind: dedup.Answered, Status: smpp.StatusOK, MessageID: f.id, Upstream: "smsc", Session: "smsc/1", Sequence: 1}
-}
-
-func keyedSubmit(t *testing.T, key, dst string) *smpp.Submit {
-	t.Helper()
-	f := smpptest.SubmitFields{Src: "SHOP", Dst: dst, RegisteredDelivery: 1, ShortMessage: []byte("hello")}
-	if key != "" {
-		f.TLVs = []smpp.TLV{{Tag: smpp.DefaultIdempotencyTag, Value: []byte(key)}}
-	}
-	s, err := smpp.ParseSubmit(smpptest.EncodeSubmit(1, f))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
-func queued(t *testing.T, st state.Queue, q string) []*state.QueueEntry {
-	t.Helper()
-	es, err := st.List(bg, q, 0, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return es
-}
 
 // SPEC §4 / §2: under idempotency.key: fingerprint the record still
 // routes a receipt that comes after fingerprint_window (60s): a DELIVRD two
 // minutes after the submit is queued for the ESME, not kept unmatched.
 func TestFingerprintRecordStillRoutesLateReceipt(t *testing.T) {
-	clk := testkit.NewClock(time.Now())
+	clk := newClock()
 	st := state.NewMem(clk.Now)
 	cfg := Config{
 		Store:     st,
@@ -104,7 +70,7 @@ func TestEchoedKeyDoesNotPickAnotherAccountsRecord(t *testing.T) {
 		{"part", "1/2", "447700900123"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			clk := testkit.NewClock(time.Now())
+			clk := newClock()
 			var eng *dedup.Engine
 			e := newEnv(t, func(c *Config) {
 				c.Upstreams = map[string]Upstream{"smsc": {EchoTLV: smpp.DefaultIdempotencyTag, ResponseTimeout: time.Hour}}
@@ -125,7 +91,7 @@ func TestEchoedKeyDoesNotPickAnotherAccountsRecord(t *testing.T) {
 				t.Fatal(st)
 			}
 			clk.Advance(time.Hour + settleMargin + time.Second) // past the settle delay, on the injected clock
-			testkit.Eventually(t, 5*time.Second, func() bool { l, _ := e.svc.Unmatched(bg, "smsc", 10); return len(l) == 0 }, "kept receipt settled")
+			waitFor(t, "kept receipt settled", func() bool { l, _ := e.svc.Unmatched(bg, "smsc", 10); return len(l) == 0 })
 			if es := queued(t, e.st, accountQueue("bank")); len(es) != 0 {
 				t.Fatalf("shop's receipt (echoing shop's key) was queued for bank as %q", es[0].MessageID)
 			}
@@ -178,53 +144,17 @@ func TestReconcileIgnoresUnknownWhileSentRecordHasSameAddresses(t *testing.T) {
 func TestAckFailureDoesNotResendAcknowledgedReceipt(t *testing.T) {
 	_, fq, rx := ackRefusedOnDelivery(t)
 	// Each refused Ack is a moment a resend would come: three of them.
-	testkit.Eventually(t, 5*time.Second, func() bool { return fq.refused.Load() >= 3 }, "the Ack refused three times")
+	waitFor(t, "the Ack refused three times", func() bool { return fq.refused.Load() >= 3 })
 	if n := len(rx.received()); n != 1 {
 		t.Fatalf("one receipt, acknowledged with status 0 every time: delivered %d times while the store refused 3 Acks; want 1", n)
 	}
-}
-
-// ackFailingQueue is the store's queue whose Acks are refused while fail
-// is set; refused counts them.
-// ackRefusedOnDelivery queues one receipt for shop, makes the store refuse
-// Acks, binds an ESME and kicks the delivery.
-func ackRefusedOnDelivery(t *testing.T) (*env, *ackFailingQueue, *fakeRx) {
-	t.Helper()
-	fq := &ackFailingQueue{}
-	e := newEnv(t, fq.wrap)
-	e.accepted(t, "shop", "k1", "3e8")
-	if st := e.deliver(t, dlrFrame("1000", "DELIVRD")); st != 0 {
-		t.Fatal(st)
-	}
-	fq.fail.Store(true)
-	rx := &fakeRx{id: "s1"}
-	e.rcv.bind("shop", rx)
-	e.svc.kick("shop")
-	return e, fq, rx
-}
-
-type ackFailingQueue struct {
-	state.Queue
-	fail    atomic.Bool
-	refused atomic.Int32
-}
-
-// wrap puts the queue in front of the Config's store.
-func (q *ackFailingQueue) wrap(c *Config) { q.Queue = c.Store.(state.Queue); c.Queue = q }
-
-func (q *ackFailingQueue) Ack(ctx context.Context, queue string, seq uint64) error {
-	if q.fail.Load() {
-		q.refused.Add(1)
-		return errors.New("disk full")
-	}
-	return q.Queue.Ack(ctx, queue, seq)
 }
 
 // The reconciler forgets the schedules of expired kept receipts even when
 // more are kept than one pass reads (maxScan): its memory does not grow
 // with every unmatched receipt ever seen.
 func TestReconcilerForgetsScheduleOfExpiredEntries(t *testing.T) {
-	clk := testkit.NewClock(time.Now())
+	clk := newClock()
 	st := state.NewMem(clk.Now)
 	svc, err := New(Config{Store: st, Accounts: map[string]Account{"shop": {}}, Upstreams: map[string]Upstream{"smsc": {}}, Now: clk.Now})
 	if err != nil {
@@ -248,7 +178,7 @@ func TestReconcilerForgetsScheduleOfExpiredEntries(t *testing.T) {
 	sched := func() int { svc.rec.mu.Lock(); defer svc.rec.mu.Unlock(); return len(svc.rec.next) }
 	testkit.Eventually(t, 10*time.Second, func() bool { return sched() >= 12000 }, "12000 kept receipts tried")
 	clk.Advance(90 * time.Minute) // the first 6000 expire
-	testkit.Eventually(t, 5*time.Second, func() bool { return sched() <= 6000 }, "schedules of the 6000 expired kept receipts forgotten")
+	waitFor(t, "schedules of the 6000 expired kept receipts forgotten", func() bool { return sched() <= 6000 })
 }
 
 // SPEC §4: "matched by receipted_message_id TLV, else by the id: field".
@@ -302,9 +232,9 @@ func TestUnreadableStateIsNotADuplicate(t *testing.T) {
 // again.
 func TestAckRetriedOnceTheStoreRecovers(t *testing.T) {
 	e, fq, rx := ackRefusedOnDelivery(t)
-	testkit.Eventually(t, 5*time.Second, func() bool { return fq.refused.Load() >= 2 }, "the Ack refused and retried")
+	waitFor(t, "the Ack refused and retried", func() bool { return fq.refused.Load() >= 2 })
 	fq.fail.Store(false)
-	testkit.Eventually(t, 5*time.Second, func() bool { return len(queued(t, e.st, accountQueue("shop"))) == 0 }, "queue empty")
+	waitFor(t, "queue empty", func() bool { return len(queued(t, e.st, accountQueue("shop"))) == 0 })
 	if n := len(rx.received()); n != 1 {
 		t.Errorf("delivered %d times, want 1", n)
 	}
@@ -320,7 +250,7 @@ func TestAckRetriedOnceTheStoreRecovers(t *testing.T) {
 // The back-off of a refused entry is forgotten once the entry
 // has expired.
 func TestDispatcherForgetsBackoffOfExpiredEntries(t *testing.T) {
-	clk := testkit.NewClock(time.Now())
+	clk := newClock()
 	st := state.NewMem(clk.Now)
 	rcv := &fakeRcv{}
 	svc, err := New(Config{
@@ -371,7 +301,7 @@ func TestEchoedKeyResolvesTheOnlyUnknownPart(t *testing.T) {
 		resolved bool
 	}{{"one unknown part", state.Accepted, true}, {"two unknown parts", state.Unknown, false}} {
 		t.Run(tc.name, func(t *testing.T) {
-			clk := testkit.NewClock(time.Now())
+			clk := newClock()
 			var eng *dedup.Engine
 			e := newEnv(t, func(c *Config) {
 				c.Upstreams = map[string]Upstream{"smsc": {EchoTLV: smpp.DefaultIdempotencyTag}}

@@ -10,6 +10,9 @@ import (
 	"github.com/smppproxy/smppproxy/state"
 )
 
+// The receipt text of SMPP 3.4 Appendix B is read as SMSCs write it: keys
+// in any case, with underscores or spaces, the first id winning, nothing
+// after text:, a key only at the start of a word.
 func TestParseReceiptText(t *testing.T) {
 	tests := map[string]struct {
 		text   string
@@ -96,14 +99,6 @@ func TestSubmitTime(t *testing.T) {
 	if want := time.Date(2025, 3, 14, 15, 9, 0, 0, time.UTC); !ok || !got.Equal(want) {
 		t.Errorf("SubmitTime = %v, %v; want %v", got, ok, want)
 	}
-}
-
-// receiptFrame is a deliver_sm receipt for id with the given TLVs.
-func receiptFrame(text string, tlvs ...smpp.TLV) []byte {
-	f := smpptest.SubmitFields{Src: "447700900123", Dst: "SHOP", EsmClass: 0x04, ShortMessage: []byte(text), TLVs: tlvs}
-	b := smpptest.EncodeSubmit(7, f)
-	smpp.PutHeader(b, smpp.Header{Length: uint32(len(b)), ID: smpp.CmdDeliverSM, Sequence: 7})
-	return b
 }
 
 func TestReadAndRewriteReceipt(t *testing.T) {

@@ -2,7 +2,6 @@ package dlr
 
 import (
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -10,26 +9,6 @@ import (
 
 	"github.com/smppproxy/smppproxy/smpp"
 )
-
-// queueReceipts stores n accepted records of shop and queues a receipt for
-// each; it returns the ids delivered to shop, in queue order.
-func queueReceipts(t *testing.T, e *env, n int) []string {
-	t.Helper()
-	var want []string
-	for i := range n {
-		id := fmt.Sprintf("%x", 100+i)
-		e.accepted(t, "shop", fmt.Sprint("k", i), id)
-		if st := e.deliver(t, dlrFrame(fmt.Sprint(100+i), "DELIVRD")); st != 0 {
-			t.Fatal(st)
-		}
-		want = append(want, id)
-	}
-	return want
-}
-
-func queueEmpty(e *env) func() bool {
-	return func() bool { es, _ := e.st.List(bg, accountQueue("shop"), 0, 100); return len(es) == 0 }
-}
 
 // Several deliver_sm await their answer on a session at once, yet the
 // session gets them in queue order: the dispatcher starts a Send only once

@@ -2,13 +2,11 @@ package interop
 
 import (
 	"bytes"
-	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	fsmpp "github.com/fiorix/go-smpp/smpp"
-	"github.com/fiorix/go-smpp/smpp/pdu"
 	"github.com/fiorix/go-smpp/smpp/pdu/pdutext"
 	"github.com/fiorix/go-smpp/smpp/pdu/pdutlv"
 
@@ -65,10 +63,7 @@ func TestFiorixClientThroughProxy(t *testing.T) {
 	// The same key for other text: conflict, surfaced by fiorix as the
 	// pdu.Status error.
 	_, err = tc.Submit(keyed("otp-1", pdutext.Raw("Your code is 654321")))
-	var st pdu.Status
-	if !errors.As(err, &st) || st != 0x400 {
-		t.Errorf("same key, other text: err %v (%T), want pdu.Status 0x400", err, err)
-	}
+	wantStatus(t, err, 0x400, "same key, other text")
 
 	if n := smsc.Total(); n != 1 {
 		t.Errorf("the simulator received %d submit_sm, want 1", n)
@@ -120,8 +115,7 @@ func TestFiorixClientThroughProxy(t *testing.T) {
 // on every part. The proxy keeps one record per segment, so the parts get
 // their own ids, and a retry (new reference) replays all of them.
 func TestFiorixLongMessageSegments(t *testing.T) {
-	smsc := startSim(t, sim.Config{})
-	app := startProxy(t, testConfig(t, smsc.Addr()))
+	smsc, app := startSimProxy(t, sim.Config{})
 	tc := dialFiorix(t, app.Addr(), nil)
 
 	text := pdutext.Raw(bytes.Repeat([]byte("0123456789"), 30)) // 300 octets: 3 parts of 133
@@ -195,8 +189,7 @@ func TestFiorixProxyIssuedIDs(t *testing.T) {
 // encodes them: empty, only a NUL (empty once trimmed), 256 octets.
 // Nothing is forwarded.
 func TestFiorixInvalidKeys(t *testing.T) {
-	smsc := startSim(t, sim.Config{})
-	app := startProxy(t, testConfig(t, smsc.Addr()))
+	smsc, app := startSimProxy(t, sim.Config{})
 	tc := dialFiorix(t, app.Addr(), nil)
 	for name, key := range map[string]any{
 		"empty":      pdutlv.String(""),
@@ -204,10 +197,7 @@ func TestFiorixInvalidKeys(t *testing.T) {
 		"256 octets": strings.Repeat("k", 256),
 	} {
 		_, err := tc.Submit(keyed(key, pdutext.Raw("x")))
-		var st pdu.Status
-		if !errors.As(err, &st) || st != 0xC4 {
-			t.Errorf("%s key: err %v, want pdu.Status 0xC4", name, err)
-		}
+		wantStatus(t, err, 0xC4, name+" key")
 	}
 	// 255 octets is the longest valid key.
 	if _, err := tc.Submit(keyed(strings.Repeat("k", 255), pdutext.Raw("x"))); err != nil {

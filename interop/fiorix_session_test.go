@@ -19,8 +19,7 @@ import (
 // A fiorix bind with a wrong password is refused with ESME_RBINDFAIL,
 // which fiorix reports as BindFailed carrying the pdu.Status.
 func TestFiorixBindRefused(t *testing.T) {
-	smsc := startSim(t, sim.Config{})
-	app := startProxy(t, testConfig(t, smsc.Addr()))
+	_, app := startSimProxy(t, sim.Config{})
 	tc := &fsmpp.Transceiver{Addr: app.Addr(), User: "shop", Passwd: "wrong", BindInterval: time.Minute}
 	status := tc.Bind()
 	defer func() { _ = tc.Close() }()
@@ -39,8 +38,7 @@ func TestFiorixBindRefused(t *testing.T) {
 // TX and an RX session; the receipt of a message submitted on the TX goes
 // to the RX; unbind from either closes promptly.
 func TestFiorixTransmitterAndReceiver(t *testing.T) {
-	smsc := startSim(t, sim.Config{DLRDelay: 20 * time.Millisecond})
-	app := startProxy(t, testConfig(t, smsc.Addr()))
+	smsc, app := startSimProxy(t, sim.Config{DLRDelay: 20 * time.Millisecond})
 
 	sink := newReceiptSink()
 	rx := &fsmpp.Receiver{Addr: app.Addr(), User: "shop", Passwd: "secret", BindInterval: time.Minute, Handler: sink.handle}
@@ -133,8 +131,7 @@ func TestFiorixAnswersProxyEnquireLink(t *testing.T) {
 // fiorix never answers; the proxy closes the session after its grace and
 // Shutdown returns well within shutdown_timeout.
 func TestFiorixGracefulShutdown(t *testing.T) {
-	smsc := startSim(t, sim.Config{Fault: func(sim.Call) sim.Action { return sim.Action{Delay: 300 * time.Millisecond} }})
-	app := startProxy(t, testConfig(t, smsc.Addr()))
+	smsc, app := startSimProxy(t, sim.Config{Fault: func(sim.Call) sim.Action { return sim.Action{Delay: 300 * time.Millisecond} }})
 	sink := newReceiptSink()
 	// BindInterval: no reconnection (and no fiorix-internal data race on
 	// it) before the test closes the client.

@@ -1,6 +1,7 @@
 package interop
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -60,6 +61,14 @@ func startProxyMetrics(t *testing.T, cfg *config.Config, reg *prometheus.Registr
 		opts.Registerer = reg
 	}
 	return proxytest.Run(t, func() (*proxy.App, error) { return proxy.New(opts) })
+}
+
+// startSimProxy runs a simulator with simCfg and a proxy of testConfig in
+// front of it.
+func startSimProxy(t *testing.T, simCfg sim.Config) (*sim.Simulator, *proxy.App) {
+	t.Helper()
+	smsc := startSim(t, simCfg)
+	return smsc, startProxy(t, testConfig(t, smsc.Addr()))
 }
 
 func startSim(t *testing.T, cfg sim.Config) *sim.Simulator {
@@ -328,6 +337,26 @@ func (s *fiorixSMSC) Submits() []received {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]received(nil), s.submits...)
+}
+
+// wantSubmits fails the test unless the SMSC received n submit_sm, and
+// returns them.
+func (s *fiorixSMSC) wantSubmits(t *testing.T, n int) []received {
+	t.Helper()
+	subs := s.Submits()
+	if len(subs) != n {
+		t.Fatalf("smpptest received %d submit_sm, want %d", len(subs), n)
+	}
+	return subs
+}
+
+// wantStatus checks that err is the fiorix error of an SMPP status want.
+func wantStatus(t *testing.T, err error, want pdu.Status, what string) {
+	t.Helper()
+	var st pdu.Status
+	if !errors.As(err, &st) || st != want {
+		t.Errorf("%s: err %v (%T), want pdu.Status %#x", what, err, err, uint32(want))
+	}
 }
 
 // Acked is how many receipts the proxy answered with status 0.

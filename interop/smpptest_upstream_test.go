@@ -66,10 +66,7 @@ func TestProxyToFiorixSMSC(t *testing.T) {
 	}
 
 	// What smpptest decoded: everything as sent, minus the key TLV.
-	subs := smsc.Submits()
-	if len(subs) != 1 {
-		t.Fatalf("smpptest received %d submit_sm, want 1", len(subs))
-	}
+	subs := smsc.wantSubmits(t, 1)
 	got := subs[0]
 	if got.srcAddr != "SHOP" || got.dstAddr != "447700900123" {
 		t.Errorf("addresses %q → %q, want SHOP → 447700900123", got.srcAddr, got.dstAddr)
@@ -150,10 +147,7 @@ func TestProxyToFiorixSMSCForwardKey(t *testing.T) {
 			t.Fatalf("submit: status %v, id %q; want 0, F1", r.Status, r.MessageID)
 		}
 	}
-	subs := smsc.Submits()
-	if len(subs) != 1 {
-		t.Fatalf("smpptest received %d submit_sm, want 1", len(subs))
-	}
+	subs := smsc.wantSubmits(t, 1)
 	if v := subs[0].tlvs[keyTag]; string(v) != "order-42" {
 		t.Errorf("key TLV at the SMSC %q, want order-42", v)
 	}

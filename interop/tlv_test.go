@@ -2,12 +2,10 @@ package interop
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"testing"
 
 	fsmpp "github.com/fiorix/go-smpp/smpp"
-	"github.com/fiorix/go-smpp/smpp/pdu"
 	"github.com/fiorix/go-smpp/smpp/pdu/pdutext"
 	"github.com/fiorix/go-smpp/smpp/pdu/pdutlv"
 )
@@ -30,10 +28,7 @@ func TestFiorixTLVOrder(t *testing.T) {
 			t.Fatalf("submit %d: %v", i, err)
 		}
 	}
-	subs := smsc.Submits()
-	if len(subs) != n {
-		t.Fatalf("smpptest received %d submit_sm, want %d", len(subs), n)
-	}
+	subs := smsc.wantSubmits(t, n)
 	for _, s := range subs {
 		var i int
 		if _, err := fmt.Sscanf(string(s.shortMessage), "text %02d", &i); err != nil {
@@ -97,14 +92,8 @@ func TestFiorixSARSegments(t *testing.T) {
 	other := part(0x0A0B, 2)
 	other.Text = pdutext.Raw("part 2 changed")
 	_, err := tc.Submit(other)
-	var st pdu.Status
-	if !errors.As(err, &st) || st != 0x400 {
-		t.Errorf("part 2 with other text: err %v, want pdu.Status 0x400", err)
-	}
-	subs := smsc.Submits()
-	if len(subs) != 3 {
-		t.Fatalf("smpptest received %d submit_sm, want 3", len(subs))
-	}
+	wantStatus(t, err, 0x400, "part 2 with other text")
+	subs := smsc.wantSubmits(t, 3)
 	for i, s := range subs {
 		seq := i + 1
 		if !bytes.Equal(s.tlvs[pdutlv.TagSarMsgRefNum], []byte{0x0A, 0x0B}) ||
@@ -141,14 +130,8 @@ func TestFiorixMessagePayload(t *testing.T) {
 	}
 	changed := append(bytes.Clone(payload[:len(payload)-1]), '!')
 	_, err = tc.Submit(msg(changed))
-	var st pdu.Status
-	if !errors.As(err, &st) || st != 0x400 {
-		t.Errorf("other payload, same key: err %v, want pdu.Status 0x400", err)
-	}
-	subs := smsc.Submits()
-	if len(subs) != 1 {
-		t.Fatalf("smpptest received %d submit_sm, want 1", len(subs))
-	}
+	wantStatus(t, err, 0x400, "other payload, same key")
+	subs := smsc.wantSubmits(t, 1)
 	if got := subs[0].tlvs[pdutlv.TagMessagePayload]; !bytes.Equal(got, payload) {
 		t.Errorf("message_payload at smpptest: %d octets, want the %d sent", len(got), len(payload))
 	}

@@ -5,29 +5,37 @@ import (
 	"testing"
 )
 
-func TestNormalize(t *testing.T) {
+// Normalize(id, side, other) puts an id in the form both sides compare
+// in; Convert(id, from, to) rewrites it from one format to another.
+func TestNormalizeAndConvert(t *testing.T) {
+	fns := map[string]func(id string, a, b Format) string{"Normalize": Normalize, "Convert": Convert}
 	tests := []struct {
-		id          string
-		side, other Format
-		want        string
+		fn, id string
+		a, b   Format
+		want   string
 	}{
-		{"0A1B", Hex, Dec, "2587"},
-		{"0a1b", Hex, Dec, "2587"},
-		{"0x0a1b", Hex, AsIs, "2587"},
-		{"2587", Dec, Hex, "2587"},
-		{"0002587", Dec, Hex, "2587"},
-		{"2587", AsIs, Dec, "2587"},
-		{"0002587", AsIs, Dec, "2587"}, // as-is takes the other side's format
-		{"0A1B", AsIs, AsIs, "0A1B"},
-		{"0A1B", "", "", "0A1B"},
-		{"not-hex", Hex, Dec, "not-hex"},
-		{"", Hex, Dec, ""},
-		{"-5", Dec, Dec, "-5"},
-		{"ffffffffffffffffffffffff", Hex, Dec, "79228162514264337593543950335"}, // beyond 64 bits
+		{"Normalize", "0A1B", Hex, Dec, "2587"},
+		{"Normalize", "0a1b", Hex, Dec, "2587"},
+		{"Normalize", "0x0a1b", Hex, AsIs, "2587"},
+		{"Normalize", "2587", Dec, Hex, "2587"},
+		{"Normalize", "0002587", Dec, Hex, "2587"},
+		{"Normalize", "2587", AsIs, Dec, "2587"},
+		{"Normalize", "0002587", AsIs, Dec, "2587"}, // as-is takes the other side's format
+		{"Normalize", "0A1B", AsIs, AsIs, "0A1B"},
+		{"Normalize", "0A1B", "", "", "0A1B"},
+		{"Normalize", "not-hex", Hex, Dec, "not-hex"},
+		{"Normalize", "", Hex, Dec, ""},
+		{"Normalize", "-5", Dec, Dec, "-5"},
+		{"Normalize", "ffffffffffffffffffffffff", Hex, Dec, "79228162514264337593543950335"}, // beyond 64 bits
+		{"Convert", "1000", Dec, Hex, "3e8"},
+		{"Convert", "3E8", Hex, Dec, "1000"},
+		{"Convert", "3E8", Hex, Hex, "3E8"},
+		{"Convert", "3E8", Hex, AsIs, "3E8"},
+		{"Convert", "xyz", Dec, Hex, "xyz"},
 	}
 	for _, tc := range tests {
-		if got := Normalize(tc.id, tc.side, tc.other); got != tc.want {
-			t.Errorf("Normalize(%q, %s, %s) = %q, want %q", tc.id, tc.side, tc.other, got, tc.want)
+		if got := fns[tc.fn](tc.id, tc.a, tc.b); got != tc.want {
+			t.Errorf("%s(%q, %s, %s) = %q, want %q", tc.fn, tc.id, tc.a, tc.b, got, tc.want)
 		}
 	}
 }
@@ -48,25 +56,6 @@ func TestNormalizeBothSidesMeet(t *testing.T) {
 		a, b := Normalize(tc.resp, tc.respFmt, tc.receiptFmt), Normalize(tc.receipt, tc.receiptFmt, tc.respFmt)
 		if a != b {
 			t.Errorf("resp %q (%s) → %q, receipt %q (%s) → %q; want the same", tc.resp, tc.respFmt, a, tc.receipt, tc.receiptFmt, b)
-		}
-	}
-}
-
-func TestConvert(t *testing.T) {
-	tests := []struct {
-		id       string
-		from, to Format
-		want     string
-	}{
-		{"1000", Dec, Hex, "3e8"},
-		{"3E8", Hex, Dec, "1000"},
-		{"3E8", Hex, Hex, "3E8"},
-		{"3E8", Hex, AsIs, "3E8"},
-		{"xyz", Dec, Hex, "xyz"},
-	}
-	for _, tc := range tests {
-		if got := Convert(tc.id, tc.from, tc.to); got != tc.want {
-			t.Errorf("Convert(%q, %s, %s) = %q, want %q", tc.id, tc.from, tc.to, got, tc.want)
 		}
 	}
 }

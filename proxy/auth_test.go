@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
-	"net"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,49 +12,8 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/smppproxy/smppproxy/config"
-	"github.com/smppproxy/smppproxy/internal/testkit"
 	"github.com/smppproxy/smppproxy/smpp"
-	"github.com/smppproxy/smppproxy/smppserver"
 )
-
-func hashOf(t *testing.T, pw string, cost int) string {
-	t.Helper()
-	h, err := bcrypt.GenerateFromPassword([]byte(pw), cost)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(h)
-}
-
-func account(id, pw, hash string) config.Account {
-	a := config.AccountDefaults()
-	a.SystemID, a.Password, a.PasswordHash, a.Route = id, pw, hash, []string{"smsc"}
-	return a
-}
-
-func bindFrom(ip, systemID, pw string) smppserver.BindRequest {
-	return smppserver.BindRequest{
-		SystemID: systemID, Password: pw, Type: smpp.BindTransceiver,
-		Remote: &net.TCPAddr{IP: net.ParseIP(ip), Port: 40000},
-	}
-}
-
-// testAccountAuth is an accountAuth with a fake clock and a delay function that
-// records the delays instead of waiting them out.
-func testAccountAuth(log *slog.Logger, accts []config.Account) (*accountAuth, *testkit.Clock, *[]time.Duration) {
-	clock := testkit.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	var (
-		mu     sync.Mutex
-		delays []time.Duration
-	)
-	a := newAccountAuth(log, accts, clock.Now)
-	a.sleep = func(_ context.Context, d time.Duration) {
-		mu.Lock()
-		defer mu.Unlock()
-		delays = append(delays, d)
-	}
-	return a, clock, &delays
-}
 
 // An unknown system_id is checked against a bcrypt hash of the highest
 // cost among the configured accounts, so it costs what a wrong password

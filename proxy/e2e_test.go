@@ -2,14 +2,24 @@ package proxy
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
+	"regexp"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/smppproxy/smppproxy/config"
+	"github.com/smppproxy/smppproxy/esme"
 	"github.com/smppproxy/smppproxy/sim"
 	"github.com/smppproxy/smppproxy/smpp"
 	"github.com/smppproxy/smppproxy/smpp/smpptest"
+	"github.com/smppproxy/smppproxy/smppserver"
 	"github.com/smppproxy/smppproxy/state"
 )
 
@@ -270,5 +280,153 @@ func TestProtocolErrorsDoNotDisturbOtherSessions(t *testing.T) {
 		if r := good.submit(uint32(50+i), keyed(fmt.Sprintf("after-%d", i), "ok")); r.Status != 0 {
 			t.Errorf("the good session after protocol errors: %v, want 0", r.Status)
 		}
+	}
+}
+
+// message_id: proxy issues ids of the configured format and length, and
+// replays them to retries.
+func TestProxyIssuedIDsFollowTheConfiguredStyle(t *testing.T) {
+	_, cfg := simConfig(t, sim.Config{})
+	cfg.Accounts[0].MessageID = config.MessageIDProxy
+	cfg.Accounts[0].ProxyID = config.ProxyIDStyle{Format: config.IDDec, Length: 12}
+	app := startProxy(t, cfg)
+	c := dialBound(t, app.Addr(), smpp.CmdBindTransceiver)
+	r := c.submit(1, keyed("pid-1", "x"))
+	if r.Status != 0 || !regexp.MustCompile(`^[1-9][0-9]{11}$`).MatchString(r.ID) {
+		t.Fatalf("proxy-issued id = %q (status %v), want 12 decimal digits", r.ID, r.Status)
+	}
+	if again := c.submit(2, keyed("pid-1", "x")); again.ID != r.ID {
+		t.Errorf("retry got %q, want the same proxy id %q", again.ID, r.ID)
+	}
+}
+
+// A shutdown whose deadline passes while a submit waits for an upstream
+// answer does not wait response_timeout more: the submit is persisted
+// unknown and the store is closed cleanly.
+func TestShutdownDeadlineDoesNotWaitForResponseTimeout(t *testing.T) {
+	smsc := startSim(t, sim.Config{Fault: func(sim.Call) sim.Action { return sim.Action{Drop: true} }})
+	dir := t.TempDir()
+	cfg := testConfig(t, smsc.Addr(), dir)
+	cfg.Upstreams[0].ResponseTimeout = config.Duration(30 * time.Second)
+	app, err := New(Options{Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := app.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := app.WaitUpstreams(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	c := dialBound(t, app.Addr(), smpp.CmdBindTransceiver)
+	go func() { _, _ = c.call(smpptest.EncodeSubmit(1, keyed("sd-1", "x")), 40*time.Second) }()
+	waitFor(t, 10*time.Second, "the submit to reach the SMSC", func() bool { return smsc.Total() > 0 })
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_ = app.Shutdown(ctx)
+	if el := time.Since(start); el > 10*time.Second {
+		t.Errorf("Shutdown took %v, want about the 300ms deadline, not response_timeout (30s)", el)
+	}
+	st, err := state.OpenBadger(state.BadgerOptions{Path: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	rec, err := st.Get(context.Background(), state.Key{Account: "shop", Key: "k:sd-1"})
+	if err != nil || rec.State != state.Unknown {
+		t.Errorf("record after shutdown = %+v, %v; want unknown", rec, err)
+	}
+}
+
+// New registers the proxy's metrics on Options.Registerer in one step:
+// closed sessions are counted by reason, the session hooks stay the
+// receipt service's; Ready follows the upstream binds.
+func TestNewRegistersMetricsAndReadyFollowsBinds(t *testing.T) {
+	_, cfg := simConfig(t, sim.Config{})
+	reg := prometheus.NewRegistry()
+	app, err := New(Options{Config: cfg, Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(app.Close)
+	var ups, downs atomic.Int32
+	bound := app.server.OnBound
+	app.server.OnBound = func(s *smppserver.Session) {
+		ups.Add(1)
+		bound(s)
+	}
+	app.server.OnClosed = func(*smppserver.Session) { downs.Add(1) }
+	if app.Metrics() == nil {
+		t.Fatal("New returned no records-by-state scan")
+	}
+	if err := app.Ready(); !errors.Is(err, ErrNotReady) {
+		t.Fatalf("Ready before Start = %v, want ErrNotReady", err)
+	}
+	if err := app.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := app.WaitUpstreams(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := app.Ready(); err != nil {
+		t.Fatalf("Ready with the upstream bound = %v", err)
+	}
+	c, err := esme.Dial(ctx, app.Addr(), esme.Options{SystemID: "shop", Password: "secret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Unbind(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the session-down hook", func() bool { return downs.Load() > 0 })
+	if ups.Load() != 1 || downs.Load() != 1 {
+		t.Fatalf("earlier hook saw %d up, %d down; want 1 and 1", ups.Load(), downs.Load())
+	}
+	n, err := testutil.GatherAndCount(reg, "smppproxy_esme_sessions_closed_total")
+	if err != nil || n == 0 {
+		t.Fatalf("sessions_closed_total: %d series, %v", n, err)
+	}
+	mfs, _ := reg.Gather()
+	for _, mf := range mfs {
+		if mf.GetName() != "smppproxy_esme_sessions_closed_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			want := 0.0
+			if m.GetLabel()[0].GetValue() == "unbind" {
+				want = 1
+			}
+			if got := m.GetCounter().GetValue(); got != want {
+				t.Errorf("sessions_closed_total{reason=%q} = %v, want %v", m.GetLabel()[0].GetValue(), got, want)
+			}
+		}
+	}
+}
+
+// The Badger store reports every group commit: the commit latency and
+// batch size histograms fill from the first submit.
+func TestStoreCommitHistograms(t *testing.T) {
+	smsc := startSim(t, sim.Config{})
+	app, reg := startReceiptsProxy(t, testConfig(t, smsc.Addr(), t.TempDir()))
+	c := dialBound(t, app.Addr(), smpp.CmdBindTransceiver)
+	if r := c.submit(1, keyed("hist-1", "x")); r.Status != 0 {
+		t.Fatalf("submit = %v", r.Status)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var batches uint64
+	for _, mf := range mfs {
+		if mf.GetName() == "smppproxy_store_commit_batch_size" {
+			batches = mf.GetMetric()[0].GetHistogram().GetSampleCount()
+		}
+	}
+	// create, journal and outcome: at least three writes, in up to three commits.
+	if batches < 1 {
+		t.Errorf("smppproxy_store_commit_batch_size has %d observations after a submit, want at least 1", batches)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -38,16 +39,9 @@ func TestTemporaryErrorsAreRetriedInternally(t *testing.T) {
 }
 
 func TestThrottledForeverIsBoundedThenRetryable(t *testing.T) {
-	var throttle sync.Mutex
-	throttling := true
-	smsc := startSim(t, sim.Config{Fault: func(c sim.Call) sim.Action {
-		throttle.Lock()
-		defer throttle.Unlock()
-		if throttling {
-			return sim.Action{Status: smpp.StatusThrottled}
-		}
-		return sim.Action{}
-	}})
+	var throttling atomic.Bool
+	throttling.Store(true)
+	smsc := startSim(t, sim.Config{Fault: faultWhile(&throttling, sim.Action{Status: smpp.StatusThrottled})})
 	cfg := testConfig(t, smsc.Addr(), t.TempDir())
 	cfg.Upstreams[0].Retry = config.Retry{Attempts: 3, Budget: config.Duration(5 * time.Second)}
 	app := startProxy(t, cfg)
@@ -63,9 +57,7 @@ func TestThrottledForeverIsBoundedThenRetryable(t *testing.T) {
 	if err != nil || rec.State != state.Retryable {
 		t.Fatalf("record = %+v, %v; want retryable", rec, err)
 	}
-	throttle.Lock()
-	throttling = false
-	throttle.Unlock()
+	throttling.Store(false)
 	r2 := c.submit(2, keyed("thr-1", "hello"))
 	if r2.Status != 0 || r2.ID == "" {
 		t.Errorf("later retry = %+v, want forwarded and accepted", r2)
@@ -83,16 +75,9 @@ func TestThrottledForeverIsBoundedThenRetryable(t *testing.T) {
 func TestConnectionCutWithTwentyInFlight(t *testing.T) {
 	for _, policy := range []config.UnknownPolicy{config.UnknownHold, config.UnknownResendAfter} {
 		t.Run(string(policy), func(t *testing.T) {
-			var slow sync.Mutex
-			slowing := true
-			smsc := startSim(t, sim.Config{Fault: func(c sim.Call) sim.Action {
-				slow.Lock()
-				defer slow.Unlock()
-				if slowing {
-					return sim.Action{Delay: 5 * time.Second}
-				}
-				return sim.Action{}
-			}})
+			var slowing atomic.Bool
+			slowing.Store(true)
+			smsc := startSim(t, sim.Config{Fault: faultWhile(&slowing, sim.Action{Delay: 5 * time.Second})})
 			cfg := testConfig(t, smsc.Addr(), t.TempDir())
 			cfg.Upstreams[0].ResponseTimeout = config.Duration(10 * time.Second)
 			cfg.Accounts[0].Idempotency.OnUnknown = policy
@@ -114,9 +99,7 @@ func TestConnectionCutWithTwentyInFlight(t *testing.T) {
 			if n := smsc.Total(); n != 20 {
 				t.Fatalf("submits in flight at the SMSC before the cut = %d, want 20", n)
 			}
-			slow.Lock()
-			slowing = false
-			slow.Unlock()
+			slowing.Store(false)
 			smsc.KickAll()
 			wg.Wait()
 			for i, r := range first {

@@ -2,13 +2,14 @@ package proxy
 
 import (
 	"encoding/hex"
-	"github.com/smppproxy/smppproxy/internal/testkit"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/smppproxy/smppproxy/internal/testkit"
 
 	"github.com/smppproxy/smppproxy/config"
 	"github.com/smppproxy/smppproxy/sim"

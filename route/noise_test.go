@@ -14,7 +14,7 @@ import (
 // a log line per submit: the retry and give-up lines are logged once per
 // interval per upstream and status, with the count held back.
 func TestTemporaryErrorLinesAreRateLimited(t *testing.T) {
-	clock := testkit.NewClock(time.Unix(1000, 0))
+	clock := newClock()
 	lines := testkit.NewLogLines()
 	up := &fakeUp{name: "a", up: 1, status: func(int) smpp.Status { return smpp.StatusThrottled }}
 	r := New(Config{Routes: map[string][]Member{"shop": {{Upstream: up, Weight: 1, Attempts: 2}}},

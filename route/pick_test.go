@@ -3,15 +3,12 @@ package route
 import (
 	"context"
 	"fmt"
-	"math"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/smppproxy/smppproxy/dedup"
-	"github.com/smppproxy/smppproxy/internal/testkit"
 	"github.com/smppproxy/smppproxy/smpp"
-	"github.com/smppproxy/smppproxy/smpp/smpptest"
 	"github.com/smppproxy/smppproxy/smppclient"
 )
 
@@ -21,13 +18,6 @@ var (
 	_ Upstream      = (*smppclient.Pool)(nil)
 	_ sessionLister = (*smppclient.Pool)(nil)
 )
-
-// within5Sigma reports whether got is within 5 standard deviations of
-// Binomial(n, p)'s mean (a false failure has probability below 1e-6).
-func within5Sigma(got, n int, p float64) bool {
-	mean, sd := float64(n)*p, math.Sqrt(float64(n)*p*(1-p))
-	return math.Abs(float64(got)-mean) <= 5*sd
-}
 
 // Segment hashing is rendezvous hashing: weighted, and a member going down
 // moves only the messages it had (a % total hash moved most of the others
@@ -74,49 +64,6 @@ func TestSegmentHashingIsStableWhenMembersChange(t *testing.T) {
 			t.Fatalf("after b came back message %d goes to %s, want %s as before", i, name, before[i])
 		}
 	}
-}
-
-// fakeBinds is an upstream with several binds that records which bind each
-// submit preferred and answers on that bind.
-type fakeBinds struct {
-	fakeUp
-	sessions []string
-	mu2      sync.Mutex
-	prefers  []string
-}
-
-func (f *fakeBinds) Sessions() []smppclient.SessionInfo {
-	f.mu2.Lock()
-	defer f.mu2.Unlock()
-	var out []smppclient.SessionInfo
-	for _, id := range f.sessions {
-		out = append(out, smppclient.SessionInfo{ID: id, State: smppclient.StateBound, Bind: smpp.BindTransceiver})
-	}
-	return out
-}
-
-func (f *fakeBinds) Submit(ctx context.Context, prefer string, build func(uint32) []byte, before func(string, uint32) error) (smppclient.Response, error) {
-	f.mu2.Lock()
-	f.prefers = append(f.prefers, prefer)
-	sess := prefer
-	if sess == "" {
-		sess = f.sessions[len(f.prefers)%len(f.sessions)]
-	}
-	f.mu2.Unlock()
-	if err := before(sess, 1); err != nil {
-		return smppclient.Response{}, err
-	}
-	return smppclient.Response{Status: 0, MessageID: "id", Session: sess, Sequence: 1}, nil
-}
-
-func segmentAttempt(t *testing.T, dst string, ref uint8, part uint8) *dedup.Attempt {
-	t.Helper()
-	f := smpptest.SubmitFields{Src: "S", Dst: dst, EsmClass: 0x40, ShortMessage: []byte{0x05, 0x00, 0x03, ref, 3, part, 'x'}}
-	s, err := smpp.ParseSubmit(smpptest.EncodeSubmit(1, f))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &dedup.Attempt{Account: "shop", Key: "k", Submit: s, Segment: s.Segment(), Journal: func(string, string, uint32) error { return nil }}
 }
 
 // All segments of one message go to one bind, even when they are
@@ -201,7 +148,7 @@ func TestStickyTableIsBounded(t *testing.T) {
 // again, one more failure cools it down twice as long, and a success ends
 // the episode.
 func TestUpstreamThatKeepsFailingCoolsDown(t *testing.T) {
-	clock := testkit.NewClock(time.Unix(1000, 0))
+	clock := newClock()
 	bad := &fakeUp{name: "bad", up: 1, err: smppclient.ErrTimeout}
 	good := &fakeUp{name: "good", up: 1}
 	r := New(Config{
@@ -284,34 +231,6 @@ func TestWhatDoesNotCoolDown(t *testing.T) {
 	if only.calls != 5 || r.Healthy("only") {
 		t.Errorf("calls = %d, healthy %v; want 5 calls to the cooling-down upstream (nothing else is up)", only.calls, r.Healthy("only"))
 	}
-}
-
-// fullUp is an upstream whose every bind is at its window: Submit waits
-// route_wait (here: returns at once) and fails with ErrBusy.
-type fullUp struct {
-	fakeBinds
-	full bool
-}
-
-func (f *fullUp) Sessions() []smppclient.SessionInfo {
-	out := f.fakeBinds.Sessions()
-	for i := range out {
-		out[i].Window = 2
-		if f.full {
-			out[i].InFlight = 2
-		}
-	}
-	return out
-}
-
-func (f *fullUp) Submit(ctx context.Context, prefer string, build func(uint32) []byte, before func(string, uint32) error) (smppclient.Response, error) {
-	if f.full {
-		f.mu.Lock()
-		f.calls++
-		f.mu.Unlock()
-		return smppclient.Response{}, errBusy()
-	}
-	return f.fakeBinds.Submit(ctx, prefer, build, before)
 }
 
 // Back-pressure is per route: a submit that waited route_wait in vain for

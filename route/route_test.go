@@ -2,59 +2,13 @@ package route
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/smppproxy/smppproxy/dedup"
-	"github.com/smppproxy/smppproxy/internal/testkit"
 	"github.com/smppproxy/smppproxy/smpp"
-	"github.com/smppproxy/smppproxy/smpp/smpptest"
 	"github.com/smppproxy/smppproxy/smppclient"
 )
-
-type fakeUp struct {
-	name   string
-	up     int
-	mu     sync.Mutex
-	calls  int
-	status func(n int) smpp.Status
-	err    error
-}
-
-func (f *fakeUp) Name() string { return f.name }
-func (f *fakeUp) Up() int      { return f.up }
-func (f *fakeUp) Submit(_ context.Context, _ string, build func(uint32) []byte, before func(string, uint32) error) (smppclient.Response, error) {
-	f.mu.Lock()
-	f.calls++
-	n := f.calls
-	f.mu.Unlock()
-	if err := before(f.name+"/s", uint32(n)); err != nil {
-		return smppclient.Response{}, err
-	}
-	_ = build(uint32(n))
-	if f.err != nil {
-		return smppclient.Response{Session: f.name + "/s", Sequence: uint32(n)}, f.err
-	}
-	st := smpp.StatusOK
-	if f.status != nil {
-		st = f.status(n)
-	}
-	return smppclient.Response{Status: st, MessageID: f.name + "-id", Session: f.name + "/s", Sequence: uint32(n)}, nil
-}
-
-func attempt(t *testing.T, journal *[]string) *dedup.Attempt {
-	s, err := smpp.ParseSubmit(smpptest.EncodeSubmit(1, smpptest.SubmitFields{Dst: "1", ShortMessage: []byte("x")}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &dedup.Attempt{Account: "shop", Key: "k", Submit: s, Journal: func(up, sess string, seq uint32) error {
-		*journal = append(*journal, up)
-		return nil
-	}}
-}
-
-func noSleep(context.Context, time.Duration) {}
 
 func TestTemporaryErrorsAreRetriedWithinBounds(t *testing.T) {
 	tests := map[string]struct {
@@ -141,14 +95,6 @@ func TestOutcomeClassification(t *testing.T) {
 	}
 }
 
-type busyErr struct{}
-
-func (busyErr) Error() string { return "busy" }
-func (busyErr) Is(target error) bool {
-	return target == smppclient.ErrNotSent || target == smppclient.ErrBusy
-}
-func errBusy() error { return busyErr{} }
-
 func TestWeightsAndBackups(t *testing.T) {
 	a := &fakeUp{name: "a", up: 1}
 	b := &fakeUp{name: "b", up: 1}
@@ -194,7 +140,7 @@ func TestRetryLimitsFollowTheInjectedClock(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			clock := testkit.NewClock(time.Unix(1000, 0))
+			clock := newClock()
 			up := &fakeUp{name: "a", up: 1, status: func(int) smpp.Status { return smpp.StatusThrottled }}
 			r := New(Config{
 				Routes:  map[string][]Member{"shop": {{Upstream: up, Weight: 1, Attempts: 10, Budget: tc.budget}}},

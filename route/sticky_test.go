@@ -3,22 +3,9 @@ package route
 import (
 	"context"
 	"testing"
-	"time"
 
-	"github.com/smppproxy/smppproxy/internal/testkit"
 	"github.com/smppproxy/smppproxy/smpp"
 )
-
-// journaled forwards a segment and returns the result and the upstreams
-// written to, in order.
-func journaled(t *testing.T, r *Router, dst string, part uint8) (string, []string) {
-	t.Helper()
-	a := segmentAttempt(t, dst, 7, part)
-	var writes []string
-	a.Journal = func(up, _ string, _ uint32) error { writes = append(writes, up); return nil }
-	res := r.Forward(context.Background(), a)
-	return res.Upstream, writes
-}
 
 // A segment that meets a temporary error is retried on its message's
 // upstream (SPEC §6: segments stay on it while it has a bound session),
@@ -46,7 +33,7 @@ func TestSegmentRetriesStayOnTheMessageUpstream(t *testing.T) {
 // segments of the messages it already carries while it has a bound
 // session.
 func TestSegmentStaysOnItsUpstreamWhileItCoolsDown(t *testing.T) {
-	clock := testkit.NewClock(time.Unix(1000, 0))
+	clock := newClock()
 	a := &fakeUp{name: "a", up: 1, status: func(n int) smpp.Status {
 		if n == 2 {
 			return smpp.StatusXTAppn

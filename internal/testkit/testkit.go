@@ -1,8 +1,10 @@
 // Package testkit holds the helpers the project's tests share, so that
-// each is written once: Eventually, the one poll with a deadline, and
+// each is written once: Eventually, the one poll with a deadline;
 // Goroutines/CheckLeaks, the one goroutine-leak check (in the spirit of
-// tailscale's tstest). It imports no project package and is imported only
-// by tests.
+// tailscale's tstest); Clock, the hand-moved clock; LogLines and Buffer for
+// log capture; CA, a throw-away certificate authority; and Serve, an
+// accept loop that cleans up after itself. It imports no project package
+// and is imported only by tests.
 package testkit
 
 import (
