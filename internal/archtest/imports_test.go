@@ -36,6 +36,8 @@ var layers = map[string][]string{
 	"logx": nil,
 	// buildinfo reads the binary's version (--version, the build_info metric).
 	"internal/buildinfo": nil,
+	// sdnotify tells systemd the service's state (READY=1, STOPPING=1…).
+	"internal/sdnotify": nil,
 	// msgid reads and issues message ids for dedup (submit) and dlr
 	// (receipts).
 	"msgid": nil,
@@ -72,6 +74,9 @@ var layers = map[string][]string{
 	"cmd/smppproxy": {"internal/buildinfo", "smpp", "logx", "msgid", "config", "smppserver", "smppclient", "state", "session", "dedup", "route", "dlr", "querycancel", "proxy", "admin", "esme", "sim"},
 
 	// Packages of tests only: their non-test files import nothing.
+	// deploy checks the packaging files (dashboard, alert rules, example
+	// configurations) against the proxy's metrics and config schema.
+	"deploy":            nil,
 	"interop":           nil,
 	"internal/docs":     nil,
 	"internal/archtest": nil,
