@@ -95,7 +95,7 @@ func serve(path string, cfg *config.Config, recordsEvery time.Duration, forceEmp
 			}
 			return app.Ready()
 		},
-		Token: token, Logger: log.With("component", "admin"),
+		Token: token, Pprof: cfg.Admin.Pprof, Logger: log.With("component", "admin"),
 	})
 	httpDone := make(chan struct{})
 	go func() {
