@@ -269,10 +269,12 @@ func (h *procHarness) close(failed bool) error {
 		if p == nil {
 			continue
 		}
+		h.progress("stopping %s", p.name)
 		if err := p.stop(syscall.SIGTERM, 15*time.Second); err != nil {
 			errs = append(errs, fmt.Errorf("bench: %s stopped with %w (its log: %s)", p.name, err, p.logPath))
 		}
 	}
+	h.progress("children stopped")
 	err := errors.Join(errs...)
 	if failed || err != nil || h.o.Keep {
 		w := h.o.Progress
