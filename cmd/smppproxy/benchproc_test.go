@@ -146,4 +146,3 @@ func TestCancelledProcessBenchStopsItsChildren(t *testing.T) {
 	}
 	assertChildrenGone(t, rep.Invariants.ChildPIDs)
 }
-
