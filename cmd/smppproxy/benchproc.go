@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -22,6 +23,7 @@ func benchProcessFlags() []cli.Flag {
 		&cli.IntFlag{Name: "preload", Usage: "with --processes: push this many fresh keys through the proxy first, then measure its RSS and its start-up time with them in the store"},
 		&cli.DurationFlag{Name: "dlr-delay", Value: 200 * time.Millisecond, Usage: "with --processes: the simulator's receipt delay for the receipts rows; 0 = no receipts rows"},
 		&cli.BoolFlag{Name: "pprof", Usage: "with --processes: serve /debug/pprof/ on the proxy's admin API (its address is printed)"},
+		&cli.StringFlag{Name: "serve-log-level", Value: "info", Usage: "with --processes: the proxy's log level (info logs every submit decided)"},
 		&cli.BoolFlag{Name: "keep", Usage: "with --processes: keep the temporary directory (configuration, store, child logs); it is always kept on failure"},
 	}
 }
@@ -42,6 +44,8 @@ type procBenchOptions struct {
 	DLRDelay time.Duration
 	// Pprof turns on admin.pprof in the proxy's configuration.
 	Pprof bool
+	// LogLevel is the proxy's log.level ("" = info).
+	LogLevel string
 	// Keep keeps the directory (it is kept on failure anyway).
 	Keep bool
 	// Exe is the smppproxy executable run as `Exe ExeArgs... sim|serve
@@ -66,7 +70,7 @@ func processBenchAction(c *cli.Context, load benchOptions) error {
 	load.Duration = c.Duration("duration")
 	o := procBenchOptions{
 		Load: load, Rounds: c.Int("rounds"), Rate: load.Rate, Preload: c.Int("preload"),
-		DLRDelay: c.Duration("dlr-delay"), Pprof: c.Bool("pprof"), Keep: c.Bool("keep"), Exe: exe,
+		DLRDelay: c.Duration("dlr-delay"), Pprof: c.Bool("pprof"), LogLevel: c.String("serve-log-level"), Keep: c.Bool("keep"), Exe: exe,
 		Progress: c.App.ErrWriter,
 	}
 	if o.Rate == 0 {
@@ -193,7 +197,7 @@ admin:
 store:
   path: %q
 log:
-  level: info
+  level: %s
 shutdown_timeout: 10s
 accounts:
   - system_id: %s
@@ -215,7 +219,7 @@ upstreams:
     route_wait: 10s
     response_timeout: 10s
     forward_key_tlv: true
-`, h.listen, h.admin, h.o.Pprof, filepath.Join(h.dir, "store"), benchAccount, benchPassword, max(8, 2*l.Binds), l.Window,
+`, h.listen, h.admin, h.o.Pprof, filepath.Join(h.dir, "store"), cmp.Or(h.o.LogLevel, "info"), benchAccount, benchPassword, max(8, 2*l.Binds), l.Window,
 		l.KeyTag, h.smsc, benchSMSCUser, benchSMSCPass, l.Binds, l.Window)
 }
 

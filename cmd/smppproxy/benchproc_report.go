@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -63,6 +64,7 @@ type procReport struct {
 	Window   int     `json:"window"`
 	Rate     float64 `json:"rate"`
 	DLRDelay string  `json:"dlr_delay"`
+	LogLevel string  `json:"serve_log_level"`
 	// Rows are the table: medians over the rounds.
 	Rows       []procRow      `json:"rows"`
 	Invariants procInvariants `json:"invariants"`
@@ -74,7 +76,7 @@ func newProcReport(o procBenchOptions) procReport {
 	r := procReport{
 		Date: time.Now().UTC().Format(time.RFC3339), Machine: machine(),
 		Rounds: o.Rounds, Count: o.Load.Count, Binds: o.Load.Binds, Window: o.Load.Window, Rate: o.Rate,
-		DLRDelay: o.DLRDelay.String(),
+		DLRDelay: o.DLRDelay.String(), LogLevel: cmp.Or(o.LogLevel, "info"),
 	}
 	if o.Load.Duration > 0 {
 		r.Duration = o.Load.Duration.String()
@@ -212,7 +214,7 @@ func printProcReport(w io.Writer, r procReport) {
 	}
 	fmt.Fprintf(w, "smppproxy bench --processes: load generator, `smppproxy serve` and `smppproxy sim` as separate processes on 127.0.0.1\n")
 	fmt.Fprintf(w, "%s; %s\n", r.Machine, r.Date)
-	fmt.Fprintf(w, "%d binds x window %d on each side; %s per run; median of %d rounds\n\n", r.Binds, r.Window, load, r.Rounds)
+	fmt.Fprintf(w, "%d binds x window %d on each side; %s per run; median of %d rounds; proxy log level %s\n\n", r.Binds, r.Window, load, r.Rounds, r.LogLevel)
 	fmt.Fprintf(w, "  %-40s %10s %10s %12s  %s\n", "", "direct", "proxied", "proxy", "target")
 	for _, row := range r.Rows {
 		name := row.Name
