@@ -48,6 +48,8 @@ type procBenchOptions struct {
 	LogLevel string
 	// Keep keeps the directory (it is kept on failure anyway).
 	Keep bool
+	// TempDir is where the bench's directory is made ("" = os.TempDir()).
+	TempDir string
 	// Exe is the smppproxy executable run as `Exe ExeArgs... sim|serve
 	// ...`, with Env added to this process's environment (tests run
 	// their own binary this way).
@@ -164,7 +166,7 @@ func (o *procBenchOptions) validate() error {
 // newProcHarness makes the directory and picks the addresses, and writes
 // the proxy's configuration.
 func newProcHarness(o procBenchOptions) (*procHarness, error) {
-	dir, err := os.MkdirTemp("", "smppproxy-bench-")
+	dir, err := os.MkdirTemp(o.TempDir, "smppproxy-bench-")
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}

@@ -16,9 +16,10 @@ import (
 )
 
 // testProcOptions runs the out-of-process bench's children from this test
-// binary (TestMain runs main() for them), with a short load.
-func testProcOptions(count, preload int) procBenchOptions {
-	return procBenchOptions{
+// binary (TestMain runs main() for them), with a short load, in a
+// directory removed after the test (a failed bench keeps its own).
+func testProcOptions(t *testing.T, count, preload int) procBenchOptions {
+	return procBenchOptions{TempDir: t.TempDir(),
 		Load:   benchOptions{Binds: 2, Window: 20, Count: count, KeyTag: smpp.DefaultIdempotencyTag, Timeout: 10 * time.Second},
 		Rounds: 1, Rate: 2000, Preload: preload, DLRDelay: 50 * time.Millisecond,
 		Exe: os.Args[0], ExeArgs: []string{"-test.run=^$", "--"}, Env: []string{"SMPPPROXY_TEST_MAIN=1"},
@@ -46,7 +47,7 @@ func TestProcessBenchHoldsItsInvariantsAndStopsItsChildren(t *testing.T) {
 	const count, preload = 1000, 500
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	rep, err := runProcessBench(ctx, testProcOptions(count, preload))
+	rep, err := runProcessBench(ctx, testProcOptions(t, count, preload))
 	if err != nil {
 		t.Fatalf("runProcessBench: %v", err)
 	}
@@ -131,7 +132,7 @@ func TestCancelledProcessBenchStopsItsChildren(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	o := testProcOptions(1000, 0)
+	o := testProcOptions(t, 1000, 0)
 	w := &cancelOn{want: "proxied, saturation", cancel: cancel}
 	o.Progress = w
 	rep, err := runProcessBench(ctx, o)
