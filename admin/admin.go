@@ -16,8 +16,10 @@
 //	GET  /api/v1/stats            Stats
 //	GET  /api/v1/receipts/unmatched ?upstream=U&limit=N → UnmatchedList;
 //	                              501 without Config.Receipts
+//	GET  /debug/pprof/            Go's profiler (net/http/pprof), only with
+//	                              Config.Pprof (else 404)
 //
-// With Config.Token set, /metrics and /api/v1/ need "Authorization: Bearer
+// With Config.Token set, /metrics, /debug/pprof/ and /api/v1/ need "Authorization: Bearer
 // TOKEN" (compared in constant time); anything else is answered 401 before
 // the request is looked at. The probes stay open: they reveal nothing and
 // orchestrators call them without credentials.
@@ -107,6 +109,11 @@ type Config struct {
 	// Token, the mutating endpoints answer only when it is loopback; empty
 	// = judged per request from the address the connection came in on.
 	Address string
+	// Pprof serves Go's profiler (net/http/pprof) under /debug/pprof/,
+	// behind the same Token as /metrics; false (the default) = 404 there.
+	// The profiles show the process's memory and code: the caller keeps it
+	// off a non-loopback listener without a Token (config.Validate does).
+	Pprof bool
 	// Tagger turns fingerprints into the short tags the API shows instead
 	// (nil: the Resolver when it is one, as *dedup.Engine is; else a
 	// random key of this handler, so tags compare within it only).
@@ -189,6 +196,9 @@ func NewHandler(cfg Config) http.Handler {
 	})
 	mux.HandleFunc("GET /readyz", h.readyz)
 	mux.Handle("GET /metrics", h.auth(promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{ErrorLog: slogPrinter{h.log}})))
+	if cfg.Pprof {
+		mux.Handle("/debug/pprof/", h.auth(pprofHandler()))
+	}
 	api := http.NewServeMux()
 	api.HandleFunc("GET /api/v1/sessions", h.sessions)
 	api.HandleFunc("POST /api/v1/sessions/kick", h.kick)

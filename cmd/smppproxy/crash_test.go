@@ -3,10 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
-	"os"
-	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync"
 	"syscall"
 	"testing"
@@ -18,130 +16,14 @@ import (
 	"github.com/smppproxy/smppproxy/smpp"
 )
 
-// The test binary doubles as `smppproxy`: with SMPPPROXY_TEST_MAIN set it
-// runs main() with the arguments after "--", so subprocess tests need no
-// separate build.
-func TestMain(m *testing.M) {
-	if os.Getenv("SMPPPROXY_TEST_MAIN") == "1" {
-		for i, a := range os.Args {
-			if a == "--" {
-				os.Args = append([]string{"smppproxy"}, os.Args[i+1:]...)
-				break
-			}
-		}
-		main()
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
-}
-
-// proxyProcess runs `smppproxy serve` as a child process.
-type proxyProcess struct {
-	cmd *exec.Cmd
-	out *os.File
-}
-
-func startServe(t *testing.T, cfgPath, logPath string) *proxyProcess {
-	t.Helper()
-	out, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(os.Args[0], "-test.run=^$", "--", "serve", "--config", cfgPath)
-	cmd.Env = append(os.Environ(), "SMPPPROXY_TEST_MAIN=1")
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &proxyProcess{cmd: cmd, out: out}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_, _ = cmd.Process.Wait()
-		_ = out.Close()
-	})
-	return p
-}
-
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-func writeConfig(t *testing.T, dir, listen, smsc string) string {
-	t.Helper()
-	cfg := fmt.Sprintf(`listen:
-  address: %q
-  bind_timeout: 5s
-admin:
-  address: %q
-store:
-  path: %q
-log: {level: warn}
-shutdown_timeout: 5s
-accounts:
-  - system_id: shop
-    password: secret
-    max_binds: 10
-    window: 100
-    route: [smsc]
-upstreams:
-  - name: smsc
-    address: %q
-    system_id: proxy
-    password: pw
-    binds: 2
-    window: 50
-    response_timeout: 2s
-`, listen, freePort(t), filepath.Join(dir, "data"), smsc)
-	p := filepath.Join(dir, "proxy.yaml")
-	if err := os.WriteFile(p, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
-// dialReady binds to the proxy as a shop transceiver (window 20) once it
-// accepts and its upstream is bound.
-func dialReady(t *testing.T, addr string) *esme.Client {
-	t.Helper()
-	return dialUntilBound(t, addr, esme.Options{SystemID: "shop", Password: "secret", Bind: smpp.BindTransceiver, Timeout: 5 * time.Second, Window: 20})
-}
-
-// dialUntilBound dials and binds with opts until the proxy at addr
-// accepts, for up to 30s (a child process starting).
-func dialUntilBound(t *testing.T, addr string, opts esme.Options) *esme.Client {
-	t.Helper()
-	var c *esme.Client
-	testkit.Eventually(t, 30*time.Second, func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		var err error
-		c, err = esme.Dial(ctx, addr, opts)
-		return err == nil
-	}, "proxy at "+addr+" never accepted a bind")
-	return c
-}
-
 // kill -9 of `smppproxy serve` in the middle of a windowed load with
 // retries; after the restart the client retries everything. No key may
 // reach the SMSC twice (on_unknown: hold) and every message the ESME saw
 // acknowledged keeps its message_id.
 func TestKill9DuringLoadNeverDuplicates(t *testing.T) {
-	if testing.Short() {
-		t.Skip("subprocess test")
-	}
-	smsc, err := sim.Start("127.0.0.1:0", sim.Config{Fault: func(c sim.Call) sim.Action {
+	smsc := subprocessSMSC(t, sim.Config{Fault: func(c sim.Call) sim.Action {
 		return sim.Action{Delay: time.Duration(c.N%5) * time.Millisecond}
 	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer smsc.Close()
 	dir := t.TempDir()
 	listen := freePort(t)
 	cfgPath := writeConfig(t, dir, listen, smsc.Addr())
@@ -237,5 +119,90 @@ func TestKill9DuringLoadNeverDuplicates(t *testing.T) {
 	t.Logf("acked before the crash: %d of %d; unknown after restart (held, not resent): %d; SMSC received %d", ackedAtCrash, keys, unknown, smsc.Total())
 	if smsc.Total() > keys {
 		t.Errorf("SMSC received %d submits for %d keys", smsc.Total(), keys)
+	}
+}
+
+// `smppproxy serve` is killed (SIGKILL) with receipts
+// queued for an ESME that is not bound, and more receipts arrive while it
+// is down (the SMSC keeps resending them); after the restart the ESME binds
+// and gets every one of them.
+func TestKill9WithQueuedReceiptsLosesNone(t *testing.T) {
+	smsc := subprocessSMSC(t, sim.Config{})
+	dir := t.TempDir()
+	listen := freePort(t)
+	cfgPath := writeConfig(t, dir, listen, smsc.Addr())
+	logPath := filepath.Join(dir, "proxy.log")
+	p := startServe(t, cfgPath, logPath)
+
+	tx := dialBind(t, listen, smpp.BindTransmitter)
+	const n = 30
+	var ids []string
+	for i := range n {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		r, err := tx.Submit(ctx, esme.Submit{Src: "SHOP", Dst: "447700900001", Key: fmt.Sprintf("crash-dlr-%d", i), Text: []byte("parcel on its way"), RegisteredDelivery: 1})
+		cancel()
+		if err != nil || r.Status != 0 {
+			t.Fatalf("submit %d = %+v, %v", i, r, err)
+		}
+		ids = append(ids, r.MessageID)
+	}
+	tx.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const before = 20 // acknowledged by the proxy, hence queued, before the kill
+	for _, id := range ids[:before] {
+		if st, err := smsc.SendReceipt(ctx, id, "DELIVRD"); err != nil || st != 0 {
+			t.Fatalf("receipt %s before the kill: %v, %v", id, st, err)
+		}
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = p.cmd.Process.Wait()
+
+	// The rest is produced while the proxy is down (the SMSC no longer
+	// sees its bind): the SMSC resends them until the proxy is back.
+	testkit.Eventually(t, 10*time.Second, func() bool { return smsc.Sessions() == 0 },
+		"the SMSC still sees the killed proxy's bind")
+	var wg, sending sync.WaitGroup
+	for _, id := range ids[before:] {
+		wg.Add(1)
+		sending.Add(1)
+		go func() {
+			defer wg.Done()
+			sending.Done()
+			if st, err := smsc.SendReceipt(ctx, id, "DELIVRD"); err != nil || st != 0 {
+				t.Errorf("receipt %s across the restart: %v, %v", id, st, err)
+			}
+		}()
+	}
+	sending.Wait()
+	startServe(t, cfgPath, logPath)
+	wg.Wait()
+
+	rx := dialBind(t, listen, smpp.BindReceiver)
+	defer rx.Close()
+	var got []string
+	timeout := time.After(15 * time.Second)
+	for len(got) < n {
+		select {
+		case d := <-rx.Receipts():
+			got = append(got, d.ReceiptedID)
+		case <-timeout:
+			t.Fatalf("after the restart the ESME got %d of %d receipts: %v", len(got), n, got)
+		}
+	}
+	if !slices.Equal(got[:before], ids[:before]) {
+		t.Errorf("receipts queued before the kill arrived as %v, want in order %v", got[:before], ids[:before])
+	}
+	slices.Sort(got)
+	want := slices.Sorted(slices.Values(ids))
+	if !slices.Equal(got, want) {
+		t.Errorf("after the restart the ESME got %v, want each of %v once", got, want)
+	}
+	select {
+	case d := <-rx.Receipts():
+		t.Errorf("extra receipt %s after all %d", d.ReceiptedID, n)
+	case <-time.After(300 * time.Millisecond):
 	}
 }

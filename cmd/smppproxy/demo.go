@@ -167,6 +167,10 @@ type demo struct {
 	rep      *demoReport
 	phase    *demoPhase
 	counts   map[dedup.Outcome]uint64 // outcomes of proxy runs already shut down
+	// keys are the OTPs of phase A; the simulator never answers dropKey
+	// and answers slowKey late; lateKey is first sent after the restart.
+	keys                      []string
+	dropKey, slowKey, lateKey string
 }
 
 func runDemo(ctx context.Context, o demoOptions) (*demoReport, error) {
@@ -179,133 +183,157 @@ func runDemo(ctx context.Context, o demoOptions) (*demoReport, error) {
 	start := time.Now()
 	d := &demo{o: o, first: map[string]string{}, rep: &demoReport{}, counts: map[dedup.Outcome]uint64{}}
 	defer d.close()
-
 	n := o.Keys
-	keys := make([]string, n+3)
-	for i := range keys {
-		keys[i] = fmt.Sprintf("otp-%02d", i+1)
+	d.keys = make([]string, n+3)
+	for i := range d.keys {
+		d.keys[i] = fmt.Sprintf("otp-%02d", i+1)
 	}
-	dropKey, slowKey, lateKey := keys[n], keys[n+1], keys[n+2]
-
-	var err error
-	d.sim, err = sim.Start("127.0.0.1:0", sim.Config{
-		SystemID: demoSMSCUser, Password: demoSMSCPass, Logger: o.Logger.With("component", "smsc-sim"),
-		Fault: func(c sim.Call) sim.Action {
-			switch c.Key {
-			case dropKey:
-				return sim.Action{Drop: true}
-			case slowKey:
-				return sim.Action{Delay: o.SlowDelay}
-			}
-			return sim.Action{}
-		},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("demo: simulator: %w", err)
-	}
-	dir, err := os.MkdirTemp("", "smppproxy-demo-")
-	if err != nil {
-		return nil, fmt.Errorf("demo: %w", err)
-	}
-	d.dir = dir // removed by d.close, after the store is closed
-	d.cfg, err = demoConfig(d.sim.Addr(), dir, o.ResponseTimeout)
-	if err != nil {
+	d.dropKey, d.slowKey, d.lateKey = d.keys[n], d.keys[n+1], d.keys[n+2]
+	d.keys = d.keys[:n]
+	if err := d.setUp(ctx); err != nil {
 		return nil, err
 	}
-	if err := d.startProxy(ctx); err != nil {
-		return nil, err
-	}
-
-	w := o.Out
-	fmt.Fprintf(w, "smppproxy demo: a scripted ESME retries, reconnects and restarts the proxy; does any OTP reach the SMSC twice?\n\n")
-	fmt.Fprintf(w, "  SMSC simulator  %s  (never answers %s; answers %s after %v)\n", d.sim.Addr(), dropKey, slowKey, o.SlowDelay)
-	fmt.Fprintf(w, "  smppproxy       %s  (temporary store %s, upstream response_timeout %v)\n", d.app.Addr(), dir, o.ResponseTimeout)
-	fmt.Fprintf(w, "  ESME            system_id %q, key in TLV 0x1400; gives up on a submit after %v\n", demoAccount, o.GiveUp)
-
-	if err := d.connect(ctx); err != nil {
-		return nil, err
-	}
-	d.begin(fmt.Sprintf("A. %d OTP messages, one idempotency key each", n))
-	for _, k := range keys[:n] {
-		if err := d.submit(ctx, k, 0, expectNew, 0); err != nil {
+	d.printIntro()
+	for _, phase := range []func(context.Context) error{d.retries, d.faults, d.restart} {
+		if err := phase(ctx); err != nil {
 			return nil, err
 		}
 	}
-
-	d.begin("B. the ESME retries some of them on the same session (same key, same OTP)")
-	for _, k := range keys[:min(5, n)] {
-		if err := d.submit(ctx, k, 0, expectSame, 0); err != nil {
-			return nil, err
-		}
-	}
-
-	d.begin("C. the connection drops (no unbind); the ESME reconnects and retries every key")
-	d.esme.Close()
-	if err := d.connect(ctx); err != nil {
-		return nil, err
-	}
-	for _, k := range keys[:n] {
-		if err := d.submit(ctx, k, 0, expectSame, 0); err != nil {
-			return nil, err
-		}
-	}
-
-	d.begin("D. a bug in the ESME reuses a key for another OTP")
-	if err := d.submit(ctx, keys[min(2, n-1)], 1, expectConflict, 0); err != nil {
-		return nil, err
-	}
-
-	d.begin(fmt.Sprintf("E. the SMSC never answers %s and answers %s late; the ESME gives up and retries", dropKey, slowKey))
-	for _, step := range []struct {
-		key  string
-		want expectation
-		wait time.Duration
-	}{
-		{dropKey, expectGiveUp, o.GiveUp},
-		{dropKey, expectUnknown, 0}, // joins the submit still in flight
-		{dropKey, expectUnknown, 0}, // the record is unknown now
-		{slowKey, expectGiveUp, o.GiveUp},
-		{slowKey, expectSame, 0}, // joins the submit still in flight
-		{slowKey, expectSame, 0}, // replayed
-	} {
-		if err := d.submit(ctx, step.key, 0, step.want, step.wait); err != nil {
-			return nil, err
-		}
-	}
-
-	d.begin("F. the proxy restarts on the same store; the ESME reconnects and retries")
-	d.esme.Close()
-	if err := d.stopProxy(ctx); err != nil {
-		return nil, err
-	}
-	if err := d.startProxy(ctx); err != nil {
-		return nil, err
-	}
-	if err := d.connect(ctx); err != nil {
-		return nil, err
-	}
-	for _, step := range []struct {
-		key  string
-		want expectation
-	}{{keys[0], expectSame}, {slowKey, expectSame}, {dropKey, expectUnknown}, {lateKey, expectNew}} {
-		if err := d.submit(ctx, step.key, 0, step.want, 0); err != nil {
-			return nil, err
-		}
-	}
-	d.esme.Close()
-	d.printPhase()
-	if err := d.stopProxy(ctx); err != nil {
-		return nil, err
-	}
-
 	r := d.rep
 	r.Outcomes = d.outcomes()
 	r.ReachedSMSC = d.sim.Total()
 	r.DistinctKeys = len(d.sim.Counts())
 	r.Duplicates = d.sim.Duplicates()
 	r.Elapsed = time.Since(start)
-	r.print(w)
+	r.print(o.Out)
 	return r, nil
+}
+
+// setUp starts the simulator (which never answers dropKey and answers
+// slowKey late) and the proxy on a temporary store.
+func (d *demo) setUp(ctx context.Context) error {
+	o := d.o
+	var err error
+	d.sim, err = sim.Start("127.0.0.1:0", sim.Config{
+		SystemID: demoSMSCUser, Password: demoSMSCPass, Logger: o.Logger.With("component", "smsc-sim"),
+		Fault: func(c sim.Call) sim.Action {
+			switch c.Key {
+			case d.dropKey:
+				return sim.Action{Drop: true}
+			case d.slowKey:
+				return sim.Action{Delay: o.SlowDelay}
+			}
+			return sim.Action{}
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("demo: simulator: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "smppproxy-demo-")
+	if err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	d.dir = dir // removed by d.close, after the store is closed
+	d.cfg, err = demoConfig(d.sim.Addr(), dir, o.ResponseTimeout)
+	if err != nil {
+		return err
+	}
+	return d.startProxy(ctx)
+}
+
+func (d *demo) printIntro() {
+	w, o := d.o.Out, d.o
+	fmt.Fprintf(w, "smppproxy demo: a scripted ESME retries, reconnects and restarts the proxy; does any OTP reach the SMSC twice?\n\n")
+	fmt.Fprintf(w, "  SMSC simulator  %s  (never answers %s; answers %s after %v)\n", d.sim.Addr(), d.dropKey, d.slowKey, o.SlowDelay)
+	fmt.Fprintf(w, "  smppproxy       %s  (temporary store %s, upstream response_timeout %v)\n", d.app.Addr(), d.dir, o.ResponseTimeout)
+	fmt.Fprintf(w, "  ESME            system_id %q, key in TLV 0x1400; gives up on a submit after %v\n", demoAccount, o.GiveUp)
+}
+
+// submitAll submits every key of keys with the same expectation.
+func (d *demo) submitAll(ctx context.Context, keys []string, want expectation) error {
+	for _, k := range keys {
+		if err := d.submit(ctx, k, 0, want, 0); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// retries are phases A to D: the OTPs, retries on the same session and
+// after a reconnect, and a key reused for another OTP.
+func (d *demo) retries(ctx context.Context) error {
+	n := len(d.keys)
+	if err := d.connect(ctx); err != nil {
+		return err
+	}
+	d.begin(fmt.Sprintf("A. %d OTP messages, one idempotency key each", n))
+	if err := d.submitAll(ctx, d.keys, expectNew); err != nil {
+		return err
+	}
+	d.begin("B. the ESME retries some of them on the same session (same key, same OTP)")
+	if err := d.submitAll(ctx, d.keys[:min(5, n)], expectSame); err != nil {
+		return err
+	}
+	d.begin("C. the connection drops (no unbind); the ESME reconnects and retries every key")
+	d.esme.Close()
+	if err := d.connect(ctx); err != nil {
+		return err
+	}
+	if err := d.submitAll(ctx, d.keys, expectSame); err != nil {
+		return err
+	}
+	d.begin("D. a bug in the ESME reuses a key for another OTP")
+	return d.submit(ctx, d.keys[min(2, n-1)], 1, expectConflict, 0)
+}
+
+// faults is phase E: the SMSC never answers dropKey and answers slowKey
+// late; the ESME gives up and retries.
+func (d *demo) faults(ctx context.Context) error {
+	d.begin(fmt.Sprintf("E. the SMSC never answers %s and answers %s late; the ESME gives up and retries", d.dropKey, d.slowKey))
+	for _, step := range []struct {
+		key  string
+		want expectation
+		wait time.Duration
+	}{
+		{d.dropKey, expectGiveUp, d.o.GiveUp},
+		{d.dropKey, expectUnknown, 0}, // joins the submit still in flight
+		{d.dropKey, expectUnknown, 0}, // the record is unknown now
+		{d.slowKey, expectGiveUp, d.o.GiveUp},
+		{d.slowKey, expectSame, 0}, // joins the submit still in flight
+		{d.slowKey, expectSame, 0}, // replayed
+	} {
+		if err := d.submit(ctx, step.key, 0, step.want, step.wait); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// restart is phase F: the proxy restarts on the same store; the ESME
+// reconnects and retries. The proxy is stopped at the end.
+func (d *demo) restart(ctx context.Context) error {
+	d.begin("F. the proxy restarts on the same store; the ESME reconnects and retries")
+	d.esme.Close()
+	if err := d.stopProxy(ctx); err != nil {
+		return err
+	}
+	if err := d.startProxy(ctx); err != nil {
+		return err
+	}
+	if err := d.connect(ctx); err != nil {
+		return err
+	}
+	for _, step := range []struct {
+		key  string
+		want expectation
+	}{{d.keys[0], expectSame}, {d.slowKey, expectSame}, {d.dropKey, expectUnknown}, {d.lateKey, expectNew}} {
+		if err := d.submit(ctx, step.key, 0, step.want, 0); err != nil {
+			return err
+		}
+	}
+	d.esme.Close()
+	d.printPhase()
+	return d.stopProxy(ctx)
 }
 
 // demoConfig is the proxy configuration of the demo: one account, one

@@ -85,50 +85,14 @@ store:
   path: %q
 log: {format: %s, level: %s, redact_addresses: true}
 shutdown_timeout: %s
-accounts:
-  - system_id: shop
-    password: %q
-    max_binds: 10
-    window: 100
-    route: [smsc]
-upstreams:
-  - name: smsc
-    address: %q
-    system_id: proxy
-    password: %q
-    binds: 1
-    window: 100
-    response_timeout: %s
-    forward_key_tlv: true
-`, p.listen, adminAddr, tokenLine, filepath.Join(dir, "data"), o.logFormat, o.logLevel, o.shutdownTimeout, o.password, smsc, o.upstreamPass, o.responseTimeout)
+`, p.listen, adminAddr, tokenLine, filepath.Join(dir, "data"), o.logFormat, o.logLevel, o.shutdownTimeout) +
+		routeYAML(o.password, smsc, o.upstreamPass, fmt.Sprintf("binds: 1\nwindow: 100\nresponse_timeout: %s\nforward_key_tlv: true", o.responseTimeout))
 	cfgPath := filepath.Join(dir, "proxy.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	p.proxyProcess = startServeArgs(t, cfgPath, p.logPath, "--records-every", "100ms")
 	waitReady(t, p.adminURL, p.logPath)
-	return p
-}
-
-// startServeArgs is startServe with extra serve flags.
-func startServeArgs(t *testing.T, cfgPath, logPath string, extra ...string) *proxyProcess {
-	t.Helper()
-	out, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	args := append([]string{"-test.run=^$", "--", "serve", "--config", cfgPath}, extra...)
-	p := &proxyProcess{out: out}
-	p.cmd = newChild(args...)
-	p.cmd.Stdout, p.cmd.Stderr = out, out
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = p.cmd.Process.Kill()
-		_, _ = p.cmd.Process.Wait()
-		_ = out.Close()
-	})
 	return p
 }
 
@@ -227,14 +191,7 @@ func sample(metrics, series string) string {
 // parses, kick closes exactly the session named; without the admin token
 // the CLI lists and kicks nothing.
 func TestCLISessionsListAndKick(t *testing.T) {
-	if testing.Short() {
-		t.Skip("subprocess test")
-	}
-	smsc, err := sim.Start("127.0.0.1:0", sim.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer smsc.Close()
+	smsc := subprocessSMSC(t, sim.Config{})
 	const token = "adm-7f3c9e"
 	p := startOps(t, smsc.Addr(), opsOptions{token: token})
 	trx := dialAs(t, p.listen, "secret", smpp.BindTransceiver)
@@ -345,16 +302,7 @@ func TestCLISessionsListAndKick(t *testing.T) {
 // history; keys resolve turns an unknown record into accepted and the next
 // retry gets that id.
 func TestCLIKeysShowAndResolve(t *testing.T) {
-	if testing.Short() {
-		t.Skip("subprocess test")
-	}
-	smsc, err := sim.Start("127.0.0.1:0", sim.Config{Fault: func(c sim.Call) sim.Action {
-		return sim.Action{Drop: strings.HasPrefix(c.Key, "lost")}
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer smsc.Close()
+	smsc := subprocessSMSC(t, dropLost)
 	p := startOps(t, smsc.Addr(), opsOptions{})
 	c := dialAs(t, p.listen, "secret", smpp.BindTransceiver)
 	first := submit(t, c, "otp-1", "code 1")
@@ -417,16 +365,7 @@ func TestCLIKeysShowAndResolve(t *testing.T) {
 // After a scripted mix of new, duplicate, conflicting,
 // unknown and keyless submits, /metrics shows each outcome exactly.
 func TestMetricsCountEachOutcomeExactly(t *testing.T) {
-	if testing.Short() {
-		t.Skip("subprocess test")
-	}
-	smsc, err := sim.Start("127.0.0.1:0", sim.Config{Fault: func(c sim.Call) sim.Action {
-		return sim.Action{Drop: strings.HasPrefix(c.Key, "lost")}
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer smsc.Close()
+	smsc := subprocessSMSC(t, dropLost)
 	p := startOps(t, smsc.Addr(), opsOptions{})
 	c := dialAs(t, p.listen, "secret", smpp.BindTransceiver)
 	script := []struct {

@@ -193,15 +193,8 @@ func TestCLIReceiptsUnmatchedAndDeliveryState(t *testing.T) {
 	// A message submitted to the SMSC by someone else (here: directly, as
 	// the proxy's own system_id): its receipt reaches the proxy's bind and
 	// matches no record.
-	direct, err := esme.Dial(ctx, s.smsc.Addr(), esme.Options{SystemID: "proxy", Password: "pw", Bind: smpp.BindTransmitter, Timeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer direct.Close()
-	other, err := direct.Submit(ctx, esme.Submit{Src: "BANK", Dst: "447700900999", Text: []byte("secret 0042"), RegisteredDelivery: 1})
-	if err != nil || other.Status != 0 {
-		t.Fatalf("direct submit: %+v, %v", other, err)
-	}
+	_, other := dialSubmit(ctx, t, s.smsc.Addr(), esme.Options{SystemID: "proxy", Password: "pw", Bind: smpp.BindTransmitter, Timeout: 5 * time.Second},
+		esme.Submit{Src: "BANK", Dst: "447700900999", Text: []byte("secret 0042"), RegisteredDelivery: 1})
 	if st, err := s.smsc.SendReceipt(ctx, other.MessageID, "UNDELIV"); err != nil || st != smpp.StatusOK {
 		t.Fatalf("receipt for %s: %v, %v", other.MessageID, st, err)
 	}
@@ -301,15 +294,8 @@ func TestSimReceiptFlagsShapeTheReceipt(t *testing.T) {
 	defer smsc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := esme.Dial(ctx, smsc.Addr(), esme.Options{SystemID: "acme", Password: "x", Timeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	r, err := c.Submit(ctx, esme.Submit{Src: "ACME", Dst: "447700900001", Text: []byte("hi"), RegisteredDelivery: 1})
-	if err != nil || r.Status != 0 {
-		t.Fatalf("submit: %+v, %v", r, err)
-	}
+	c, r := dialSubmit(ctx, t, smsc.Addr(), esme.Options{SystemID: "acme", Password: "x", Timeout: 5 * time.Second},
+		esme.Submit{Src: "ACME", Dst: "447700900001", Text: []byte("hi"), RegisteredDelivery: 1})
 	if st, err := smsc.SendReceipt(ctx, r.MessageID, "DELIVRD"); err != nil || st != 0 {
 		t.Fatalf("SendReceipt: %v, %v", st, err)
 	}

@@ -63,80 +63,114 @@ func serve(path string, cfg *config.Config, recordsEvery time.Duration, forceEmp
 	for _, w := range cfg.Warnings() {
 		log.Warn(w)
 	}
+	s, err := startServing(cfg, log, recordsEvery, forceEmptyStore)
+	if err != nil {
+		return err
+	}
+	defer s.adminLn.Close()
+	var got os.Signal
+	for got = range sig {
+		if got != syscall.SIGHUP {
+			break
+		}
+		checkReload(log, path, cfg)
+	}
+	return s.shutdown(cfg.ShutdownTimeout.Std(), got, sig)
+}
+
+// serving is a started proxy with its admin server and metrics scan.
+type serving struct {
+	log      *slog.Logger
+	app      *proxy.App
+	adminLn  net.Listener
+	httpSrv  *http.Server
+	httpDone chan struct{}
+	// stopping makes /readyz answer 503 from the first signal on.
+	stopping atomic.Bool
+	stopScan context.CancelFunc
+	scanDone chan struct{}
+}
+
+// startServing opens the store, starts the proxy, its admin API and the
+// records-by-state scan. On error nothing is left running.
+func startServing(cfg *config.Config, log *slog.Logger, recordsEvery time.Duration, forceEmptyStore bool) (*serving, error) {
 	var token string
 	if cfg.Admin.TokenFile != "" {
 		t, err := admin.ReadToken(cfg.Admin.TokenFile)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		token = t
 	}
 	adminLn, err := net.Listen("tcp", cfg.Admin.Address)
 	if err != nil {
-		return fmt.Errorf("admin: listen %s: %w", cfg.Admin.Address, err)
+		return nil, fmt.Errorf("admin: listen %s: %w", cfg.Admin.Address, err)
 	}
-	defer adminLn.Close()
-
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	app, err := proxy.New(proxy.Options{Config: cfg, Logger: log, Registerer: reg, ForceEmptyStore: forceEmptyStore,
 		Metrics: proxy.MetricsOptions{RecordsEvery: recordsEvery}})
 	if err != nil {
-		return err
+		adminLn.Close()
+		return nil, err
 	}
-	var stopping atomic.Bool
-	// NewServer sets the timeouts and warns when mutations will be refused
-	// (no token, not loopback).
-	httpSrv := admin.NewServer(adminLn, admin.Config{
+	s := &serving{log: log, app: app, adminLn: adminLn}
+	s.startAdmin(cfg, token, reg)
+	if err := app.Start(); err != nil {
+		app.Close()
+		_ = s.httpSrv.Close()
+		adminLn.Close()
+		return nil, err
+	}
+	log.Info("admin API listening", "address", adminLn.Addr().String(), "token", token != "")
+	scanCtx, stopScan := context.WithCancel(context.Background())
+	s.stopScan, s.scanDone = stopScan, make(chan struct{})
+	go func() {
+		defer close(s.scanDone)
+		app.Metrics().Run(scanCtx)
+	}()
+	return s, nil
+}
+
+// startAdmin serves the admin API on s.adminLn. NewServer sets the
+// timeouts and warns when mutations will be refused (no token, not
+// loopback).
+func (s *serving) startAdmin(cfg *config.Config, token string, reg *prometheus.Registry) {
+	app := s.app
+	s.httpSrv = admin.NewServer(s.adminLn, admin.Config{
 		Sessions: &app.Sessions, Store: app.Store(), Resolver: app.Engine(), Receipts: app.Receipts(), Gatherer: reg,
 		Ready: func() error {
-			if stopping.Load() {
+			if s.stopping.Load() {
 				return errors.New("shutting down")
 			}
 			return app.Ready()
 		},
-		Token: token, Logger: log.With("component", "admin"),
+		Token: token, Pprof: cfg.Admin.Pprof, Logger: s.log.With("component", "admin"),
 	})
-	httpDone := make(chan struct{})
+	s.httpDone = make(chan struct{})
 	go func() {
-		defer close(httpDone)
-		if err := httpSrv.Serve(adminLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("admin server failed", "err", err)
+		defer close(s.httpDone)
+		if err := s.httpSrv.Serve(s.adminLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("admin server failed", "err", err)
 		}
 	}()
-	if err := app.Start(); err != nil {
-		app.Close()
-		_ = httpSrv.Close()
-		return err
-	}
-	log.Info("admin API listening", "address", adminLn.Addr().String(), "token", token != "")
-	scanCtx, stopScan := context.WithCancel(context.Background())
-	scanDone := make(chan struct{})
-	go func() {
-		defer close(scanDone)
-		app.Metrics().Run(scanCtx)
-	}()
+}
 
-	var s os.Signal
-	for s = range sig {
-		if s != syscall.SIGHUP {
-			break
-		}
-		checkReload(log, path, cfg)
-	}
-
-	timeout := cfg.ShutdownTimeout.Std()
-	log.Info("shutting down", "signal", s.String(), "timeout", timeout)
-	stopping.Store(true)
-	stopScan()
-	<-scanDone
+// shutdown drains the proxy for up to timeout after signal got; a
+// second SIGTERM/SIGINT on sig ends the drain at once.
+func (s *serving) shutdown(timeout time.Duration, got os.Signal, sig <-chan os.Signal) error {
+	log := s.log
+	log.Info("shutting down", "signal", got.String(), "timeout", timeout)
+	s.stopping.Store(true)
+	s.stopScan()
+	<-s.scanDone
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	go func() {
 		// A second SIGTERM/SIGINT ends the drain at once; SIGHUP is ignored.
-		for s := range sig {
-			if s != syscall.SIGHUP {
-				log.Warn("second signal: closing the remaining sessions now", "signal", s.String())
+		for got := range sig {
+			if got != syscall.SIGHUP {
+				log.Warn("second signal: closing the remaining sessions now", "signal", got.String())
 				cancel()
 				return
 			}
@@ -149,11 +183,11 @@ func serve(path string, cfg *config.Config, recordsEvery time.Duration, forceEmp
 		os.Exit(1)
 	})
 	defer watchdog.Stop()
-	err = app.Shutdown(ctx)
+	err := s.app.Shutdown(ctx)
 	hctx, hcancel := context.WithTimeout(context.Background(), time.Second)
 	defer hcancel()
-	_ = httpSrv.Shutdown(hctx)
-	<-httpDone
+	_ = s.httpSrv.Shutdown(hctx)
+	<-s.httpDone
 	switch {
 	case err == nil:
 		log.Info("stopped")

@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -20,48 +18,13 @@ import (
 	"github.com/smppproxy/smppproxy/state"
 )
 
-// newChild is the test binary run as `smppproxy` (see TestMain).
-func newChild(args ...string) *exec.Cmd {
-	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), "SMPPPROXY_TEST_MAIN=1")
-	return cmd
-}
-
-// waitExit waits for the child to exit within d and returns its exit code.
-func waitExit(t *testing.T, p *proxyProcess, d time.Duration) int {
-	t.Helper()
-	done := make(chan error, 1)
-	go func() { done <- p.cmd.Wait() }()
-	select {
-	case err := <-done:
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			return ee.ExitCode()
-		}
-		if err != nil {
-			t.Fatalf("wait: %v", err)
-		}
-		return 0
-	case <-time.After(d):
-		t.Fatalf("the proxy did not exit within %v", d)
-		return -1
-	}
-}
-
 // SIGTERM in the middle of a windowed load. The process
 // exits 0 within shutdown_timeout, and every submit the ESMEs saw
 // acknowledged is in the store, accepted with the id they were given.
 func TestSIGTERMDuringWindowedLoadLosesNoAck(t *testing.T) {
-	if testing.Short() {
-		t.Skip("subprocess test")
-	}
-	smsc, err := sim.Start("127.0.0.1:0", sim.Config{Fault: func(c sim.Call) sim.Action {
+	smsc := subprocessSMSC(t, sim.Config{Fault: func(c sim.Call) sim.Action {
 		return sim.Action{Delay: time.Duration(c.N%4) * 5 * time.Millisecond}
 	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer smsc.Close()
 	const timeout = 5 * time.Second
 	p := startOps(t, smsc.Addr(), opsOptions{shutdownTimeout: timeout, responseTimeout: 2 * time.Second})
 
@@ -142,9 +105,6 @@ func TestSIGTERMDuringWindowedLoadLosesNoAck(t *testing.T) {
 // tried in a bind), nor the admin token, nor the full phone number appears
 // in any log line. Decisions are logged with their key.
 func TestLogsNeverCarryTextPasswordsOrNumbers(t *testing.T) {
-	if testing.Short() {
-		t.Skip("subprocess test")
-	}
 	const (
 		otp       = "482915"
 		password  = "Pw9137xq"
@@ -153,11 +113,7 @@ func TestLogsNeverCarryTextPasswordsOrNumbers(t *testing.T) {
 		token     = "adm-tok-66120"
 		number    = "447700900123"
 	)
-	smsc, err := sim.Start("127.0.0.1:0", sim.Config{SystemID: "proxy", Password: upstream})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer smsc.Close()
+	smsc := subprocessSMSC(t, sim.Config{SystemID: "proxy", Password: upstream})
 	p := startOps(t, smsc.Addr(), opsOptions{logFormat: "json", logLevel: "debug", password: password, upstreamPass: upstream, token: token})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

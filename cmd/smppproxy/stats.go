@@ -40,6 +40,17 @@ func outcomeNames() []string {
 
 func printStats(w io.Writer, s *admin.Stats, now time.Time) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	printSubmitStats(tw, s)
+	printSessionStats(tw, s)
+	printUpstreamStats(tw, s)
+	printStoreStats(tw, s, now)
+	printReceiptStats(tw, s)
+	_ = tw.Flush()
+}
+
+// printSubmitStats: submits by outcome (and by account when there are
+// several), operator resolutions.
+func printSubmitStats(tw io.Writer, s *admin.Stats) {
 	total := 0.0
 	for _, v := range s.Submits {
 		total += v
@@ -60,7 +71,10 @@ func printStats(w io.Writer, s *admin.Stats, now time.Time) {
 	if len(s.Resolved) > 0 {
 		fmt.Fprintf(tw, "RESOLVED BY OPERATOR\t%s\n", joinCounts(s.Resolved, nil))
 	}
+}
 
+// printSessionStats: ESME sessions open and closed.
+func printSessionStats(tw io.Writer, s *admin.Stats) {
 	esme := 0.0
 	for _, v := range s.ESMESessions {
 		esme += v
@@ -73,7 +87,10 @@ func printStats(w io.Writer, s *admin.Stats, now time.Time) {
 	if len(s.ESMEClosed) > 0 {
 		fmt.Fprintf(tw, "  closed\t%s\n", joinCounts(s.ESMEClosed, nil))
 	}
+}
 
+// printUpstreamStats: every upstream's binds, traffic and answers.
+func printUpstreamStats(tw io.Writer, s *admin.Stats) {
 	fmt.Fprintf(tw, "UPSTREAMS\t%d\n", len(s.Upstreams))
 	for _, name := range slices.Sorted(maps.Keys(s.Upstreams)) {
 		u := s.Upstreams[name]
@@ -92,7 +109,10 @@ func printStats(w io.Writer, s *admin.Stats, now time.Time) {
 	if s.RouteRetries > 0 {
 		fmt.Fprintf(tw, "  internal retries\t%s\n", num(s.RouteRetries))
 	}
+}
 
+// printStoreStats: writes and commits, records by state.
+func printStoreStats(tw io.Writer, s *admin.Stats, now time.Time) {
 	fmt.Fprintf(tw, "STORE\t%s writes in %s commits", num(s.Store.WriteOps), num(s.Store.Commits))
 	if s.Store.Commits > 0 {
 		fmt.Fprintf(tw, " (%.1f per fsync)", s.Store.WriteOps/s.Store.Commits)
@@ -105,20 +125,24 @@ func printStats(w io.Writer, s *admin.Stats, now time.Time) {
 		}
 		fmt.Fprintf(tw, "  records%s\t%s\n", when, joinCounts(s.Records, []string{"sent", "accepted", "rejected", "unknown", "retryable"}))
 	}
-	if s.Receipts != nil || s.ReceiptQueue != nil {
-		line := "none yet"
-		if s.Receipts != nil {
-			line = joinCounts(s.Receipts, receiptOrder)
-		}
-		fmt.Fprintf(tw, "RECEIPTS\t%s\n", line)
-		if s.ReceiptDeliveries != nil {
-			fmt.Fprintf(tw, "  sent to ESMEs\t%s\n", joinCounts(s.ReceiptDeliveries, []string{"acked"}))
-		}
-		if s.ReceiptQueue != nil {
-			fmt.Fprintf(tw, "  queue (awaiting ESME ack)\t%s\n", joinCounts(s.ReceiptQueue, nil))
-		}
+}
+
+// printReceiptStats: receipts by outcome, deliveries to ESMEs, queues.
+func printReceiptStats(tw io.Writer, s *admin.Stats) {
+	if s.Receipts == nil && s.ReceiptQueue == nil {
+		return
 	}
-	_ = tw.Flush()
+	line := "none yet"
+	if s.Receipts != nil {
+		line = joinCounts(s.Receipts, receiptOrder)
+	}
+	fmt.Fprintf(tw, "RECEIPTS\t%s\n", line)
+	if s.ReceiptDeliveries != nil {
+		fmt.Fprintf(tw, "  sent to ESMEs\t%s\n", joinCounts(s.ReceiptDeliveries, []string{"acked"}))
+	}
+	if s.ReceiptQueue != nil {
+		fmt.Fprintf(tw, "  queue (awaiting ESME ack)\t%s\n", joinCounts(s.ReceiptQueue, nil))
+	}
 }
 
 // Receipt outcomes in the order of SPEC §9, then the receipt service's

@@ -1,0 +1,188 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"syscall"
+	"time"
+
+	"github.com/smppproxy/smppproxy/smpp"
+)
+
+// procRound is what one round of the out-of-process bench measured.
+type procRound struct {
+	// Saturation: fresh keys as fast as the windows allow.
+	DirectSat  benchResult `json:"direct_saturation"`
+	ProxiedSat benchResult `json:"proxied_saturation"`
+	// Retry re-submits the keys of ProxiedSat (same content): every
+	// acknowledged one must come back with its message id; ChangedIDs
+	// counts those that did not.
+	Retry      benchResult `json:"proxied_retry"`
+	ChangedIDs int         `json:"changed_ids"`
+	// At the fixed offered rate.
+	DirectRate  benchResult `json:"direct_rate"`
+	ProxiedRate benchResult `json:"proxied_rate"`
+	// With a receipt asked for on every submit (nil without DLRDelay).
+	DirectReceipts  *benchResult `json:"direct_receipts,omitempty"`
+	ProxiedReceipts *benchResult `json:"proxied_receipts,omitempty"`
+}
+
+// procPreload is what --preload measured.
+type procPreload struct {
+	Keys      int     `json:"keys"`
+	Accepted  int     `json:"accepted"`
+	Seconds   float64 `json:"seconds"`
+	PerSecond float64 `json:"per_second"`
+	// Of the proxy that took the keys, right after them.
+	PeakRSSKB int64 `json:"peak_rss_kb"`
+	RSSKB     int64 `json:"rss_kb"`
+	// From starting the proxy again on the store until /readyz answered
+	// 200 and an SMPP bind succeeded; its RSS then.
+	StartupSeconds float64 `json:"startup_seconds"`
+	RestartRSSKB   int64   `json:"restart_rss_kb"`
+}
+
+func (h *procHarness) direct() benchTarget {
+	return benchTarget{"direct", h.smsc, benchDirectUser, "direct"}
+}
+
+func (h *procHarness) proxied() benchTarget {
+	return benchTarget{"proxied", h.listen, benchAccount, benchPassword}
+}
+
+// run sends the load to t: fresh keys under a new prefix, no cap, no
+// receipts, as adjusted by adjust. A proxy that exited during it is an
+// error.
+func (h *procHarness) run(ctx context.Context, t benchTarget, adjust func(*benchOptions)) (benchResult, error) {
+	o := h.o.Load
+	o.Target, o.SystemID, o.Password = t.Addr, t.User, t.Pass
+	o.Duplicates, o.Rate, o.Receipts, o.Progress, o.KeyPrefix = 0, 0, false, nil, randomPrefix()
+	if adjust != nil {
+		adjust(&o)
+	}
+	o.Label = cmp.Or(o.Label, t.Label)
+	r, err := runBench(ctx, o)
+	if err != nil {
+		return r, err
+	}
+	for _, p := range []*childProc{h.sim, h.serve} {
+		select {
+		case <-p.exited:
+			return r, p.exitError()
+		default:
+		}
+	}
+	if t.Addr == h.listen {
+		h.countProxied(r)
+	}
+	return r, nil
+}
+
+// countProxied adds a proxied run to the invariants.
+func (h *procHarness) countProxied(r benchResult) {
+	h.inv.ProxiedSubmits += r.Count
+	h.inv.ProxiedAnswered += r.Answered
+	h.inv.ProxiedAccepted += r.Statuses[smpp.StatusOK.String()]
+}
+
+// procStep is one run of a round: its target, options and destination.
+type procStep struct {
+	name   string
+	t      benchTarget
+	adjust func(*benchOptions)
+	dst    *benchResult
+}
+
+// round runs, alternating direct and proxied: saturation, the retry of
+// the proxied keys, the fixed rate, and receipts.
+func (h *procHarness) round(ctx context.Context) (procRound, error) {
+	var r procRound
+	prefix := randomPrefix()
+	rate := func(o *benchOptions) { o.Rate = h.o.Rate }
+	receipts := func(o *benchOptions) { o.Receipts = true }
+	steps := []procStep{
+		{"direct, saturation", h.direct(), nil, &r.DirectSat},
+		{"proxied, saturation", h.proxied(), func(o *benchOptions) { o.KeyPrefix, o.IDs = prefix, true }, &r.ProxiedSat},
+		{"proxied, retries of the acknowledged keys", h.proxied(), func(o *benchOptions) {
+			o.KeyPrefix, o.IDs, o.Duration, o.Count = prefix, true, 0, max(1, r.ProxiedSat.Count)
+		}, &r.Retry},
+		{fmt.Sprintf("direct, %.0f/s offered", h.o.Rate), h.direct(), rate, &r.DirectRate},
+		{fmt.Sprintf("proxied, %.0f/s offered", h.o.Rate), h.proxied(), rate, &r.ProxiedRate},
+	}
+	if h.o.DLRDelay > 0 {
+		r.DirectReceipts, r.ProxiedReceipts = &benchResult{}, &benchResult{}
+		steps = append(steps,
+			procStep{"direct, receipts", h.direct(), receipts, r.DirectReceipts},
+			procStep{"proxied, receipts", h.proxied(), receipts, r.ProxiedReceipts})
+	}
+	for _, s := range steps {
+		h.progress("  %s", s.name)
+		res, err := h.run(ctx, s.t, func(o *benchOptions) {
+			o.Label = s.name
+			if s.adjust != nil {
+				s.adjust(o)
+			}
+		})
+		if err != nil {
+			return r, fmt.Errorf("%s: %w", s.name, err)
+		}
+		*s.dst = res
+	}
+	r.ChangedIDs = changedIDs(r.ProxiedSat.ids, r.Retry.ids)
+	h.inv.ChangedIDs += r.ChangedIDs
+	return r, nil
+}
+
+// changedIDs counts the keys acknowledged first whose retry was
+// accepted with another message id. (A retry answered with an error, say
+// ESME_RTHROTTLED, is no changed id: it counts as not accepted.)
+func changedIDs(first, retry map[int]string) int {
+	n := 0
+	for k, id := range first {
+		if got, ok := retry[k]; ok && got != id {
+			n++
+		}
+	}
+	return n
+}
+
+// preload pushes o.Preload fresh keys through the proxy, reads its
+// memory, restarts it on the same store and times the start.
+func (h *procHarness) preload(ctx context.Context) (*procPreload, error) {
+	h.progress("preload: %d keys through the proxy", h.o.Preload)
+	r, err := h.run(ctx, h.proxied(), func(o *benchOptions) {
+		o.Count, o.Duration, o.Progress, o.Label = h.o.Preload, 0, h.o.Load.Progress, "preload"
+	})
+	if err != nil {
+		return nil, fmt.Errorf("preload: %w", err)
+	}
+	p := &procPreload{Keys: h.o.Preload, Accepted: r.Statuses[smpp.StatusOK.String()], Seconds: r.Seconds, PerSecond: r.Throughput}
+	pid := h.serve.pid()
+	p.PeakRSSKB, p.RSSKB = procStatusKB(pid, "VmHWM"), procStatusKB(pid, "VmRSS")
+	h.progress("preload: restarting the proxy with %d keys in its store", h.o.Preload)
+	if err := h.serve.stop(syscall.SIGTERM, time.Minute); err != nil {
+		return p, fmt.Errorf("bench: stopping the proxy for the restart: %w (its log: %s)", err, h.serve.logPath)
+	}
+	d, err := h.startServe(ctx)
+	p.StartupSeconds = d.Seconds()
+	p.RestartRSSKB = procStatusKB(h.serve.pid(), "VmRSS")
+	return p, err
+}
+
+// finish reads what is measured once at the end: the proxy's memory and
+// the keys the simulator received twice.
+func (h *procHarness) finish(ctx context.Context, rep *procReport) error {
+	pid := h.serve.pid()
+	h.inv.ServePeakRSSKB, h.inv.ServeRSSKB = procStatusKB(pid, "VmHWM"), procStatusKB(pid, "VmRSS")
+	st, err := fetchSimStats(ctx, h.simStats)
+	if err != nil {
+		return err
+	}
+	h.inv.DuplicatesAtSMSC = len(st.Duplicates)
+	h.inv.ReachedSMSC = st.Total
+	h.inv.ChildPIDs = h.pids
+	rep.Invariants = h.inv
+	rep.summarize()
+	return nil
+}
