@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/smppproxy/smppproxy/session"
 )
 
 // Errors of the operator actions; compare with errors.Is.
@@ -12,24 +14,12 @@ var (
 	ErrNoSuchAccount  = errors.New("no such account")
 )
 
-// UpstreamStatus is one upstream as `smppproxy upstreams list` shows it.
-type UpstreamStatus struct {
-	Name     string `json:"name"`
-	Address  string `json:"address"`
-	Weight   int    `json:"weight"`
-	Binds    int    `json:"binds"`     // sessions configured
-	Up       int    `json:"up"`        // sessions bound that can submit
-	InFlight int    `json:"in_flight"` // submits awaiting their response
-	Drained  bool   `json:"drained"`   // no new submits (DrainUpstream)
-	Healthy  bool   `json:"healthy"`   // not cooling down after repeated failures
-}
-
 // Upstreams lists the configured upstreams in configuration order.
-func (a *App) Upstreams() []UpstreamStatus {
-	var out []UpstreamStatus
+func (a *App) Upstreams() []session.Upstream {
+	var out []session.Upstream
 	r := a.instr.router
 	for _, u := range a.config().Upstreams {
-		s := UpstreamStatus{Name: u.Name, Address: u.Address, Weight: u.Weight, Binds: u.Binds,
+		s := session.Upstream{Name: u.Name, Address: u.Address, Weight: u.Weight, Binds: u.Binds,
 			Drained: r.Drained(u.Name), Healthy: r.Healthy(u.Name)}
 		if p := a.byName[u.Name]; p != nil {
 			s.Up = p.Up()
@@ -71,27 +61,17 @@ func (a *App) ResumeUpstream(name string) (changed bool, err error) {
 	return changed, nil
 }
 
-// AccountStatus is one account as `smppproxy accounts list` shows it.
-type AccountStatus struct {
-	Name       string   `json:"name"`
-	Sessions   int      `json:"sessions"` // bound ESME sessions
-	MaxBinds   int      `json:"max_binds"`
-	Throughput int      `json:"throughput"` // submits/s, 0 = unlimited
-	Route      []string `json:"route"`
-	Disabled   bool     `json:"disabled"` // binds refused (DisableAccount)
-}
-
 // Accounts lists the configured accounts in configuration order.
-func (a *App) Accounts() []AccountStatus {
+func (a *App) Accounts() []session.Account {
 	bound := map[string]int{}
 	for _, ss := range a.server.Sessions() {
 		if acct := ss.Account(); acct != "" {
 			bound[acct]++
 		}
 	}
-	var out []AccountStatus
+	var out []session.Account
 	for _, acc := range a.config().Accounts {
-		out = append(out, AccountStatus{
+		out = append(out, session.Account{
 			Name: acc.SystemID, Sessions: bound[acc.SystemID], MaxBinds: acc.MaxBinds,
 			Throughput: acc.Throughput, Route: slices.Clone(acc.Route), Disabled: a.auth.isDisabled(acc.SystemID),
 		})

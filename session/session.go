@@ -122,3 +122,25 @@ func (r *Registry) Kick(id string) error {
 	}
 	return ErrNotFound
 }
+
+// Upstream is one upstream as `smppproxy upstreams list` shows it.
+type Upstream struct {
+	Name     string `json:"name"`
+	Address  string `json:"address"`
+	Weight   int    `json:"weight"`
+	Binds    int    `json:"binds"`     // sessions configured
+	Up       int    `json:"up"`        // sessions bound that can submit
+	InFlight int    `json:"in_flight"` // submits awaiting their response
+	Drained  bool   `json:"drained"`   // no new submits (drained by an operator)
+	Healthy  bool   `json:"healthy"`   // not cooling down after repeated failures
+}
+
+// Account is one account as `smppproxy accounts list` shows it.
+type Account struct {
+	Name       string   `json:"name"`
+	Sessions   int      `json:"sessions"` // bound ESME sessions
+	MaxBinds   int      `json:"max_binds"`
+	Throughput int      `json:"throughput"` // submits/s, 0 = unlimited
+	Route      []string `json:"route"`
+	Disabled   bool     `json:"disabled"` // binds refused (disabled by an operator)
+}
