@@ -2,7 +2,7 @@
 // its defaults, and validation whose every error names the file, the line
 // and the path of the offending value:
 //
-//	config: proxy.yaml:12: accounts[0].idempotency.key: must be one of tlv, fingerprint, none (got "tvl")
+//	config: proxy.yaml:12: accounts[0].idempotency.key: must be one of tlv, fingerprint, reference, none (got "tvl")
 //
 // Unknown keys are errors. All problems of a file are reported together as
 // one *Errors. The configuration is read once, by cmd, with Load or Parse and
@@ -168,7 +168,10 @@ type KeyPolicy string
 const (
 	KeyTLV         KeyPolicy = "tlv"
 	KeyFingerprint KeyPolicy = "fingerprint"
-	KeyNone        KeyPolicy = "none"
+	// KeyReference: user_message_reference (TLV 0x0204) plus the
+	// fingerprint, deduplicating within fingerprint_window.
+	KeyReference KeyPolicy = "reference"
+	KeyNone      KeyPolicy = "none"
 )
 
 // MissingKeyPolicy says what happens to a submit without the key TLV.

@@ -161,7 +161,7 @@ func TestBadFiles(t *testing.T) {
 		msg  string
 	}{
 		"bad-unknown-key.yaml": {12, "accounts[0].idempotency.tvl_tag", `unknown key (did you mean "tlv_tag"?)`},
-		"bad-enum.yaml":        {11, "accounts[0].idempotency.key", `must be one of tlv, fingerprint, none (got "tvl")`},
+		"bad-enum.yaml":        {11, "accounts[0].idempotency.key", `must be one of tlv, fingerprint, reference, none (got "tvl")`},
 		"bad-route.yaml":       {14, "accounts[1].route[1]", `no upstream is named "primray"`},
 		"bad-status.yaml":      {11, "accounts[0].idempotency.conflict_status", `(got "0x4GG")`},
 	}

@@ -285,7 +285,7 @@ func (k *checker) account(c *Config, i int, ids map[string]int, used map[string]
 }
 
 func (k *checker) idempotency(p string, id *Idempotency) {
-	oneOf(k, p+".key", id.Key, KeyTLV, KeyFingerprint, KeyNone)
+	oneOf(k, p+".key", id.Key, KeyTLV, KeyFingerprint, KeyReference, KeyNone)
 	if id.TLVTag == 0 {
 		k.errorf(p+".tlv_tag", "must not be 0")
 	} else if id.Key == KeyTLV && (id.TLVTag < vendorTLVFirst || id.TLVTag > vendorTLVLast) {
@@ -293,7 +293,7 @@ func (k *checker) idempotency(p string, id *Idempotency) {
 	}
 	oneOf(k, p+".missing_key", id.MissingKey, MissingForward, MissingReject, MissingFingerprint)
 	k.positive(p+".retention", id.Retention)
-	if id.Key == KeyFingerprint || id.Key == KeyTLV && id.MissingKey == MissingFingerprint {
+	if id.Key == KeyFingerprint || id.Key == KeyReference || id.MissingKey == MissingFingerprint && id.Key != KeyNone {
 		k.positive(p+".fingerprint_window", id.FingerprintWindow)
 	} else {
 		k.nonNegative(p+".fingerprint_window", id.FingerprintWindow)

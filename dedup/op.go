@@ -3,6 +3,7 @@ package dedup
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"log/slog"
@@ -69,27 +70,35 @@ func (e *Engine) newOp(ctx context.Context, account string, p Policy, sub *smpp.
 func (o *op) deriveKey() (string, smpp.Status) {
 	p, sub := o.p, o.c.sub
 	mode := p.Key
-	if mode == KeyTLV {
-		v, ok := sub.TLV(p.TLVTag)
-		if ok {
+	var umr string // with KeyReference: the user_message_reference
+	if mode == KeyTLV || mode == KeyReference {
+		tag := p.TLVTag
+		if mode == KeyReference {
+			tag = smpp.TagUserMessageReference
+		}
+		v, ok := sub.TLV(tag)
+		switch {
+		case ok && mode == KeyTLV:
 			v = bytes.TrimRight(v, "\x00")
 			if len(v) == 0 || len(v) > 255 {
 				return "", smpp.StatusInvTLVVal
 			}
 			o.tracked = true
 			return KeyOfTLV(v), smpp.StatusOK
-		}
-		switch p.MissingKey {
-		case MissingReject:
+		case ok && len(v) != 2: // an Integer(2), SMPP 3.4 §5.3.2.17
+			return "", smpp.StatusInvTLVVal
+		case ok:
+			umr = "/umr" + strconv.Itoa(int(binary.BigEndian.Uint16(v)))
+		case p.MissingKey == MissingReject:
 			return "", smpp.StatusMissingTLV
-		case MissingFingerprint:
+		case p.MissingKey == MissingFingerprint:
 			mode = KeyFingerprint
 		default:
 			mode = KeyNone
 		}
 	}
-	if mode == KeyFingerprint {
-		key := prefixFingerprintKey + hex.EncodeToString(o.c.fp[:])
+	if mode == KeyFingerprint || mode == KeyReference {
+		key := prefixFingerprintKey + hex.EncodeToString(o.c.fp[:]) + umr
 		if g := o.c.seg; g.Total > 0 {
 			// Without a client key, the reference number is what tells the
 			// parts of two long messages with a common tail apart.

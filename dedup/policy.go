@@ -20,11 +20,18 @@ type KeyPolicy string
 const (
 	KeyTLV         KeyPolicy = "tlv"
 	KeyFingerprint KeyPolicy = "fingerprint"
-	KeyNone        KeyPolicy = "none"
+	// KeyReference keys a submit by its user_message_reference TLV
+	// (0x0204, which many client libraries can set) together with its
+	// fingerprint, within the fingerprint window: the reference is 16 bits
+	// and wraps, so a reused reference with other content is a new message,
+	// not a conflict, and the same content with another reference is a
+	// message the client meant to send again.
+	KeyReference KeyPolicy = "reference"
+	KeyNone      KeyPolicy = "none"
 )
 
-// MissingKeyPolicy is what the tlv policy does with a submit without the
-// key TLV; its values are config's idempotency.missing_key names.
+// MissingKeyPolicy is what the tlv and reference policies do with a
+// submit without their TLV; its values are config's idempotency.missing_key names.
 type MissingKeyPolicy string
 
 // Missing-key policies.

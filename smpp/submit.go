@@ -11,14 +11,15 @@ import (
 
 // TLV tags the proxy interprets.
 const (
-	TagSarMsgRefNum       uint16 = 0x020C
-	TagSarTotalSegments   uint16 = 0x020E
-	TagSarSegmentSeqnum   uint16 = 0x020F
-	TagMessagePayload     uint16 = 0x0424
-	TagReceiptedMessageID uint16 = 0x001E
-	TagMessageState       uint16 = 0x0427
-	DefaultIdempotencyTag uint16 = 0x1400
-	esmClassUDHI                 = 0x40
+	TagSarMsgRefNum         uint16 = 0x020C
+	TagSarTotalSegments     uint16 = 0x020E
+	TagSarSegmentSeqnum     uint16 = 0x020F
+	TagMessagePayload       uint16 = 0x0424
+	TagUserMessageReference uint16 = 0x0204
+	TagReceiptedMessageID   uint16 = 0x001E
+	TagMessageState         uint16 = 0x0427
+	DefaultIdempotencyTag   uint16 = 0x1400
+	esmClassUDHI                   = 0x40
 )
 
 // TLV is one optional parameter, in wire order.
