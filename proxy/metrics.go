@@ -78,7 +78,7 @@ func (a *App) registerMetrics(reg prometheus.Registerer, o MetricsOptions) error
 	}
 	in := a.instr
 	in.store.ScanCap = o.RecordsCap
-	cs := []prometheus.Collector{smppserver.NewMetrics(a.server), in.upstreams, in.store, route.NewMetrics(in.router), buildInfoMetric()}
+	cs := []prometheus.Collector{smppserver.NewMetrics(a.server), in.upstreams, in.store, route.NewMetrics(in.router), buildInfoMetric(), a.throttles.count}
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("proxy: register metrics: %w", err)

@@ -2,8 +2,12 @@ package proxy
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/smppproxy/smppproxy/sim"
 	"github.com/smppproxy/smppproxy/smpp"
@@ -61,4 +65,25 @@ func TestDrainedUpstreamKeepsItsBindsAndTakesNoSubmits(t *testing.T) {
 		t.Errorf("retry after ResumeUpstream = %v, want 0 (the refused submit was retryable)", got.Status)
 	}
 	wantSMSCTotal(t, smsc, 1)
+}
+
+func TestThroughputRefusalsAreCountedByAccount(t *testing.T) {
+	_, cfg := simConfig(t, sim.Config{})
+	cfg.Accounts[0].Throughput = 1 // a burst of 1
+	reg := prometheus.NewRegistry()
+	app := startProxyWith(t, Options{Config: cfg, Registerer: reg})
+	shop := dialBound(t, app.Addr(), smpp.CmdBindTransceiver)
+	throttled := 0
+	for i := range 5 {
+		if got := shop.submit(uint32(2+i), keyed(fmt.Sprintf("tp-%d", i), "x")); got.Status == smpp.StatusThrottled {
+			throttled++
+		}
+	}
+	if throttled == 0 {
+		t.Fatal("5 submits at once under throughput 1: none throttled")
+	}
+	got := testutil.ToFloat64(app.throttles.count.WithLabelValues("shop", "throughput"))
+	if int(got) != throttled {
+		t.Errorf("smppproxy_esme_throttled_total{account=shop,reason=throughput} = %v, want %d", got, throttled)
+	}
 }

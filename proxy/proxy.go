@@ -306,10 +306,16 @@ func unsupported(_ context.Context, w smppserver.ResponseWriter, r *smppserver.R
 // an account whose limit did not change keeps its bucket.
 type throttles struct {
 	lim atomic.Pointer[map[string]*rate.Limiter]
+	// count is smppproxy_esme_throttled_total: submits answered
+	// ESME_RTHROTTLED before the engine saw them, by account and reason.
+	count *prometheus.CounterVec
 }
 
 func newThrottles(accts []config.Account) *throttles {
-	t := &throttles{}
+	t := &throttles{count: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "smppproxy_esme_throttled_total",
+		Help: "Submits answered ESME_RTHROTTLED (0x58) by the proxy before they were decided, by account and reason (throughput: the account's submits/s; window: the session's window was full).",
+	}, []string{"account", "reason"})}
 	t.set(accts)
 	return t
 }
@@ -321,6 +327,10 @@ func (t *throttles) set(accts []config.Account) {
 	}
 	lim := map[string]*rate.Limiter{}
 	for _, a := range accts {
+		// Every account's series exist from the start, so that increase()
+		// sees the first refusal.
+		t.count.WithLabelValues(a.SystemID, "throughput")
+		t.count.WithLabelValues(a.SystemID, "window")
 		if a.Throughput <= 0 {
 			continue
 		}
@@ -338,6 +348,7 @@ func (t *throttles) middleware(next smppserver.Handler) smppserver.Handler {
 	return smppserver.HandlerFunc(func(ctx context.Context, w smppserver.ResponseWriter, r *smppserver.Request) {
 		if r.Header.ID == smpp.CmdSubmitSM {
 			if l := (*t.lim.Load())[r.Session.Account()]; l != nil && !l.Allow() {
+				t.count.WithLabelValues(r.Session.Account(), "throughput").Inc()
 				_ = w.WriteStatus(smpp.StatusThrottled)
 				return
 			}
