@@ -74,3 +74,24 @@ func TestPostgresStoreNeedsADSNAndSaneLimits(t *testing.T) {
 		}
 	}
 }
+
+func TestAccountThroughputAboveItsRouteIsWarned(t *testing.T) {
+	c := mustParse(t, `upstreams:
+  - {name: a, address: "127.0.0.1:2776", system_id: p, throughput: 100}
+  - {name: b, address: "127.0.0.1:2778", system_id: p, throughput: 50}
+  - {name: free, address: "127.0.0.1:2779", system_id: p}
+accounts:
+  - {system_id: fast, password: pw, throughput: 200, route: [a, b]}
+  - {system_id: fits, password: pw, throughput: 150, route: [a, b]}
+  - {system_id: open, password: pw, throughput: 900, route: [a, free]}
+`)
+	var got []string
+	for _, w := range c.Warnings() {
+		if strings.Contains(w, "throughput") {
+			got = append(got, w)
+		}
+	}
+	if len(got) != 1 || !strings.Contains(got[0], "accounts[0].throughput") || !strings.Contains(got[0], "(150/s)") {
+		t.Errorf("throughput warnings = %q, want one for accounts[0] naming the route's 150/s", got)
+	}
+}

@@ -212,6 +212,23 @@ func (k *checker) upstream(c *Config, i int, names map[string]int) {
 	k.nonNegative(p+".retry.budget", u.Retry.Budget)
 }
 
+// routeCapacity warns when an account's throughput is more than every
+// upstream of its route together accepts (all of them capped): the excess
+// waits route_wait and then gets ESME_RTHROTTLED.
+func (k *checker) routeCapacity(c *Config, p string, a *Account) {
+	total := 0
+	for _, name := range a.Route {
+		u := c.Upstream(name)
+		if u.Throughput <= 0 {
+			return // one upstream is unlimited
+		}
+		total += u.Throughput
+	}
+	if a.Throughput > total {
+		k.warnf(p+".throughput", "%d submits/s is more than the upstreams of its route accept together (%d/s); the excess waits route_wait, then gets ESME_RTHROTTLED", a.Throughput, total)
+	}
+}
+
 func (k *checker) account(c *Config, i int, ids map[string]int, used map[string]bool) {
 	a := &c.Accounts[i]
 	p := fmt.Sprintf("accounts[%d]", i)
@@ -270,6 +287,9 @@ func (k *checker) account(c *Config, i int, ids map[string]int, used map[string]
 	}
 	if len(a.Route) > 0 && known && !weighted {
 		k.warnf(p+".route", "every upstream of the route has weight 0 (backup only); all of them carry traffic")
+	}
+	if known {
+		k.routeCapacity(c, p, a)
 	}
 
 	oneOf(k, p+".message_id", a.MessageID, MessageIDPassthrough, MessageIDProxy)
