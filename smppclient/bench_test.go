@@ -2,6 +2,8 @@ package smppclient
 
 import (
 	"context"
+	"log/slog"
+	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,16 +23,24 @@ func BenchmarkPoolSubmit(b *testing.B) {
 	}
 	defer s.Close()
 	const window = 100
+	var conns []*countingConn
 	p := New(Config{
 		Name: "up", Address: s.Addr(), SystemID: "sys", InstanceID: "bench",
+		Logger: slog.New(slog.DiscardHandler),
 		Window: window, ResponseTimeout: 10 * time.Second, RouteWait: 10 * time.Second, EnquireLink: time.Minute,
 	})
+	p.wrapConn = func(c net.Conn) net.Conn {
+		cc := &countingConn{Conn: c}
+		conns = append(conns, cc)
+		return cc
+	}
 	p.Start()
 	defer func() { _ = p.Close(context.Background()) }()
 	ctx := context.Background()
 	if _, err := p.Submit(ctx, "", submitFrame, nil); err != nil { // waits for the bind
 		b.Fatal(err)
 	}
+	writes := conns[0].writes.Load()
 	var next, failed atomic.Int64
 	var wg sync.WaitGroup
 	b.ReportAllocs()
@@ -50,4 +60,5 @@ func BenchmarkPoolSubmit(b *testing.B) {
 		b.Fatalf("%d of %d submits failed", n, b.N)
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "submits/s")
+	b.ReportMetric(float64(conns[0].writes.Load()-writes)/float64(b.N), "writes/op")
 }

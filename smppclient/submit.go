@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"golang.org/x/time/rate"
+	"sync"
 	"time"
+
+	"golang.org/x/time/rate"
 
 	"github.com/smppproxy/smppproxy/smpp"
 )
@@ -225,7 +227,8 @@ func (s *session) roundTrip(ctx context.Context, build func(uint32) []byte, befo
 		return Response{}, errPickAgain
 	}
 	seq := s.nextSeqLocked()
-	pd := &pending{ch: make(chan result, 1)}
+	c := &call{pending: pending{ch: make(chan result, 1)}}
+	pd := &c.pending
 	s.pending[seq] = pd
 	s.mu.Unlock()
 	base := Response{Session: s.id, Sequence: seq}
@@ -241,7 +244,8 @@ func (s *session) roundTrip(ctx context.Context, build func(uint32) []byte, befo
 			return base, notSent(err)
 		}
 	}
-	req := &writeReq{frame: frame, ctx: ctx, done: make(chan writeResult, 1)}
+	c.writeReq = writeReq{frame: frame, ctx: ctx, done: make(chan writeResult, 1)}
+	req := &c.writeReq
 	var wr writeResult
 	select {
 	case s.writeq <- req:
@@ -265,8 +269,8 @@ func (s *session) roundTrip(ctx context.Context, build func(uint32) []byte, befo
 		return base, fmt.Errorf("%w: session %s sequence %d: partial write: %w", ErrSessionLost, s.id, seq, wr.err)
 	}
 
-	t := time.NewTimer(s.p.cfg.ResponseTimeout)
-	defer t.Stop()
+	t := getTimer(s.p.cfg.ResponseTimeout)
+	defer putTimer(t)
 	var res result
 	select {
 	case res = <-pd.ch:
@@ -295,4 +299,31 @@ func checkFrame(frame []byte, seq uint32) error {
 			h.Length, len(frame), h.ID, h.Sequence, seq)
 	}
 	return nil
+}
+
+// call is one request of roundTrip: what waits for the response and what
+// the writer is handed, in one allocation.
+type call struct {
+	pending
+	writeReq
+}
+
+// timers holds stopped timers for roundTrip's response timeouts, so that a
+// request does not allocate one.
+var timers sync.Pool
+
+// getTimer returns a timer that fires after d.
+func getTimer(d time.Duration) *time.Timer {
+	if t, ok := timers.Get().(*time.Timer); ok {
+		t.Reset(d)
+		return t
+	}
+	return time.NewTimer(d)
+}
+
+// putTimer stops t and keeps it for reuse: since Go 1.23 a stopped timer's
+// channel holds no stale value, so the next Reset starts clean.
+func putTimer(t *time.Timer) {
+	t.Stop()
+	timers.Put(t)
 }
