@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -439,39 +440,15 @@ func (s *Session) writeLoop() {
 	el := s.srv.enquireLink()
 	tick := time.NewTicker(max(el/2, time.Millisecond))
 	defer tick.Stop()
-	write := func(f outFrame) bool {
-		bw = s.writeBuffer(bw)
-		// A frame larger than the buffer's free space goes to the socket
-		// inside Write: the deadline must be fresh for it too, not the one
-		// left by the last flush.
-		_ = s.conn.SetWriteDeadline(time.Now().Add(s.srv.writeTimeout()))
-		if _, err := bw.Write(f.b); err != nil {
-			s.close(ReasonWriteError)
-			return false
-		}
-		return true
-	}
 	for {
 		var closeAfter CloseReason
 		select {
 		case <-s.done:
 			return
 		case f := <-s.out:
-			if !write(f) {
+			var ok bool
+			if bw, closeAfter, ok = s.writeQueued(bw, f); !ok {
 				return
-			}
-			closeAfter = f.closeAfter
-		drain:
-			for closeAfter == ReasonNone {
-				select {
-				case f := <-s.out:
-					if !write(f) {
-						return
-					}
-					closeAfter = f.closeAfter
-				default:
-					break drain
-				}
 			}
 		case <-tick.C:
 			if s.BindType() == smpp.BindNone {
@@ -481,7 +458,8 @@ func (s *Session) writeLoop() {
 			if time.Since(time.Unix(0, last)) < el {
 				continue
 			}
-			if !write(outFrame{b: smpp.EncodeSimple(smpp.CmdEnquireLink, smpp.StatusOK, s.nextSeq(), nil)}) {
+			var ok bool
+			if bw, ok = s.writeFrame(bw, smpp.EncodeSimple(smpp.CmdEnquireLink, smpp.StatusOK, s.nextSeq(), nil)); !ok {
 				return
 			}
 		}
@@ -496,6 +474,56 @@ func (s *Session) writeLoop() {
 			return
 		}
 	}
+}
+
+// writeQueued buffers f and every frame queued behind it, up to one that
+// closes the session after it (whose reason it returns), so that the
+// caller flushes them with one write (bw flushes by itself when full).
+// When the queue runs dry it yields once and looks again: the handlers
+// about to answer get to queue their frames first. false: the session is
+// closing.
+func (s *Session) writeQueued(bw *bufio.Writer, f outFrame) (*bufio.Writer, CloseReason, bool) {
+	yielded := false
+	for {
+		var ok bool
+		if bw, ok = s.writeFrame(bw, f.b); !ok {
+			return bw, ReasonNone, false
+		}
+		if f.closeAfter != ReasonNone {
+			return bw, f.closeAfter, true
+		}
+		select {
+		case f = <-s.out:
+			continue
+		default:
+		}
+		if yielded {
+			return bw, ReasonNone, true
+		}
+		yielded = true
+		runtime.Gosched()
+		select {
+		case f = <-s.out:
+		default:
+			return bw, ReasonNone, true
+		}
+	}
+}
+
+// writeFrame buffers b (with the buffer writeBuffer gives); false, the
+// session closed, when a write to the socket failed.
+func (s *Session) writeFrame(bw *bufio.Writer, b []byte) (*bufio.Writer, bool) {
+	bw = s.writeBuffer(bw)
+	if len(b) > bw.Available() {
+		// Write sends to the socket: the deadline must be fresh for it,
+		// not the one left by the last flush.
+		_ = s.conn.SetWriteDeadline(time.Now().Add(s.srv.writeTimeout()))
+	}
+	if _, err := bw.Write(b); err != nil {
+		s.close(ReasonWriteError)
+		return bw, false
+	}
+	return bw, true
 }
 
 // writeBuffer returns the writer to use: bw, made on the first write
