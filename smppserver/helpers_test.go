@@ -35,6 +35,12 @@ func runLocalServer(t testing.TB, srv *Server) (addr string, served <-chan error
 	if err != nil {
 		t.Fatalf("listen: %v", err)
 	}
+	return serveOn(t, srv, l)
+}
+
+// serveOn serves srv on l until the test ends, then closes it.
+func serveOn(t testing.TB, srv *Server, l net.Listener) (addr string, served <-chan error) {
+	t.Helper()
 	errc := make(chan error, 1)
 	done := make(chan struct{})
 	go func() {
