@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -492,8 +493,8 @@ func (c *Client) wait(ctx context.Context, cl *call) ([]byte, error) {
 			<-c.sem
 		}
 	}()
-	t := time.NewTimer(c.opts.Timeout)
-	defer t.Stop()
+	t := getTimer(c.opts.Timeout)
+	defer putTimer(t)
 	var giveUp error
 	select {
 	case r := <-cl.ch:
@@ -537,16 +538,7 @@ func (c *Client) writeLoop() {
 		case f = <-c.out:
 		}
 		_ = c.conn.SetWriteDeadline(time.Now().Add(c.opts.Timeout))
-		_, err := bw.Write(f.b)
-	drain:
-		for err == nil && f.closeAfter == nil {
-			select {
-			case f = <-c.out:
-				_, err = bw.Write(f.b)
-			default:
-				break drain
-			}
-		}
+		f, err := c.writeQueued(bw, f)
 		if err == nil {
 			err = bw.Flush()
 		}
@@ -559,6 +551,55 @@ func (c *Client) writeLoop() {
 			return
 		}
 	}
+}
+
+// writeQueued buffers f and every frame queued behind it, up to one that
+// closes the connection after it, which it returns: the caller flushes
+// them with one write (bw writes by itself when full). When the queue runs
+// dry it yields once and looks again, so that the senders about to queue
+// a frame can.
+func (c *Client) writeQueued(bw *bufio.Writer, f outFrame) (outFrame, error) {
+	yielded := false
+	for {
+		if _, err := bw.Write(f.b); err != nil || f.closeAfter != nil {
+			return f, err
+		}
+		select {
+		case f = <-c.out:
+			continue
+		default:
+		}
+		if yielded {
+			return f, nil
+		}
+		yielded = true
+		runtime.Gosched()
+		select {
+		case f = <-c.out:
+		default:
+			return f, nil
+		}
+	}
+}
+
+// timers holds stopped timers for wait, so that a request does not
+// allocate one.
+var timers sync.Pool
+
+// getTimer returns a timer that fires after d.
+func getTimer(d time.Duration) *time.Timer {
+	if t, ok := timers.Get().(*time.Timer); ok {
+		t.Reset(d)
+		return t
+	}
+	return time.NewTimer(d)
+}
+
+// putTimer stops t and keeps it for reuse: since Go 1.23 a stopped timer's
+// channel holds no stale value, so the next Reset starts clean.
+func putTimer(t *time.Timer) {
+	t.Stop()
+	timers.Put(t)
 }
 
 func (c *Client) readLoop() {

@@ -1,8 +1,10 @@
 package smpp_test
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
+	"io"
 	"testing"
 
 	"github.com/smppproxy/smppproxy/smpp"
@@ -148,8 +150,16 @@ func FuzzReadFrame(f *testing.F) {
 	f.Add([]byte{0, 0, 0, 16, 0, 0, 0, 0x15, 0, 0, 0, 0, 0, 0, 0, 1})
 	f.Add([]byte{0, 0, 0, 8, 0, 0, 0, 0x15})
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 1})
+	f.Add([]byte{0, 0, 0, 20, 0, 0, 0, 0x15, 0, 0, 0, 0, 0, 0, 0, 1, 'a'})
+	f.Add([]byte{0, 0, 0, 16, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		frame, err := smpp.ReadFrame(bytes.NewReader(b), 1024)
+		// The buffered path (bound sessions, clients) must read exactly
+		// what the plain one reads, and fail the same way.
+		bframe, berr := smpp.ReadFrame(bufio.NewReaderSize(bytes.NewReader(b), 16), 1024)
+		if !bytes.Equal(frame, bframe) || (err == nil) != (berr == nil) || !sameReadError(err, berr) {
+			t.Fatalf("ReadFrame = %x, %v; from a bufio.Reader %x, %v", frame, err, bframe, berr)
+		}
 		if err != nil {
 			return
 		}
@@ -171,4 +181,18 @@ func TestKnownMatchesGosmpp(t *testing.T) {
 			t.Errorf("Known(0x%08X) = true, want false", id)
 		}
 	}
+}
+
+// sameReadError reports whether two ReadFrame errors are the same kind.
+func sameReadError(a, b error) bool {
+	var la, lb *smpp.LengthError
+	switch {
+	case errors.As(a, &la):
+		return errors.As(b, &lb) && la.Header == lb.Header
+	case errors.Is(a, io.ErrUnexpectedEOF):
+		return errors.Is(b, io.ErrUnexpectedEOF)
+	case errors.Is(a, io.EOF):
+		return errors.Is(b, io.EOF) && !errors.Is(b, io.ErrUnexpectedEOF)
+	}
+	return (a == nil) == (b == nil)
 }

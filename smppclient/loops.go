@@ -1,6 +1,7 @@
 package smppclient
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -23,6 +24,9 @@ func (s *session) send(frame []byte, after CloseReason) bool {
 		return false
 	}
 }
+
+// readBufSize is the size of a session's read buffer.
+const readBufSize = 16 << 10
 
 // writeBufSize is the size past which the writer stops gathering queued
 // frames and writes what it has.
@@ -180,9 +184,12 @@ func (s *session) drainQueue() {
 func (s *session) readLoop() {
 	defer s.wg.Done()
 	idle := 3 * s.p.cfg.EnquireLink
+	// Through gosmpp's connection, which may hold bytes read past the
+	// bind_resp; the buffer lets ReadFrame read headers in place.
+	br := bufio.NewReaderSize(s.conn, readBufSize)
 	for {
 		_ = s.conn.SetReadDeadline(time.Now().Add(idle))
-		frame, err := smpp.ReadFrame(s.conn, s.p.cfg.MaxPDUSize)
+		frame, err := smpp.ReadFrame(br, s.p.cfg.MaxPDUSize)
 		if err != nil {
 			s.close(readReason(err), err)
 			return

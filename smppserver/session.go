@@ -292,8 +292,16 @@ func (s *Session) dispatch(frame []byte) {
 	go s.serve(h, frame)
 }
 
+// exchange is a request being handled and its response writer, in one
+// allocation.
+type exchange struct {
+	w respWriter
+	r Request
+}
+
 func (s *Session) serve(h smpp.Header, frame []byte) {
-	w := &respWriter{s: s, h: h}
+	x := &exchange{w: respWriter{s: s, h: h}, r: Request{Header: h, Frame: frame, Session: s}}
+	w := &x.w
 	defer func() {
 		if v := recover(); v != nil {
 			s.srv.panics.Add(1)
@@ -311,7 +319,7 @@ func (s *Session) serve(h smpp.Header, frame []byte) {
 		_ = w.WriteStatus(smpp.StatusInvCmdID)
 		return
 	}
-	s.srv.Handler.ServeSMPP(s.ctx, w, &Request{Header: h, Frame: frame, Session: s})
+	s.srv.Handler.ServeSMPP(s.ctx, w, &x.r)
 }
 
 func (s *Session) handleBind(h smpp.Header, frame []byte) {
