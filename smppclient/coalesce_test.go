@@ -129,4 +129,3 @@ func TestFailedWriteReportsEveryRequestInIt(t *testing.T) {
 		})
 	}
 }
-

@@ -2,6 +2,7 @@ package smppclient
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -248,13 +249,26 @@ func (s *session) onResponse(h smpp.Header, frame []byte) {
 }
 
 // messageID returns the message_id of a submit_sm_resp, data_sm_resp or
-// query_sm_resp, "" for anything else or an undecodable frame.
+// query_sm_resp, "" for anything else or an undecodable frame. The usual
+// submit_sm_resp and data_sm_resp, a body that is just the C-Octet string,
+// is read directly; anything else is decoded by gosmpp (decodeMessageID),
+// which gives the same answer for those (FuzzMessageID checks it).
 func messageID(frame []byte) string {
 	switch smpp.ParseHeader(frame).ID {
-	case smpp.CmdSubmitSM | smpp.RespBit, smpp.CmdDataSM | smpp.RespBit, smpp.CmdQuerySM | smpp.RespBit:
+	case smpp.CmdSubmitSM | smpp.RespBit, smpp.CmdDataSM | smpp.RespBit:
+		body := frame[smpp.HeaderLen:]
+		if i := bytes.IndexByte(body, 0); i >= 0 && i == len(body)-1 {
+			return string(body[:i])
+		}
+	case smpp.CmdQuerySM | smpp.RespBit:
 	default:
 		return ""
 	}
+	return decodeMessageID(frame)
+}
+
+// decodeMessageID is messageID by gosmpp's decoder.
+func decodeMessageID(frame []byte) string {
 	p, err := smpp.Decode(frame)
 	if err != nil {
 		return ""

@@ -289,7 +289,8 @@ func (s *Session) dispatch(frame []byte) {
 	s.mu.Unlock()
 	s.requests.Add(1)
 	s.inflight.Add(1)
-	go s.serve(h, frame)
+	x := &exchange{w: respWriter{s: s, h: h}, r: Request{Header: h, Frame: frame, Session: s}}
+	go x.serve()
 }
 
 // exchange is a request being handled and its response writer, in one
@@ -299,9 +300,9 @@ type exchange struct {
 	r Request
 }
 
-func (s *Session) serve(h smpp.Header, frame []byte) {
-	x := &exchange{w: respWriter{s: s, h: h}, r: Request{Header: h, Frame: frame, Session: s}}
-	w := &x.w
+// serve runs the handler for x (on its own goroutine).
+func (x *exchange) serve() {
+	s, h, w := x.r.Session, x.r.Header, &x.w
 	defer func() {
 		if v := recover(); v != nil {
 			s.srv.panics.Add(1)
