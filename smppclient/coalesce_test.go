@@ -68,8 +68,7 @@ func blockWriterAndQueue(t *testing.T, p *Pool, c *countingConn, n int) (first, 
 }
 
 func TestSubmitsQueuedWhileTheWriterIsBlockedGoOutInOneWrite(t *testing.T) {
-	checkLeaks(t)
-	f := newFakeSMSC(t)
+	f := startFake(t)
 	const n = 10
 	p, c := newCountingPool(t, f.addr, 2*n)
 	before := c.writes.Load()
@@ -104,8 +103,7 @@ func TestFailedWriteReportsEveryRequestInIt(t *testing.T) {
 		{"no byte written", 0, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			checkLeaks(t)
-			f := newFakeSMSC(t)
+			f := startFake(t)
 			const n = 6
 			p, c := newCountingPool(t, f.addr, 2*n)
 			first, rest, release := blockWriterAndQueue(t, p, c, n)

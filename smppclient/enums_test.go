@@ -76,8 +76,7 @@ func (b *lockedBuffer) String() string {
 // A JSON log line of a session close carries the reason's name, never its
 // number.
 func TestSessionCloseLogsReasonByName(t *testing.T) {
-	checkLeaks(t)
-	f := newFakeSMSC(t)
+	f := startFake(t)
 	var buf lockedBuffer
 	p := New(Config{
 		Name: "up", Address: f.addr, SystemID: "sys", Password: "pw", InstanceID: "test",

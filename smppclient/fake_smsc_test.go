@@ -292,3 +292,11 @@ func recvFromClient(t *testing.T, f *fakeSMSC) smpp.Header {
 }
 
 var errTest = errors.New("test error")
+
+// startFake registers the goroutine-leak check (first, so that it runs
+// last) and starts a fake SMSC.
+func startFake(t *testing.T) *fakeSMSC {
+	t.Helper()
+	checkLeaks(t)
+	return newFakeSMSC(t)
+}

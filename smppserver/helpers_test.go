@@ -392,3 +392,24 @@ func (r *recorder) none(t testing.TB, what string) {
 	default:
 	}
 }
+
+// awaitErr waits up to ioTimeout for the error of what on errc (late is the
+// failure when none comes) and checks that it is want (nil: no error).
+func awaitErr(t testing.TB, errc <-chan error, want error, what, late string) {
+	t.Helper()
+	select {
+	case err := <-errc:
+		if (want == nil && err != nil) || (want != nil && !errors.Is(err, want)) {
+			t.Fatalf("%s = %v, want %v", what, err, want)
+		}
+	case <-timeAfter():
+		t.Fatal(late)
+	}
+}
+
+// startServer runs newTestServer(h) on 127.0.0.1 until the test ends.
+func startServer(t testing.TB, h Handler) (*Server, string) {
+	t.Helper()
+	srv := newTestServer(h)
+	return srv, RunLocalServer(t, srv)
+}

@@ -29,8 +29,7 @@ func TestBeforeBind(t *testing.T) {
 		{"outbind", smpp.CmdOutbind, []byte("smsc\x00pw\x00"), smpp.CmdGenericNack, smpp.StatusInvBndSts},
 		{"unknown command", 0x00000777, nil, smpp.CmdGenericNack, smpp.StatusInvCmdID},
 	}
-	srv := newTestServer(nil)
-	addr := RunLocalServer(t, srv)
+	srv, addr := startServer(t, nil)
 	c := dialESME(t, addr)
 	for _, tt := range tests {
 		seq := c.send(tt.cmd, tt.body)

@@ -51,8 +51,7 @@ func TestIdleUnboundConnectionsHoldLittleHeap(t *testing.T) {
 		conns   = 200
 		perConn = 12 << 10 // bytes of heap per idle unbound connection, client side included
 	)
-	srv := newTestServer(nil)
-	addr := RunLocalServer(t, srv)
+	srv, addr := startServer(t, nil)
 
 	var ms runtime.MemStats
 	runtime.GC()

@@ -17,8 +17,7 @@ func TestUnknownCommandID(t *testing.T) {
 		"RX":      {smpp.CmdBindReceiver},
 		"TRX":     {smpp.CmdBindTransceiver},
 	}
-	srv := newTestServer(nil)
-	addr := RunLocalServer(t, srv)
+	_, addr := startServer(t, nil)
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
 			c := dialESME(t, addr)
@@ -92,8 +91,7 @@ func TestTruncatedStreamIsJustClosed(t *testing.T) {
 		"inside a header": full[:10],
 		"inside a body":   full[:smpp.HeaderLen+5],
 	}
-	srv := newTestServer(nil)
-	addr := RunLocalServer(t, srv)
+	srv, addr := startServer(t, nil)
 	bystander := dialBound(t, addr, smpp.CmdBindTransceiver)
 	for name, partial := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -122,8 +120,7 @@ func TestSubmitByBindType(t *testing.T) {
 		"RX":  {smpp.CmdBindReceiver, smpp.StatusInvBndSts},
 		"TRX": {smpp.CmdBindTransceiver, smpp.StatusOK},
 	}
-	srv := newTestServer(nil)
-	addr := RunLocalServer(t, srv)
+	_, addr := startServer(t, nil)
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
 			c := dialESME(t, addr)

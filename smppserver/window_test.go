@@ -59,8 +59,7 @@ func (g *gatedHandler) waitStarted(t *testing.T, n int) {
 func TestWindow(t *testing.T) {
 	t.Parallel()
 	g := newGatedHandler(2, 3) // the bind is sequence 1
-	srv := newTestServer(g)
-	addr := RunLocalServer(t, srv)
+	srv, addr := startServer(t, g)
 	c := dialESME(t, addr)
 	c.mustBind(smpp.CmdBindTransceiver, "narrow") // Principal.Window = 2
 
