@@ -4,7 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net"
-	"sync"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -41,21 +41,17 @@ func BenchmarkPoolSubmit(b *testing.B) {
 		b.Fatal(err)
 	}
 	writes := conns[0].writes.Load()
-	var next, failed atomic.Int64
-	var wg sync.WaitGroup
+	var failed atomic.Int64
 	b.ReportAllocs()
+	b.SetParallelism(max(1, window/runtime.GOMAXPROCS(0))) // about window callers
 	b.ResetTimer()
-	for range window {
-		wg.Go(func() {
-			for next.Add(1) <= int64(b.N) {
-				r, err := p.Submit(ctx, "", submitFrame, nil)
-				if err != nil || r.Status != smpp.StatusOK {
-					failed.Add(1)
-				}
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if r, err := p.Submit(ctx, "", submitFrame, nil); err != nil || r.Status != smpp.StatusOK {
+				failed.Add(1)
 			}
-		})
-	}
-	wg.Wait()
+		}
+	})
 	if n := failed.Load(); n > 0 {
 		b.Fatalf("%d of %d submits failed", n, b.N)
 	}

@@ -397,12 +397,22 @@ func (r *recorder) none(t testing.TB, what string) {
 // failure when none comes) and checks that it is want (nil: no error).
 func awaitErr(t testing.TB, errc <-chan error, want error, what, late string) {
 	t.Helper()
+	awaitErrOr(t, errc, want, what, late, nil)
+}
+
+// awaitErrOr is awaitErr that runs abort (when not nil) before failing
+// for want of an answer, to free what the test holds.
+func awaitErrOr(t testing.TB, errc <-chan error, want error, what, late string, abort func()) {
+	t.Helper()
 	select {
 	case err := <-errc:
 		if (want == nil && err != nil) || (want != nil && !errors.Is(err, want)) {
 			t.Fatalf("%s = %v, want %v", what, err, want)
 		}
 	case <-timeAfter():
+		if abort != nil {
+			abort()
+		}
 		t.Fatal(late)
 	}
 }

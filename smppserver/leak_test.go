@@ -38,15 +38,7 @@ func TestNoGoroutineLeakAfterClose(t *testing.T) {
 
 	closed := make(chan error, 1)
 	go func() { closed <- srv.Close() }()
-	select {
-	case err := <-closed:
-		if err != nil {
-			t.Fatalf("Close() = %v", err)
-		}
-	case <-timeAfter():
-		g.abort()
-		t.Fatalf("Close did not return with a handler waiting on its context")
-	}
+	awaitErrOr(t, closed, nil, "Close()", "Close did not return with a handler waiting on its context", g.abort)
 	<-pending
 	for _, c := range []*esme{unbound, busy, rx} {
 		_ = c.conn.Close()

@@ -102,15 +102,7 @@ func TestShutdownExpiredContext(t *testing.T) {
 	defer cancel()
 	shutdown := make(chan error, 1)
 	go func() { shutdown <- srv.Shutdown(ctx) }()
-	select {
-	case err := <-shutdown:
-		if !errors.Is(err, context.DeadlineExceeded) {
-			t.Errorf("Shutdown(expired ctx) = %v, want %v", err, context.DeadlineExceeded)
-		}
-	case <-timeAfter():
-		g.abort()
-		t.Fatalf("Shutdown(expired ctx) did not return with a handler waiting on its context")
-	}
+	awaitErrOr(t, shutdown, context.DeadlineExceeded, "Shutdown(expired ctx)", "Shutdown(expired ctx) did not return with a handler waiting on its context", g.abort)
 	if err := <-served; !errors.Is(err, ErrServerClosed) {
 		t.Errorf("Serve() = %v, want %v", err, ErrServerClosed)
 	}
@@ -134,15 +126,7 @@ func TestCloseCancelsHandlers(t *testing.T) {
 
 	closed := make(chan error, 1)
 	go func() { closed <- srv.Close() }()
-	select {
-	case err := <-closed:
-		if err != nil {
-			t.Errorf("Close() = %v, want nil", err)
-		}
-	case <-timeAfter():
-		g.abort()
-		t.Fatalf("Close did not return with a handler waiting on its context")
-	}
+	awaitErrOr(t, closed, nil, "Close()", "Close did not return with a handler waiting on its context", g.abort)
 	c.expectClosed("session after Close")
 	if ev := rec.next(t); ev.up || ev.reason != ReasonServerShutdown {
 		t.Errorf("hook call = %+v, want OnClosed with %v", ev, ReasonServerShutdown)
