@@ -172,9 +172,7 @@ func TestBindClosedDuringAuthentication(t *testing.T) {
 func TestBoundSessionOutlivesBindTimeout(t *testing.T) {
 	t.Parallel()
 	const bindTimeout = 300 * time.Millisecond
-	srv := newTestServer(nil)
-	srv.BindTimeout = bindTimeout
-	addr := RunLocalServer(t, srv)
+	_, addr := startServer(t, nil, func(s *Server) { s.BindTimeout = bindTimeout })
 	c := dialBound(t, addr, smpp.CmdBindTransmitter)
 	time.Sleep(bindTimeout + 100*time.Millisecond)
 	c.expectOpen("bound session after BindTimeout")

@@ -417,9 +417,13 @@ func awaitErrOr(t testing.TB, errc <-chan error, want error, what, late string, 
 	}
 }
 
-// startServer runs newTestServer(h) on 127.0.0.1 until the test ends.
-func startServer(t testing.TB, h Handler) (*Server, string) {
+// startServer runs newTestServer(h), adjusted by set, on 127.0.0.1 until
+// the test ends.
+func startServer(t testing.TB, h Handler, set ...func(*Server)) (*Server, string) {
 	t.Helper()
 	srv := newTestServer(h)
+	for _, f := range set {
+		f(srv)
+	}
 	return srv, RunLocalServer(t, srv)
 }

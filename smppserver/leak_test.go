@@ -16,9 +16,7 @@ func TestNoGoroutineLeakAfterClose(t *testing.T) {
 	baseline := testkit.CountGoroutines()
 
 	g := newGatedHandler(2) // a handler that waits on its context
-	srv := newTestServer(g)
-	srv.EnquireLink = 50 * time.Millisecond
-	addr := RunLocalServer(t, srv)
+	srv, addr := startServer(t, g, func(s *Server) { s.EnquireLink = 50 * time.Millisecond })
 
 	unbound := dialESME(t, addr)
 	unbound.expectOpen("unbound session")

@@ -50,9 +50,7 @@ func TestBeforeBind(t *testing.T) {
 func TestBindTimeoutCountsFromConnect(t *testing.T) {
 	t.Parallel()
 	const bindTimeout = 300 * time.Millisecond
-	srv := newTestServer(nil)
-	srv.BindTimeout = bindTimeout
-	addr := RunLocalServer(t, srv)
+	srv, addr := startServer(t, nil, func(s *Server) { s.BindTimeout = bindTimeout })
 
 	start := time.Now()
 	c := dialESME(t, addr)

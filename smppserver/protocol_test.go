@@ -50,9 +50,7 @@ func TestInvalidCommandLength(t *testing.T) {
 		"MaxPDUSize+1 after bind": {true, 65537},
 		"0xFFFFFFFF after bind":   {true, 0xFFFFFFFF},
 	}
-	srv := newTestServer(nil)
-	srv.MaxPDUSize = 65536
-	addr := RunLocalServer(t, srv)
+	srv, addr := startServer(t, nil, func(s *Server) { s.MaxPDUSize = 65536 })
 
 	bystander := dialBound(t, addr, smpp.CmdBindTransceiver)
 
