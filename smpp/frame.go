@@ -110,6 +110,19 @@ func ReadFrame(r io.Reader, maxSize int) ([]byte, error) {
 	return buf, nil
 }
 
+// FrameBuffered reports whether br holds a whole frame (or at least a
+// header whose length ReadFrame refuses without reading on): ReadFrame
+// from br will then not read from the connection, so a read deadline
+// set for it would not count.
+func FrameBuffered(br *bufio.Reader) bool {
+	n := br.Buffered()
+	if n < HeaderLen {
+		return false
+	}
+	hb, _ := br.Peek(HeaderLen)
+	return int(binary.BigEndian.Uint32(hb)) <= n
+}
+
 // readBuffered is ReadFrame from a buffered reader: the header is peeked
 // (no copy of it escapes), then the whole frame read into its buffer.
 // Errors are ReadFrame's.

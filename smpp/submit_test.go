@@ -196,3 +196,37 @@ func sameReadError(a, b error) bool {
 	}
 	return (a == nil) == (b == nil)
 }
+
+// FrameBuffered is true exactly when ReadFrame needs no read from the
+// connection: a whole frame, or a header ReadFrame refuses, is buffered.
+func TestFrameBufferedWhenReadFrameNeedsNoRead(t *testing.T) {
+	frame := smpp.EncodeSimple(smpp.CmdEnquireLink, smpp.StatusOK, 1, []byte("abcd"))
+	bad := []byte{0, 0, 0, 8, 0, 0, 0, 0x15, 0, 0, 0, 0, 0, 0, 0, 1}
+	for _, tt := range []struct {
+		name     string
+		buffered []byte
+		want     bool
+	}{
+		{"nothing", nil, false},
+		{"part of a header", frame[:10], false},
+		{"a header only", frame[:smpp.HeaderLen], false},
+		{"all but a byte", frame[:len(frame)-1], false},
+		{"a whole frame", frame, true},
+		{"a frame and part of the next", append(append([]byte{}, frame...), frame[:3]...), true},
+		{"a refused length", bad, true},
+	} {
+		// The reader holds exactly the bytes given and would block (fail)
+		// on the next read.
+		br := bufio.NewReader(io.MultiReader(bytes.NewReader(tt.buffered), failingReader{}))
+		if len(tt.buffered) > 0 {
+			_, _ = br.Peek(len(tt.buffered))
+		}
+		if got := smpp.FrameBuffered(br); got != tt.want {
+			t.Errorf("%s: FrameBuffered = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+type failingReader struct{}
+
+func (failingReader) Read([]byte) (int, error) { return 0, errors.New("would block") }

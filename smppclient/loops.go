@@ -189,7 +189,9 @@ func (s *session) readLoop() {
 	// bind_resp; the buffer lets ReadFrame read headers in place.
 	br := bufio.NewReaderSize(s.conn, readBufSize)
 	for {
-		_ = s.conn.SetReadDeadline(time.Now().Add(idle))
+		if !smpp.FrameBuffered(br) { // else no read: no deadline to move
+			_ = s.conn.SetReadDeadline(time.Now().Add(idle))
+		}
 		frame, err := smpp.ReadFrame(br, s.p.cfg.MaxPDUSize)
 		if err != nil {
 			s.close(readReason(err), err)

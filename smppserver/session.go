@@ -193,18 +193,21 @@ func (s *Session) run() {
 // it reads through a buffer, up to MaxPDUSize per PDU.
 func (s *Session) readLoop() CloseReason {
 	var r io.Reader = s.conn
+	var br *bufio.Reader
 	idle := 3 * s.srv.enquireLink()
-	buffered := false
 	for {
 		limit := s.srv.maxPDU()
 		if s.BindType() == smpp.BindNone {
 			limit = min(limit, MaxUnboundPDUSize)
 			_ = s.conn.SetReadDeadline(s.connectedAt.Add(s.srv.bindTimeout()))
 		} else {
-			if !buffered {
-				r, buffered = bufio.NewReaderSize(s.conn, boundBufSize), true
+			if br == nil {
+				br = bufio.NewReaderSize(s.conn, boundBufSize)
+				r = br
 			}
-			_ = s.conn.SetReadDeadline(time.Now().Add(idle))
+			if !smpp.FrameBuffered(br) { // else no read: no deadline to move
+				_ = s.conn.SetReadDeadline(time.Now().Add(idle))
+			}
 		}
 		frame, err := smpp.ReadFrame(r, limit)
 		if err != nil {
