@@ -493,8 +493,8 @@ func (c *Client) wait(ctx context.Context, cl *call) ([]byte, error) {
 			<-c.sem
 		}
 	}()
-	t := getTimer(c.opts.Timeout)
-	defer putTimer(t)
+	t := smpp.AcquireTimer(c.opts.Timeout)
+	defer smpp.ReleaseTimer(t)
 	var giveUp error
 	select {
 	case r := <-cl.ch:
@@ -580,26 +580,6 @@ func (c *Client) writeQueued(bw *bufio.Writer, f outFrame) (outFrame, error) {
 			return f, nil
 		}
 	}
-}
-
-// timers holds stopped timers for wait, so that a request does not
-// allocate one.
-var timers sync.Pool
-
-// getTimer returns a timer that fires after d.
-func getTimer(d time.Duration) *time.Timer {
-	if t, ok := timers.Get().(*time.Timer); ok {
-		t.Reset(d)
-		return t
-	}
-	return time.NewTimer(d)
-}
-
-// putTimer stops t and keeps it for reuse: since Go 1.23 a stopped timer's
-// channel holds no stale value, so the next Reset starts clean.
-func putTimer(t *time.Timer) {
-	t.Stop()
-	timers.Put(t)
 }
 
 func (c *Client) readLoop() {

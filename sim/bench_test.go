@@ -2,7 +2,7 @@ package sim
 
 import (
 	"context"
-	"sync"
+	"runtime"
 	"sync/atomic"
 	"testing"
 
@@ -26,22 +26,19 @@ func BenchmarkSimSubmit(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer c.Close()
-	var next, failed, seq atomic.Int64
-	var wg sync.WaitGroup
+	var failed, seq atomic.Int64
 	b.ReportAllocs()
+	b.SetParallelism(max(1, window/runtime.GOMAXPROCS(0))) // about window senders
 	b.ResetTimer()
-	for range window {
-		wg.Go(func() {
-			for next.Add(1) <= int64(b.N) {
-				key := "k" + string(rune('a'+seq.Add(1)%26))
-				r, err := c.Submit(ctx, esme.Submit{Src: "src", Dst: "4915112345678", Text: []byte("your code is 123456"), Key: key})
-				if err != nil || r.Status != smpp.StatusOK {
-					failed.Add(1)
-				}
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			key := "k" + string(rune('a'+seq.Add(1)%26))
+			r, err := c.Submit(ctx, esme.Submit{Src: "src", Dst: "4915112345678", Text: []byte("your code is 123456"), Key: key})
+			if err != nil || r.Status != smpp.StatusOK {
+				failed.Add(1)
 			}
-		})
-	}
-	wg.Wait()
+		}
+	})
 	if n := failed.Load(); n > 0 {
 		b.Fatalf("%d of %d submits failed", n, b.N)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -269,8 +268,8 @@ func (s *session) roundTrip(ctx context.Context, build func(uint32) []byte, befo
 		return base, fmt.Errorf("%w: session %s sequence %d: partial write: %w", ErrSessionLost, s.id, seq, wr.err)
 	}
 
-	t := getTimer(s.p.cfg.ResponseTimeout)
-	defer putTimer(t)
+	t := smpp.AcquireTimer(s.p.cfg.ResponseTimeout)
+	defer smpp.ReleaseTimer(t)
 	var res result
 	select {
 	case res = <-pd.ch:
@@ -306,24 +305,4 @@ func checkFrame(frame []byte, seq uint32) error {
 type call struct {
 	pending
 	writeReq
-}
-
-// timers holds stopped timers for roundTrip's response timeouts, so that a
-// request does not allocate one.
-var timers sync.Pool
-
-// getTimer returns a timer that fires after d.
-func getTimer(d time.Duration) *time.Timer {
-	if t, ok := timers.Get().(*time.Timer); ok {
-		t.Reset(d)
-		return t
-	}
-	return time.NewTimer(d)
-}
-
-// putTimer stops t and keeps it for reuse: since Go 1.23 a stopped timer's
-// channel holds no stale value, so the next Reset starts clean.
-func putTimer(t *time.Timer) {
-	t.Stop()
-	timers.Put(t)
 }
