@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -492,8 +493,8 @@ func (c *Client) wait(ctx context.Context, cl *call) ([]byte, error) {
 			<-c.sem
 		}
 	}()
-	t := time.NewTimer(c.opts.Timeout)
-	defer t.Stop()
+	t := smpp.AcquireTimer(c.opts.Timeout)
+	defer smpp.ReleaseTimer(t)
 	var giveUp error
 	select {
 	case r := <-cl.ch:
@@ -537,16 +538,7 @@ func (c *Client) writeLoop() {
 		case f = <-c.out:
 		}
 		_ = c.conn.SetWriteDeadline(time.Now().Add(c.opts.Timeout))
-		_, err := bw.Write(f.b)
-	drain:
-		for err == nil && f.closeAfter == nil {
-			select {
-			case f = <-c.out:
-				_, err = bw.Write(f.b)
-			default:
-				break drain
-			}
-		}
+		f, err := c.writeQueued(bw, f)
 		if err == nil {
 			err = bw.Flush()
 		}
@@ -557,6 +549,35 @@ func (c *Client) writeLoop() {
 		if f.closeAfter != nil {
 			c.shutdown(f.closeAfter)
 			return
+		}
+	}
+}
+
+// writeQueued buffers f and every frame queued behind it, up to one that
+// closes the connection after it, which it returns: the caller flushes
+// them with one write (bw writes by itself when full). When the queue runs
+// dry it yields once and looks again, so that the senders about to queue
+// a frame can.
+func (c *Client) writeQueued(bw *bufio.Writer, f outFrame) (outFrame, error) {
+	yielded := false
+	for {
+		if _, err := bw.Write(f.b); err != nil || f.closeAfter != nil {
+			return f, err
+		}
+		select {
+		case f = <-c.out:
+			continue
+		default:
+		}
+		if yielded {
+			return f, nil
+		}
+		yielded = true
+		runtime.Gosched()
+		select {
+		case f = <-c.out:
+		default:
+			return f, nil
 		}
 	}
 }

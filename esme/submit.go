@@ -58,14 +58,20 @@ type Result struct {
 }
 
 // Body encodes the submit_sm body (everything after the header).
-func (s Submit) Body() []byte {
+func (s Submit) Body() []byte { return s.appendBody(nil) }
+
+// appendBody appends the submit_sm body to b (which, when nil, is made
+// with room for it).
+func (s Submit) appendBody(b []byte) []byte {
 	ud := s.Text
 	esm := s.EsmClass
 	if len(s.UDH) > 0 {
 		ud = append(append(make([]byte, 0, len(s.UDH)+len(s.Text)), s.UDH...), s.Text...)
 		esm |= 0x40
 	}
-	b := make([]byte, 0, 48+len(s.Src)+len(s.Dst)+len(ud)+len(s.Key))
+	if b == nil {
+		b = make([]byte, 0, s.bodySize())
+	}
 	b = cstr(b, s.ServiceType)
 	b = append(b, s.SrcTON, s.SrcNPI)
 	b = cstr(b, s.Src)
@@ -98,9 +104,22 @@ func (s Submit) Body() []byte {
 	return b
 }
 
+// bodySize is a size the body fits in without growing, short TLVs aside.
+func (s Submit) bodySize() int {
+	return 48 + len(s.ServiceType) + len(s.Src) + len(s.Dst) + len(s.UDH) + len(s.Text) + len(s.Key)
+}
+
 // Frame encodes the whole submit_sm with sequence number seq.
 func (s Submit) Frame(seq uint32) []byte {
-	return smpp.EncodeSimple(smpp.CmdSubmitSM, smpp.StatusOK, seq, s.Body())
+	b := s.appendBody(make([]byte, smpp.HeaderLen, smpp.HeaderLen+s.bodySize()))
+	smpp.PutHeader(b, smpp.Header{Length: uint32(len(b)), ID: smpp.CmdSubmitSM, Sequence: seq})
+	return b
+}
+
+// withSeq sets the sequence number of frame and returns it.
+func withSeq(frame []byte, seq uint32) []byte {
+	binary.BigEndian.PutUint32(frame[12:], seq)
+	return frame
 }
 
 func appendTLV(b []byte, tag uint16, v []byte) []byte {
@@ -114,18 +133,16 @@ func appendTLV(b []byte, tag uint16, v []byte) []byte {
 // is not an error: see Resp.Status. On ErrTimeout the submit may still
 // have been accepted by the peer.
 func (c *Client) Submit(ctx context.Context, s Submit) (Resp, error) {
-	body := s.Body()
-	cl, err := c.start(ctx, s.Seq, true, func(seq uint32) []byte {
-		return smpp.EncodeSimple(smpp.CmdSubmitSM, smpp.StatusOK, seq, body)
-	})
+	req := s.Frame(0)
+	cl, err := c.start(ctx, s.Seq, true, func(seq uint32) []byte { return withSeq(req, seq) })
 	if err != nil {
 		return Resp{Seq: s.Seq}, err
 	}
-	frame, err := c.wait(ctx, cl)
+	resp, err := c.wait(ctx, cl)
 	if err != nil {
 		return Resp{Seq: cl.seq}, err
 	}
-	return parseSubmitResp(frame)
+	return parseSubmitResp(resp)
 }
 
 // SubmitAsync waits for a window slot, queues s and returns at once; the
@@ -133,10 +150,8 @@ func (c *Client) Submit(ctx context.Context, s Submit) (Resp, error) {
 // window full (a pipelined sender).
 func (c *Client) SubmitAsync(ctx context.Context, s Submit) <-chan Result {
 	ch := make(chan Result, 1)
-	body := s.Body()
-	cl, err := c.start(ctx, s.Seq, true, func(seq uint32) []byte {
-		return smpp.EncodeSimple(smpp.CmdSubmitSM, smpp.StatusOK, seq, body)
-	})
+	req := s.Frame(0)
+	cl, err := c.start(ctx, s.Seq, true, func(seq uint32) []byte { return withSeq(req, seq) })
 	if err != nil {
 		ch <- Result{Resp: Resp{Seq: s.Seq}, Err: err}
 		return ch

@@ -1,6 +1,7 @@
 package smpp
 
 import (
+	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -81,10 +82,14 @@ func (e *LengthError) Unwrap() error { return ErrBadLength }
 
 // ReadFrame reads one whole PDU (header included) from r. maxSize <= 0 means
 // DefaultMaxPDUSize. A stream that ends inside a PDU returns
-// io.ErrUnexpectedEOF (io.EOF when it ends cleanly between PDUs).
+// io.ErrUnexpectedEOF (io.EOF when it ends cleanly between PDUs). From a
+// *bufio.Reader it reads the header in place, allocating only the frame.
 func ReadFrame(r io.Reader, maxSize int) ([]byte, error) {
 	if maxSize <= 0 {
 		maxSize = DefaultMaxPDUSize
+	}
+	if br, ok := r.(*bufio.Reader); ok {
+		return readBuffered(br, maxSize)
 	}
 	var hb [HeaderLen]byte
 	if _, err := io.ReadFull(r, hb[:]); err != nil {
@@ -97,6 +102,45 @@ func ReadFrame(r io.Reader, maxSize int) ([]byte, error) {
 	buf := make([]byte, h.Length)
 	copy(buf, hb[:])
 	if _, err := io.ReadFull(r, buf[HeaderLen:]); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	return buf, nil
+}
+
+// FrameBuffered reports whether br holds a whole frame (or at least a
+// header whose length ReadFrame refuses without reading on): ReadFrame
+// from br will then not read from the connection, so a read deadline
+// set for it would not count.
+func FrameBuffered(br *bufio.Reader) bool {
+	n := br.Buffered()
+	if n < HeaderLen {
+		return false
+	}
+	hb, _ := br.Peek(HeaderLen)
+	return int(binary.BigEndian.Uint32(hb)) <= n
+}
+
+// readBuffered is ReadFrame from a buffered reader: the header is peeked
+// (no copy of it escapes), then the whole frame read into its buffer.
+// Errors are ReadFrame's.
+func readBuffered(br *bufio.Reader, maxSize int) ([]byte, error) {
+	hb, err := br.Peek(HeaderLen)
+	if err != nil {
+		if len(hb) > 0 && errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	h := ParseHeader(hb)
+	if h.Length < HeaderLen || h.Length > uint32(maxSize) {
+		_, _ = br.Discard(HeaderLen)
+		return nil, &LengthError{Header: h}
+	}
+	buf := make([]byte, h.Length)
+	if _, err := io.ReadFull(br, buf); err != nil {
 		if errors.Is(err, io.EOF) {
 			err = io.ErrUnexpectedEOF
 		}
@@ -171,9 +215,10 @@ func GenericNack(status Status, seq uint32) []byte {
 // SubmitResp encodes a submit_sm_resp. An error status carries an empty
 // message_id field (an explicit NUL), which every SMPP 3.4 peer accepts.
 func SubmitResp(status Status, seq uint32, messageID string) []byte {
-	body := make([]byte, len(messageID)+1)
-	copy(body, messageID)
-	return EncodeSimple(CmdSubmitSM|RespBit, status, seq, body)
+	b := make([]byte, HeaderLen+len(messageID)+1)
+	PutHeader(b, Header{Length: uint32(len(b)), ID: CmdSubmitSM | RespBit, Status: status, Sequence: seq})
+	copy(b[HeaderLen:], messageID)
+	return b
 }
 
 // HasResponse reports whether the request command id has a *_resp; for the

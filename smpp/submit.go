@@ -50,6 +50,9 @@ type Submit struct {
 	TLVs                 []TLV
 
 	mandatory []byte // body bytes before the first TLV
+	// tlvs holds the first TLVs, so that a usual submit is parsed in
+	// one allocation (TLVs is cut to its length: appending copies).
+	tlvs [4]TLV
 }
 
 // FieldError is a submit_sm decoding failure with the status that answers it.
@@ -135,17 +138,23 @@ func ParseSubmit(frame []byte) (*Submit, error) {
 	s.ShortMessage = r.b[r.off : r.off+int(n)]
 	r.off += int(n)
 	s.mandatory = r.b[:r.off]
-	s.TLVs, err = ParseTLVs(r.b[r.off:])
+	s.TLVs, err = appendTLVs(s.tlvs[:0], r.b[r.off:])
 	if err != nil {
 		return nil, err
 	}
+	if len(s.TLVs) == 0 {
+		s.TLVs = nil
+	}
+	s.TLVs = s.TLVs[:len(s.TLVs):len(s.TLVs)]
 	return s, nil
 }
 
 // ParseTLVs splits an optional-parameter section into TLVs, in wire order
 // (values alias b); a truncated TLV is ESME_RINVOPTPARSTREAM.
-func ParseTLVs(b []byte) ([]TLV, error) {
-	var out []TLV
+func ParseTLVs(b []byte) ([]TLV, error) { return appendTLVs(nil, b) }
+
+// appendTLVs is ParseTLVs appending to out.
+func appendTLVs(out []TLV, b []byte) ([]TLV, error) {
 	for len(b) > 0 {
 		if len(b) < 4 {
 			return nil, &FieldError{Status: StatusInvOptParStream, Field: "tlv"}

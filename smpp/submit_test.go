@@ -1,8 +1,10 @@
 package smpp_test
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
+	"io"
 	"testing"
 
 	"github.com/smppproxy/smppproxy/smpp"
@@ -148,8 +150,16 @@ func FuzzReadFrame(f *testing.F) {
 	f.Add([]byte{0, 0, 0, 16, 0, 0, 0, 0x15, 0, 0, 0, 0, 0, 0, 0, 1})
 	f.Add([]byte{0, 0, 0, 8, 0, 0, 0, 0x15})
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 1})
+	f.Add([]byte{0, 0, 0, 20, 0, 0, 0, 0x15, 0, 0, 0, 0, 0, 0, 0, 1, 'a'})
+	f.Add([]byte{0, 0, 0, 16, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		frame, err := smpp.ReadFrame(bytes.NewReader(b), 1024)
+		// The buffered path (bound sessions, clients) must read exactly
+		// what the plain one reads, and fail the same way.
+		bframe, berr := smpp.ReadFrame(bufio.NewReaderSize(bytes.NewReader(b), 16), 1024)
+		if !bytes.Equal(frame, bframe) || (err == nil) != (berr == nil) || !sameReadError(err, berr) {
+			t.Fatalf("ReadFrame = %x, %v; from a bufio.Reader %x, %v", frame, err, bframe, berr)
+		}
 		if err != nil {
 			return
 		}
@@ -172,3 +182,51 @@ func TestKnownMatchesGosmpp(t *testing.T) {
 		}
 	}
 }
+
+// sameReadError reports whether two ReadFrame errors are the same kind.
+func sameReadError(a, b error) bool {
+	var la, lb *smpp.LengthError
+	switch {
+	case errors.As(a, &la):
+		return errors.As(b, &lb) && la.Header == lb.Header
+	case errors.Is(a, io.ErrUnexpectedEOF):
+		return errors.Is(b, io.ErrUnexpectedEOF)
+	case errors.Is(a, io.EOF):
+		return errors.Is(b, io.EOF) && !errors.Is(b, io.ErrUnexpectedEOF)
+	}
+	return (a == nil) == (b == nil)
+}
+
+// FrameBuffered is true exactly when ReadFrame needs no read from the
+// connection: a whole frame, or a header ReadFrame refuses, is buffered.
+func TestFrameBufferedWhenReadFrameNeedsNoRead(t *testing.T) {
+	frame := smpp.EncodeSimple(smpp.CmdEnquireLink, smpp.StatusOK, 1, []byte("abcd"))
+	bad := []byte{0, 0, 0, 8, 0, 0, 0, 0x15, 0, 0, 0, 0, 0, 0, 0, 1}
+	for _, tt := range []struct {
+		name     string
+		buffered []byte
+		want     bool
+	}{
+		{"nothing", nil, false},
+		{"part of a header", frame[:10], false},
+		{"a header only", frame[:smpp.HeaderLen], false},
+		{"all but a byte", frame[:len(frame)-1], false},
+		{"a whole frame", frame, true},
+		{"a frame and part of the next", append(append([]byte{}, frame...), frame[:3]...), true},
+		{"a refused length", bad, true},
+	} {
+		// The reader holds exactly the bytes given and would block (fail)
+		// on the next read.
+		br := bufio.NewReader(io.MultiReader(bytes.NewReader(tt.buffered), failingReader{}))
+		if len(tt.buffered) > 0 {
+			_, _ = br.Peek(len(tt.buffered))
+		}
+		if got := smpp.FrameBuffered(br); got != tt.want {
+			t.Errorf("%s: FrameBuffered = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+type failingReader struct{}
+
+func (failingReader) Read([]byte) (int, error) { return 0, errors.New("would block") }

@@ -64,8 +64,7 @@ func awaitEntered(t *testing.T, f *fakeSMSC, entered <-chan uint32, n int) {
 // 1000), not by Window, so an SMSC sending 50 receipts at once gets 50
 // answers with status 0 and no ESME_RTHROTTLED.
 func TestReceiptBurstBeyondTheSubmitWindowIsAllAccepted(t *testing.T) {
-	checkLeaks(t)
-	f := newFakeSMSC(t)
+	f := startFake(t)
 	entered := make(chan uint32, 100)
 	release := make(chan struct{})
 	p := newPool(t, f.addr, func(c *Config) {
@@ -92,8 +91,7 @@ func TestReceiptBurstBeyondTheSubmitWindowIsAllAccepted(t *testing.T) {
 // with ESME_RTHROTTLED at once (the SMSC redelivers them), and none of the
 // running ones is.
 func TestDeliveriesBeyondTheDeliverWindowAreThrottled(t *testing.T) {
-	checkLeaks(t)
-	f := newFakeSMSC(t)
+	f := startFake(t)
 	entered := make(chan uint32, 100)
 	release := make(chan struct{})
 	p := newPool(t, f.addr, func(c *Config) {

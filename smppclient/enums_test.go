@@ -11,23 +11,42 @@ import (
 	"time"
 )
 
+// named is an enumeration written by name.
+type named interface {
+	comparable
+	MarshalText() ([]byte, error)
+	String() string
+}
+
+// checkNamed checks that v is written as name (MarshalText and String) and
+// that parse, its UnmarshalText, reads it back from that name.
+func checkNamed[T named](t *testing.T, v T, name string, parse func([]byte) (T, error)) {
+	t.Helper()
+	text, err := v.MarshalText()
+	if err != nil || string(text) != name || v.String() != name {
+		t.Errorf("%T(%v): MarshalText() = %q, %v; String() = %q; want %q", v, v, text, err, v.String(), name)
+	}
+	if back, err := parse(text); err != nil || back != v {
+		t.Errorf("UnmarshalText(%q) = %v, %v, want %v", text, back, err, v)
+	}
+}
+
+func parseReason(b []byte) (r CloseReason, err error) { err = r.UnmarshalText(b); return r, err }
+
+func parseState(b []byte) (st State, err error) { err = st.UnmarshalText(b); return st, err }
+
 // Every close reason is written by name and read back from that name.
 func TestCloseReasonNamesRoundTrip(t *testing.T) {
 	t.Parallel()
 	seen := map[string]bool{}
 	for r := ReasonNone; r < reasonCount; r++ {
-		text, err := r.MarshalText()
-		if err != nil || string(text) != r.String() || seen[r.String()] {
-			t.Fatalf("CloseReason(%d).MarshalText() = %q, %v; want %q, used once", int(r), text, err, r.String())
+		if seen[r.String()] {
+			t.Fatalf("CloseReason(%d) has name %q, used twice", int(r), r.String())
 		}
 		seen[r.String()] = true
-		var back CloseReason
-		if err := back.UnmarshalText(text); err != nil || back != r {
-			t.Errorf("UnmarshalText(%q) = %v, %v, want %v", text, back, err, r)
-		}
+		checkNamed(t, r, r.String(), parseReason)
 	}
-	var r CloseReason
-	if err := r.UnmarshalText([]byte("2")); err == nil {
+	if r, err := parseReason([]byte("2")); err == nil {
 		t.Errorf("UnmarshalText(%q) = %v, want an error", "2", r)
 	}
 }
@@ -41,17 +60,9 @@ func TestStateNamesRoundTrip(t *testing.T) {
 		t.Fatalf("%d states tested, %d declared", len(want), stateCount)
 	}
 	for st, name := range want {
-		text, err := st.MarshalText()
-		if err != nil || string(text) != name || st.String() != name {
-			t.Errorf("State(%d): MarshalText() = %q, %v; String() = %q; want %q", uint8(st), text, err, st.String(), name)
-		}
-		var back State
-		if err := back.UnmarshalText(text); err != nil || back != st {
-			t.Errorf("UnmarshalText(%q) = %v, %v, want %v", text, back, err, st)
-		}
+		checkNamed(t, st, name, parseState)
 	}
-	var st State
-	if err := st.UnmarshalText([]byte("1")); err == nil {
+	if st, err := parseState([]byte("1")); err == nil {
 		t.Errorf("UnmarshalText(%q) = %v, want an error", "1", st)
 	}
 }
@@ -76,8 +87,7 @@ func (b *lockedBuffer) String() string {
 // A JSON log line of a session close carries the reason's name, never its
 // number.
 func TestSessionCloseLogsReasonByName(t *testing.T) {
-	checkLeaks(t)
-	f := newFakeSMSC(t)
+	f := startFake(t)
 	var buf lockedBuffer
 	p := New(Config{
 		Name: "up", Address: f.addr, SystemID: "sys", Password: "pw", InstanceID: "test",

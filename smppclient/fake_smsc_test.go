@@ -211,6 +211,11 @@ func submitFrame(seq uint32) []byte {
 // newPool starts a pool on f with test-friendly timings; mut adjusts cfg.
 func newPool(t *testing.T, addr string, mut func(*Config)) *Pool {
 	t.Helper()
+	return startPool(t, testConfig(t, addr, mut), nil)
+}
+
+// testConfig is the configuration of newPool.
+func testConfig(t *testing.T, addr string, mut func(*Config)) Config {
 	cfg := Config{
 		Name: "up", Address: addr, SystemID: "sys", Password: "pw", InstanceID: "test",
 		ResponseTimeout: 5 * time.Second, RouteWait: 2 * time.Second, EnquireLink: 10 * time.Second,
@@ -220,7 +225,15 @@ func newPool(t *testing.T, addr string, mut func(*Config)) *Pool {
 	if mut != nil {
 		mut(&cfg)
 	}
+	return cfg
+}
+
+// startPool starts a pool for cfg whose connections are wrapped by wrap
+// (when not nil) and closes it when the test ends.
+func startPool(t *testing.T, cfg Config, wrap func(net.Conn) net.Conn) *Pool {
+	t.Helper()
 	p := New(cfg)
+	p.wrapConn = wrap
 	p.Start()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -279,3 +292,11 @@ func recvFromClient(t *testing.T, f *fakeSMSC) smpp.Header {
 }
 
 var errTest = errors.New("test error")
+
+// startFake registers the goroutine-leak check (first, so that it runs
+// last) and starts a fake SMSC.
+func startFake(t *testing.T) *fakeSMSC {
+	t.Helper()
+	checkLeaks(t)
+	return newFakeSMSC(t)
+}

@@ -14,11 +14,18 @@ func FuzzMessageID(f *testing.F) {
 	f.Add(smpp.CmdDataSM|smpp.RespBit, []byte("x\x00\x04\x24\x00\x02ab"))
 	f.Add(smpp.CmdQuerySM|smpp.RespBit, []byte("id\x00\x00\x02"))
 	f.Add(smpp.CmdSubmitSM|smpp.RespBit, []byte{})
+	f.Add(smpp.CmdSubmitSM|smpp.RespBit, []byte("\x00"))
+	f.Add(smpp.CmdSubmitSM|smpp.RespBit, []byte("id\x00\x00"))
+	f.Add(smpp.CmdDataSM|smpp.RespBit, []byte("abc\x00"))
+	f.Add(smpp.CmdSubmitSM|smpp.RespBit, []byte("id\x00\x14\x00\x00\x01k"))
 	f.Fuzz(func(t *testing.T, id uint32, body []byte) {
 		frame := smpp.EncodeSimple(id, smpp.StatusOK, 1, body)
 		id2 := messageID(frame)
 		if len(id2) > len(body) {
 			t.Errorf("messageID = %q, longer than the body", id2)
+		}
+		if want := decodeMessageID(frame); (id&^smpp.RespBit == smpp.CmdSubmitSM || id&^smpp.RespBit == smpp.CmdDataSM || id&^smpp.RespBit == smpp.CmdQuerySM) && id&smpp.RespBit != 0 && id2 != want {
+			t.Errorf("messageID(0x%08X %q) = %q, gosmpp decodes %q", id, body, id2, want)
 		}
 	})
 }

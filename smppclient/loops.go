@@ -1,10 +1,13 @@
 package smppclient
 
 import (
+	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"runtime/debug"
 	"time"
 
@@ -23,7 +26,22 @@ func (s *session) send(frame []byte, after CloseReason) bool {
 	}
 }
 
-// writeLoop owns every write to the socket. It sends enquire_link when
+// readBufSize is the size of a session's read buffer.
+const readBufSize = 16 << 10
+
+// writeBufSize is the size past which the writer stops gathering queued
+// frames and writes what it has.
+const writeBufSize = 32 << 10
+
+// batch is the writer's reusable buffer: the frames of one socket write
+// and the requests they came from.
+type batch struct {
+	buf  []byte
+	reqs []*writeReq
+}
+
+// writeLoop owns every write to the socket. It writes every frame queued
+// at the time with one Write (see writeBatch), and sends enquire_link when
 // nothing was received for EnquireLink.
 func (s *session) writeLoop() {
 	defer s.wg.Done()
@@ -32,12 +50,13 @@ func (s *session) writeLoop() {
 	el := s.p.cfg.EnquireLink
 	t := time.NewTimer(el)
 	defer t.Stop()
+	b := &batch{buf: make([]byte, 0, writeBufSize)}
 	for {
 		select {
 		case <-s.dead:
 			return
 		case req := <-s.writeq:
-			if !s.write(req) {
+			if !s.writeBatch(b, req) {
 				return
 			}
 		case <-t.C:
@@ -49,7 +68,7 @@ func (s *session) writeLoop() {
 			s.mu.Lock()
 			seq := s.nextSeqLocked()
 			s.mu.Unlock()
-			if !s.write(&writeReq{frame: smpp.EncodeSimple(smpp.CmdEnquireLink, smpp.StatusOK, seq, nil)}) {
+			if !s.writeBatch(b, &writeReq{frame: smpp.EncodeSimple(smpp.CmdEnquireLink, smpp.StatusOK, seq, nil)}) {
 				return
 			}
 			s.p.stats.enquireLinks.Add(1)
@@ -58,33 +77,92 @@ func (s *session) writeLoop() {
 	}
 }
 
-// write writes one frame; false when the session is closing.
-func (s *session) write(req *writeReq) bool {
+// writeBatch writes first and every frame queued behind it with a single
+// Write: it gathers until the queue is empty (after yielding once, so that
+// the goroutines about to queue a frame can), the buffer holds
+// writeBufSize bytes, or a frame closes the session after it (what is
+// queued behind such a frame is never written). Each request learns the
+// outcome of the Write that carried it (see flush). false: the session is
+// closing.
+func (s *session) writeBatch(b *batch, first *writeReq) bool {
+	b.buf, b.reqs = b.buf[:0], b.reqs[:0]
+	yielded := false
+	for req := first; ; {
+		s.gather(b, req)
+		if req.after != ReasonNone || len(b.buf) >= writeBufSize {
+			break
+		}
+		select {
+		case req = <-s.writeq:
+			continue
+		default:
+		}
+		if yielded {
+			break
+		}
+		yielded = true
+		runtime.Gosched()
+		select {
+		case req = <-s.writeq:
+			continue
+		default:
+		}
+		break
+	}
+	return s.flush(b)
+}
+
+// gather adds req to the batch, or tells it at once that it was not
+// written when its context ended while it was queued (nothing of it has
+// reached the socket).
+func (s *session) gather(b *batch, req *writeReq) {
 	if req.ctx != nil {
 		if err := req.ctx.Err(); err != nil {
 			req.done <- writeResult{err: err}
-			return true
+			return // (only control frames, which have no ctx, close the session after them)
 		}
 	}
+	b.buf = append(b.buf, req.frame...)
+	b.reqs = append(b.reqs, req)
+}
+
+// flush writes the batch with one Write and reports to each request of it.
+// A Write that fails having written n > 0 bytes leaves every request of
+// the batch maybe written (n > 0 in its result: ambiguous), however few
+// bytes went out; one that fails with n == 0 wrote none of them (not
+// sent). false: the session is closing.
+func (s *session) flush(b *batch) bool {
 	var n int
 	var err error
-	if len(req.frame) > 0 {
+	if len(b.buf) > 0 {
 		_ = s.conn.SetWriteDeadline(time.Now().Add(s.p.cfg.ResponseTimeout))
-		n, err = s.conn.Write(req.frame)
+		n, err = s.conn.Write(b.buf)
 	}
-	if req.done != nil {
-		if err == nil {
-			s.submits.Add(1)
-			s.p.stats.written.Add(1)
+	var after CloseReason
+	var written uint64
+	for _, req := range b.reqs {
+		if req.done != nil {
+			if err == nil {
+				written++
+			}
+			req.done <- writeResult{n: n, err: err}
 		}
-		req.done <- writeResult{n: n, err: err}
+		after = req.after
 	}
+	if written > 0 {
+		s.submits.Add(written)
+		s.p.stats.written.Add(written)
+	}
+	if cap(b.buf) > 4*writeBufSize { // a large PDU went out: do not keep its buffer
+		b.buf = make([]byte, 0, writeBufSize)
+	}
+	clear(b.reqs) // no reference to a request kept past its write
 	if err != nil {
 		s.close(ReasonWriteError, err)
 		return false
 	}
-	if req.after != ReasonNone {
-		s.close(req.after, nil)
+	if after != ReasonNone {
+		s.close(after, nil)
 		return false
 	}
 	return true
@@ -107,9 +185,14 @@ func (s *session) drainQueue() {
 func (s *session) readLoop() {
 	defer s.wg.Done()
 	idle := 3 * s.p.cfg.EnquireLink
+	// Through gosmpp's connection, which may hold bytes read past the
+	// bind_resp; the buffer lets ReadFrame read headers in place.
+	br := bufio.NewReaderSize(s.conn, readBufSize)
 	for {
-		_ = s.conn.SetReadDeadline(time.Now().Add(idle))
-		frame, err := smpp.ReadFrame(s.conn, s.p.cfg.MaxPDUSize)
+		if !smpp.FrameBuffered(br) { // else no read: no deadline to move
+			_ = s.conn.SetReadDeadline(time.Now().Add(idle))
+		}
+		frame, err := smpp.ReadFrame(br, s.p.cfg.MaxPDUSize)
 		if err != nil {
 			s.close(readReason(err), err)
 			return
@@ -168,13 +251,26 @@ func (s *session) onResponse(h smpp.Header, frame []byte) {
 }
 
 // messageID returns the message_id of a submit_sm_resp, data_sm_resp or
-// query_sm_resp, "" for anything else or an undecodable frame.
+// query_sm_resp, "" for anything else or an undecodable frame. The usual
+// submit_sm_resp and data_sm_resp, a body that is just the C-Octet string,
+// is read directly; anything else is decoded by gosmpp (decodeMessageID),
+// which gives the same answer for those (FuzzMessageID checks it).
 func messageID(frame []byte) string {
 	switch smpp.ParseHeader(frame).ID {
-	case smpp.CmdSubmitSM | smpp.RespBit, smpp.CmdDataSM | smpp.RespBit, smpp.CmdQuerySM | smpp.RespBit:
+	case smpp.CmdSubmitSM | smpp.RespBit, smpp.CmdDataSM | smpp.RespBit:
+		body := frame[smpp.HeaderLen:]
+		if i := bytes.IndexByte(body, 0); i >= 0 && i == len(body)-1 {
+			return string(body[:i])
+		}
+	case smpp.CmdQuerySM | smpp.RespBit:
 	default:
 		return ""
 	}
+	return decodeMessageID(frame)
+}
+
+// decodeMessageID is messageID by gosmpp's decoder.
+func decodeMessageID(frame []byte) string {
 	p, err := smpp.Decode(frame)
 	if err != nil {
 		return ""

@@ -17,8 +17,7 @@ import (
 // still runs the caller's beforeWrite; the pool's counters are pulled at
 // scrape time.
 func TestMetricsInstrumentAndCollect(t *testing.T) {
-	checkLeaks(t)
-	f := newFakeSMSC(t)
+	f := startFake(t)
 	f.onSubmit = func(c *fakeConn, h smpp.Header, _ []byte) {
 		st := smpp.StatusOK
 		if h.Sequence == 2 {

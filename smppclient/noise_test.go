@@ -19,8 +19,7 @@ import (
 // label value "other", so a misbehaving SMSC cannot grow the label set of
 // responses_total; known statuses keep their name.
 func TestUnknownUpstreamStatusesShareOneMetricLabel(t *testing.T) {
-	checkLeaks(t)
-	f := newFakeSMSC(t)
+	f := startFake(t)
 	f.onSubmit = func(c *fakeConn, h smpp.Header, _ []byte) {
 		st := smpp.Status(0x0400_0000 + h.Sequence) // a new vendor status each time
 		if h.Sequence == 1 {
@@ -84,8 +83,7 @@ func TestPerPDUWarningsFromAnUpstreamAreRateLimited(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			checkLeaks(t)
-			f := newFakeSMSC(t)
+			f := startFake(t)
 			clock := &testClock{t: time.Unix(1000, 0)}
 			lines := testkit.NewLogLines()
 			release := make(chan struct{})
@@ -126,8 +124,7 @@ func TestPerPDUWarningsFromAnUpstreamAreRateLimited(t *testing.T) {
 // Requests the proxy does not support are each answered generic_nack, and
 // logged once per interval.
 func TestUnsupportedRequestsFromAnUpstreamAreLoggedOncePerInterval(t *testing.T) {
-	checkLeaks(t)
-	f := newFakeSMSC(t)
+	f := startFake(t)
 	lines := testkit.NewLogLines()
 	clock := &testClock{t: time.Unix(1000, 0)}
 	p := newPool(t, f.addr, func(c *Config) { c.Logger, c.Now = slog.New(lines), clock.Now })

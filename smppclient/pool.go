@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -46,6 +47,9 @@ type Pool struct {
 	active     sync.WaitGroup     // Submit calls holding a window slot, drained by Close
 	nextID     atomic.Uint64
 	stats      counters
+	// wrapConn, when set (by tests, before Start), wraps every connection
+	// dialled.
+	wrapConn func(net.Conn) net.Conn
 
 	mu      sync.Mutex
 	started bool

@@ -14,8 +14,7 @@ import (
 )
 
 func TestSubmitGetsMessageID(t *testing.T) {
-	checkLeaks(t)
-	f := newFakeSMSC(t)
+	f := startFake(t)
 	p := newPool(t, f.addr, nil)
 	waitUp(t, p, 1)
 
@@ -51,8 +50,7 @@ func TestSubmitGetsMessageID(t *testing.T) {
 }
 
 func TestSubmitResponses(t *testing.T) {
-	checkLeaks(t)
-	f := newFakeSMSC(t)
+	f := startFake(t)
 	f.onSubmit = func(c *fakeConn, h smpp.Header, frame []byte) {
 		switch {
 		case h.ID == smpp.CmdSubmitSM && h.Sequence == 1:
@@ -88,8 +86,7 @@ func TestSubmitResponses(t *testing.T) {
 }
 
 func TestWindowRespected(t *testing.T) {
-	checkLeaks(t)
-	f := newFakeSMSC(t)
+	f := startFake(t)
 	const window, total = 3, 20
 	// The SMSC holds the submits until a full window (or the last one) has
 	// arrived, then answers them together a moment later: a pool that
@@ -134,8 +131,7 @@ func TestWindowRespected(t *testing.T) {
 }
 
 func TestWindowFullIsBusy(t *testing.T) {
-	checkLeaks(t)
-	f := newFakeSMSC(t)
+	f := startFake(t)
 	held := make(chan smpp.Header, 1)
 	f.onSubmit = func(c *fakeConn, h smpp.Header, _ []byte) { held <- h }
 	p := newPool(t, f.addr, func(c *Config) { c.Window = 1; c.RouteWait = 100 * time.Millisecond })
@@ -182,8 +178,7 @@ func TestNoSessionWhenServerDown(t *testing.T) {
 }
 
 func TestBindRefused(t *testing.T) {
-	checkLeaks(t)
-	f := newFakeSMSC(t)
+	f := startFake(t)
 	f.bindStatus = smpp.StatusBindFail
 	p := newPool(t, f.addr, func(c *Config) { c.RouteWait = 100 * time.Millisecond })
 	if _, err := submit(p, ""); !errors.Is(err, ErrNoSession) {
@@ -196,8 +191,7 @@ func TestBindRefused(t *testing.T) {
 }
 
 func TestNothingWrittenWhenNotSent(t *testing.T) {
-	checkLeaks(t)
-	f := newFakeSMSC(t)
+	f := startFake(t)
 	p := newPool(t, f.addr, nil)
 	waitUp(t, p, 1)
 
@@ -230,8 +224,7 @@ func TestNothingWrittenWhenNotSent(t *testing.T) {
 }
 
 func TestResponseTimeoutIsAmbiguous(t *testing.T) {
-	checkLeaks(t)
-	f := newFakeSMSC(t)
+	f := startFake(t)
 	held := make(chan smpp.Header, 1)
 	f.onSubmit = func(_ *fakeConn, h smpp.Header, _ []byte) { held <- h }
 	late := make(chan Response, 1)
@@ -264,8 +257,7 @@ func TestResponseTimeoutIsAmbiguous(t *testing.T) {
 }
 
 func TestSessionLostFailsPendingAndRebinds(t *testing.T) {
-	checkLeaks(t)
-	f := newFakeSMSC(t)
+	f := startFake(t)
 	var hold sync.Mutex
 	holding := true
 	held := make(chan struct{}, 10)
@@ -323,8 +315,7 @@ func TestSessionLostFailsPendingAndRebinds(t *testing.T) {
 }
 
 func TestThroughputCap(t *testing.T) {
-	checkLeaks(t)
-	f := newFakeSMSC(t)
+	f := startFake(t)
 	const perSecond = 50
 	p := newPool(t, f.addr, func(c *Config) { c.Throughput = perSecond; c.Window = 50; c.RouteWait = 3 * time.Second })
 	waitUp(t, p, 1)
@@ -357,8 +348,7 @@ func TestThroughputCap(t *testing.T) {
 }
 
 func TestThroughputExhaustedIsBusy(t *testing.T) {
-	checkLeaks(t)
-	f := newFakeSMSC(t)
+	f := startFake(t)
 	p := newPool(t, f.addr, func(c *Config) { c.Throughput = 0.1; c.RouteWait = 100 * time.Millisecond })
 	waitUp(t, p, 1)
 	if _, err := submit(p, ""); err != nil {
@@ -377,8 +367,7 @@ func TestThroughputExhaustedIsBusy(t *testing.T) {
 }
 
 func TestThrottleBackoff(t *testing.T) {
-	checkLeaks(t)
-	f := newFakeSMSC(t)
+	f := startFake(t)
 	var mu sync.Mutex
 	var answered, next time.Time
 	f.onSubmit = func(c *fakeConn, h smpp.Header, _ []byte) {
@@ -408,8 +397,7 @@ func TestThrottleBackoff(t *testing.T) {
 }
 
 func TestPreferSession(t *testing.T) {
-	checkLeaks(t)
-	f := newFakeSMSC(t)
+	f := startFake(t)
 	p := newPool(t, f.addr, func(c *Config) { c.Binds = 2 })
 	waitUp(t, p, 2)
 	ss := p.Sessions()
@@ -425,8 +413,7 @@ func TestPreferSession(t *testing.T) {
 }
 
 func TestTransmitterPlusReceiver(t *testing.T) {
-	checkLeaks(t)
-	f := newFakeSMSC(t)
+	f := startFake(t)
 	p := newPool(t, f.addr, func(c *Config) { c.Bind = smpp.BindTransmitter; c.Receivers = true; c.Binds = 2 })
 	waitUp(t, p, 2)
 	eventually(t, "4 binds", func() bool { return f.binds.Load() == 4 })
@@ -456,8 +443,7 @@ func TestTransmitterPlusReceiver(t *testing.T) {
 }
 
 func TestCloseDrainsAndUnbinds(t *testing.T) {
-	checkLeaks(t)
-	f := newFakeSMSC(t)
+	f := startFake(t)
 	type heldReq struct {
 		c *fakeConn
 		h smpp.Header
@@ -505,8 +491,7 @@ func TestCloseDrainsAndUnbinds(t *testing.T) {
 // route_wait with ErrBusy, however long that is in real time); once the
 // clock passes the pause it takes submits again.
 func TestThrottlePauseFollowsTheInjectedClock(t *testing.T) {
-	checkLeaks(t)
-	f := newFakeSMSC(t)
+	f := startFake(t)
 	f.onSubmit = func(c *fakeConn, h smpp.Header, _ []byte) {
 		if h.Sequence == 1 {
 			c.answer(h, smpp.StatusThrottled)

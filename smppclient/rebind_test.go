@@ -12,8 +12,7 @@ import (
 // failed attempt, so the back-off is asked for attempt 1, 2, 3, … — not
 // for attempt 1 after every bind (which redialled every 0.25–0.5s).
 func TestUpstreamThatDropsEveryBindIsRedialledWithGrowingBackoff(t *testing.T) {
-	checkLeaks(t)
-	f := newFakeSMSC(t)
+	f := startFake(t)
 	f.dropAfterBind = true
 	attempts := make(chan int, 100)
 	newPool(t, f.addr, func(c *Config) {
@@ -57,8 +56,7 @@ func (c *testClock) Add(d time.Duration) time.Time {
 // (500ms doubling, jittered to 50–100%: 0.25–0.5s, 0.5–1s, 1–2s, 2–4s,
 // 4–8s), not 20 to 40 times.
 func TestUpstreamThatDropsEveryBindIsBoundAFewTimesInTenSeconds(t *testing.T) {
-	checkLeaks(t)
-	f := newFakeSMSC(t)
+	f := startFake(t)
 	f.dropAfterBind = true
 	clock := &testClock{t: time.Unix(1000, 0)}
 	end := clock.Now().Add(10 * time.Second)
@@ -87,8 +85,7 @@ func TestUpstreamThatDropsEveryBindIsBoundAFewTimesInTenSeconds(t *testing.T) {
 // The back-off starts again from the first attempt only after a session
 // stayed bound for StableAfter; sessions that end sooner keep it growing.
 func TestRebindBackoffResetsOnlyAfterASessionStayedUp(t *testing.T) {
-	checkLeaks(t)
-	f := newFakeSMSC(t)
+	f := startFake(t)
 	clock := &testClock{t: time.Unix(1000, 0)}
 	attempts := make(chan int, 10)
 	p := newPool(t, f.addr, func(c *Config) {

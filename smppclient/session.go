@@ -126,6 +126,9 @@ func (s *session) connect(ctx context.Context) error {
 		_ = c.SetDeadline(time.Now().Add(cfg.ConnectTimeout))
 		stop = context.AfterFunc(ctx, func() { _ = c.Close() })
 		raw = c
+		if s.p.wrapConn != nil {
+			c = s.p.wrapConn(c)
+		}
 		return c, nil
 	}
 	auth := gosmpp.Auth{SMSC: cfg.Address, SystemID: cfg.SystemID, Password: cfg.Password, SystemType: cfg.SystemType}

@@ -24,8 +24,7 @@ import (
 var deliverBody = []byte("\x00\x01\x01src\x00\x01\x01dst\x00\x04\x00\x00\x00\x00\x00\x00\x00\x00\x02ok")
 
 func TestRequestsFromUpstream(t *testing.T) {
-	checkLeaks(t)
-	f := newFakeSMSC(t)
+	f := startFake(t)
 	p := newPool(t, f.addr, nil) // OnDeliver nil: answered 0
 	waitUp(t, p, 1)
 	c := f.lastConn()
@@ -55,8 +54,7 @@ func TestRequestsFromUpstream(t *testing.T) {
 }
 
 func TestDeliverAnsweredAfterOnDeliver(t *testing.T) {
-	checkLeaks(t)
-	f := newFakeSMSC(t)
+	f := startFake(t)
 	got := make(chan Delivery, 2)
 	release := make(chan struct{})
 	p := newPool(t, f.addr, func(c *Config) {
@@ -104,8 +102,7 @@ func TestDeliverAnsweredAfterOnDeliver(t *testing.T) {
 }
 
 func TestOnDeliverPanicAnswersSysErr(t *testing.T) {
-	checkLeaks(t)
-	f := newFakeSMSC(t)
+	f := startFake(t)
 	p := newPool(t, f.addr, func(c *Config) {
 		c.OnDeliver = func(context.Context, Delivery) smpp.Status { panic("boom") }
 	})
@@ -121,8 +118,7 @@ func TestOnDeliverPanicAnswersSysErr(t *testing.T) {
 }
 
 func TestEnquireLinkKeepsSessionUp(t *testing.T) {
-	checkLeaks(t)
-	f := newFakeSMSC(t)
+	f := startFake(t)
 	// Generous timings: a loaded machine may stall the process for a few
 	// hundred milliseconds, and 3×EnquireLink of silence closes a session.
 	p := newPool(t, f.addr, func(c *Config) { c.EnquireLink = 300 * time.Millisecond })
@@ -134,8 +130,7 @@ func TestEnquireLinkKeepsSessionUp(t *testing.T) {
 }
 
 func TestIdleSessionClosed(t *testing.T) {
-	checkLeaks(t)
-	f := newFakeSMSC(t)
+	f := startFake(t)
 	f.silent = true
 	p := newPool(t, f.addr, func(c *Config) { c.EnquireLink = 30 * time.Millisecond })
 	eventually(t, "an idle close and a rebind", func() bool {
@@ -144,8 +139,7 @@ func TestIdleSessionClosed(t *testing.T) {
 }
 
 func TestPeerUnbind(t *testing.T) {
-	checkLeaks(t)
-	f := newFakeSMSC(t)
+	f := startFake(t)
 	p := newPool(t, f.addr, nil)
 	waitUp(t, p, 1)
 	first := p.Sessions()[0].ID
@@ -164,8 +158,7 @@ func TestPeerUnbind(t *testing.T) {
 }
 
 func TestBindTimeout(t *testing.T) {
-	checkLeaks(t)
-	f := newFakeSMSC(t)
+	f := startFake(t)
 	f.bindHang = true
 	p := newPool(t, f.addr, func(c *Config) { c.ConnectTimeout = 100 * time.Millisecond })
 	eventually(t, "a bind timeout", func() bool {
@@ -175,8 +168,7 @@ func TestBindTimeout(t *testing.T) {
 }
 
 func TestCloseWithExpiredContext(t *testing.T) {
-	checkLeaks(t)
-	f := newFakeSMSC(t)
+	f := startFake(t)
 	held := make(chan struct{}, 1)
 	f.onSubmit = func(*fakeConn, smpp.Header, []byte) { held <- struct{}{} }
 	p := New(Config{Name: "up", Address: f.addr, Logger: testLogger(t)})

@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"golang.org/x/time/rate"
 	"time"
+
+	"golang.org/x/time/rate"
 
 	"github.com/smppproxy/smppproxy/smpp"
 )
@@ -225,7 +226,8 @@ func (s *session) roundTrip(ctx context.Context, build func(uint32) []byte, befo
 		return Response{}, errPickAgain
 	}
 	seq := s.nextSeqLocked()
-	pd := &pending{ch: make(chan result, 1)}
+	c := &call{pending: pending{ch: make(chan result, 1)}}
+	pd := &c.pending
 	s.pending[seq] = pd
 	s.mu.Unlock()
 	base := Response{Session: s.id, Sequence: seq}
@@ -241,7 +243,8 @@ func (s *session) roundTrip(ctx context.Context, build func(uint32) []byte, befo
 			return base, notSent(err)
 		}
 	}
-	req := &writeReq{frame: frame, ctx: ctx, done: make(chan writeResult, 1)}
+	c.writeReq = writeReq{frame: frame, ctx: ctx, done: make(chan writeResult, 1)}
+	req := &c.writeReq
 	var wr writeResult
 	select {
 	case s.writeq <- req:
@@ -265,8 +268,8 @@ func (s *session) roundTrip(ctx context.Context, build func(uint32) []byte, befo
 		return base, fmt.Errorf("%w: session %s sequence %d: partial write: %w", ErrSessionLost, s.id, seq, wr.err)
 	}
 
-	t := time.NewTimer(s.p.cfg.ResponseTimeout)
-	defer t.Stop()
+	t := smpp.AcquireTimer(s.p.cfg.ResponseTimeout)
+	defer smpp.ReleaseTimer(t)
 	var res result
 	select {
 	case res = <-pd.ch:
@@ -295,4 +298,11 @@ func checkFrame(frame []byte, seq uint32) error {
 			h.Length, len(frame), h.ID, h.Sequence, seq)
 	}
 	return nil
+}
+
+// call is one request of roundTrip: what waits for the response and what
+// the writer is handed, in one allocation.
+type call struct {
+	pending
+	writeReq
 }

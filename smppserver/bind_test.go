@@ -18,8 +18,7 @@ func TestBindWithGoodCredentials(t *testing.T) {
 		"bind_receiver":    {smpp.CmdBindReceiver, smpp.BindReceiver},
 		"bind_transceiver": {smpp.CmdBindTransceiver, smpp.BindTransceiver},
 	}
-	srv := newTestServer(nil)
-	addr := RunLocalServer(t, srv)
+	srv, addr := startServer(t, nil)
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
 			c := dialESME(t, addr)
@@ -74,8 +73,7 @@ func TestBindRefusedClosesConnection(t *testing.T) {
 
 func TestBindBeyondMaxBinds(t *testing.T) {
 	t.Parallel()
-	srv := newTestServer(nil)
-	addr := RunLocalServer(t, srv)
+	srv, addr := startServer(t, nil)
 
 	first := dialESME(t, addr)
 	first.mustBind(smpp.CmdBindTransmitter, "solo")
@@ -100,8 +98,7 @@ func TestBindBeyondMaxBinds(t *testing.T) {
 // the old session's slot must already be free by then.
 func TestBindSlotFreeWhenConnectionCloses(t *testing.T) {
 	t.Parallel()
-	srv := newTestServer(nil)
-	addr := RunLocalServer(t, srv)
+	_, addr := startServer(t, nil)
 	for i := range 50 {
 		c := dialESME(t, addr)
 		c.mustBind(smpp.CmdBindTransceiver, "solo")
@@ -120,8 +117,7 @@ func TestBindSlotFreeWhenConnectionCloses(t *testing.T) {
 
 func TestSecondBindOnBoundConnection(t *testing.T) {
 	t.Parallel()
-	srv := newTestServer(nil)
-	addr := RunLocalServer(t, srv)
+	srv, addr := startServer(t, nil)
 	c := dialBound(t, addr, smpp.CmdBindTransceiver)
 	for _, cmd := range []uint32{smpp.CmdBindTransmitter, smpp.CmdBindReceiver, smpp.CmdBindTransceiver} {
 		if h, _ := c.bind(cmd, "shop", password); h.Status != smpp.StatusAlyBnd {
@@ -176,9 +172,7 @@ func TestBindClosedDuringAuthentication(t *testing.T) {
 func TestBoundSessionOutlivesBindTimeout(t *testing.T) {
 	t.Parallel()
 	const bindTimeout = 300 * time.Millisecond
-	srv := newTestServer(nil)
-	srv.BindTimeout = bindTimeout
-	addr := RunLocalServer(t, srv)
+	_, addr := startServer(t, nil, func(s *Server) { s.BindTimeout = bindTimeout })
 	c := dialBound(t, addr, smpp.CmdBindTransmitter)
 	time.Sleep(bindTimeout + 100*time.Millisecond)
 	c.expectOpen("bound session after BindTimeout")

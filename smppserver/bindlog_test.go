@@ -15,9 +15,7 @@ import (
 func TestRepeatedBindRefusalsFromOneSourceAreLoggedOnce(t *testing.T) {
 	t.Parallel()
 	var buf testkit.Buffer
-	srv := newTestServer(nil)
-	srv.Logger = slog.New(slog.NewTextHandler(&buf, nil))
-	addr := RunLocalServer(t, srv)
+	_, addr := startServer(t, nil, func(s *Server) { s.Logger = slog.New(slog.NewTextHandler(&buf, nil)) })
 	for i := 0; i < 4; i++ {
 		c := dialESME(t, addr)
 		if h, _ := c.bind(smpp.CmdBindTransceiver, "shop", "wrong"); h.Status != smpp.StatusBindFail {

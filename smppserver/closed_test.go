@@ -10,9 +10,7 @@ import (
 // ClosedCounts counts every ended session by reason, including the ones
 // that never bound (for the sessions_closed_total metric).
 func TestClosedCountsIncludeUnboundSessions(t *testing.T) {
-	srv := newTestServer(nil)
-	srv.BindTimeout = 150 * time.Millisecond
-	addr := RunLocalServer(t, srv)
+	srv, addr := startServer(t, nil, func(s *Server) { s.BindTimeout = 150 * time.Millisecond })
 
 	idle := dialESME(t, addr) // never binds
 	idle.expectClosed("unbound session at bind_timeout")

@@ -52,9 +52,7 @@ func wantRefusedBy(t *testing.T, srv *Server, reason, other string) {
 // them ends a new connection is served again.
 func TestConnectionsBeyondTheTotalCapAreClosedAtOnceAndCounted(t *testing.T) {
 	t.Parallel()
-	srv := newTestServer(nil)
-	srv.MaxConnections = 2
-	addr := RunLocalServer(t, srv)
+	srv, addr := startServer(t, nil, func(s *Server) { s.MaxConnections = 2 })
 
 	a := dialBound(t, addr, smpp.CmdBindTransceiver)
 	b := dialESME(t, addr)

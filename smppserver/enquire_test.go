@@ -13,9 +13,7 @@ const enquireLink = 250 * time.Millisecond
 // session that answers it stays up past 3 × EnquireLink.
 func TestServerSendsEnquireLinkWhenIdle(t *testing.T) {
 	t.Parallel()
-	srv := newTestServer(nil)
-	srv.EnquireLink = enquireLink
-	addr := RunLocalServer(t, srv)
+	_, addr := startServer(t, nil, func(s *Server) { s.EnquireLink = enquireLink })
 	c := dialBound(t, addr, smpp.CmdBindTransceiver)
 
 	lastTraffic := time.Now()
@@ -77,9 +75,7 @@ func TestIdleSessionIsClosed(t *testing.T) {
 // non-positive interval).
 func TestTinyEnquireLink(t *testing.T) {
 	t.Parallel()
-	srv := newTestServer(nil)
-	srv.EnquireLink = time.Nanosecond
-	addr := RunLocalServer(t, srv)
+	_, addr := startServer(t, nil, func(s *Server) { s.EnquireLink = time.Nanosecond })
 	c := dialESME(t, addr)
 	c.expectOpen("unbound session on a server with EnquireLink = 1ns")
 }

@@ -35,6 +35,12 @@ func runLocalServer(t testing.TB, srv *Server) (addr string, served <-chan error
 	if err != nil {
 		t.Fatalf("listen: %v", err)
 	}
+	return serveOn(t, srv, l)
+}
+
+// serveOn serves srv on l until the test ends, then closes it.
+func serveOn(t testing.TB, srv *Server, l net.Listener) (addr string, served <-chan error) {
+	t.Helper()
 	errc := make(chan error, 1)
 	done := make(chan struct{})
 	go func() {
@@ -385,4 +391,39 @@ func (r *recorder) none(t testing.TB, what string) {
 		t.Fatalf("%s: unexpected OnBound or OnClosed call %+v", what, ev)
 	default:
 	}
+}
+
+// awaitErr waits up to ioTimeout for the error of what on errc (late is the
+// failure when none comes) and checks that it is want (nil: no error).
+func awaitErr(t testing.TB, errc <-chan error, want error, what, late string) {
+	t.Helper()
+	awaitErrOr(t, errc, want, what, late, nil)
+}
+
+// awaitErrOr is awaitErr that runs abort (when not nil) before failing
+// for want of an answer, to free what the test holds.
+func awaitErrOr(t testing.TB, errc <-chan error, want error, what, late string, abort func()) {
+	t.Helper()
+	select {
+	case err := <-errc:
+		if (want == nil && err != nil) || (want != nil && !errors.Is(err, want)) {
+			t.Fatalf("%s = %v, want %v", what, err, want)
+		}
+	case <-timeAfter():
+		if abort != nil {
+			abort()
+		}
+		t.Fatal(late)
+	}
+}
+
+// startServer runs newTestServer(h), adjusted by set, on 127.0.0.1 until
+// the test ends.
+func startServer(t testing.TB, h Handler, set ...func(*Server)) (*Server, string) {
+	t.Helper()
+	srv := newTestServer(h)
+	for _, f := range set {
+		f(srv)
+	}
+	return srv, RunLocalServer(t, srv)
 }

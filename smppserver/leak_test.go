@@ -16,9 +16,7 @@ func TestNoGoroutineLeakAfterClose(t *testing.T) {
 	baseline := testkit.CountGoroutines()
 
 	g := newGatedHandler(2) // a handler that waits on its context
-	srv := newTestServer(g)
-	srv.EnquireLink = 50 * time.Millisecond
-	addr := RunLocalServer(t, srv)
+	srv, addr := startServer(t, g, func(s *Server) { s.EnquireLink = 50 * time.Millisecond })
 
 	unbound := dialESME(t, addr)
 	unbound.expectOpen("unbound session")
@@ -38,15 +36,7 @@ func TestNoGoroutineLeakAfterClose(t *testing.T) {
 
 	closed := make(chan error, 1)
 	go func() { closed <- srv.Close() }()
-	select {
-	case err := <-closed:
-		if err != nil {
-			t.Fatalf("Close() = %v", err)
-		}
-	case <-timeAfter():
-		g.abort()
-		t.Fatalf("Close did not return with a handler waiting on its context")
-	}
+	awaitErrOr(t, closed, nil, "Close()", "Close did not return with a handler waiting on its context", g.abort)
 	<-pending
 	for _, c := range []*esme{unbound, busy, rx} {
 		_ = c.conn.Close()

@@ -29,8 +29,7 @@ func TestBeforeBind(t *testing.T) {
 		{"outbind", smpp.CmdOutbind, []byte("smsc\x00pw\x00"), smpp.CmdGenericNack, smpp.StatusInvBndSts},
 		{"unknown command", 0x00000777, nil, smpp.CmdGenericNack, smpp.StatusInvCmdID},
 	}
-	srv := newTestServer(nil)
-	addr := RunLocalServer(t, srv)
+	srv, addr := startServer(t, nil)
 	c := dialESME(t, addr)
 	for _, tt := range tests {
 		seq := c.send(tt.cmd, tt.body)
@@ -51,9 +50,7 @@ func TestBeforeBind(t *testing.T) {
 func TestBindTimeoutCountsFromConnect(t *testing.T) {
 	t.Parallel()
 	const bindTimeout = 300 * time.Millisecond
-	srv := newTestServer(nil)
-	srv.BindTimeout = bindTimeout
-	addr := RunLocalServer(t, srv)
+	srv, addr := startServer(t, nil, func(s *Server) { s.BindTimeout = bindTimeout })
 
 	start := time.Now()
 	c := dialESME(t, addr)

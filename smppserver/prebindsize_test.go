@@ -15,9 +15,7 @@ import (
 // max_pdu_size applies.
 func TestUnboundSessionReadsAtMostOneKiBPerPDU(t *testing.T) {
 	t.Parallel()
-	srv := newTestServer(nil)
-	srv.MaxPDUSize = 65536
-	addr := RunLocalServer(t, srv)
+	srv, addr := startServer(t, nil, func(s *Server) { s.MaxPDUSize = 65536 })
 
 	c := dialESME(t, addr)
 	seq := c.nextSeq()
@@ -51,8 +49,7 @@ func TestIdleUnboundConnectionsHoldLittleHeap(t *testing.T) {
 		conns   = 200
 		perConn = 12 << 10 // bytes of heap per idle unbound connection, client side included
 	)
-	srv := newTestServer(nil)
-	addr := RunLocalServer(t, srv)
+	srv, addr := startServer(t, nil)
 
 	var ms runtime.MemStats
 	runtime.GC()

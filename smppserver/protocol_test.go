@@ -17,8 +17,7 @@ func TestUnknownCommandID(t *testing.T) {
 		"RX":      {smpp.CmdBindReceiver},
 		"TRX":     {smpp.CmdBindTransceiver},
 	}
-	srv := newTestServer(nil)
-	addr := RunLocalServer(t, srv)
+	_, addr := startServer(t, nil)
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
 			c := dialESME(t, addr)
@@ -51,9 +50,7 @@ func TestInvalidCommandLength(t *testing.T) {
 		"MaxPDUSize+1 after bind": {true, 65537},
 		"0xFFFFFFFF after bind":   {true, 0xFFFFFFFF},
 	}
-	srv := newTestServer(nil)
-	srv.MaxPDUSize = 65536
-	addr := RunLocalServer(t, srv)
+	srv, addr := startServer(t, nil, func(s *Server) { s.MaxPDUSize = 65536 })
 
 	bystander := dialBound(t, addr, smpp.CmdBindTransceiver)
 
@@ -92,8 +89,7 @@ func TestTruncatedStreamIsJustClosed(t *testing.T) {
 		"inside a header": full[:10],
 		"inside a body":   full[:smpp.HeaderLen+5],
 	}
-	srv := newTestServer(nil)
-	addr := RunLocalServer(t, srv)
+	srv, addr := startServer(t, nil)
 	bystander := dialBound(t, addr, smpp.CmdBindTransceiver)
 	for name, partial := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -122,8 +118,7 @@ func TestSubmitByBindType(t *testing.T) {
 		"RX":  {smpp.CmdBindReceiver, smpp.StatusInvBndSts},
 		"TRX": {smpp.CmdBindTransceiver, smpp.StatusOK},
 	}
-	srv := newTestServer(nil)
-	addr := RunLocalServer(t, srv)
+	_, addr := startServer(t, nil)
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
 			c := dialESME(t, addr)

@@ -50,9 +50,7 @@ func TestRefuseReasonNames(t *testing.T) {
 func TestSessionCloseLogsReasonByName(t *testing.T) {
 	t.Parallel()
 	var buf testkit.Buffer
-	srv := newTestServer(nil)
-	srv.Logger = slog.New(slog.NewJSONHandler(&buf, nil))
-	addr := RunLocalServer(t, srv)
+	srv, addr := startServer(t, nil, func(s *Server) { s.Logger = slog.New(slog.NewJSONHandler(&buf, nil)) })
 	c := dialBound(t, addr, smpp.CmdBindTransceiver)
 	s := sessionOf(t, srv, c)
 	_ = c.conn.Close()

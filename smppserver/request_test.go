@@ -17,8 +17,7 @@ func deliverBody(text string) []byte { return submitBody(text) }
 // response frame, matched by sequence number.
 func TestSessionRequest(t *testing.T) {
 	t.Parallel()
-	srv := newTestServer(nil)
-	addr := RunLocalServer(t, srv)
+	srv, addr := startServer(t, nil)
 	rx := dialBound(t, addr, smpp.CmdBindReceiver)
 	dialBound(t, addr, smpp.CmdBindTransmitter)
 	other := dialESME(t, addr)
@@ -60,8 +59,7 @@ func TestSessionRequest(t *testing.T) {
 
 func TestSessionRequestEnds(t *testing.T) {
 	t.Parallel()
-	srv := newTestServer(nil)
-	addr := RunLocalServer(t, srv)
+	srv, addr := startServer(t, nil)
 
 	t.Run("context expires", func(t *testing.T) {
 		c := dialBound(t, addr, smpp.CmdBindTransceiver)
@@ -83,14 +81,7 @@ func TestSessionRequestEnds(t *testing.T) {
 		}()
 		c.read() // the deliver_sm
 		s.Kick()
-		select {
-		case err := <-errc:
-			if !errors.Is(err, ErrSessionClosed) {
-				t.Errorf("Request on a kicked session = %v, want %v", err, ErrSessionClosed)
-			}
-		case <-timeAfter():
-			t.Fatalf("Request did not return after Kick")
-		}
+		awaitErr(t, errc, ErrSessionClosed, "Request on a kicked session", "Request did not return after Kick")
 	})
 
 	t.Run("session already closed", func(t *testing.T) {

@@ -24,8 +24,7 @@ func pendingLen(s *Session) int {
 // of times.
 func TestSessionSendReturnsBeforeResponse(t *testing.T) {
 	t.Parallel()
-	srv := newTestServer(nil)
-	addr := RunLocalServer(t, srv)
+	srv, addr := startServer(t, nil)
 	rx := dialBound(t, addr, smpp.CmdBindReceiver)
 	s := sessionOf(t, srv, rx)
 
@@ -39,14 +38,7 @@ func TestSessionSendReturnsBeforeResponse(t *testing.T) {
 		resp, cancel, err = s.Send(context.Background(), smpp.CmdDeliverSM, deliverBody("receipt"))
 		sent <- err
 	}()
-	select {
-	case err := <-sent:
-		if err != nil {
-			t.Fatalf("Send() = %v", err)
-		}
-	case <-timeAfter():
-		t.Fatalf("Send did not return before the response")
-	}
+	awaitErr(t, sent, nil, "Send()", "Send did not return before the response")
 	if n := pendingLen(s); n != 1 {
 		t.Errorf("pending after Send = %d, want 1", n)
 	}
@@ -89,8 +81,7 @@ func TestSessionSendReturnsBeforeResponse(t *testing.T) {
 // later is dropped.
 func TestSessionSendCancel(t *testing.T) {
 	t.Parallel()
-	srv := newTestServer(nil)
-	addr := RunLocalServer(t, srv)
+	srv, addr := startServer(t, nil)
 	rx := dialBound(t, addr, smpp.CmdBindReceiver)
 	s := sessionOf(t, srv, rx)
 
@@ -118,8 +109,7 @@ func TestSessionSendCancel(t *testing.T) {
 // comes on its own request's channel.
 func TestSessionSendOrder(t *testing.T) {
 	t.Parallel()
-	srv := newTestServer(nil)
-	addr := RunLocalServer(t, srv)
+	srv, addr := startServer(t, nil)
 	rx := dialBound(t, addr, smpp.CmdBindReceiver)
 	s := sessionOf(t, srv, rx)
 
@@ -232,14 +222,7 @@ func TestSessionSendFullQueue(t *testing.T) {
 			_, _, err := s.Send(ctx, smpp.CmdDeliverSM, deliverBody("late"))
 			errc <- err
 		}()
-		select {
-		case err := <-errc:
-			if !errors.Is(err, context.DeadlineExceeded) {
-				t.Errorf("Send() = %v, want %v", err, context.DeadlineExceeded)
-			}
-		case <-timeAfter():
-			t.Fatalf("Send waited for room in the write queue past its deadline")
-		}
+		awaitErr(t, errc, context.DeadlineExceeded, "Send()", "Send waited for room in the write queue past its deadline")
 		if d := time.Since(start); d < 40*time.Millisecond {
 			t.Errorf("Send returned after %v, before the deadline", d)
 		}
@@ -257,14 +240,7 @@ func TestSessionSendFullQueue(t *testing.T) {
 		}()
 		waitFor(t, "Send to register its request", func() bool { return pendingLen(s) == 1 })
 		cancel()
-		select {
-		case err := <-errc:
-			if !errors.Is(err, context.Canceled) {
-				t.Errorf("Send() = %v, want %v", err, context.Canceled)
-			}
-		case <-timeAfter():
-			t.Fatalf("Send did not return after its context was cancelled")
-		}
+		awaitErr(t, errc, context.Canceled, "Send()", "Send did not return after its context was cancelled")
 		checkClean(t, s, cap(s.out))
 	})
 
@@ -278,14 +254,7 @@ func TestSessionSendFullQueue(t *testing.T) {
 		}()
 		waitFor(t, "Send to register its request", func() bool { return pendingLen(s) == 1 })
 		s.Kick()
-		select {
-		case err := <-errc:
-			if !errors.Is(err, ErrSessionClosed) {
-				t.Errorf("Send() = %v, want %v", err, ErrSessionClosed)
-			}
-		case <-timeAfter():
-			t.Fatalf("Send did not return after Kick")
-		}
+		awaitErr(t, errc, ErrSessionClosed, "Send()", "Send did not return after Kick")
 		checkClean(t, s, cap(s.out))
 	})
 
@@ -335,14 +304,7 @@ func TestSessionSendFullQueue(t *testing.T) {
 			_, err := s.Request(ctx, smpp.CmdDeliverSM, deliverBody("late"))
 			done <- err
 		}()
-		select {
-		case err := <-done:
-			if !errors.Is(err, context.DeadlineExceeded) {
-				t.Errorf("Request() = %v, want %v", err, context.DeadlineExceeded)
-			}
-		case <-timeAfter():
-			t.Fatalf("Request waited for room in the write queue past its deadline")
-		}
+		awaitErr(t, done, context.DeadlineExceeded, "Request()", "Request waited for room in the write queue past its deadline")
 		checkClean(t, s, cap(s.out))
 	})
 }

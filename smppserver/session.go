@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -192,18 +193,21 @@ func (s *Session) run() {
 // it reads through a buffer, up to MaxPDUSize per PDU.
 func (s *Session) readLoop() CloseReason {
 	var r io.Reader = s.conn
+	var br *bufio.Reader
 	idle := 3 * s.srv.enquireLink()
-	buffered := false
 	for {
 		limit := s.srv.maxPDU()
 		if s.BindType() == smpp.BindNone {
 			limit = min(limit, MaxUnboundPDUSize)
 			_ = s.conn.SetReadDeadline(s.connectedAt.Add(s.srv.bindTimeout()))
 		} else {
-			if !buffered {
-				r, buffered = bufio.NewReaderSize(s.conn, boundBufSize), true
+			if br == nil {
+				br = bufio.NewReaderSize(s.conn, boundBufSize)
+				r = br
 			}
-			_ = s.conn.SetReadDeadline(time.Now().Add(idle))
+			if !smpp.FrameBuffered(br) { // else no read: no deadline to move
+				_ = s.conn.SetReadDeadline(time.Now().Add(idle))
+			}
 		}
 		frame, err := smpp.ReadFrame(r, limit)
 		if err != nil {
@@ -288,11 +292,20 @@ func (s *Session) dispatch(frame []byte) {
 	s.mu.Unlock()
 	s.requests.Add(1)
 	s.inflight.Add(1)
-	go s.serve(h, frame)
+	x := &exchange{w: respWriter{s: s, h: h}, r: Request{Header: h, Frame: frame, Session: s}}
+	go x.serve()
 }
 
-func (s *Session) serve(h smpp.Header, frame []byte) {
-	w := &respWriter{s: s, h: h}
+// exchange is a request being handled and its response writer, in one
+// allocation.
+type exchange struct {
+	w respWriter
+	r Request
+}
+
+// serve runs the handler for x (on its own goroutine).
+func (x *exchange) serve() {
+	s, h, w := x.r.Session, x.r.Header, &x.w
 	defer func() {
 		if v := recover(); v != nil {
 			s.srv.panics.Add(1)
@@ -310,7 +323,7 @@ func (s *Session) serve(h smpp.Header, frame []byte) {
 		_ = w.WriteStatus(smpp.StatusInvCmdID)
 		return
 	}
-	s.srv.Handler.ServeSMPP(s.ctx, w, &Request{Header: h, Frame: frame, Session: s})
+	s.srv.Handler.ServeSMPP(s.ctx, w, &x.r)
 }
 
 func (s *Session) handleBind(h smpp.Header, frame []byte) {
@@ -439,39 +452,15 @@ func (s *Session) writeLoop() {
 	el := s.srv.enquireLink()
 	tick := time.NewTicker(max(el/2, time.Millisecond))
 	defer tick.Stop()
-	write := func(f outFrame) bool {
-		bw = s.writeBuffer(bw)
-		// A frame larger than the buffer's free space goes to the socket
-		// inside Write: the deadline must be fresh for it too, not the one
-		// left by the last flush.
-		_ = s.conn.SetWriteDeadline(time.Now().Add(s.srv.writeTimeout()))
-		if _, err := bw.Write(f.b); err != nil {
-			s.close(ReasonWriteError)
-			return false
-		}
-		return true
-	}
 	for {
 		var closeAfter CloseReason
 		select {
 		case <-s.done:
 			return
 		case f := <-s.out:
-			if !write(f) {
+			var ok bool
+			if bw, closeAfter, ok = s.writeQueued(bw, f); !ok {
 				return
-			}
-			closeAfter = f.closeAfter
-		drain:
-			for closeAfter == ReasonNone {
-				select {
-				case f := <-s.out:
-					if !write(f) {
-						return
-					}
-					closeAfter = f.closeAfter
-				default:
-					break drain
-				}
 			}
 		case <-tick.C:
 			if s.BindType() == smpp.BindNone {
@@ -481,7 +470,8 @@ func (s *Session) writeLoop() {
 			if time.Since(time.Unix(0, last)) < el {
 				continue
 			}
-			if !write(outFrame{b: smpp.EncodeSimple(smpp.CmdEnquireLink, smpp.StatusOK, s.nextSeq(), nil)}) {
+			var ok bool
+			if bw, ok = s.writeFrame(bw, smpp.EncodeSimple(smpp.CmdEnquireLink, smpp.StatusOK, s.nextSeq(), nil)); !ok {
 				return
 			}
 		}
@@ -496,6 +486,56 @@ func (s *Session) writeLoop() {
 			return
 		}
 	}
+}
+
+// writeQueued buffers f and every frame queued behind it, up to one that
+// closes the session after it (whose reason it returns), so that the
+// caller flushes them with one write (bw flushes by itself when full).
+// When the queue runs dry it yields once and looks again: the handlers
+// about to answer get to queue their frames first. false: the session is
+// closing.
+func (s *Session) writeQueued(bw *bufio.Writer, f outFrame) (*bufio.Writer, CloseReason, bool) {
+	yielded := false
+	for {
+		var ok bool
+		if bw, ok = s.writeFrame(bw, f.b); !ok {
+			return bw, ReasonNone, false
+		}
+		if f.closeAfter != ReasonNone {
+			return bw, f.closeAfter, true
+		}
+		select {
+		case f = <-s.out:
+			continue
+		default:
+		}
+		if yielded {
+			return bw, ReasonNone, true
+		}
+		yielded = true
+		runtime.Gosched()
+		select {
+		case f = <-s.out:
+		default:
+			return bw, ReasonNone, true
+		}
+	}
+}
+
+// writeFrame buffers b (with the buffer writeBuffer gives); false, the
+// session closed, when a write to the socket failed.
+func (s *Session) writeFrame(bw *bufio.Writer, b []byte) (*bufio.Writer, bool) {
+	bw = s.writeBuffer(bw)
+	if len(b) > bw.Available() {
+		// Write sends to the socket: the deadline must be fresh for it,
+		// not the one left by the last flush.
+		_ = s.conn.SetWriteDeadline(time.Now().Add(s.srv.writeTimeout()))
+	}
+	if _, err := bw.Write(b); err != nil {
+		s.close(ReasonWriteError)
+		return bw, false
+	}
+	return bw, true
 }
 
 // writeBuffer returns the writer to use: bw, made on the first write

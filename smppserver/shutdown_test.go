@@ -37,14 +37,7 @@ func TestShutdownDrainsInFlight(t *testing.T) {
 	}
 	c.write(smpp.EncodeSimple(smpp.CmdUnbind|smpp.RespBit, smpp.StatusOK, h.Sequence, nil))
 
-	select {
-	case err := <-served:
-		if !errors.Is(err, ErrServerClosed) {
-			t.Errorf("Serve() = %v, want %v", err, ErrServerClosed)
-		}
-	case <-timeAfter():
-		t.Fatalf("Serve did not return after Shutdown")
-	}
+	awaitErr(t, served, ErrServerClosed, "Serve()", "Serve did not return after Shutdown")
 	expectRefused(t, addr)
 
 	// Requests arriving while draining are refused, not handled.
@@ -59,14 +52,7 @@ func TestShutdownDrainsInFlight(t *testing.T) {
 	close(g.gates[seq])
 	c.expect("in-flight submit", smpp.CmdSubmitSM|smpp.RespBit, seq, smpp.StatusOK)
 	c.expectClosed("after the in-flight answer")
-	select {
-	case err := <-shutdown:
-		if err != nil {
-			t.Errorf("Shutdown() = %v, want nil", err)
-		}
-	case <-timeAfter():
-		t.Fatalf("Shutdown did not return after the drain")
-	}
+	awaitErr(t, shutdown, nil, "Shutdown()", "Shutdown did not return after the drain")
 	if ev := rec.next(t); ev.up || ev.reason != ReasonServerShutdown {
 		t.Errorf("hook call = %+v, want OnClosed with %v", ev, ReasonServerShutdown)
 	}
@@ -80,8 +66,7 @@ func TestShutdownDrainsInFlight(t *testing.T) {
 func TestShutdownUnbindsIdleSessions(t *testing.T) {
 	t.Parallel()
 	for i := range 20 {
-		srv := newTestServer(nil)
-		addr := RunLocalServer(t, srv)
+		srv, addr := startServer(t, nil)
 		c := dialBound(t, addr, smpp.CmdBindTransceiver)
 		unbound := dialESME(t, addr)
 		sessionOf(t, srv, unbound)
@@ -117,15 +102,7 @@ func TestShutdownExpiredContext(t *testing.T) {
 	defer cancel()
 	shutdown := make(chan error, 1)
 	go func() { shutdown <- srv.Shutdown(ctx) }()
-	select {
-	case err := <-shutdown:
-		if !errors.Is(err, context.DeadlineExceeded) {
-			t.Errorf("Shutdown(expired ctx) = %v, want %v", err, context.DeadlineExceeded)
-		}
-	case <-timeAfter():
-		g.abort()
-		t.Fatalf("Shutdown(expired ctx) did not return with a handler waiting on its context")
-	}
+	awaitErrOr(t, shutdown, context.DeadlineExceeded, "Shutdown(expired ctx)", "Shutdown(expired ctx) did not return with a handler waiting on its context", g.abort)
 	if err := <-served; !errors.Is(err, ErrServerClosed) {
 		t.Errorf("Serve() = %v, want %v", err, ErrServerClosed)
 	}
@@ -149,15 +126,7 @@ func TestCloseCancelsHandlers(t *testing.T) {
 
 	closed := make(chan error, 1)
 	go func() { closed <- srv.Close() }()
-	select {
-	case err := <-closed:
-		if err != nil {
-			t.Errorf("Close() = %v, want nil", err)
-		}
-	case <-timeAfter():
-		g.abort()
-		t.Fatalf("Close did not return with a handler waiting on its context")
-	}
+	awaitErrOr(t, closed, nil, "Close()", "Close did not return with a handler waiting on its context", g.abort)
 	c.expectClosed("session after Close")
 	if ev := rec.next(t); ev.up || ev.reason != ReasonServerShutdown {
 		t.Errorf("hook call = %+v, want OnClosed with %v", ev, ReasonServerShutdown)

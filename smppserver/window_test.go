@@ -59,8 +59,7 @@ func (g *gatedHandler) waitStarted(t *testing.T, n int) {
 func TestWindow(t *testing.T) {
 	t.Parallel()
 	g := newGatedHandler(2, 3) // the bind is sequence 1
-	srv := newTestServer(g)
-	addr := RunLocalServer(t, srv)
+	srv, addr := startServer(t, g)
 	c := dialESME(t, addr)
 	c.mustBind(smpp.CmdBindTransceiver, "narrow") // Principal.Window = 2
 
@@ -92,9 +91,7 @@ func TestWindow(t *testing.T) {
 func TestServerWindowDefault(t *testing.T) {
 	t.Parallel()
 	g := newGatedHandler(2) // the bind is sequence 1
-	srv := newTestServer(g)
-	srv.Window = 1
-	addr := RunLocalServer(t, srv)
+	_, addr := startServer(t, g, func(s *Server) { s.Window = 1 })
 	c := dialBound(t, addr, smpp.CmdBindTransceiver)
 	seq := c.send(smpp.CmdSubmitSM, submitBody("one"))
 	g.waitStarted(t, 1)
