@@ -25,6 +25,10 @@ import (
 type request struct {
 	order   lockOrder
 	seqLock bool // takes the queue sequence lock (Enqueue)
+	// One of: a Create, a Replace (written with the batch's others of the
+	// kind), or a function adding the request's own statements.
+	create  *createOp
+	replace *replaceOp
 	queue   func(b *pgx.Batch)
 
 	claim atomic.Int32 // claimWaiting, claimTaken, claimAbandoned
@@ -191,13 +195,34 @@ func (s *Store) exec(reqs []*request) error {
 	if slices.ContainsFunc(reqs, func(r *request) bool { return r.seqLock }) {
 		b.Queue("SELECT pg_advisory_xact_lock($1)", int64(seqLockKey))
 	}
+	var (
+		creates  []*createOp
+		replaces []*replaceOp
+	)
 	for _, r := range reqs {
-		r.queue(b)
+		switch {
+		case r.create != nil:
+			creates = append(creates, r.create)
+		case r.replace != nil:
+			replaces = append(replaces, r.replace)
+		}
 	}
+	queueCreates(b, creates)
+	queueReplaces(b, replaces)
+	for _, r := range reqs {
+		if r.queue != nil {
+			r.queue(b)
+		}
+	}
+	start := time.Now()
 	err := s.pool.SendBatch(ctx, b).Close()
+	s.execNanos.Add(uint64(time.Since(start)))
 	s.health.report(err)
 	if err != nil {
 		return wrapErr(err)
+	}
+	for _, op := range creates {
+		op.settle()
 	}
 	s.commits.Add(1)
 	s.ops.Add(uint64(len(reqs)))

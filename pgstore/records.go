@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/smppproxy/smppproxy/state"
 )
@@ -74,41 +73,33 @@ func keyOrder(k state.Key) lockOrder {
 	return lockOrder{table: orderRecord, a: []byte(k.Account), b: []byte(k.Key), c: []byte(k.Segment)}
 }
 
-// Create implements state.Store: one statement inserts the record unless a
-// live one holds the key, and the same transaction reads the holder.
+// Create implements state.Store: the batch's Creates are one statement
+// that inserts each record unless a live one holds its key, and returns
+// the holder.
 func (s *Store) Create(ctx context.Context, rec *state.Record) (*state.Record, bool, error) {
 	if rec == nil {
 		return nil, false, errNilRecord
 	}
-	args := recordArgs(rec, capEvents(encodeEvents(rec.History)))
-	args = append(args, unixNano(s.now()))
-	var (
-		created  bool
-		existing *state.Record
-		readErr  error
-	)
-	r := &request{order: keyOrder(rec.Key)}
-	r.queue = func(b *pgx.Batch) {
-		created, existing, readErr = false, nil, nil
-		b.Queue(sqlCreate, args...).Exec(func(ct pgconn.CommandTag) error {
-			created = ct.RowsAffected() == 1
-			return nil
-		})
-		b.Queue(sqlReadKey, args[:3]...).QueryRow(func(row pgx.Row) error {
-			existing, readErr = scanKeyRow(row, rec.Key)
-			return nil
-		})
+	for {
+		op := &createOp{rec: rec.Clone(), args: recordArgs(rec, capEvents(encodeEvents(rec.History))), now: unixNano(s.now())}
+		if err := s.submit(ctx, &request{order: keyOrder(rec.Key), create: op}); err != nil {
+			return nil, false, err
+		}
+		switch {
+		case op.err != nil:
+			return nil, false, fmt.Errorf("pgstore: Create(%v): reading the existing record: %w", rec.Key, op.err)
+		case op.created:
+			return nil, true, nil
+		case op.existing != nil:
+			return op.existing, false, nil
+		}
+		// Another transaction committed the key's holder while this one
+		// ran: read it (and, should it have expired since, try again).
+		existing, err := s.Get(ctx, rec.Key)
+		if !errors.Is(err, state.ErrNotFound) {
+			return existing, false, err
+		}
 	}
-	if err := s.submit(ctx, r); err != nil {
-		return nil, false, err
-	}
-	if created {
-		return nil, true, nil
-	}
-	if readErr != nil {
-		return nil, false, fmt.Errorf("pgstore: Create(%v): reading the existing record: %w", rec.Key, readErr)
-	}
-	return existing, false, nil
 }
 
 func scanKeyRow(row pgx.Row, k state.Key) (*state.Record, error) {
@@ -138,10 +129,8 @@ func (s *Store) Replace(ctx context.Context, old, rec *state.Record) error {
 	if added == nil {
 		added = [][]byte{}
 	}
-	args := append(recordArgs(rec, storedHistory(oldH, nextH)), rewrite, added)
-	r := &request{order: keyOrder(rec.Key)}
-	r.queue = func(b *pgx.Batch) { b.Queue(sqlReplace, args...) }
-	return s.submit(ctx, r)
+	op := &replaceOp{args: recordArgs(rec, storedHistory(oldH, nextH)), rewrite: rewrite, added: added}
+	return s.submit(ctx, &request{order: keyOrder(rec.Key), replace: op})
 }
 
 // Update implements state.Store: a transaction of its own locks the row

@@ -106,6 +106,7 @@ type Store struct {
 	health     health
 	commits    atomic.Uint64 // batches committed
 	ops        atomic.Uint64 // write requests committed
+	execNanos  atomic.Uint64 // time spent sending batches and reading their results
 }
 
 var (
@@ -266,8 +267,9 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// CommitStats reports the group commits so far: batches committed and the
-// write requests they carried.
-func (s *Store) CommitStats() (batches, ops uint64) {
-	return s.commits.Load(), s.ops.Load()
+// CommitStats reports the group commits so far: batches committed, the
+// write requests they carried and the time spent running batches (sent,
+// executed, committed and answered).
+func (s *Store) CommitStats() (batches, ops uint64, busy time.Duration) {
+	return s.commits.Load(), s.ops.Load(), time.Duration(s.execNanos.Load())
 }

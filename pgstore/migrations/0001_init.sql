@@ -38,7 +38,9 @@ CREATE INDEX records_unknown ON records (upstream, addr_hash) WHERE state = 'unk
 -- Records in state sent (few: the submits in flight) for ScanState and
 -- ExpireDeadOwners.
 CREATE INDEX records_sent ON records (account, key, segment) WHERE state = 'sent';
-CREATE INDEX records_expires ON records (expires_ns);
+-- BRIN: the expiry sweep needs no exact index, and a btree would cost
+-- every write an index insert.
+CREATE INDEX records_expires ON records USING brin (expires_ns);
 
 -- cap_history keeps the first event and the latest n-1.
 CREATE FUNCTION cap_history(h bytea[], n integer) RETURNS bytea[]
