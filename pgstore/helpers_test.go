@@ -108,9 +108,10 @@ type tcpProxy struct {
 	ln     net.Listener
 	target string
 
-	mu    sync.Mutex
-	down  bool
-	conns []net.Conn
+	mu      sync.Mutex
+	down    bool // refuse connections
+	stalled bool // accept connections and never answer
+	conns   []net.Conn
 }
 
 func newTCPProxy(t *testing.T, target string) *tcpProxy {
@@ -139,6 +140,11 @@ func (p *tcpProxy) serve() {
 			c.Close()
 			continue
 		}
+		if p.stalled {
+			p.conns = append(p.conns, c)
+			p.mu.Unlock()
+			continue
+		}
 		up, err := net.Dial("tcp", p.target)
 		if err != nil {
 			p.mu.Unlock()
@@ -164,6 +170,15 @@ func (p *tcpProxy) cut() {
 
 func (p *tcpProxy) heal() {
 	p.mu.Lock()
-	p.down = false
+	p.down, p.stalled = false, false
+	p.mu.Unlock()
+}
+
+// stall closes every connection and then accepts new ones without ever
+// answering.
+func (p *tcpProxy) stall() {
+	p.cut()
+	p.mu.Lock()
+	p.down, p.stalled = false, true
 	p.mu.Unlock()
 }

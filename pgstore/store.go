@@ -37,6 +37,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/smppproxy/smppproxy/state"
@@ -211,6 +213,12 @@ func newPool(ctx context.Context, opts Options) (*pgxpool.Pool, error) {
 	if cfg.ConnConfig.ConnectTimeout == 0 || cfg.ConnConfig.ConnectTimeout > opts.Timeout {
 		cfg.ConnConfig.ConnectTimeout = opts.Timeout
 	}
+	// A context that ends mid-statement breaks the connection at once
+	// (the default sends a cancel request over a new connection first,
+	// which hangs when the database does).
+	cfg.ConnConfig.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
+		return &pgconn.DeadlineContextWatcherHandler{Conn: c.Conn()}
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: %w", err)
@@ -263,7 +271,17 @@ func (s *Store) Close() error {
 	close(s.stop)
 	s.maintenance.Wait()
 	s.release()
-	s.pool.Close()
+	closed := make(chan struct{})
+	go func() { s.pool.Close(); close(closed) }()
+	t := time.NewTimer(s.opts.Timeout)
+	defer t.Stop()
+	select {
+	case <-closed:
+	case <-t.C:
+		// pgx closes a connection broken mid-statement with a cancel
+		// request that may wait 15 s on a database that does not answer.
+		s.log.Warn("connections still closing in the background", "after", s.opts.Timeout)
+	}
 	return nil
 }
 
