@@ -112,12 +112,13 @@ func (s *Store) release() {
 }
 
 // sqlExpireDead turns into unknown the live sent records whose owner
-// instance is not $3 and holds no lease at $4, locking them in key order
+// instance is not $3 (when set) and holds no lease at $4 (an owner without
+// an instance part has none), locking them in key order
 // (the order of the committer's batches); $2 is the history event.
 const sqlExpireDead = `UPDATE records r
 	SET state = 'unknown', history = cap_history(r.history || $2::bytea[], 64), wseq = nextval('record_wseq')
 	FROM (SELECT account, key, segment FROM records x
-		WHERE x.state = 'sent' AND x.expires_ns > $1 AND x.owner_instance <> $3
+		WHERE x.state = 'sent' AND x.expires_ns > $1 AND ($3 = '' OR x.owner_instance <> $3)
 		AND NOT EXISTS (SELECT 1 FROM instances i WHERE i.id = x.owner_instance AND i.lease_until > $4)
 		ORDER BY account, key, segment
 		FOR UPDATE) dead

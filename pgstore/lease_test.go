@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -152,4 +153,34 @@ func TestHeartbeatRenewsTheLease(t *testing.T) {
 	if !s.Lease() {
 		t.Errorf("Lease() = false after a renewal")
 	}
+}
+
+// The maintenance sweep deletes expired records, queue entries and dedup
+// markers, and nothing live.
+func TestCollectDeletesOnlyExpiredRows(t *testing.T) {
+	c := storetest.NewClock(t0)
+	s := openTest(t, Options{Now: c.Now})
+	short := sentRecord(c.Now(), "short", "test-1/1", 1)
+	short.Expires = c.Now().Add(time.Minute)
+	mustCreate(t, s, short)
+	mustCreate(t, s, sentRecord(c.Now(), "long", "test-1/2", 2))
+	for i, exp := range []time.Duration{time.Minute, 2 * time.Hour} {
+		e := &state.QueueEntry{Queue: "shop", DedupKey: fmt.Sprint(i), Body: []byte("b"), Enqueued: c.Now(), Expires: c.Now().Add(exp)}
+		if _, _, err := s.Enqueue(bg, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Advance(time.Minute)
+	if err := s.collect(bg); err != nil {
+		t.Fatalf("collect = %v", err)
+	}
+	count := func(table string) int64 {
+		return exec(t, s.opts.DSN, `SELECT 1 FROM `+s.opts.Schema+`.`+table).rows
+	}
+	for table, want := range map[string]int64{"records": 1, "queue_entries": 1, "queue_markers": 1} {
+		if got := count(table); got != want {
+			t.Errorf("%s holds %d rows after the sweep; want %d (the live one)", table, got, want)
+		}
+	}
+	mustGet(t, s, state.Key{Account: "acme", Key: "long"})
 }
