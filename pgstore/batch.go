@@ -235,3 +235,49 @@ func queueReplaces(b *pgx.Batch, ops []*replaceOp) {
 		b.Queue(sqlReplace, append(op.args, op.rewrite, op.added)...)
 	}
 }
+
+// casOp is the write of an Update that read the record outside the
+// batch: it applies only if the record still has the write sequence read
+// (nobody wrote it since).
+type casOp struct {
+	args    []any // recordArgs with the history to store
+	expect  int64 // wseq read
+	applied bool
+}
+
+// sqlCASMany writes each input row whose record still has the write
+// sequence expected, and returns the rows it wrote.
+const sqlCASMany = `WITH input AS (SELECT * FROM (` + inputRows + `) t0
+		JOIN unnest($15::int8[]) WITH ORDINALITY AS t1(expect, n) USING (n))
+	UPDATE records r SET state = i.state, owner_instance = i.owner_instance, expires_ns = i.expires_ns,
+		upstream = i.upstream, match_id = i.match_id, session = i.session, seq = i.seq,
+		proxy_id = i.proxy_id, addr_hash = i.addr_hash, body = i.body, history = i.history::bytea[],
+		wseq = nextval('record_wseq')
+	FROM input i
+	WHERE (r.account, r.key, r.segment) = (i.account, i.key, i.segment) AND r.wseq = i.expect
+	RETURNING i.n`
+
+// queueCAS adds the batch's conditional writes as one statement. Of two
+// for one key, at most one applies (they expect the same sequence).
+func queueCAS(b *pgx.Batch, ops []*casOp) {
+	if len(ops) == 0 {
+		return
+	}
+	rows := make([][]any, len(ops))
+	expect := make([]int64, len(ops))
+	for i, op := range ops {
+		op.applied = false
+		rows[i], expect[i] = op.args, op.expect
+	}
+	b.Queue(sqlCASMany, append(columns(rows), expect)...).Query(func(rs pgx.Rows) error {
+		defer rs.Close()
+		for rs.Next() {
+			var n int64
+			if err := rs.Scan(&n); err != nil {
+				return err
+			}
+			ops[n-1].applied = true
+		}
+		return rs.Err()
+	})
+}

@@ -53,3 +53,36 @@ func BenchmarkCreateReplaceParallel(b *testing.B) {
 		b.ReportMetric(float64(busy.Milliseconds())/float64(batches), "ms/batch")
 	}
 }
+
+// BenchmarkUpdateParallel measures durable Updates (a receipt's delivery
+// state) of distinct records from many concurrent callers.
+func BenchmarkUpdateParallel(b *testing.B) {
+	s := openTest(b, Options{})
+	now := time.Now()
+	const keys = 4096
+	for i := range keys {
+		rec := &state.Record{Key: state.Key{Account: "acme", Key: fmt.Sprintf("u-%d", i)}, State: state.Accepted,
+			Owner: "test-1/1", Created: now, Updated: now, Expires: now.Add(time.Hour)}
+		if _, _, err := s.Create(bg, rec); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var n atomic.Uint64
+	b.SetParallelism(256)
+	b.ResetTimer()
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			k := state.Key{Account: "acme", Key: fmt.Sprintf("u-%d", n.Add(1)%keys)}
+			if _, err := s.Update(bg, k, func(r *state.Record) error {
+				r.Delivery, r.DeliveryAt = state.DeliveryDelivered, now
+				r.History = append(r.History, state.Event{At: now, State: r.State, Note: "receipt"})
+				return nil
+			}); err != nil {
+				b.Errorf("Update = %v", err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "updates/s")
+}

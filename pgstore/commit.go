@@ -29,6 +29,7 @@ type request struct {
 	// kind), or a function adding the request's own statements.
 	create  *createOp
 	replace *replaceOp
+	cas     *casOp
 	queue   func(b *pgx.Batch)
 
 	claim atomic.Int32 // claimWaiting, claimTaken, claimAbandoned
@@ -198,6 +199,7 @@ func (s *Store) exec(reqs []*request) error {
 	var (
 		creates  []*createOp
 		replaces []*replaceOp
+		cas      []*casOp
 	)
 	for _, r := range reqs {
 		switch {
@@ -205,10 +207,13 @@ func (s *Store) exec(reqs []*request) error {
 			creates = append(creates, r.create)
 		case r.replace != nil:
 			replaces = append(replaces, r.replace)
+		case r.cas != nil:
+			cas = append(cas, r.cas)
 		}
 	}
 	queueCreates(b, creates)
 	queueReplaces(b, replaces)
+	queueCAS(b, cas)
 	for _, r := range reqs {
 		if r.queue != nil {
 			r.queue(b)

@@ -133,9 +133,62 @@ func (s *Store) Replace(ctx context.Context, old, rec *state.Record) error {
 	return s.submit(ctx, &request{order: keyOrder(rec.Key), replace: op})
 }
 
-// Update implements state.Store: a transaction of its own locks the row
-// (SELECT … FOR UPDATE), calls fn and writes the result.
+// Update implements state.Store. It reads the record, calls fn and hands
+// the result to the group commit as a write conditional on the record
+// being unchanged since the read; when another writer got in between, it
+// runs again in a transaction of its own that locks the row (SELECT … FOR
+// UPDATE). fn may therefore be called twice; only the last call's result
+// is stored.
 func (s *Store) Update(ctx context.Context, k state.Key, fn func(*state.Record) error) (*state.Record, error) {
+	var (
+		cur   *state.Record
+		hist  [][]byte
+		wseq  int64
+		found = true
+	)
+	err := s.read(ctx, func(ctx context.Context) error {
+		var (
+			st      string
+			body    []byte
+			expires int64
+		)
+		err := s.pool.QueryRow(ctx, sqlReadVersion, col(k.Account), col(k.Key), col(k.Segment)).Scan(&st, &body, &hist, &expires, &wseq)
+		if errors.Is(err, pgx.ErrNoRows) || err == nil && expires <= unixNano(s.now()) {
+			found = false
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		cur, err = decodeRecord(k, st, body, hist)
+		return err
+	})
+	switch {
+	case err != nil:
+		return nil, err
+	case !found:
+		return nil, state.ErrNotFound
+	}
+	next, err := runUpdate(cur, fn)
+	if err != nil {
+		return cur, err
+	}
+	h := storedHistory(hist, encodeEvents(next.History))
+	op := &casOp{args: recordArgs(next, h), expect: wseq}
+	if err := s.submit(ctx, &request{order: keyOrder(k), cas: op}); err != nil {
+		return nil, err
+	}
+	if !op.applied {
+		return s.lockedUpdate(ctx, k, fn)
+	}
+	next.History, err = decodeHistory(h)
+	return next, err
+}
+
+const sqlReadVersion = `SELECT state, body, history, expires_ns, wseq FROM records WHERE ` + byKey
+
+// lockedUpdate is Update in a transaction of its own that locks the row.
+func (s *Store) lockedUpdate(ctx context.Context, k state.Key, fn func(*state.Record) error) (*state.Record, error) {
 	if err := s.enter(ctx); err != nil {
 		return nil, err
 	}
