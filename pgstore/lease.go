@@ -31,7 +31,8 @@ func (s *Store) LeaseUntil() time.Time {
 }
 
 // claim registers the instance at Open. An instance row whose lease is
-// still held by another process (another token) is refused; one whose
+// still held by another process is refused (unless Options.TakeOver ends
+// that lease first); one whose
 // lease ran out belonged to an earlier run of this instance, whose sent
 // records are turned into unknown with those of every other dead instance
 // before the lease is taken.
@@ -43,6 +44,11 @@ func (s *Store) claim(ctx context.Context) error {
 	case errors.Is(err, pgx.ErrNoRows):
 	case err != nil:
 		return wrapErr(err)
+	case now.Before(until) && s.opts.TakeOver:
+		s.log.Warn("taking over an instance id whose lease is held", "instance", s.opts.InstanceID, "lease_until", until)
+		if _, err := s.pool.Exec(ctx, `UPDATE instances SET lease_until = $2 WHERE id = $1`, s.opts.InstanceID, now); err != nil {
+			return wrapErr(err)
+		}
 	case now.Before(until):
 		return fmt.Errorf("%w: instance %q holds a lease until %s: another process runs with this instance id",
 			ErrInstanceInUse, s.opts.InstanceID, until.UTC().Format(time.RFC3339))

@@ -120,9 +120,10 @@ func TestDeadInstanceSentRecordsBecomeUnknown(t *testing.T) {
 	}
 }
 
-// An instance id whose lease another process holds is refused; once that
-// process closed (giving the lease up), a new run of the instance opens
-// and takes over the sent records the previous run left.
+// An instance id whose lease another process holds is refused, unless
+// taken over by force (the previous run loses its lease); once a run
+// closed (giving the lease up), a new run of the instance opens and takes
+// over the sent records the previous run left.
 func TestInstanceIDInUseIsRefusedUntilReleased(t *testing.T) {
 	dsn := testDSN(t)
 	c := storetest.NewClock(t0)
@@ -134,6 +135,15 @@ func TestInstanceIDInUseIsRefusedUntilReleased(t *testing.T) {
 		}
 		t.Fatalf("second Open of instance a = %v; want ErrInstanceInUse", err)
 	}
+	mustCreate(t, a, sentRecord(c.Now(), "left-too", "a/2", 2))
+	forced := openTest(t, Options{DSN: dsn, Schema: a.opts.Schema, InstanceID: "a", Now: c.Now, TakeOver: true})
+	if got := mustGet(t, forced, state.Key{Account: "acme", Key: "left-too"}); got.State != state.Unknown || !forced.Lease() {
+		t.Errorf("after a forced take-over: record of the previous run %s, lease %v; want unknown, true", got.State, forced.Lease())
+	}
+	if err := a.Renew(bg); !errors.Is(err, ErrInstanceInUse) || a.Lease() {
+		t.Errorf("Renew by the run taken over = %v (lease %v); want ErrInstanceInUse, no lease", err, a.Lease())
+	}
+	forced.Close()
 	a.Close()
 	again := openTest(t, Options{DSN: dsn, Schema: a.opts.Schema, InstanceID: "a", Now: c.Now})
 	if !again.Lease() {

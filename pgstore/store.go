@@ -56,6 +56,10 @@ type Options struct {
 	// live instances: Open refuses an ID whose lease another process
 	// holds.
 	InstanceID string
+	// TakeOver claims InstanceID even while its lease is held: the
+	// operator asserts that the process holding it is dead (a restart
+	// right after a crash), so its sent records become unknown at once.
+	TakeOver bool
 	// Lease is how long the instance's lease lasts after each renewal
 	// (every Lease/3); zero means 30 s.
 	Lease time.Duration
