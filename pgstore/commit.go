@@ -323,11 +323,3 @@ func (h *health) report(err error) {
 	d := backoffMin << min(h.failures-1, 7)
 	h.until, h.last = time.Now().Add(min(d, backoffMax)), err
 }
-
-// down reports whether the store is backing off after a connection
-// failure.
-func (h *health) down() bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.failures > 0
-}

@@ -19,23 +19,16 @@ const (
 		expires_ns = EXCLUDED.expires_ns, upstream = EXCLUDED.upstream, match_id = EXCLUDED.match_id,
 		session = EXCLUDED.session, seq = EXCLUDED.seq, proxy_id = EXCLUDED.proxy_id,
 		addr_hash = EXCLUDED.addr_hash, body = EXCLUDED.body, wseq = EXCLUDED.wseq`
-	// readColumns are what decodeRow reads.
+	// readColumns are what scanRow reads.
 	readColumns = `account, key, segment, state, body, history`
 	byKey       = `account = $1 AND key = $2 AND segment = $3`
 )
 
-// sqlCreate inserts a record unless a live one holds the key (an expired
-// one is replaced); it returns a row only when it wrote. sqlReadKey then
-// reads the record that holds the key (a new statement, so it sees a
-// record another transaction committed while this one waited).
+// sqlReadKey reads the record under a key; sqlReplace writes one whatever
+// is stored, its history growing by $16 (capped) unless $15 says the
+// writer replaced it ($14): the second Replace of a key in a batch.
 const (
-	sqlCreate = `INSERT INTO records AS r (` + recordColumns + `) VALUES (` + recordValues + `)
-		ON CONFLICT (account, key, segment) DO UPDATE SET ` + recordSet + `, history = EXCLUDED.history
-		WHERE r.expires_ns <= $15
-		RETURNING 1`
 	sqlReadKey = `SELECT state, body, history FROM records WHERE ` + byKey
-	// sqlReplace writes a record whatever is stored; the history grows by
-	// $16 (capped) unless $15 says the writer replaced it ($14).
 	sqlReplace = `INSERT INTO records AS r (` + recordColumns + `) VALUES (` + recordValues + `)
 		ON CONFLICT (account, key, segment) DO UPDATE SET ` + recordSet + `,
 		history = CASE WHEN $15 THEN EXCLUDED.history ELSE cap_history(r.history || $16::bytea[], 64) END`
@@ -393,16 +386,14 @@ func (s *Store) UnknownByAddr(ctx context.Context, upstream string, h [16]byte) 
 		if err != nil {
 			return err
 		}
-		out, err = collect(rows, func(*state.Record) bool { return true })
+		out, err = collect(rows)
 		return err
 	})
 	return out, err
 }
 
-// collect decodes rows, passing each record to keep (until it returns
-// false), and returns those kept... or all of them when keep always
-// returns true.
-func collect(rows pgx.Rows, keep func(*state.Record) bool) ([]*state.Record, error) {
+// collect decodes rows.
+func collect(rows pgx.Rows) ([]*state.Record, error) {
 	defer rows.Close()
 	var out []*state.Record
 	for rows.Next() {
@@ -411,9 +402,6 @@ func collect(rows pgx.Rows, keep func(*state.Record) bool) ([]*state.Record, err
 			return nil, err
 		}
 		out = append(out, r)
-		if !keep(r) {
-			break
-		}
 	}
 	return out, rows.Err()
 }
@@ -471,7 +459,7 @@ func (s *Store) scanPage(ctx context.Context, st string, after *state.Key) ([]*s
 		if err != nil {
 			return err
 		}
-		page, err = collect(rows, func(*state.Record) bool { return true })
+		page, err = collect(rows)
 		return err
 	})
 	return page, err

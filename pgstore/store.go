@@ -5,11 +5,14 @@
 // matches are columns (bytea, so any bytes round-trip), the rest is the
 // package's binary encoding (body) and the history an array of encoded
 // events, capped like Badger's (the first event and the latest). Writes of
-// Create, Replace, Enqueue and Ack go through a group committer: the
-// requests waiting are sent as one pipelined batch that PostgreSQL runs as
+// Create, Replace, Update, Enqueue and Ack go through a group committer:
+// the requests waiting are sent as one pipelined batch (the Creates as one
+// multi-row statement, the Replaces as another) that PostgreSQL runs as
 // one implicit transaction with one WAL flush (synchronous_commit stays
-// on), while the next batch gathers. Update is a read-modify-write in a
-// transaction of its own (SELECT … FOR UPDATE).
+// on), while the next batch gathers. Update reads the record, calls fn and
+// writes the result in the batch on condition that nobody wrote the record
+// since; otherwise it runs again in a transaction of its own that locks
+// the row (SELECT … FOR UPDATE).
 //
 // Every instance holds a lease in table instances, renewed every Lease/3;
 // ExpireDeadOwners turns the sent records of instances whose lease ran
