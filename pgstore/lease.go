@@ -198,19 +198,27 @@ func (s *Store) maintain() {
 	}
 }
 
-// gcLimit is the most expired rows of one table a collection deletes.
+// gcLimit is the most expired rows of one table a delete statement
+// removes; a sweep repeats it until a table has no more (or its time is
+// up).
 const gcLimit = 10000
 
-// collect deletes expired records, queue entries and dedup markers.
+// collect deletes expired records, queue entries and dedup markers, in
+// statements of at most gcLimit rows, for at most Lease/3.
 func (s *Store) collect(ctx context.Context) error {
-	ctx, cancel := s.opCtx(ctx)
+	ctx, cancel := context.WithTimeout(ctx, max(s.opts.Lease/3, s.opts.Timeout))
 	defer cancel()
 	now := unixNano(s.now())
 	for _, table := range []string{"records", "queue_entries", "queue_markers"} {
-		_, err := s.pool.Exec(ctx, `DELETE FROM `+table+` WHERE ctid = ANY(ARRAY(
-			SELECT ctid FROM `+table+` WHERE expires_ns <= $1 LIMIT `+fmt.Sprint(gcLimit)+`))`, now)
-		if err != nil {
-			return wrapErr(err)
+		for {
+			tag, err := s.pool.Exec(ctx, `DELETE FROM `+table+` WHERE ctid = ANY(ARRAY(
+				SELECT ctid FROM `+table+` WHERE expires_ns <= $1 LIMIT `+fmt.Sprint(gcLimit)+`)) AND expires_ns <= $1`, now)
+			if err != nil {
+				return wrapErr(err)
+			}
+			if tag.RowsAffected() < gcLimit {
+				break
+			}
 		}
 	}
 	return nil
