@@ -29,6 +29,7 @@ func viaProxy(t *testing.T, dsn string) (*tcpProxy, string) {
 // context) instead of hanging; once it is back, the store recovers by
 // itself.
 func TestDatabaseGoneFailsPromptlyThenRecovers(t *testing.T) {
+	t.Parallel()
 	dsn := testDSN(t)
 	schema := newSchema(t, dsn)
 	if err := Migrate(bg, dsn, schema); err != nil {
@@ -81,6 +82,7 @@ func TestDatabaseGoneFailsPromptlyThenRecovers(t *testing.T) {
 // A database that accepts connections but never answers cannot hang an
 // operation past Options.Timeout, even with a context without deadline.
 func TestStalledDatabaseIsBoundedByTimeout(t *testing.T) {
+	t.Parallel()
 	dsn := testDSN(t)
 	schema := newSchema(t, dsn)
 	if err := Migrate(bg, dsn, schema); err != nil {
@@ -106,6 +108,7 @@ func TestStalledDatabaseIsBoundedByTimeout(t *testing.T) {
 // or an operator would) fail at most the operations in flight; the pool
 // reconnects and the store goes on.
 func TestTerminatedBackendsAreReconnected(t *testing.T) {
+	t.Parallel()
 	dsn := testDSN(t)
 	s := openTest(t, Options{DSN: dsn, InstanceID: "terminated"})
 	now := time.Now()

@@ -16,6 +16,7 @@ import (
 // Migrating twice changes nothing, the version is reported, and
 // concurrent migrations of one schema apply each version once.
 func TestMigrateIsIdempotentAndReportsTheVersion(t *testing.T) {
+	t.Parallel()
 	dsn := testDSN(t)
 	schema := newSchema(t, dsn)
 	var wg sync.WaitGroup
@@ -45,6 +46,7 @@ func TestMigrateIsIdempotentAndReportsTheVersion(t *testing.T) {
 // Without Migrate, Open refuses a schema that is behind (or ahead of)
 // this build, naming the command that brings it up to date.
 func TestOpenRefusesASchemaNotAtThisVersion(t *testing.T) {
+	t.Parallel()
 	dsn := testDSN(t)
 	schema := newSchema(t, dsn)
 	_, err := Open(bg, Options{DSN: dsn, Schema: schema, InstanceID: "a"})
@@ -74,6 +76,7 @@ func TestOpenRefusesASchemaNotAtThisVersion(t *testing.T) {
 // records over as unknown, and leaves alone the records of live instances
 // and those not sent.
 func TestDeadInstanceSentRecordsBecomeUnknown(t *testing.T) {
+	t.Parallel()
 	dsn := testDSN(t)
 	c := storetest.NewClock(t0)
 	const lease = time.Hour // the heartbeat never fires during the test
@@ -125,6 +128,7 @@ func TestDeadInstanceSentRecordsBecomeUnknown(t *testing.T) {
 // closed (giving the lease up), a new run of the instance opens and takes
 // over the sent records the previous run left.
 func TestInstanceIDInUseIsRefusedUntilReleased(t *testing.T) {
+	t.Parallel()
 	dsn := testDSN(t)
 	c := storetest.NewClock(t0)
 	a := openTest(t, Options{DSN: dsn, InstanceID: "a", Now: c.Now})
@@ -156,6 +160,7 @@ func TestInstanceIDInUseIsRefusedUntilReleased(t *testing.T) {
 
 // The heartbeat renews the lease on its own every Lease/3.
 func TestHeartbeatRenewsTheLease(t *testing.T) {
+	t.Parallel()
 	s := openTest(t, Options{Lease: 300 * time.Millisecond})
 	first := s.LeaseUntil()
 	testkit.Eventually(t, 10*time.Second, func() bool { return !s.LeaseUntil().Equal(first) },
@@ -168,6 +173,7 @@ func TestHeartbeatRenewsTheLease(t *testing.T) {
 // The maintenance sweep deletes expired records, queue entries and dedup
 // markers, and nothing live.
 func TestCollectDeletesOnlyExpiredRows(t *testing.T) {
+	t.Parallel()
 	c := storetest.NewClock(t0)
 	s := openTest(t, Options{Now: c.Now})
 	short := sentRecord(c.Now(), "short", "test-1/1", 1)

@@ -73,7 +73,7 @@ func (s *Store) Create(ctx context.Context, rec *state.Record) (*state.Record, b
 	if rec == nil {
 		return nil, false, errNilRecord
 	}
-	for {
+	for attempt := 0; ; attempt++ {
 		op := &createOp{rec: rec.Clone(), args: recordArgs(rec, capEvents(encodeEvents(rec.History))), now: unixNano(s.now())}
 		if err := s.submit(ctx, &request{order: keyOrder(rec.Key), create: op}); err != nil {
 			return nil, false, err
@@ -91,6 +91,9 @@ func (s *Store) Create(ctx context.Context, rec *state.Record) (*state.Record, b
 		existing, err := s.Get(ctx, rec.Key)
 		if !errors.Is(err, state.ErrNotFound) {
 			return existing, false, err
+		}
+		if attempt == 3 {
+			return nil, false, fmt.Errorf("pgstore: Create(%v): the key's holder keeps changing", rec.Key)
 		}
 	}
 }

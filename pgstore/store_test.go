@@ -55,6 +55,7 @@ func notes(h []state.Event) []string {
 // new events are appended to the history as stored, even when it holds
 // events the caller's old version does not show.
 func TestReplaceAppendsToStoredHistoryAndMovesIndexes(t *testing.T) {
+	t.Parallel()
 	c := storetest.NewClock(t0)
 	s := openTest(t, Options{Now: c.Now})
 	old := sentRecord(c.Now(), "k1", "test-1/1", 7)
@@ -96,6 +97,7 @@ func TestReplaceAppendsToStoredHistoryAndMovesIndexes(t *testing.T) {
 // A Replace of a record whose row is gone (collected after expiry)
 // writes it anew, history and all.
 func TestReplaceOfAMissingRecordWritesIt(t *testing.T) {
+	t.Parallel()
 	c := storetest.NewClock(t0)
 	s := openTest(t, Options{Now: c.Now})
 	old := sentRecord(c.Now(), "gone", "test-1/1", 1)
@@ -113,6 +115,7 @@ func TestReplaceOfAMissingRecordWritesIt(t *testing.T) {
 // Histories are kept to the first event and the latest ones, on Create,
 // Update and Replace alike.
 func TestHistoryKeepsFirstAndLatestEvents(t *testing.T) {
+	t.Parallel()
 	c := storetest.NewClock(t0)
 	s := openTest(t, Options{Now: c.Now})
 	r := sentRecord(c.Now(), "long", "test-1/1", 1)
@@ -141,6 +144,7 @@ func TestHistoryKeepsFirstAndLatestEvents(t *testing.T) {
 
 // ScanState visits exactly the live records in the state asked for.
 func TestScanStateVisitsLiveRecordsOfOneState(t *testing.T) {
+	t.Parallel()
 	c := storetest.NewClock(t0)
 	s := openTest(t, Options{Now: c.Now})
 	for i, st := range []state.SubmitState{state.Sent, state.Accepted, state.Sent, state.Unknown, state.Sent} {
@@ -173,6 +177,7 @@ func TestScanStateVisitsLiveRecordsOfOneState(t *testing.T) {
 
 // Scan pages through more records than one query returns, each once.
 func TestScanPagesThroughEveryRecord(t *testing.T) {
+	t.Parallel()
 	c := storetest.NewClock(t0)
 	s := openTest(t, Options{Now: c.Now})
 	const n = scanPage*2 + 17
@@ -204,6 +209,7 @@ func TestScanPagesThroughEveryRecord(t *testing.T) {
 // once: exactly one creates it, and every other creator is shown the
 // winner's record.
 func TestConcurrentCreateAcrossInstancesHasOneWinner(t *testing.T) {
+	t.Parallel()
 	dsn := testDSN(t)
 	a := openTest(t, Options{DSN: dsn, InstanceID: "a"})
 	b := openTest(t, Options{DSN: dsn, Schema: a.opts.Schema, InstanceID: "b"})
