@@ -270,6 +270,9 @@ func ReadStatus(ctx context.Context, dsn, schema string) (Status, error) {
 	}
 	cfg.MaxConns = 1
 	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = defaultConnectTimeout
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return Status{}, fmt.Errorf("pgstore: %w", err)

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -56,6 +57,10 @@ func loadMigrations() ([]migration, error) {
 	return out, nil
 }
 
+// defaultConnectTimeout bounds connecting for Migrate and ReadStatus when
+// the DSN sets no connect_timeout.
+const defaultConnectTimeout = 10 * time.Second
+
 // SchemaVersion is the schema version this build uses.
 func SchemaVersion() int {
 	ms, err := loadMigrations()
@@ -79,9 +84,16 @@ func Migrate(ctx context.Context, dsn, schema string) error {
 	if err != nil {
 		return err
 	}
-	conn, err := pgx.Connect(ctx, dsn)
+	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
-		return fmt.Errorf("pgstore: migrate: %w", err)
+		return fmt.Errorf("pgstore: DSN: %w", err)
+	}
+	if cfg.ConnectTimeout == 0 {
+		cfg.ConnectTimeout = defaultConnectTimeout
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("%w: migrate: %w", ErrUnavailable, err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	lock := "smppproxy migrate " + schema
