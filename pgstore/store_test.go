@@ -257,3 +257,56 @@ func TestConcurrentCreateAcrossInstancesHasOneWinner(t *testing.T) {
 		}
 	}
 }
+
+// Entries enqueued by two instances at once reach a consumer that tails
+// the queue with a cursor (List after the last sequence number it saw)
+// without one being skipped: sequence numbers commit in order.
+func TestQueueCursorMissesNothingAcrossInstances(t *testing.T) {
+	t.Parallel()
+	dsn := testDSN(t)
+	a := openTest(t, Options{DSN: dsn, InstanceID: "a"})
+	b := openTest(t, Options{DSN: dsn, Schema: a.opts.Schema, InstanceID: "b"})
+	const per = 200
+	now := time.Now()
+	var wg sync.WaitGroup
+	for _, s := range []*Store{a, b} {
+		for w := range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range per / 8 {
+					e := &state.QueueEntry{Queue: "shop", MessageID: fmt.Sprintf("%s-%d-%d", s.opts.InstanceID, w, i), Body: []byte("b"), Enqueued: now, Expires: now.Add(time.Hour)}
+					if _, _, err := s.Enqueue(bg, e); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}()
+		}
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	seen := map[string]bool{}
+	var after uint64
+	for finished := false; ; {
+		select {
+		case <-done:
+			finished = true
+		default:
+		}
+		es, err := b.List(bg, "shop", after, 50)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range es {
+			seen[e.MessageID] = true
+			after = e.Seq
+		}
+		if finished && len(es) == 0 {
+			break
+		}
+	}
+	if len(seen) != 2*per {
+		t.Errorf("a consumer tailing the queue saw %d of %d entries", len(seen), 2*per)
+	}
+}
