@@ -51,6 +51,8 @@ var layers = map[string][]string{
 	"state":           {"smpp", "logx"},
 	"state/storetest": {"state", "smpp"},
 	"session":         {"smpp", "logx"},
+	// pgstore is the PostgreSQL backend of state.Store and state.Queue.
+	"pgstore": {"state"},
 
 	// dedup is a middleware of smppserver's handler chain and forwards
 	// through its own Forwarder interface, so it needs no smppclient.

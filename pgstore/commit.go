@@ -1,0 +1,325 @@
+package pgstore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/smppproxy/smppproxy/state"
+)
+
+// request is one write waiting for the committer. queue adds its
+// statements to the batch with callbacks that fill the caller's results;
+// those results count only once the batch committed (err nil).
+type request struct {
+	order   lockOrder
+	seqLock bool // takes the queue sequence lock (Enqueue)
+	// One of: a Create, a Replace (written with the batch's others of the
+	// kind), or a function adding the request's own statements.
+	create  *createOp
+	replace *replaceOp
+	cas     *casOp
+	queue   func(b *pgx.Batch)
+
+	claim atomic.Int32 // claimWaiting, claimTaken, claimAbandoned
+	err   error
+	done  chan struct{}
+}
+
+const (
+	claimWaiting = iota
+	claimTaken
+	claimAbandoned
+)
+
+// lockOrder is the order in which a batch takes its row locks: every
+// batch takes them in the same order, so two batches (of this process or
+// another) never wait for each other in a cycle.
+type lockOrder struct {
+	table   int // orderRecord, orderMarker, orderEntry
+	a, b, c []byte
+}
+
+const (
+	orderRecord = iota
+	orderMarker
+	orderEntry
+)
+
+func compareOrder(x, y *request) int {
+	if c := x.order.table - y.order.table; c != 0 {
+		return c
+	}
+	if c := bytes.Compare(x.order.a, y.order.a); c != 0 {
+		return c
+	}
+	if c := bytes.Compare(x.order.b, y.order.b); c != 0 {
+		return c
+	}
+	return bytes.Compare(x.order.c, y.order.c)
+}
+
+// seqLockKey is the advisory lock that serialises enqueuing transactions
+// (pg_advisory_xact_lock), so queue sequence numbers commit in order.
+const seqLockKey = 0x736d7070_71736571 // "smppqseq"
+
+// submit hands r to the committer (waiting for room while ctx allows) and
+// waits for its outcome. When ctx ends before the committer took r, r is
+// dropped and nothing is written; once taken, the outcome is waited for
+// (bounded by Options.Timeout).
+func (s *Store) submit(ctx context.Context, r *request) error {
+	if err := s.enter(ctx); err != nil {
+		return err
+	}
+	if err := s.health.gate(); err != nil {
+		s.exit()
+		return err
+	}
+	r.done = make(chan struct{})
+	select {
+	case s.reqs <- r:
+		s.exit()
+	case <-ctx.Done():
+		s.exit()
+		return fmt.Errorf("pgstore: %w", ctx.Err())
+	}
+	select {
+	case <-r.done:
+		return r.err
+	case <-ctx.Done():
+		if r.claim.CompareAndSwap(claimWaiting, claimAbandoned) {
+			return fmt.Errorf("pgstore: %w", ctx.Err())
+		}
+		<-r.done
+		return r.err
+	}
+}
+
+// gather collects the waiting requests into batches and hands a batch to
+// the first free committer: while committers are busy, the next batch
+// grows. It ends once Close closed s.reqs and every request is handed on.
+func (s *Store) gather() {
+	defer s.commitDone.Done()
+	defer close(s.batches)
+	in := s.reqs
+	var pending []*request
+	for in != nil || len(pending) > 0 {
+		var out chan []*request
+		if len(pending) > 0 {
+			out = s.batches
+		}
+		recv := in
+		if len(pending) >= maxBatch {
+			recv = nil
+		}
+		select {
+		case r, ok := <-recv:
+			if !ok {
+				in = nil
+				continue
+			}
+			pending = append(pending, r)
+		case out <- pending:
+			pending = nil
+		}
+	}
+}
+
+func (s *Store) commitLoop() {
+	defer s.commitDone.Done()
+	for batch := range s.batches {
+		s.runBatch(batch)
+	}
+}
+
+// runBatch commits the requests their callers still wait for as one
+// transaction. A batch that fails for a reason other than the connection
+// is retried request by request, so one bad request fails alone.
+func (s *Store) runBatch(batch []*request) {
+	live := batch[:0]
+	for _, r := range batch {
+		if r.claim.CompareAndSwap(claimWaiting, claimTaken) {
+			live = append(live, r)
+		}
+	}
+	if len(live) == 0 {
+		return
+	}
+	slices.SortStableFunc(live, compareOrder)
+	err := s.execRetry(live)
+	if err != nil && len(live) > 1 && !isConnError(err) {
+		for _, r := range live {
+			r.err = s.execRetry([]*request{r})
+			close(r.done)
+		}
+		return
+	}
+	for _, r := range live {
+		r.err = err
+		close(r.done)
+	}
+}
+
+// execRetry runs exec again when PostgreSQL broke a deadlock or a
+// serialization conflict by aborting it (nothing was written).
+func (s *Store) execRetry(reqs []*request) error {
+	var err error
+	for range 4 {
+		if err = s.exec(reqs); !isRetryable(err) {
+			return err
+		}
+	}
+	return err
+}
+
+// exec sends the requests' statements as one pipelined batch: one
+// implicit transaction, committed (and flushed) when the batch's results
+// are all read.
+func (s *Store) exec(reqs []*request) error {
+	if err := s.health.gate(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
+	defer cancel()
+	b := &pgx.Batch{}
+	if slices.ContainsFunc(reqs, func(r *request) bool { return r.seqLock }) {
+		b.Queue("SELECT pg_advisory_xact_lock($1)", int64(seqLockKey))
+	}
+	var (
+		creates  []*createOp
+		replaces []*replaceOp
+		cas      []*casOp
+	)
+	for _, r := range reqs {
+		switch {
+		case r.create != nil:
+			creates = append(creates, r.create)
+		case r.replace != nil:
+			replaces = append(replaces, r.replace)
+		case r.cas != nil:
+			cas = append(cas, r.cas)
+		}
+	}
+	queueCreates(b, creates)
+	queueReplaces(b, replaces)
+	queueCAS(b, cas)
+	for _, r := range reqs {
+		if r.queue != nil {
+			r.queue(b)
+		}
+	}
+	start := time.Now()
+	err := s.pool.SendBatch(ctx, b).Close()
+	s.execNanos.Add(uint64(time.Since(start)))
+	s.health.report(err)
+	if err != nil {
+		return wrapErr(err)
+	}
+	for _, op := range creates {
+		op.settle()
+	}
+	s.commits.Add(1)
+	s.ops.Add(uint64(len(reqs)))
+	return nil
+}
+
+// wrapErr marks connection failures with ErrUnavailable.
+func wrapErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, state.ErrNotFound), errors.Is(err, state.ErrClosed), errors.Is(err, ErrUnavailable):
+		return err
+	case isConnError(err):
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return fmt.Errorf("pgstore: %w", err)
+}
+
+// isConnError reports whether err says the database could not be reached
+// or the connection broke (as opposed to an error of the statement).
+func isConnError(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return false
+	}
+	var (
+		pe *pgconn.PgError
+		ce *pgconn.ConnectError
+		ne net.Error
+	)
+	switch {
+	case errors.As(err, &pe):
+		switch pe.Code {
+		case "57P01", "57P02", "57P03": // admin or crash shutdown, cannot connect now
+			return true
+		}
+		return strings.HasPrefix(pe.Code, "08")
+	case errors.Is(err, ErrUnavailable), errors.Is(err, context.DeadlineExceeded), errors.As(err, &ce),
+		errors.As(err, &ne), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, pgconn.ErrConnClosed), pgconn.Timeout(err):
+		return true
+	}
+	return false
+}
+
+// isRetryable reports a transaction aborted to break a deadlock or a
+// serialization conflict.
+func isRetryable(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001")
+}
+
+// health is the reconnect back-off: after a connection failure,
+// operations fail at once with ErrUnavailable until the back-off delay
+// has passed; then the next operation tries the database again (the pool
+// reconnects) and a success clears the state. The delay doubles with each
+// failure, from 50 ms to 5 s.
+type health struct {
+	mu       sync.Mutex
+	failures int
+	until    time.Time
+	last     error
+}
+
+const (
+	backoffMin = 50 * time.Millisecond
+	backoffMax = 5 * time.Second
+)
+
+func (h *health) gate() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.failures == 0 || !time.Now().Before(h.until) {
+		return nil
+	}
+	return fmt.Errorf("%w (retrying in %v): %w", ErrUnavailable, time.Until(h.until).Round(time.Millisecond), h.last)
+}
+
+func (h *health) report(err error) {
+	if err != nil && !isConnError(err) {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err == nil {
+		h.failures, h.last = 0, nil
+		return
+	}
+	if errors.Is(err, ErrUnavailable) {
+		return // a refusal of gate itself
+	}
+	h.failures++
+	d := backoffMin << min(h.failures-1, 7)
+	h.until, h.last = time.Now().Add(min(d, backoffMax)), err
+}

@@ -1,0 +1,317 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/smppproxy/smppproxy/state"
+)
+
+// Lease reports whether this instance holds a valid lease now: its last
+// renewal succeeded and has not run out. While it does not, other
+// instances may take over its sent records, so the proxy must not forward
+// new submits.
+func (s *Store) Lease() bool {
+	until := s.leaseUntil.Load()
+	return until != 0 && unixNano(s.now()) < until
+}
+
+// LeaseUntil is when the lease last renewed runs out (zero: none).
+func (s *Store) LeaseUntil() time.Time {
+	if until := s.leaseUntil.Load(); until != 0 {
+		return time.Unix(0, until).UTC()
+	}
+	return time.Time{}
+}
+
+// claim registers the instance at Open. An instance row whose lease is
+// still held by another process is refused (unless Options.TakeOver ends
+// that lease first); one whose
+// lease ran out belonged to an earlier run of this instance, whose sent
+// records are turned into unknown with those of every other dead instance
+// before the lease is taken.
+func (s *Store) claim(ctx context.Context) error {
+	now := s.now()
+	var until time.Time
+	err := s.pool.QueryRow(ctx, `SELECT lease_until FROM instances WHERE id = $1`, s.opts.InstanceID).Scan(&until)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+	case err != nil:
+		return wrapErr(err)
+	case now.Before(until) && s.opts.TakeOver:
+		s.log.Warn("taking over an instance id whose lease is held", "instance", s.opts.InstanceID, "lease_until", until)
+		if _, err := s.pool.Exec(ctx, `UPDATE instances SET lease_until = $2 WHERE id = $1`, s.opts.InstanceID, now); err != nil {
+			return wrapErr(err)
+		}
+	case now.Before(until):
+		return fmt.Errorf("%w: instance %q holds a lease until %s: another process runs with this instance id",
+			ErrInstanceInUse, s.opts.InstanceID, until.UTC().Format(time.RFC3339))
+	}
+	if n, err := s.expireDead(ctx, ""); err != nil {
+		return err
+	} else if n > 0 {
+		s.log.Warn("sent records of dead instances are now unknown", "records", n)
+	}
+	tag, err := s.pool.Exec(ctx, `INSERT INTO instances AS i (id, host, pid, token, started, lease_until)
+		VALUES ($1, $2, $3, $4, $5, $6)
+		ON CONFLICT (id) DO UPDATE SET host = EXCLUDED.host, pid = EXCLUDED.pid, token = EXCLUDED.token,
+			started = EXCLUDED.started, lease_until = EXCLUDED.lease_until
+		WHERE i.lease_until <= $5`,
+		s.opts.InstanceID, textCol(s.host), os.Getpid(), s.token, now, now.Add(s.opts.Lease))
+	if err != nil {
+		return wrapErr(err)
+	}
+	if tag.RowsAffected() != 1 {
+		return fmt.Errorf("%w: instance %q was claimed by another process while this one started", ErrInstanceInUse, s.opts.InstanceID)
+	}
+	s.leaseUntil.Store(unixNano(now.Add(s.opts.Lease)))
+	return nil
+}
+
+// Renew extends the instance's lease to now + Lease. The heartbeat calls
+// it every Lease/3; it fails when the database cannot be reached or when
+// another process took the instance over (the lease is then lost).
+func (s *Store) Renew(ctx context.Context) error {
+	if err := s.enter(ctx); err != nil {
+		return err
+	}
+	defer s.exit()
+	return s.renew(ctx)
+}
+
+func (s *Store) renew(ctx context.Context) error {
+	ctx, cancel := s.opCtx(ctx)
+	defer cancel()
+	now := s.now()
+	until := now.Add(s.opts.Lease)
+	tag, err := s.pool.Exec(ctx, `UPDATE instances SET lease_until = $3 WHERE id = $1 AND token = $2`,
+		s.opts.InstanceID, s.token, until)
+	s.health.report(err)
+	if err != nil {
+		return wrapErr(err)
+	}
+	if tag.RowsAffected() != 1 {
+		s.leaseUntil.Store(0)
+		return fmt.Errorf("%w: instance %q was taken over by another process", ErrInstanceInUse, s.opts.InstanceID)
+	}
+	s.leaseUntil.Store(unixNano(until))
+	return nil
+}
+
+// release ends the lease at Close, so that the other instances take over
+// this one's sent records without waiting for it to run out.
+func (s *Store) release() {
+	ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
+	defer cancel()
+	_, err := s.pool.Exec(ctx, `UPDATE instances SET lease_until = $3 WHERE id = $1 AND token = $2`,
+		s.opts.InstanceID, s.token, s.now())
+	if err != nil {
+		s.log.Warn("giving up the instance lease failed; it runs out by itself", "instance", s.opts.InstanceID, "err", err)
+	}
+	s.leaseUntil.Store(0)
+}
+
+// sqlExpireDead turns into unknown the live sent records whose owner
+// instance is not $3 (when set) and holds no lease at $4 (an owner without
+// an instance part has none), locking them in key order
+// (the order of the committer's batches); $2 is the history event.
+const sqlExpireDead = `UPDATE records r
+	SET state = 'unknown', history = cap_history(r.history || $2::bytea[], 64), wseq = nextval('record_wseq')
+	FROM (SELECT account, key, segment FROM records x
+		WHERE x.state = 'sent' AND x.expires_ns > $1 AND ($3 = '' OR x.owner_instance <> $3)
+		AND NOT EXISTS (SELECT 1 FROM instances i WHERE i.id = x.owner_instance AND i.lease_until > $4)
+		ORDER BY account, key, segment
+		FOR UPDATE) dead
+	WHERE r.account = dead.account AND r.key = dead.key AND r.segment = dead.segment AND r.state = 'sent'`
+
+// ExpireDeadOwners turns every live sent record whose owner instance no
+// longer holds a lease (it stopped, crashed or lost the database for
+// longer than its lease) into unknown, with a history event, and returns
+// how many it turned. Records of live instances, and this instance's own,
+// are never touched. Open calls it, and the heartbeat every Lease.
+func (s *Store) ExpireDeadOwners(ctx context.Context) (int, error) {
+	if err := s.enter(ctx); err != nil {
+		return 0, err
+	}
+	defer s.exit()
+	return s.expireDead(ctx, s.opts.InstanceID)
+}
+
+func (s *Store) expireDead(ctx context.Context, self string) (int, error) {
+	ctx, cancel := s.opCtx(ctx)
+	defer cancel()
+	now := s.now()
+	ev := state.Event{At: now, State: state.Unknown, Note: "owner instance's lease expired while sent"}
+	var n int64
+	for range 4 {
+		tag, err := s.pool.Exec(ctx, sqlExpireDead, unixNano(now), [][]byte{encodeEvent(&ev)}, self, now)
+		if isRetryable(err) {
+			continue
+		}
+		s.reportRead(ctx, err)
+		if err != nil {
+			return 0, wrapErr(err)
+		}
+		n = tag.RowsAffected()
+		break
+	}
+	return int(n), nil
+}
+
+// maintain renews the lease every Lease/3 and, every third renewal, takes
+// over the records of dead instances and deletes expired rows.
+func (s *Store) maintain() {
+	defer s.maintenance.Done()
+	t := time.NewTicker(s.opts.Lease / 3)
+	defer t.Stop()
+	for n := 1; ; n++ {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		ctx := context.Background()
+		had := s.Lease()
+		if err := s.renew(ctx); err != nil {
+			s.log.Warn("instance lease not renewed", "instance", s.opts.InstanceID, "err", err, "lease_until", s.LeaseUntil())
+			continue
+		} else if !had {
+			s.log.Info("instance lease renewed after a lapse", "instance", s.opts.InstanceID)
+		}
+		if n%3 != 0 {
+			continue
+		}
+		if k, err := s.expireDead(ctx, s.opts.InstanceID); err != nil {
+			s.log.Warn("taking over the records of dead instances failed", "err", err)
+		} else if k > 0 {
+			s.log.Warn("sent records of dead instances are now unknown", "records", k)
+		}
+		if err := s.collect(ctx); err != nil {
+			s.log.Warn("deleting expired rows failed", "err", err)
+		}
+	}
+}
+
+// gcLimit is the most expired rows of one table a delete statement
+// removes; a sweep repeats it until a table has no more (or its time is
+// up).
+const gcLimit = 10000
+
+// collect deletes expired records, queue entries and dedup markers, in
+// statements of at most gcLimit rows, for at most Lease/3.
+func (s *Store) collect(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, max(s.opts.Lease/3, s.opts.Timeout))
+	defer cancel()
+	now := unixNano(s.now())
+	for _, table := range []string{"records", "queue_entries", "queue_markers"} {
+		for {
+			tag, err := s.pool.Exec(ctx, `DELETE FROM `+table+` WHERE ctid = ANY(ARRAY(
+				SELECT ctid FROM `+table+` WHERE expires_ns <= $1 LIMIT `+fmt.Sprint(gcLimit)+`)) AND expires_ns <= $1`, now)
+			if err != nil {
+				return wrapErr(err)
+			}
+			if tag.RowsAffected() < gcLimit {
+				break
+			}
+		}
+	}
+	return nil
+}
+
+// Status is what `smppproxy store status` shows of a shared store.
+type Status struct {
+	Schema string
+	// Version is the schema's version; Want is this build's.
+	Version, Want int
+	Instances     []Instance
+	// Records counts the live records by state.
+	Records map[state.SubmitState]int
+	// Queued counts the live queue entries.
+	Queued int
+}
+
+// Instance is one proxy instance registered in the store.
+type Instance struct {
+	ID, Host   string
+	PID        int
+	Started    time.Time
+	LeaseUntil time.Time
+	// Live: the lease had not run out at the time of the status.
+	Live bool
+}
+
+// Status reports the schema version, the instances and their leases and
+// the records by state.
+func (s *Store) Status(ctx context.Context) (Status, error) {
+	if err := s.enter(ctx); err != nil {
+		return Status{}, err
+	}
+	defer s.exit()
+	ctx, cancel := s.opCtx(ctx)
+	defer cancel()
+	return readStatus(ctx, s.pool, s.opts.Schema, s.now())
+}
+
+// ReadStatus is Status without opening a Store (which would register an
+// instance): for `smppproxy store status`.
+func ReadStatus(ctx context.Context, dsn, schema string) (Status, error) {
+	if !schemaName.MatchString(schema) {
+		return Status{}, fmt.Errorf("pgstore: schema name %q: want lower-case letters, digits and _", schema)
+	}
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return Status{}, fmt.Errorf("pgstore: DSN: %w", err)
+	}
+	cfg.MaxConns = 1
+	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = defaultConnectTimeout
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return Status{}, fmt.Errorf("pgstore: %w", err)
+	}
+	defer pool.Close()
+	return readStatus(ctx, pool, schema, time.Now())
+}
+
+func readStatus(ctx context.Context, pool *pgxpool.Pool, schema string, now time.Time) (Status, error) {
+	st := Status{Schema: schema, Want: SchemaVersion(), Records: map[state.SubmitState]int{}}
+	var err error
+	if st.Version, err = readVersion(ctx, pool, schema); err != nil || st.Version == 0 {
+		return st, err
+	}
+	rows, err := pool.Query(ctx, `SELECT id, host, pid, started, lease_until FROM instances ORDER BY id`)
+	if err != nil {
+		return st, wrapErr(err)
+	}
+	st.Instances, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (Instance, error) {
+		var in Instance
+		err := row.Scan(&in.ID, &in.Host, &in.PID, &in.Started, &in.LeaseUntil)
+		in.Started, in.LeaseUntil = in.Started.UTC(), in.LeaseUntil.UTC()
+		in.Live = now.Before(in.LeaseUntil)
+		return in, err
+	})
+	if err != nil {
+		return st, wrapErr(err)
+	}
+	rows, err = pool.Query(ctx, `SELECT state, count(*) FROM records WHERE expires_ns > $1 GROUP BY state`, unixNano(now))
+	if err != nil {
+		return st, wrapErr(err)
+	}
+	var (
+		name string
+		n    int
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&name, &n}, func() error { st.Records[state.SubmitState(name)] = n; return nil }); err != nil {
+		return st, wrapErr(err)
+	}
+	err = pool.QueryRow(ctx, `SELECT count(*) FROM queue_entries WHERE expires_ns > $1`, unixNano(now)).Scan(&st.Queued)
+	return st, wrapErr(err)
+}

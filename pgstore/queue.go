@@ -1,0 +1,156 @@
+package pgstore
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/smppproxy/smppproxy/state"
+)
+
+const (
+	sqlEnqueue = `INSERT INTO queue_entries (seq, queue, expires_ns, entry)
+		VALUES (nextval('queue_seq'), $1, $2, $3) RETURNING seq`
+	// sqlEnqueueDedup writes the marker unless a live one holds the key
+	// (an expired one is replaced), and the entry only with a new marker.
+	sqlEnqueueDedup = `WITH m AS (
+			INSERT INTO queue_markers AS q (queue, dedup_key, seq, expires_ns)
+			VALUES ($1, $4, nextval('queue_seq'), $2)
+			ON CONFLICT (queue, dedup_key) DO UPDATE SET seq = EXCLUDED.seq, expires_ns = EXCLUDED.expires_ns
+			WHERE q.expires_ns <= $5
+			RETURNING seq)
+		INSERT INTO queue_entries (seq, queue, expires_ns, entry) SELECT seq, $1, $2, $3 FROM m RETURNING seq`
+	sqlMarker = `SELECT seq FROM queue_markers WHERE queue = $1 AND dedup_key = $2`
+)
+
+var errNilEntry = errors.New("pgstore: Enqueue of a nil entry")
+
+// Enqueue implements state.Queue. Enqueuing transactions hold an advisory
+// lock while they draw sequence numbers and commit, so the numbers are
+// strictly increasing in commit order across every instance.
+func (s *Store) Enqueue(ctx context.Context, e *state.QueueEntry) (uint64, bool, error) {
+	if e == nil {
+		return 0, false, errNilEntry
+	}
+	args := []any{col(e.Queue), expiresNS(e.Expires), encodeEntry(e)}
+	var (
+		seq    int64
+		dup    bool
+		getErr error
+	)
+	r := &request{seqLock: true}
+	if e.DedupKey == "" {
+		r.order = lockOrder{table: orderEntry, a: []byte(e.Queue)}
+		r.queue = func(b *pgx.Batch) {
+			b.Queue(sqlEnqueue, args...).QueryRow(func(row pgx.Row) error { return row.Scan(&seq) })
+		}
+	} else {
+		args = append(args, col(e.DedupKey), unixNano(s.now()))
+		r.order = lockOrder{table: orderMarker, a: []byte(e.Queue), b: []byte(e.DedupKey)}
+		r.queue = func(b *pgx.Batch) {
+			seq, dup, getErr = 0, false, nil
+			b.Queue(sqlEnqueueDedup, args...).QueryRow(func(row pgx.Row) error {
+				if err := row.Scan(&seq); errors.Is(err, pgx.ErrNoRows) {
+					dup = true
+				} else if err != nil {
+					return err
+				}
+				return nil
+			})
+			b.Queue(sqlMarker, args[0], args[3]).QueryRow(func(row pgx.Row) error {
+				var m int64
+				if getErr = row.Scan(&m); dup {
+					seq = m
+				}
+				return nil
+			})
+		}
+	}
+	if err := s.submit(ctx, r); err != nil {
+		return 0, false, err
+	}
+	if dup && getErr != nil {
+		return 0, false, wrapErr(getErr)
+	}
+	return uint64(seq), dup, nil
+}
+
+// List implements state.Queue.
+func (s *Store) List(ctx context.Context, queue string, after uint64, limit int) ([]*state.QueueEntry, error) {
+	var out []*state.QueueEntry
+	err := s.read(ctx, func(ctx context.Context) error {
+		if limit <= 0 {
+			return nil
+		}
+		rows, err := s.pool.Query(ctx, `SELECT seq, entry FROM queue_entries
+			WHERE queue = $1 AND seq > $2 AND expires_ns > $3 ORDER BY seq LIMIT $4`,
+			col(queue), seqArg(after), unixNano(s.now()), limit)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var (
+				seq   int64
+				entry []byte
+			)
+			if err := rows.Scan(&seq, &entry); err != nil {
+				return err
+			}
+			e, err := decodeEntry([]byte(queue), seq, entry)
+			if err != nil {
+				return err
+			}
+			out = append(out, e)
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+// seqArg is a sequence number as a bigint argument (the sequence never
+// reaches the top bit).
+func seqArg(seq uint64) int64 {
+	if seq > 1<<63-1 {
+		return 1<<63 - 1
+	}
+	return int64(seq)
+}
+
+// Ack implements state.Queue.
+func (s *Store) Ack(ctx context.Context, queue string, seq uint64) error {
+	r := &request{order: lockOrder{table: orderEntry, a: []byte(queue), b: binary.BigEndian.AppendUint64(nil, seq)}}
+	r.queue = func(b *pgx.Batch) {
+		b.Queue(`DELETE FROM queue_entries WHERE queue = $1 AND seq = $2`, col(queue), seqArg(seq))
+	}
+	return s.submit(ctx, r)
+}
+
+// Depths implements state.Queue.
+func (s *Store) Depths(ctx context.Context) (map[string]int, error) {
+	out := map[string]int{}
+	err := s.read(ctx, func(ctx context.Context) error {
+		rows, err := s.pool.Query(ctx, `SELECT queue, count(*) FROM queue_entries WHERE expires_ns > $1 GROUP BY queue`, unixNano(s.now()))
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var (
+				q []byte
+				n int64
+			)
+			if err := rows.Scan(&q, &n); err != nil {
+				return err
+			}
+			out[string(q)] = int(n)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}

@@ -1,0 +1,300 @@
+// Package pgstore is the PostgreSQL backend of state.Store and
+// state.Queue: several proxy instances share one store (issue 12).
+//
+// A record is one row of table records: the key and everything an index
+// matches are columns (bytea, so any bytes round-trip), the rest is the
+// package's binary encoding (body) and the history an array of encoded
+// events, capped like Badger's (the first event and the latest). Writes of
+// Create, Replace, Update, Enqueue and Ack go through a group committer:
+// the requests waiting are sent as one pipelined batch (the Creates as one
+// multi-row statement, the Replaces as another) that PostgreSQL runs as
+// one implicit transaction with one WAL flush (synchronous_commit stays
+// on), while the next batch gathers. Update reads the record, calls fn and
+// writes the result in the batch on condition that nobody wrote the record
+// since; otherwise it runs again in a transaction of its own that locks
+// the row (SELECT … FOR UPDATE).
+//
+// Every instance holds a lease in table instances, renewed every Lease/3;
+// ExpireDeadOwners turns the sent records of instances whose lease ran
+// out into unknown. Leases are compared with each instance's own clock
+// (Options.Now): the clocks of the instances must agree to well within
+// Lease.
+//
+// The schema is versioned (migrations embedded in the binary, applied by
+// Migrate under an advisory lock); Open refuses a schema that is behind
+// unless Options.Migrate is set.
+package pgstore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/smppproxy/smppproxy/state"
+)
+
+// Options configure Open. DSN, Schema and InstanceID are required.
+type Options struct {
+	// DSN is the PostgreSQL connection string (URL or key=value form).
+	DSN string
+	// Schema holds the store's tables: lower-case letters, digits and
+	// underscores, not starting with a digit.
+	Schema string
+	// InstanceID names this proxy instance among those sharing the store;
+	// record owners are InstanceID + "/" + n. It must be unique among the
+	// live instances: Open refuses an ID whose lease another process
+	// holds.
+	InstanceID string
+	// TakeOver claims InstanceID even while its lease is held: the
+	// operator asserts that the process holding it is dead (a restart
+	// right after a crash), so its sent records become unknown at once.
+	TakeOver bool
+	// Lease is how long the instance's lease lasts after each renewal
+	// (every Lease/3); zero means 30 s.
+	Lease time.Duration
+	// MaxConns caps the connection pool; zero means 8.
+	MaxConns int32
+	// Migrate applies missing migrations at Open; without it Open fails
+	// when the schema is behind this build.
+	Migrate bool
+	// Timeout bounds every database operation (a write batch, a read, a
+	// connection attempt), whatever the caller's context; zero means 5 s.
+	Timeout time.Duration
+	// Now is the clock of expiry and leases; nil means time.Now.
+	Now func() time.Time
+	// Logger receives the store's own log lines; nil discards them.
+	Logger *slog.Logger
+}
+
+// Errors of the package. Compare with errors.Is.
+var (
+	// ErrUnavailable: the database could not be reached; the store keeps
+	// trying (with back-off) and the operation was not done.
+	ErrUnavailable = errors.New("pgstore: database unavailable")
+	// ErrSchemaVersion: the schema is not at the version this build uses.
+	ErrSchemaVersion = errors.New("pgstore: schema version mismatch")
+	// ErrInstanceInUse: another live process holds the instance's lease.
+	ErrInstanceInUse = errors.New("pgstore: instance id in use")
+)
+
+// Store is a state.Store and state.Queue on PostgreSQL. It is safe for
+// concurrent use.
+type Store struct {
+	pool  *pgxpool.Pool
+	opts  Options
+	now   func() time.Time
+	log   *slog.Logger
+	token string // this process's claim on the instance row
+	host  string
+
+	mu       sync.RWMutex // guards closed against enter
+	closed   bool
+	inflight sync.WaitGroup
+
+	reqs        chan *request
+	batches     chan []*request
+	commitDone  sync.WaitGroup
+	stop        chan struct{}
+	maintenance sync.WaitGroup
+
+	leaseUntil atomic.Int64 // Unix ns of the lease last renewed; 0 none
+	health     health
+	commits    atomic.Uint64 // batches committed
+	ops        atomic.Uint64 // write requests committed
+	execNanos  atomic.Uint64 // time spent sending batches and reading their results
+}
+
+var (
+	_ state.Store = (*Store)(nil)
+	_ state.Queue = (*Store)(nil)
+)
+
+var schemaName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+
+// Committer sizing.
+const (
+	queueSize  = 8192 // write requests waiting for the committer
+	maxBatch   = 512  // write requests per batch
+	committers = 2    // batches in flight at once
+)
+
+func (o *Options) setDefaults() error {
+	switch {
+	case o.DSN == "":
+		return errors.New("pgstore: Options.DSN is empty")
+	case !schemaName.MatchString(o.Schema):
+		return fmt.Errorf("pgstore: schema name %q: want lower-case letters, digits and _", o.Schema)
+	case o.InstanceID == "" || !utf8.ValidString(o.InstanceID) || strings.ContainsAny(o.InstanceID, "\x00/"):
+		return fmt.Errorf("pgstore: instance id %q: want non-empty UTF-8 without / or NUL", o.InstanceID)
+	}
+	if o.Lease <= 0 {
+		o.Lease = 30 * time.Second
+	}
+	if o.MaxConns <= 0 {
+		o.MaxConns = 8
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 5 * time.Second
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// Open connects to the database, checks (or with Migrate, brings up to
+// date) the schema, claims the instance's lease, turns the sent records of
+// dead instances into unknown and starts the committer and the lease
+// heartbeat. Close releases all of it.
+func Open(ctx context.Context, opts Options) (*Store, error) {
+	if err := opts.setDefaults(); err != nil {
+		return nil, err
+	}
+	if opts.Migrate {
+		if err := Migrate(ctx, opts.DSN, opts.Schema); err != nil {
+			return nil, err
+		}
+	}
+	pool, err := newPool(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{
+		pool: pool, opts: opts, now: opts.Now, log: opts.Logger.With("store", "postgres", "schema", opts.Schema),
+		token: randomToken(), reqs: make(chan *request, queueSize), batches: make(chan []*request), stop: make(chan struct{}),
+	}
+	s.host, _ = os.Hostname()
+	if err := s.start(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Store) start(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*s.opts.Timeout)
+	defer cancel()
+	if err := checkVersion(ctx, s.pool, s.opts.Schema); err != nil {
+		return err
+	}
+	if err := s.claim(ctx); err != nil {
+		return err
+	}
+	s.commitDone.Add(1 + committers)
+	go s.gather()
+	for range committers {
+		go s.commitLoop()
+	}
+	s.maintenance.Add(1)
+	go s.maintain()
+	return nil
+}
+
+func newPool(ctx context.Context, opts Options) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(opts.DSN)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: DSN: %w", err)
+	}
+	cfg.MaxConns = opts.MaxConns
+	cfg.ConnConfig.RuntimeParams["search_path"] = opts.Schema
+	if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
+		cfg.ConnConfig.RuntimeParams["application_name"] = "smppproxy " + textCol(opts.InstanceID)
+	}
+	if cfg.ConnConfig.ConnectTimeout == 0 || cfg.ConnConfig.ConnectTimeout > opts.Timeout {
+		cfg.ConnConfig.ConnectTimeout = opts.Timeout
+	}
+	// A context that ends mid-statement breaks the connection at once
+	// (the default sends a cancel request over a new connection first,
+	// which hangs when the database does).
+	cfg.ConnConfig.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
+		return &pgconn.DeadlineContextWatcherHandler{Conn: c.Conn()}
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: %w", err)
+	}
+	return pool, nil
+}
+
+func randomToken() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// enter registers an operation, or refuses it once the store is closed.
+func (s *Store) enter(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("pgstore: %w", err)
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return state.ErrClosed
+	}
+	s.inflight.Add(1)
+	return nil
+}
+
+func (s *Store) exit() { s.inflight.Done() }
+
+// opCtx bounds ctx by Options.Timeout.
+func (s *Store) opCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, s.opts.Timeout)
+}
+
+// Close stops the committer after the writes already queued, gives up the
+// lease (so the other instances may take over this one's sent records at
+// once) and closes the pool. Later calls return state.ErrClosed; a second
+// Close returns nil.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.mu.Unlock()
+	s.inflight.Wait()
+	close(s.reqs)
+	s.commitDone.Wait()
+	close(s.stop)
+	s.maintenance.Wait()
+	s.release()
+	closed := make(chan struct{})
+	go func() { s.pool.Close(); close(closed) }()
+	t := time.NewTimer(s.opts.Timeout)
+	defer t.Stop()
+	select {
+	case <-closed:
+	case <-t.C:
+		// pgx closes a connection broken mid-statement with a cancel
+		// request that may wait 15 s on a database that does not answer.
+		s.log.Warn("connections still closing in the background", "after", s.opts.Timeout)
+	}
+	return nil
+}
+
+// CommitStats reports the group commits so far: batches committed, the
+// write requests they carried and the time spent running batches (sent,
+// executed, committed and answered).
+func (s *Store) CommitStats() (batches, ops uint64, busy time.Duration) {
+	return s.commits.Load(), s.ops.Load(), time.Duration(s.execNanos.Load())
+}
