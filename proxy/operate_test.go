@@ -9,6 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/smppproxy/smppproxy/esme"
+	"github.com/smppproxy/smppproxy/internal/testkit"
 	"github.com/smppproxy/smppproxy/sim"
 	"github.com/smppproxy/smppproxy/smpp"
 )
@@ -85,5 +87,22 @@ func TestThroughputRefusalsAreCountedByAccount(t *testing.T) {
 	got := testutil.ToFloat64(app.throttles.count.WithLabelValues("shop", "throughput"))
 	if int(got) != throttled {
 		t.Errorf("smppproxy_esme_throttled_total{account=shop,reason=throughput} = %v, want %d", got, throttled)
+	}
+}
+
+func TestWindowRefusalsAreCountedByAccount(t *testing.T) {
+	smsc, cfg := simConfig(t, sim.Config{Fault: func(sim.Call) sim.Action { return sim.Action{Delay: 300 * time.Millisecond} }})
+	cfg.Accounts[0].Window = 1
+	reg := prometheus.NewRegistry()
+	app := startProxyWith(t, Options{Config: cfg, Registerer: reg})
+	shop := dialBound(t, app.Addr(), smpp.CmdBindTransceiver)
+	first := shop.SubmitAsync(t.Context(), esme.Submit{Src: "S", Dst: "1", Key: "w-1", Text: []byte("x")})
+	testkit.Eventually(t, 5*time.Second, func() bool { return smsc.Total() == 1 }, "the first submit at the SMSC")
+	if got := shop.submit(9, keyed("w-2", "x")); got.Status != smpp.StatusThrottled {
+		t.Fatalf("second submit with window 1 full = %v, want ESME_RTHROTTLED", got.Status)
+	}
+	<-first
+	if got := testutil.ToFloat64(app.throttles.count.WithLabelValues("shop", "window")); got != 1 {
+		t.Errorf("smppproxy_esme_throttled_total{account=shop,reason=window} = %v, want 1", got)
 	}
 }

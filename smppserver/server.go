@@ -100,6 +100,10 @@ type Server struct {
 	// Neither may block.
 	OnBound  func(s *Session)
 	OnClosed func(s *Session)
+	// OnWindowFull, when set, is called with the account of a session
+	// whose request was answered ESME_RTHROTTLED because its window was
+	// full (on the session's reader: keep it short).
+	OnWindowFull func(account string)
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}

@@ -231,11 +231,19 @@ func (s *Session) readLoop() CloseReason {
 			}
 		}
 		s.lastRead.Store(time.Now().UnixNano())
-		s.dispatch(frame)
+		if s.dispatch(frame) {
+			// The unbind_resp closes the session once written; the
+			// client may hang up as soon as it has it, which must not
+			// read as a client that went away.
+			<-s.done
+			return ReasonUnbind
+		}
 	}
 }
 
-func (s *Session) dispatch(frame []byte) {
+// dispatch handles one inbound frame; unbound reports that it was an
+// unbind of a bound session, whose response ends the session.
+func (s *Session) dispatch(frame []byte) (unbound bool) {
 	h := smpp.ParseHeader(frame)
 	if h.IsResponse() {
 		s.pendMu.Lock()
@@ -264,7 +272,7 @@ func (s *Session) dispatch(frame []byte) {
 			return
 		}
 		_ = s.enqueue(outFrame{b: smpp.EncodeSimple(smpp.CmdUnbind|smpp.RespBit, smpp.StatusOK, h.Sequence, nil), closeAfter: ReasonUnbind})
-		return
+		return true
 	}
 	bt := s.BindType()
 	switch {
@@ -278,6 +286,9 @@ func (s *Session) dispatch(frame []byte) {
 	select {
 	case s.sem <- struct{}{}:
 	default:
+		if f := s.srv.OnWindowFull; f != nil {
+			f(s.Account())
+		}
 		_ = s.enqueue(outFrame{b: StatusResponse(h, smpp.StatusThrottled)})
 		return
 	}
@@ -294,6 +305,7 @@ func (s *Session) dispatch(frame []byte) {
 	s.inflight.Add(1)
 	x := &exchange{w: respWriter{s: s, h: h}, r: Request{Header: h, Frame: frame, Session: s}}
 	go x.serve()
+	return false
 }
 
 // exchange is a request being handled and its response writer, in one
@@ -313,10 +325,8 @@ func (x *exchange) serve() {
 		}
 		if !w.Written() {
 			s.srv.unwritten.Add(1)
-			_ = w.WriteStatus(smpp.StatusSysErr)
+			_ = w.WriteStatus(smpp.StatusSysErr) // frees the window slot
 		}
-		s.inflight.Add(-1)
-		<-s.sem
 		s.handlers.Done()
 	}()
 	if s.srv.Handler == nil {
@@ -730,6 +740,11 @@ func (w *respWriter) WriteFrame(b []byte) error {
 	if !w.written.CompareAndSwap(false, true) {
 		return ErrAlreadyWritten
 	}
+	// The request's window slot is free from now on, before the answer can
+	// reach the client: a client that keeps exactly its window outstanding
+	// sends its next request as soon as it has this one's answer.
+	w.s.inflight.Add(-1)
+	<-w.s.sem
 	return w.s.enqueue(outFrame{b: b})
 }
 

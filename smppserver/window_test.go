@@ -99,3 +99,24 @@ func TestServerWindowDefault(t *testing.T) {
 	close(g.gates[seq])
 	c.expect("first submit", smpp.CmdSubmitSM|smpp.RespBit, seq, smpp.StatusOK)
 }
+
+// A window slot is free once the response is written, not when the
+// handler returns: a client that keeps exactly its window outstanding
+// sends its next submit as soon as it has the answer, and must not be
+// throttled for a handler still finishing after it answered.
+func TestWindowSlotIsFreeOnceTheResponseIsWritten(t *testing.T) {
+	t.Parallel()
+	finish := make(chan struct{})
+	h := HandlerFunc(func(ctx context.Context, w ResponseWriter, r *Request) {
+		okHandler(ctx, w, r)
+		select { // still "running" after answering
+		case <-finish:
+		case <-ctx.Done():
+		}
+	})
+	_, addr := startServer(t, h, func(s *Server) { s.Window = 1 })
+	defer close(finish)
+	c := dialBound(t, addr, smpp.CmdBindTransceiver)
+	c.submit("first submit, window 1", smpp.StatusOK)
+	c.submit("next submit right after the answer, the first handler not yet returned", smpp.StatusOK)
+}

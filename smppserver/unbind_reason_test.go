@@ -1,0 +1,24 @@
+package smppserver
+
+import (
+	"testing"
+
+	"github.com/smppproxy/smppproxy/smpp"
+)
+
+// A client that unbinds and hangs up at once (many do, without waiting
+// for the unbind_resp) ended its session by unbinding, not by going away:
+// the close is counted and logged as unbind.
+func TestUnbindFollowedByAnImmediateHangUpClosesAsUnbind(t *testing.T) {
+	t.Parallel()
+	_, rec, addr := runRecorded(t)
+	c := dialBound(t, addr, smpp.CmdBindTransceiver)
+	if ev := rec.next(t); !ev.up {
+		t.Fatalf("first hook call = %+v, want OnBound", ev)
+	}
+	c.write(smpp.EncodeSimple(smpp.CmdUnbind, 0, c.nextSeq(), nil))
+	_ = c.conn.Close()
+	if ev := rec.next(t); ev.up || ev.reason != ReasonUnbind {
+		t.Errorf("hook call = %+v, want OnClosed with %v", ev, ReasonUnbind)
+	}
+}
