@@ -119,3 +119,13 @@ func tailMatches(old, next []Event, i int) bool {
 		}
 	}
 }
+
+// storedHistory is the history a store keeps when a writer turns a record
+// with history old into one with history next (see historyDelta).
+func storedHistory(old, next []Event) []Event {
+	added, rewrite := historyDelta(old, next)
+	if rewrite {
+		return capHistory(next)
+	}
+	return capHistory(append(old[:len(old):len(old)], added...))
+}

@@ -3,6 +3,7 @@ package state
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -63,8 +64,42 @@ func (s *MemStore) Create(ctx context.Context, rec *Record) (*Record, bool, erro
 	if old != nil && !old.Expired(s.now()) {
 		return old, false, nil
 	}
+	if len(rec.History) > MaxHistory {
+		c := rec.Clone()
+		c.History = capHistory(c.History)
+		val = encodeRecord(nil, c)
+	}
 	s.putLocked(rec.Key, val, old, rec)
 	return nil, true, nil
+}
+
+// Replace implements Store. Like BadgerStore's, it does not look at the
+// stored record: the history is old's with rec's new events.
+func (s *MemStore) Replace(ctx context.Context, old, rec *Record) error {
+	if old == nil || rec == nil {
+		return errNilRecord
+	}
+	if old.Key != rec.Key {
+		return fmt.Errorf("%w: %v, %v", errReplaceKey, old.Key, rec.Key)
+	}
+	if err := ctxErr(ctx); err != nil {
+		return err
+	}
+	c := rec.Clone()
+	c.History = storedHistory(old.History, rec.History)
+	val := encodeRecord(nil, c)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.writableLocked(); err != nil {
+		return err
+	}
+	s.putLocked(rec.Key, val, old, rec)
+	return nil
+}
+
+// ScanState implements Store.
+func (s *MemStore) ScanState(ctx context.Context, st SubmitState, fn func(*Record) bool) error {
+	return s.Scan(ctx, func(r *Record) bool { return r.State != st || fn(r) })
 }
 
 // Get implements Store.
@@ -98,6 +133,7 @@ func (s *MemStore) Update(ctx context.Context, k Key, fn func(*Record) error) (*
 	if err != nil {
 		return cur, err
 	}
+	next.History = storedHistory(cur.History, next.History)
 	val := encodeRecord(nil, next)
 	s.putLocked(k, val, cur, next)
 	return decodeRecord(val)

@@ -10,8 +10,8 @@ import (
 
 // Faulty wraps a store and its delivery queue so that a test can make
 // writes fail, as when the disk is full: after FailWrites(err), Create,
-// Update, Enqueue and Ack return an error wrapping err and change nothing;
-// FailWrites(nil) lets writes through again. Reads always go through. The
+// Update, Replace, Enqueue and Ack return an error wrapping err and change
+// nothing; FailWrites(nil) lets writes through again. Reads always go through. The
 // fault injection lives here, with the tests, not in the backends.
 type Faulty struct {
 	state.Store
@@ -66,6 +66,14 @@ func (f *Faulty) Update(ctx context.Context, k state.Key, fn func(*state.Record)
 		return nil, err
 	}
 	return f.Store.Update(ctx, k, fn)
+}
+
+// Replace implements state.Store.
+func (f *Faulty) Replace(ctx context.Context, old, rec *state.Record) error {
+	if err := f.refused(); err != nil {
+		return err
+	}
+	return f.Store.Replace(ctx, old, rec)
 }
 
 // Enqueue implements state.Queue.
