@@ -112,7 +112,9 @@ func tailMatches(old, next []Event, i int) bool {
 	for t := 1; ; t++ {
 		oi, ni := len(old)-1-t, i-t
 		if oi < 1 || ni < 1 {
-			return true // old's events all found, or next trimmed the older ones
+			// Aligned back to the first event, or next trimmed old's
+			// older events; not when next has events old has not.
+			return ni < 1
 		}
 		if !sameEvent(&old[oi], &next[ni]) {
 			return false
