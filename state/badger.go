@@ -119,20 +119,31 @@ type BadgerStats struct {
 
 // BadgerStore is the production Store on Badger (github.com/dgraph-io/badger).
 //
-// Writes go through group commit: Create and Update enqueue a request on a
-// bounded channel and a single committer goroutine applies up to MaxBatch
-// of them in one read-write transaction, in arrival order, so that a
-// request sees the writes of the requests before it (of two Creates of
-// one key in one batch exactly one wins). The transaction is committed
-// once, with SyncWrites, and only then is every waiter released with its
-// own result. If the commit fails, every request of the batch gets the
-// (wrapped) error and must be treated as not written. As with any failed
-// fsync that is all a caller can know: Badger applies a batch to its
-// memtable before syncing its log, so after a failed sync the records may
-// still be visible to reads, or even survive a restart.
+// Writes go through a pipelined group commit (write.go, committer.go).
+// A record write (Create, Update, Replace) is decided in its caller's
+// goroutine, under a lock of its record key held until the write is
+// durable, against a snapshot that holds every write that has returned;
+// the caller encodes its writes and hands them to the single committer
+// goroutine, which gathers what arrives while Badger writes and syncs the
+// previous transaction (at most one is in Badger's hands) into the next
+// one: up to MaxBatch requests, and what Badger takes in one transaction.
+// Each transaction is committed with SyncWrites, and only then (and after
+// the snapshot is renewed) are its waiters released. If a commit fails,
+// every request of it, and of the batch being gathered (which may have
+// been decided on its writes), gets the (wrapped) error and must be
+// treated as not written. As with any failed fsync that is all a caller
+// can know: Badger applies a transaction to its memtable before syncing
+// its log, so after a failed sync the records may still be visible to
+// reads, or even survive a restart.
 //
-// Update's fn runs on the committer goroutine: it must be quick and must
-// not call the Store (an Update or Create from fn deadlocks).
+// Update's fn runs in the caller's goroutine while the record's key (one
+// of a fixed set of key locks) is held: it must be quick and must not
+// write to the Store (a write from fn may deadlock).
+//
+// Records are stored small (codec version 4, without history); the
+// history is an append-only event log under keys of its own, capped at
+// MaxHistory events, written in the same transaction; an index of the
+// records in state Sent serves ScanState.
 //
 // Keys: records, the message-id index and the journal index share one
 // keyspace; the layout is described next to recordKey in codec.go.
@@ -194,8 +205,9 @@ type BadgerStore struct {
 }
 
 var (
-	_ Store = (*BadgerStore)(nil)
-	_ Queue = (*BadgerStore)(nil)
+	_ Store     = (*BadgerStore)(nil)
+	_ HotReader = (*BadgerStore)(nil)
+	_ Queue     = (*BadgerStore)(nil)
 )
 
 // OpenBadger opens (or creates) the database and starts the committer
@@ -209,31 +221,7 @@ func OpenBadger(opts BadgerOptions) (*BadgerStore, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	bo := badger.DefaultOptions(opts.Path).
-		WithInMemory(opts.InMemory).
-		WithSyncWrites(true).
-		WithLogger(badgerLogger{log}).
-		WithMetricsEnabled(false).
-		// The committer is the only writer: there is nothing to detect.
-		WithDetectConflicts(false).
-		WithMemTableSize(opts.MemtableSize).
-		WithNumMemtables(opts.NumMemtables).
-		WithBlockCacheSize(opts.BlockCacheSize).
-		WithIndexCacheSize(opts.IndexCacheSize).
-		WithValueThreshold(opts.ValueThreshold).
-		// Flush memtables to level 0 without stalling writers: with
-		// small memtables Badger's default of 5 level-0 tables stalls.
-		WithNumLevelZeroTables(8).
-		WithNumLevelZeroTablesStall(16).
-		// The value log holds only the (rare) big values: small files,
-		// cheap to map and to sync.
-		WithValueLogFileSize(64 << 20)
-	if opts.InMemory {
-		bo.Dir, bo.ValueDir = "", ""
-	}
-	if opts.tune != nil {
-		bo = opts.tune(bo)
-	}
+	bo := badgerOptions(opts, log)
 	db, mark, lost, err := openChecked(bo, opts, log)
 	if err != nil {
 		return nil, err
@@ -291,6 +279,42 @@ func OpenBadger(opts BadgerOptions) (*BadgerStore, error) {
 		close(s.gcDone)
 	}
 	return s, nil
+}
+
+// badgerOptions returns Badger's options for opts (defaults set).
+func badgerOptions(opts BadgerOptions, log *slog.Logger) badger.Options {
+	bo := badger.DefaultOptions(opts.Path).
+		WithInMemory(opts.InMemory).
+		WithSyncWrites(true).
+		WithLogger(badgerLogger{log}).
+		WithMetricsEnabled(false).
+		// The committer is the only writer: there is nothing to detect.
+		WithDetectConflicts(false).
+		WithMemTableSize(opts.MemtableSize).
+		WithNumMemtables(opts.NumMemtables).
+		WithBlockCacheSize(opts.BlockCacheSize).
+		WithIndexCacheSize(opts.IndexCacheSize).
+		WithValueThreshold(opts.ValueThreshold).
+		// Flush memtables to level 0 without stalling writers: with
+		// small memtables Badger's default of 5 level-0 tables stalls.
+		WithNumLevelZeroTables(8).
+		WithNumLevelZeroTablesStall(16).
+		// Two compactors, and tables of BaseTableSize (2 MiB) on every
+		// level: a compaction step then touches tens of MiB of tables,
+		// not hundreds (tables are memory-mapped: what a compaction
+		// reads and writes is resident, if reclaimable).
+		WithNumCompactors(2).
+		// The value log holds only the (rare) big values: small files,
+		// cheap to map and to sync.
+		WithValueLogFileSize(64 << 20)
+	if opts.InMemory {
+		bo.Dir, bo.ValueDir = "", ""
+	}
+	bo.TableSizeMultiplier = 1
+	if opts.tune != nil {
+		bo = opts.tune(bo)
+	}
+	return bo
 }
 
 // startMarks sets the store's commit count from its marker and opens the
@@ -448,13 +472,26 @@ func (s *BadgerStore) submit(ctx context.Context, r *request) error {
 
 // Get implements Store.
 func (s *BadgerStore) Get(ctx context.Context, k Key) (*Record, error) {
+	return s.get(ctx, k, true)
+}
+
+// GetHot implements HotReader: Get without reading the history.
+func (s *BadgerStore) GetHot(ctx context.Context, k Key) (*Record, error) {
+	r, err := s.get(ctx, k, false)
+	if r != nil {
+		r.History = nil // a record of an older version has it inline
+	}
+	return r, err
+}
+
+func (s *BadgerStore) get(ctx context.Context, k Key, history bool) (*Record, error) {
 	if err := s.enter(ctx); err != nil {
 		return nil, err
 	}
 	defer s.exit()
 	sn := s.acquire()
 	defer sn.release()
-	rec, _, _, err := loadRecord(sn.txn, recordKey(k), true)
+	rec, _, _, err := loadRecord(sn.txn, recordKey(k), history)
 	if err != nil {
 		return nil, err
 	}

@@ -25,8 +25,9 @@ type MemStore struct {
 }
 
 var (
-	_ Store = (*MemStore)(nil)
-	_ Queue = (*MemStore)(nil)
+	_ Store     = (*MemStore)(nil)
+	_ HotReader = (*MemStore)(nil)
+	_ Queue     = (*MemStore)(nil)
 )
 
 // NewMem returns an empty MemStore whose notion of "now" (for Expires) is
@@ -113,6 +114,15 @@ func (s *MemStore) Get(ctx context.Context, k Key) (*Record, error) {
 		return nil, ErrClosed
 	}
 	return s.liveLocked(k)
+}
+
+// GetHot implements HotReader.
+func (s *MemStore) GetHot(ctx context.Context, k Key) (*Record, error) {
+	r, err := s.Get(ctx, k)
+	if r != nil {
+		r.History = nil
+	}
+	return r, err
 }
 
 // Update implements Store.

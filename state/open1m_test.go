@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,7 +28,7 @@ import (
 // indexes, two history events; one in 1000 left Sent) and then opens it in
 // a child process (TestBadgerOpenChild), which reports the open time, the
 // time to visit the Sent records (ScanState, what recovery does), and its
-// peak RSS (VmHWM) after opening, scanning and 20 000 submits on top.
+// peak RSS (VmHWM) after opening, scanning and 50 000 submits (Create, Replace) on top, 256 at a time.
 //
 //	go test -run XXX -bench BadgerOpen1M -benchtime 1x ./state/
 //
@@ -186,24 +187,38 @@ func TestBadgerOpenChild(t *testing.T) {
 	}
 	scan := time.Since(t0)
 	hwmOpen := vmHWM()
+	fmt.Println("after scan:", memStatus())
 	ctx := context.Background()
-	for i := range 20_000 {
-		now := time.Now()
-		k := Key{Account: "acme", Key: fmt.Sprintf("new-%d", i)}
-		r := &Record{Key: k, State: Sent, Session: "s", Sequence: uint32(i), Created: now, Expires: now.Add(time.Hour),
-			History: []Event{{At: now, State: Sent, Note: "created"}}}
+	run := time.Now().UnixNano()
+	var wg sync.WaitGroup
+	for i := range 50_000 {
 		if i%100 == 0 {
 			if _, err := s.Get(ctx, Key{Account: "acme", Key: fmt.Sprintf("otp-%016x", i*37)}); err != nil && !errors.Is(err, ErrNotFound) {
 				t.Fatal(err)
 			}
 		}
-		go func() { _, _, _ = s.Create(ctx, r) }()
-		if i%256 == 255 {
-			if _, _, err := s.Create(ctx, r); err != nil { // waits for the burst
-				t.Fatal(err)
+		wg.Add(1)
+		go func() { // a submit: created, then its outcome
+			defer wg.Done()
+			r := openRecord(i, time.Now())
+			r.Key.Key = fmt.Sprintf("new-%x-%d", run, i)
+			r.State, r.MessageID, r.History = Sent, "", r.History[:1]
+			if _, _, err := s.Create(ctx, r); err != nil {
+				t.Error(err)
+				return
 			}
+			out := r.Clone()
+			out.State, out.MessageID = Accepted, fmt.Sprintf("n-%x-%d", run, i)
+			out.History = append(out.History, Event{At: time.Now(), State: Accepted, MessageID: out.MessageID})
+			if err := s.Replace(ctx, r, out); err != nil {
+				t.Error(err)
+			}
+		}()
+		if i%256 == 255 {
+			wg.Wait()
 		}
 	}
+	wg.Wait()
 	fmt.Println("after writes:", memStatus())
 	if err := s.Close(); err != nil {
 		t.Fatal(err)

@@ -6,8 +6,9 @@
 // per-install fingerprint secret (Secret, kept by a SecretKeeper: FileSecret
 // in the store directory). Store and Queue are the small interfaces the
 // rest of the proxy uses; BadgerStore is the
-// production backend of both (group commit: many concurrent writers share
-// one transaction and one fsync) and MemStore is the in-memory backend for
+// production backend of both (pipelined group commit: many concurrent
+// writers share one transaction and one sync, gathered while the previous
+// one syncs) and MemStore is the in-memory backend for
 // unit tests. Both pass the same conformance suite in state/storetest.
 // OpenBadger refuses a directory that lost data (ErrStoreDamaged: a
 // damaged MANIFEST or table, a missing marker, commits lost with the tail
@@ -272,4 +273,12 @@ type Store interface {
 
 	// Close flushes and closes the store. Later calls return ErrClosed.
 	Close() error
+}
+
+// HotReader is implemented by stores that can read a record without its
+// history, which they keep apart (BadgerStore, MemStore; storetest.Faulty
+// passes it on): for decisions on a hot path, which never need History.
+type HotReader interface {
+	// GetHot is Get without Record.History (nil).
+	GetHot(ctx context.Context, k Key) (*Record, error)
 }

@@ -311,8 +311,8 @@ func (s *BadgerStore) Create(ctx context.Context, rec *Record) (*Record, bool, e
 }
 
 // Update implements Store. fn runs in the caller's goroutine while the
-// record's key is locked against other writers: it must be quick and must
-// not write the same record (that deadlocks).
+// record's key lock is held against other writers: it must be quick and
+// must not write to the Store (that may deadlock).
 func (s *BadgerStore) Update(ctx context.Context, k Key, fn func(*Record) error) (*Record, error) {
 	if err := s.enter(ctx); err != nil {
 		return nil, err

@@ -20,8 +20,9 @@ type Faulty struct {
 }
 
 var (
-	_ state.Store = (*Faulty)(nil)
-	_ state.Queue = (*Faulty)(nil)
+	_ state.Store     = (*Faulty)(nil)
+	_ state.HotReader = (*Faulty)(nil)
+	_ state.Queue     = (*Faulty)(nil)
 )
 
 // NewFaulty wraps s, which must also be a state.Queue (both backends are).
@@ -74,6 +75,19 @@ func (f *Faulty) Replace(ctx context.Context, old, rec *state.Record) error {
 		return err
 	}
 	return f.Store.Replace(ctx, old, rec)
+}
+
+// GetHot implements state.HotReader when the wrapped store does (else it
+// is Get without the history).
+func (f *Faulty) GetHot(ctx context.Context, k state.Key) (*state.Record, error) {
+	if h, ok := f.Store.(state.HotReader); ok {
+		return h.GetHot(ctx, k)
+	}
+	r, err := f.Store.Get(ctx, k)
+	if r != nil {
+		r.History = nil
+	}
+	return r, err
 }
 
 // Enqueue implements state.Queue.

@@ -79,6 +79,13 @@ func testReplaceOwnedWrite(t *testing.T, s state.Store, c *Clock) {
 	if got := sentKeys(t, s); len(got) != 0 {
 		t.Errorf("ScanState(Sent) after the outcome = %v; want nothing", got)
 	}
+	if h, ok := s.(state.HotReader); ok {
+		want := out.Clone()
+		want.History = nil
+		if got, err := h.GetHot(bg, rec.Key); err != nil || got.History != nil || !same(got, want) {
+			t.Errorf("GetHot(%v) = %+v, %v; want the record without history", rec.Key, got, err)
+		}
+	}
 	// Update after Replace sees (and keeps) the whole history.
 	got := mustUpdate(t, s, rec.Key, func(r *state.Record) {
 		r.History = append(r.History, state.Event{At: c.Now(), State: r.State, Note: "receipt"})
