@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -220,6 +221,12 @@ func TestBadgerOpenChild(t *testing.T) {
 	}
 	wg.Wait()
 	fmt.Println("after writes:", memStatus())
+	if p := os.Getenv("STATE_OPEN_HEAP"); p != "" {
+		if f, err := os.Create(p); err == nil {
+			_ = pprof.WriteHeapProfile(f)
+			f.Close()
+		}
+	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
