@@ -586,8 +586,8 @@ func (s *BadgerStore) Scan(ctx context.Context, fn func(*Record) bool) error {
 			if rec.Expired(now) {
 				continue
 			}
-			if hot && histN > 0 {
-				if rec.History, err = loadHistory(txn, it.Item().Key(), histN); err != nil {
+			if hot && histN > 1 {
+				if rec.History, err = loadHistory(txn, it.Item().Key(), histN, rec.History); err != nil {
 					return err
 				}
 			}

@@ -68,6 +68,10 @@ import (
 //	time    Created, time Updated, time Expires
 //	uvarint the number of history events logged (the next event's
 //	        sequence number in the log)
+//	byte    0, or 1 followed by the first history event (as in version 1):
+//	        the first event is kept with the record (it never changes but
+//	        when the history is replaced), the others in the log from
+//	        sequence number 1 on
 //
 // An event of the log (version byte 1) is encoded as one event of the
 // version 1 history above.
@@ -104,8 +108,9 @@ func encodeRecord(dst []byte, r *Record) []byte {
 	return encodeRecordVersion(dst, r, recordVersion3)
 }
 
-// encodeHot appends the version 4 encoding of r (without its history) to
-// dst; histN is the number of events logged for it.
+// encodeHot appends the version 4 encoding of r (with the first event of
+// its history, the others are logged apart) to dst; histN is the number of
+// events logged for it.
 func encodeHot(dst []byte, r *Record, histN uint32) []byte {
 	dst = append(dst, recordVersion4)
 	dst = appendString(dst, r.Key.Account)
@@ -135,7 +140,11 @@ func encodeHot(dst []byte, r *Record, histN uint32) []byte {
 	dst = appendTime(dst, r.Created)
 	dst = appendTime(dst, r.Updated)
 	dst = appendTime(dst, r.Expires)
-	return binary.AppendUvarint(dst, uint64(histN))
+	dst = binary.AppendUvarint(dst, uint64(histN))
+	if len(r.History) == 0 {
+		return append(dst, 0)
+	}
+	return appendEventBody(append(dst, 1), &r.History[0])
 }
 
 // appendCode appends the code of v in codes, or escape and v as a string.
@@ -203,6 +212,16 @@ func decodeHot(b []byte) (*Record, uint32, error) {
 	r.Updated = d.time()
 	r.Expires = d.time()
 	n := d.u32()
+	var first [1]byte
+	d.bytes(first[:])
+	switch {
+	case d.err != nil:
+	case first[0] == 1:
+		r.History = make([]Event, 1)
+		d.event(&r.History[0])
+	case first[0] != 0:
+		d.fail("first event flag %d", first[0])
+	}
 	if d.err == nil && len(d.b) != 0 {
 		d.fail("%d trailing bytes", len(d.b))
 	}
@@ -294,7 +313,7 @@ func encodeRecordVersion(dst []byte, r *Record, v byte) []byte {
 }
 
 // decodeRecord decodes what encodeRecord or encodeHot wrote (a record of
-// version 4 comes without its history). It copies everything it keeps, so
+// version 4 comes with the first event of its history only). It copies everything it keeps, so
 // b may be reused afterwards.
 func decodeRecord(b []byte) (*Record, error) {
 	r, _, _, err := decodeStored(b)
@@ -302,7 +321,8 @@ func decodeRecord(b []byte) (*Record, error) {
 }
 
 // decodeStored decodes a stored record of any version. For version 4 it
-// also returns the number of events logged (hot is true, History is nil);
+// also returns the number of events logged (hot is true, History holds
+// the first event only);
 // for the older versions the history is inline and histN is its length.
 func decodeStored(b []byte) (r *Record, histN uint32, hot bool, err error) {
 	if len(b) == 0 {

@@ -89,8 +89,8 @@ func TestRecordCodecRejectsDamage(t *testing.T) {
 	}
 }
 
-// Version 4 keeps every field but the history (kept apart), with the
-// number of events logged; states and delivery states outside the known
+// Version 4 keeps every field and the first event of the history (the
+// others are kept apart), with the number of events logged; states and delivery states outside the known
 // ones survive too.
 func TestRecordCodecVersion4(t *testing.T) {
 	odd := codecSample()
@@ -99,7 +99,10 @@ func TestRecordCodecVersion4(t *testing.T) {
 		b := encodeHot(nil, want, 70)
 		got, n, hot, err := decodeStored(b)
 		w := want.Clone()
-		w.History = nil
+		w.History = w.History[:min(len(w.History), 1)]
+		if len(w.History) == 0 {
+			w.History = nil
+		}
 		if err != nil || !hot || n != 70 || !reflect.DeepEqual(got, w) {
 			t.Errorf("decodeStored(encodeHot(%+v)) = %+v, %d, %v, %v", w, got, n, hot, err)
 		}

@@ -95,8 +95,8 @@ func loadRecord(txn *badger.Txn, rk []byte, history bool) (rec *Record, histN ui
 	if err != nil {
 		return nil, 0, false, fmt.Errorf("state: read %q: %w", rk, err)
 	}
-	if history && hot && histN > 0 {
-		if rec.History, err = loadHistory(txn, rk, histN); err != nil {
+	if history && hot && histN > 1 {
+		if rec.History, err = loadHistory(txn, rk, histN, rec.History); err != nil {
 			return nil, 0, false, err
 		}
 	}
@@ -117,10 +117,15 @@ func histSeqs(n uint32) []uint32 {
 }
 
 // loadHistory reads the events kept of the n logged for the record under
-// rk. An event missing (dropped by TTL) is left out.
-func loadHistory(txn *badger.Txn, rk []byte, n uint32) ([]Event, error) {
-	var out []Event
+// rk, after first (the first event, kept with the record). An event
+// missing (dropped by TTL) is left out.
+func loadHistory(txn *badger.Txn, rk []byte, n uint32, first []Event) ([]Event, error) {
+	out := make([]Event, 0, min(n, MaxHistory))
+	out = append(out, first...)
 	for _, q := range histSeqs(n) {
+		if q == 0 {
+			continue
+		}
 		item, err := txn.Get(histKey(rk, q))
 		if errors.Is(err, badger.ErrKeyNotFound) {
 			continue
@@ -166,14 +171,14 @@ func plan(cur *Record, curN uint32, next *Record, full bool, c clock) ([]write, 
 		n       uint32  // events logged after this write
 		written int     // view's events (from the end) written already
 	)
-	added, rewrite := []Event(nil), full || cur == nil
+	added, rewrite := []Event(nil), full || cur == nil || len(cur.History) == 0
 	if !rewrite {
 		added, rewrite = historyDelta(cur.History, next.History)
 	}
 	if rewrite {
 		view = capHistory(next.History)
 		n, written = uint32(len(view)), len(view)
-		for i := range view {
+		for i := 1; i < len(view); i++ { // view[0] is kept with the record
 			ws = append(ws, write{key: histKey(rk, uint32(i)), val: encodeEvent(nil, &view[i]), expiresAt: exp})
 		}
 	} else {
@@ -190,16 +195,15 @@ func plan(cur *Record, curN uint32, next *Record, full bool, c clock) ([]write, 
 	}
 	if grows && written < len(view) {
 		// The events logged before keep their TTL: give them the new one.
-		for i := range view[:len(view)-written] {
-			q := uint32(0)
-			if i > 0 {
-				q = n - uint32(len(view)) + uint32(i)
-			}
+		for i := 1; i < len(view)-written; i++ { // view[0] is kept with the record
+			q := n - uint32(len(view)) + uint32(i)
 			ws = append(ws, write{key: histKey(rk, q), val: encodeEvent(nil, &view[i]), expiresAt: exp})
 		}
 	}
 	ws = appendIndexWrites(ws, cur, next, rk, exp, grows)
-	ws = append(ws, write{key: rk, val: encodeHot(nil, next, n), expiresAt: exp})
+	hot := *next
+	hot.History = view[:min(len(view), 1)]
+	ws = append(ws, write{key: rk, val: encodeHot(nil, &hot, n), expiresAt: exp})
 	stored := normalised(next)
 	stored.History = normalisedEvents(view)
 	return ws, stored
