@@ -160,8 +160,8 @@ func later(a, b uint64) bool { return b != 0 && (a == 0 || a > b) }
 // from the start, every index entry. Otherwise only what changed is
 // written: the events next has beyond cur's, the index entries it gains
 // (all of them, and the history again, when its TTL grows). It returns the
-// writes and next as stored (history capped, times normalised).
-func plan(cur *Record, curN uint32, next *Record, full bool, c clock) ([]write, *Record) {
+// writes and the history as stored (capped).
+func plan(cur *Record, curN uint32, next *Record, full bool, c clock) ([]write, []Event) {
 	rk := recordKey(next.Key)
 	exp := ttl(c.now, c.wall, next.Expires)
 	grows := full || cur == nil || later(exp, ttl(c.now, c.wall, cur.Expires))
@@ -204,9 +204,7 @@ func plan(cur *Record, curN uint32, next *Record, full bool, c clock) ([]write, 
 	hot := *next
 	hot.History = view[:min(len(view), 1)]
 	ws = append(ws, write{key: rk, val: encodeHot(nil, &hot, n), expiresAt: exp})
-	stored := normalised(next)
-	stored.History = normalisedEvents(view)
-	return ws, stored
+	return ws, view
 }
 
 // appendIndexWrites appends the index writes of storing next over cur:
@@ -339,10 +337,12 @@ func (s *BadgerStore) Update(ctx context.Context, k Key, fn func(*Record) error)
 		s.exit()
 		return cur, err
 	}
-	ws, stored := plan(cur, curN, next, !hot, c)
+	ws, view := plan(cur, curN, next, !hot, c)
 	if err := s.write(ctx, ws); err != nil {
 		return nil, err
 	}
+	stored := normalised(next)
+	stored.History = normalisedEvents(view)
 	return stored, nil
 }
 
