@@ -145,9 +145,10 @@ type BadgerStats struct {
 // of a fixed set of key locks) is held: it must be quick and must not
 // write to the Store (a write from fn may deadlock).
 //
-// Records are stored small (codec version 4, without history); the
-// history is an append-only event log under keys of its own, capped at
-// MaxHistory events, written in the same transaction; an index of the
+// Records are stored small (codec version 4, with only the first event
+// of their history); the rest of the history is an append-only event log
+// under keys of its own, capped at MaxHistory events, written in the same
+// transaction; an index of the
 // records in state Sent serves ScanState.
 //
 // Keys: records, the message-id index and the journal index share one

@@ -535,7 +535,8 @@ func (d *decoder) time() time.Time {
 //	q/<queue>\x00<seq, 8 bytes BE>         → encoded QueueEntry
 //	d/<queue>\x00<dedup key>               → dedup marker of a queue entry
 //	h/<account>\x00<key>\x00<segment>\x00<seq, 4 bytes BE> → one event of
-//	                                         the record's history (histKey)
+//	                                         the record's history (histKey;
+//	                                         from seq 1: the first is in the record)
 //	s/<account>\x00<key>\x00<segment>      → "" while the record is Sent
 //	                                         (sentKey; ScanState)
 //	x/qseq                                  → last queue sequence number
