@@ -1,10 +1,11 @@
 package state
 
 import (
-	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 	"slices"
 	"strings"
@@ -27,7 +28,8 @@ type BadgerOptions struct {
 	// chatter is logged at debug level. Nil discards everything.
 	Logger *slog.Logger
 	// MaxBatch is the most write requests committed in one transaction
-	// (one fsync). Zero means 256.
+	// (one sync); a batch also ends at the size Badger takes in one
+	// transaction (15% of MemtableSize). Zero means 8192.
 	MaxBatch int
 	// QueueSize bounds the requests waiting for the committer; a writer
 	// blocks (honouring its context) while it is full. Zero means
@@ -60,12 +62,46 @@ type BadgerOptions struct {
 	// still writes it).
 	CheckpointInterval time.Duration
 
+	// Memory. Badger keeps up to NumMemtables memtables of MemtableSize
+	// (the one being written and those waiting to be flushed; each also
+	// bounds its write-ahead log, which is mapped and synced whole, and
+	// which is replayed at open), a block cache of BlockCacheSize and an
+	// index cache of IndexCacheSize (0 there: table indexes stay in
+	// memory, outside any cache). Values of at least ValueThreshold bytes
+	// go to the value log instead of the tree. Zero means the default:
+	// DefaultMemtableSize, DefaultNumMemtables, DefaultBlockCacheSize,
+	// DefaultIndexCacheSize, DefaultValueThreshold.
+	MemtableSize   int64
+	NumMemtables   int
+	BlockCacheSize int64
+	IndexCacheSize int64
+	ValueThreshold int64
+
+	// unlimitedBatch (tests in this package) ends batches at MaxBatch
+	// only, so that a batch can exceed one Badger transaction.
+	unlimitedBatch bool
 	// tune, when set (by tests in this package), adjusts Badger's options.
 	tune func(badger.Options) badger.Options
 	// diskFree, when set (by tests in this package), replaces the
 	// free-space probe.
 	diskFree func(path string) (uint64, bool)
 }
+
+// Defaults of the memory options of BadgerOptions (see there), measured
+// with a million records (BenchmarkBadgerOpen1M): Badger's own memory is
+// then ~40 MiB (two memtable arenas of ~2.5 × MemtableSize, the caches),
+// the Go heap peaks at about twice that unless GOMEMLIMIT holds it, and
+// the tables Badger memory-maps add reclaimable file-backed pages on top.
+// Smaller memtables also make a store quicker to open (less log to
+// replay); a batch is bounded by 15% of MemtableSize (~1 MiB, over a
+// thousand writes).
+const (
+	DefaultMemtableSize   = 8 << 20
+	DefaultNumMemtables   = 2
+	DefaultBlockCacheSize = 8 << 20
+	DefaultIndexCacheSize = 8 << 20
+	DefaultValueThreshold = 1 << 10
+)
 
 // ErrDiskFull: BadgerStore refused a write because the disk is (nearly)
 // full; see BadgerOptions.MinFreeBytes. Nothing was written.
@@ -88,20 +124,32 @@ type BadgerStats struct {
 
 // BadgerStore is the production Store on Badger (github.com/dgraph-io/badger).
 //
-// Writes go through group commit: Create and Update enqueue a request on a
-// bounded channel and a single committer goroutine applies up to MaxBatch
-// of them in one read-write transaction, in arrival order, so that a
-// request sees the writes of the requests before it (of two Creates of
-// one key in one batch exactly one wins). The transaction is committed
-// once, with SyncWrites, and only then is every waiter released with its
-// own result. If the commit fails, every request of the batch gets the
-// (wrapped) error and must be treated as not written. As with any failed
-// fsync that is all a caller can know: Badger applies a batch to its
-// memtable before syncing its log, so after a failed sync the records may
-// still be visible to reads, or even survive a restart.
+// Writes go through a pipelined group commit (write.go, committer.go).
+// A record write (Create, Update, Replace) is decided in its caller's
+// goroutine, under a lock of its record key held until the write is
+// durable, against a snapshot that holds every write that has returned;
+// the caller encodes its writes and hands them to the single committer
+// goroutine, which gathers what arrives while Badger writes and syncs the
+// previous transaction (at most one is in Badger's hands) into the next
+// one: up to MaxBatch requests, and what Badger takes in one transaction.
+// Each transaction is committed with SyncWrites, and only then (and after
+// the snapshot is renewed) are its waiters released. If a commit fails,
+// every request of it, and of the batch being gathered (which may have
+// been decided on its writes), gets the (wrapped) error and must be
+// treated as not written. As with any failed fsync that is all a caller
+// can know: Badger applies a transaction to its memtable before syncing
+// its log, so after a failed sync the records may still be visible to
+// reads, or even survive a restart.
 //
-// Update's fn runs on the committer goroutine: it must be quick and must
-// not call the Store (an Update or Create from fn deadlocks).
+// Update's fn runs in the caller's goroutine while the record's key (one
+// of a fixed set of key locks) is held: it must be quick and must not
+// write to the Store (a write from fn may deadlock).
+//
+// Records are stored small (codec version 4, with only the first event
+// of their history); the rest of the history is an append-only event log
+// under keys of its own, capped at MaxHistory events, written in the same
+// transaction; an index of the
+// records in state Sent serves ScanState.
 //
 // Keys: records, the message-id index and the journal index share one
 // keyspace; the layout is described next to recordKey in codec.go.
@@ -135,6 +183,13 @@ type BadgerStore struct {
 	hwm          *hwmFile      // committer only (after open); nil in memory
 	hwmFailing   bool          // committer only: the last HWMFile write failed
 
+	stripes    [nStripes]sync.Mutex // record-key locks (lockKey)
+	seed       maphash.Seed
+	snapMu     sync.RWMutex
+	snap       *snapshot // readers' view; renewed by the committer
+	batchCount int64     // most writes in one transaction
+	batchBytes int64     // most bytes in one transaction
+
 	reqs          chan *request
 	committerDone chan struct{}
 	stopGC        chan struct{}
@@ -156,8 +211,9 @@ type BadgerStore struct {
 }
 
 var (
-	_ Store = (*BadgerStore)(nil)
-	_ Queue = (*BadgerStore)(nil)
+	_ Store     = (*BadgerStore)(nil)
+	_ HotReader = (*BadgerStore)(nil)
+	_ Queue     = (*BadgerStore)(nil)
 )
 
 // OpenBadger opens (or creates) the database and starts the committer
@@ -171,19 +227,7 @@ func OpenBadger(opts BadgerOptions) (*BadgerStore, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	bo := badger.DefaultOptions(opts.Path).
-		WithInMemory(opts.InMemory).
-		WithSyncWrites(true).
-		WithLogger(badgerLogger{log}).
-		WithMetricsEnabled(false).
-		// The committer is the only writer: there is nothing to detect.
-		WithDetectConflicts(false)
-	if opts.InMemory {
-		bo.Dir, bo.ValueDir = "", ""
-	}
-	if opts.tune != nil {
-		bo = opts.tune(bo)
-	}
+	bo := badgerOptions(opts, log)
 	db, mark, lost, err := openChecked(bo, opts, log)
 	if err != nil {
 		return nil, err
@@ -204,6 +248,9 @@ func OpenBadger(opts BadgerOptions) (*BadgerStore, error) {
 		path:          opts.Path,
 		minFree:       opts.MinFreeBytes,
 		diskFree:      opts.diskFree,
+		seed:          maphash.MakeSeed(),
+		batchCount:    db.MaxBatchCount() * 3 / 4,
+		batchBytes:    db.MaxBatchSize() * 3 / 4,
 		reqs:          make(chan *request, opts.QueueSize),
 		committerDone: make(chan struct{}),
 		stopGC:        make(chan struct{}),
@@ -218,6 +265,14 @@ func OpenBadger(opts BadgerOptions) (*BadgerStore, error) {
 			return nil, err
 		}
 	}
+	if opts.unlimitedBatch {
+		s.batchCount, s.batchBytes = 1<<62, 1<<62
+	}
+	if err := s.ensureSentIndex(); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	s.refreshSnapshot()
 	go s.commitLoop()
 	if mark != nil && opts.CheckpointInterval > 0 {
 		go s.checkpointLoop(opts.CheckpointInterval)
@@ -230,6 +285,42 @@ func OpenBadger(opts BadgerOptions) (*BadgerStore, error) {
 		close(s.gcDone)
 	}
 	return s, nil
+}
+
+// badgerOptions returns Badger's options for opts (defaults set).
+func badgerOptions(opts BadgerOptions, log *slog.Logger) badger.Options {
+	bo := badger.DefaultOptions(opts.Path).
+		WithInMemory(opts.InMemory).
+		WithSyncWrites(true).
+		WithLogger(badgerLogger{log}).
+		WithMetricsEnabled(false).
+		// The committer is the only writer: there is nothing to detect.
+		WithDetectConflicts(false).
+		WithMemTableSize(opts.MemtableSize).
+		WithNumMemtables(opts.NumMemtables).
+		WithBlockCacheSize(opts.BlockCacheSize).
+		WithIndexCacheSize(opts.IndexCacheSize).
+		WithValueThreshold(opts.ValueThreshold).
+		// Flush memtables to level 0 without stalling writers: with
+		// small memtables Badger's default of 5 level-0 tables stalls.
+		WithNumLevelZeroTables(8).
+		WithNumLevelZeroTablesStall(16).
+		// Two compactors, and tables of BaseTableSize (2 MiB) on every
+		// level: a compaction step then touches tens of MiB of tables,
+		// not hundreds (tables are memory-mapped: what a compaction
+		// reads and writes is resident, if reclaimable).
+		WithNumCompactors(2).
+		// The value log holds only the (rare) big values: small files,
+		// cheap to map and to sync.
+		WithValueLogFileSize(64 << 20)
+	if opts.InMemory {
+		bo.Dir, bo.ValueDir = "", ""
+	}
+	bo.TableSizeMultiplier = 1
+	if opts.tune != nil {
+		bo = opts.tune(bo)
+	}
+	return bo
 }
 
 // startMarks sets the store's commit count from its marker and opens the
@@ -252,8 +343,13 @@ func (s *BadgerStore) startMarks(mark *marker) error {
 // setDefaults fills the zero fields with their documented defaults.
 func (opts *BadgerOptions) setDefaults() {
 	if opts.MaxBatch <= 0 {
-		opts.MaxBatch = 256
+		opts.MaxBatch = 8192
 	}
+	opts.MemtableSize = cmp.Or(max(opts.MemtableSize, 0), DefaultMemtableSize)
+	opts.NumMemtables = cmp.Or(max(opts.NumMemtables, 0), DefaultNumMemtables)
+	opts.BlockCacheSize = cmp.Or(max(opts.BlockCacheSize, 0), DefaultBlockCacheSize)
+	opts.IndexCacheSize = cmp.Or(max(opts.IndexCacheSize, 0), DefaultIndexCacheSize)
+	opts.ValueThreshold = cmp.Or(max(opts.ValueThreshold, 0), DefaultValueThreshold)
 	if opts.QueueSize <= 0 {
 		opts.QueueSize = 4 * opts.MaxBatch
 	}
@@ -363,42 +459,8 @@ func (s *BadgerStore) enter(ctx context.Context) error {
 
 func (s *BadgerStore) exit() { s.inflight.Done() }
 
-// Create implements Store. On created=true, existing is nil.
-func (s *BadgerStore) Create(ctx context.Context, rec *Record) (*Record, bool, error) {
-	if rec == nil {
-		return nil, false, errNilRecord
-	}
-	r := newCreateRequest(rec)
-	if err := s.submit(ctx, r); err != nil {
-		return nil, false, err
-	}
-	return r.res, r.created, r.err
-}
-
-// newCreateRequest prepares a Create. It encodes in the caller's
-// goroutine: the committer is the bottleneck.
-func newCreateRequest(rec *Record) *request {
-	return &request{
-		key:     recordKey(rec.Key),
-		val:     encodeRecord(nil, rec),
-		expires: rec.Expires,
-		idx:     indexKeys(rec),
-		done:    make(chan struct{}),
-	}
-}
-
-// Update implements Store. fn runs on the committer goroutine, so it must
-// be quick and must not call the Store.
-func (s *BadgerStore) Update(ctx context.Context, k Key, fn func(*Record) error) (*Record, error) {
-	r := &request{key: recordKey(k), fn: fn, done: make(chan struct{})}
-	if err := s.submit(ctx, r); err != nil {
-		return nil, err
-	}
-	return r.res, r.err
-}
-
 // submit enqueues r (or gives up when ctx is done first) and waits for
-// its outcome.
+// its outcome (queue operations).
 func (s *BadgerStore) submit(ctx context.Context, r *request) error {
 	if err := s.enter(ctx); err != nil {
 		return err
@@ -416,15 +478,26 @@ func (s *BadgerStore) submit(ctx context.Context, r *request) error {
 
 // Get implements Store.
 func (s *BadgerStore) Get(ctx context.Context, k Key) (*Record, error) {
+	return s.get(ctx, k, true)
+}
+
+// GetHot implements HotReader: Get without reading the history.
+func (s *BadgerStore) GetHot(ctx context.Context, k Key) (*Record, error) {
+	r, err := s.get(ctx, k, false)
+	if r != nil {
+		r.History = nil // a record of an older version has it inline
+	}
+	return r, err
+}
+
+func (s *BadgerStore) get(ctx context.Context, k Key, history bool) (*Record, error) {
 	if err := s.enter(ctx); err != nil {
 		return nil, err
 	}
 	defer s.exit()
-	var rec *Record
-	err := s.db.View(func(txn *badger.Txn) (err error) {
-		rec, err = readRecord(txn, recordKey(k))
-		return err
-	})
+	sn := s.acquire()
+	defer sn.release()
+	rec, _, _, err := loadRecord(sn.txn, recordKey(k), history)
 	if err != nil {
 		return nil, err
 	}
@@ -453,23 +526,21 @@ func (s *BadgerStore) byIndex(ctx context.Context, ik []byte, match func(*Record
 		return nil, err
 	}
 	defer s.exit()
+	sn := s.acquire()
+	defer sn.release()
 	var rec *Record
-	err := s.db.View(func(txn *badger.Txn) error {
-		item, err := txn.Get(ik)
-		if errors.Is(err, badger.ErrKeyNotFound) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("state: read index: %w", err)
-		}
-		rk, err := item.ValueCopy(nil)
-		if err != nil {
-			return fmt.Errorf("state: read index: %w", err)
-		}
-		rec, err = readRecord(txn, rk)
-		return err
-	})
+	item, err := sn.txn.Get(ik)
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return nil, ErrNotFound
+	}
 	if err != nil {
+		return nil, fmt.Errorf("state: read index: %w", err)
+	}
+	rk, err := item.ValueCopy(nil)
+	if err != nil {
+		return nil, fmt.Errorf("state: read index: %w", err)
+	}
+	if rec, _, _, err = loadRecord(sn.txn, rk, true); err != nil {
 		return nil, err
 	}
 	if rec == nil || rec.Expired(s.now()) || !match(rec) {
@@ -479,7 +550,8 @@ func (s *BadgerStore) byIndex(ctx context.Context, ik []byte, match func(*Record
 }
 
 // Scan implements Store. fn is called inside one read transaction (a
-// consistent snapshot); Close waits for Scan to return.
+// consistent snapshot), each record with its history; Close waits for Scan
+// to return.
 func (s *BadgerStore) Scan(ctx context.Context, fn func(*Record) bool) error {
 	if err := s.enter(ctx); err != nil {
 		return err
@@ -500,9 +572,13 @@ func (s *BadgerStore) Scan(ctx context.Context, fn func(*Record) bool) error {
 					return err
 				}
 			}
-			var rec *Record
+			var (
+				rec   *Record
+				histN uint32
+				hot   bool
+			)
 			err := it.Item().Value(func(v []byte) (err error) {
-				rec, err = decodeRecord(v)
+				rec, histN, hot, err = decodeStored(v)
 				return err
 			})
 			if err != nil {
@@ -510,6 +586,48 @@ func (s *BadgerStore) Scan(ctx context.Context, fn func(*Record) bool) error {
 			}
 			if rec.Expired(now) {
 				continue
+			}
+			if hot && histN > 1 {
+				if rec.History, err = loadHistory(txn, it.Item().Key(), histN, rec.History); err != nil {
+					return err
+				}
+			}
+			if !fn(rec) {
+				return nil
+			}
+		}
+		return nil
+	})
+}
+
+// ScanState implements Store. For Sent it visits the index of Sent
+// records only (a key per such record), so its cost follows the records
+// in flight, not the store's size; other states scan every record.
+func (s *BadgerStore) ScanState(ctx context.Context, st SubmitState, fn func(*Record) bool) error {
+	if st != Sent {
+		return s.Scan(ctx, func(r *Record) bool { return r.State != st || fn(r) })
+	}
+	if err := s.enter(ctx); err != nil {
+		return err
+	}
+	defer s.exit()
+	now := s.now()
+	return s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(prefixSent)})
+		defer it.Close()
+		n := 0
+		for it.Rewind(); it.Valid(); it.Next() {
+			if n++; n%256 == 0 {
+				if err := ctxErr(ctx); err != nil {
+					return err
+				}
+			}
+			rec, _, _, err := loadRecord(txn, recordKeyOfSent(it.Item().Key()), true)
+			if err != nil {
+				return err
+			}
+			if rec == nil || rec.State != Sent || rec.Expired(now) {
+				continue // a stale entry (its record moved on, or expired)
 			}
 			if !fn(rec) {
 				return nil
@@ -530,6 +648,9 @@ func (s *BadgerStore) Close() error {
 		s.inflight.Wait() // no call is reading or enqueuing any more
 		close(s.reqs)
 		<-s.committerDone
+		s.snapMu.Lock()
+		s.snap.release()
+		s.snapMu.Unlock()
 		close(s.stopGC)
 		<-s.gcDone
 		close(s.stopCheckpoint)
@@ -574,43 +695,6 @@ func (s *BadgerStore) gcLoop(every time.Duration) {
 			}
 		}
 	}
-}
-
-// readRecord returns the record stored under key, expired or not, or nil.
-func readRecord(txn *badger.Txn, key []byte) (*Record, error) {
-	item, err := txn.Get(key)
-	if errors.Is(err, badger.ErrKeyNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("state: read %q: %w", key, err)
-	}
-	var rec *Record
-	err = item.Value(func(v []byte) (err error) {
-		rec, err = decodeRecord(v)
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("state: read %q: %w", key, err)
-	}
-	return rec, nil
-}
-
-// readIndex reports whether the index entry ik points at record key rk.
-func readIndex(txn *badger.Txn, ik, rk []byte) (bool, error) {
-	item, err := txn.Get(ik)
-	if errors.Is(err, badger.ErrKeyNotFound) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("state: read index %q: %w", ik, err)
-	}
-	var same bool
-	err = item.Value(func(v []byte) error {
-		same = bytes.Equal(v, rk)
-		return nil
-	})
-	return same, err
 }
 
 // badgerLogger routes Badger's logging to slog: errors and warnings as

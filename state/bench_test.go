@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,15 +12,30 @@ import (
 	"github.com/smppproxy/smppproxy/state"
 )
 
-// benchRecord is a realistic fresh record: the first write of a submit.
+// benchRecord is a realistic fresh record: the first write of a submit
+// (created with its journal entry, proxy id and addresses).
 func benchRecord(i uint64) *state.Record {
 	now := time.Now()
 	k := state.Key{Account: "acme", Key: fmt.Sprintf("otp-%016x", i)}
 	return &state.Record{
-		Key: k, Fingerprint: sha256.Sum256([]byte(k.Key)), State: state.Sent, Owner: "proxy-1/42",
-		Created: now, Updated: now, Expires: now.Add(72 * time.Hour),
-		History: []state.Event{{At: now, State: state.Sent}},
+		Key: k, Fingerprint: sha256.Sum256([]byte(k.Key)), FingerprintVersion: state.FingerprintHMAC,
+		State: state.Sent, Owner: "proxy-1/42", Attempts: 1,
+		Upstream: "smsc-a", Session: "smsc-a/1", Sequence: uint32(i),
+		ProxyID:  fmt.Sprintf("p-%016x", i),
+		AddrHash: state.HashAddrs([]byte("SHOP"), []byte(k.Key)),
+		Created:  now, Updated: now, Expires: now.Add(72 * time.Hour),
+		History: []state.Event{{At: now, State: state.Sent, Session: "smsc-a/1", Sequence: uint32(i),
+			Note: "created; forwarded to smsc-a on session smsc-a/1"}},
 	}
+}
+
+// benchOutcome turns rec into its outcome (accepted), as dedup does.
+func benchOutcome(r *state.Record, i uint64) {
+	now := time.Now()
+	r.State, r.MessageID, r.Updated = state.Accepted, fmt.Sprintf("%x", i), now
+	r.Expires = r.Created.Add(72 * time.Hour)
+	r.History = append(r.History, state.Event{At: now, State: state.Accepted, Session: r.Session, Sequence: r.Sequence,
+		MessageID: r.MessageID, Note: "submit_sm_resp from smsc-a: accepted"})
 }
 
 func benchCreate(b *testing.B, s state.Store, parallelism int) {
@@ -40,27 +56,84 @@ func benchCreate(b *testing.B, s state.Store, parallelism int) {
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "creates/s")
 }
 
-// Durable creates on real disk, 64 writers per CPU: the group-commit path.
-func BenchmarkBadgerCreateParallel(b *testing.B) {
-	s, err := state.OpenBadger(state.BadgerOptions{Path: b.TempDir()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	benchCreate(b, s, 64)
+// benchSubmits runs b.N submits, each a Create and its outcome (by
+// Replace, or by Update when update is set), from goroutines many
+// goroutines at once; it reports submits/s and writes/s.
+func benchSubmits(b *testing.B, s state.Store, goroutines int, update bool) {
+	var next atomic.Uint64
+	ctx := context.Background()
+	b.SetParallelism(max(1, goroutines/testingProcs()))
+	b.ReportAllocs()
+	b.ResetTimer()
+	start, cpu0 := time.Now(), cpuTime()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			i := next.Add(1)
+			rec := benchRecord(i)
+			if _, created, err := s.Create(ctx, rec.Clone()); err != nil || !created {
+				b.Errorf("Create = %v, %v", created, err)
+				return
+			}
+			var err error
+			if update {
+				_, err = s.Update(ctx, rec.Key, func(r *state.Record) error { benchOutcome(r, i); return nil })
+			} else {
+				out := rec.Clone()
+				benchOutcome(out, i)
+				err = s.Replace(ctx, rec, out)
+			}
+			if err != nil {
+				b.Errorf("outcome = %v", err)
+				return
+			}
+		}
+	})
+	secs := time.Since(start).Seconds()
+	b.ReportMetric(float64(b.N)/secs, "submits/s")
+	b.ReportMetric(float64(2*b.N)/secs, "writes/s")
+	reportCPU(b, cpu0, 2*b.N)
+}
+
+func reportCommits(b *testing.B, s *state.BadgerStore) {
 	st := s.Stats()
 	if st.Commits > 0 {
 		b.ReportMetric(float64(st.Ops)/float64(st.Commits), "ops/commit")
 	}
 }
 
-// One writer at a time: every create pays a whole fsync.
-func BenchmarkBadgerCreateSerial(b *testing.B) {
-	s, err := state.OpenBadger(state.BadgerOptions{Path: b.TempDir()})
+func openBench(b *testing.B) *state.BadgerStore {
+	s, err := state.OpenBadger(state.BadgerOptions{Path: b.TempDir(), GCInterval: -1})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer s.Close()
+	b.Cleanup(func() { s.Close() })
+	return s
+}
+
+// Durable creates on real disk, 64 writers per CPU: the group-commit path.
+func BenchmarkBadgerCreateParallel(b *testing.B) {
+	s := openBench(b)
+	benchCreate(b, s, 64)
+	reportCommits(b, s)
+}
+
+// The submit shape: Create with the journal, then the outcome by Replace
+// (or by Update, the read-modify-write), 64 to 256 submits at once.
+func BenchmarkBadgerSubmits(b *testing.B) {
+	for _, g := range []int{64, 256} {
+		for _, how := range []string{"replace", "update"} {
+			b.Run(fmt.Sprintf("%s/g%d", how, g), func(b *testing.B) {
+				s := openBench(b)
+				benchSubmits(b, s, g, how == "update")
+				reportCommits(b, s)
+			})
+		}
+	}
+}
+
+// One writer at a time: every create pays a whole sync.
+func BenchmarkBadgerCreateSerial(b *testing.B) {
+	s := openBench(b)
 	ctx := context.Background()
 	b.ReportAllocs()
 	start := time.Now()
@@ -75,3 +148,5 @@ func BenchmarkBadgerCreateSerial(b *testing.B) {
 func BenchmarkMemCreate(b *testing.B) {
 	benchCreate(b, state.NewMem(nil), 64)
 }
+
+func testingProcs() int { return runtime.GOMAXPROCS(0) }

@@ -48,6 +48,34 @@ import (
 // note is LegacyResendNote (how those versions kept the fact); nothing
 // reads the history of a record of version 3.
 //
+// Version 4 (written by BadgerStore since history moved out of the
+// record) is the hot record alone, compact, with the history kept apart as
+// an append-only event log (see histKey):
+//
+//	byte    version (4)
+//	str     Key.Account, str Key.Key, str Key.Segment
+//	[32]    Fingerprint
+//	byte    FingerprintVersion
+//	byte    State code (stateCodes; 0: a str with the state follows)
+//	str     Owner, str Upstream, str Session
+//	uvarint Sequence
+//	str     MessageID, str NormID, str ProxyID
+//	byte    0 (AddrHash zero) or 1 followed by [16] AddrHash
+//	byte    Delivery code (deliveryCodes; 0xff: a str follows)
+//	time    DeliveryAt
+//	uvarint Status
+//	varint  Attempts, varint Resends
+//	time    Created, time Updated, time Expires
+//	uvarint the number of history events logged (the next event's
+//	        sequence number in the log)
+//	byte    0, or 1 followed by the first history event (as in version 1):
+//	        the first event is kept with the record (it never changes but
+//	        when the history is replaced), the others in the log from
+//	        sequence number 1 on
+//
+// An event of the log (version byte 1) is encoded as one event of the
+// version 1 history above.
+//
 // Nothing may follow the last field. A new field means a new version; the
 // decoder keeps reading every older version it knows. Decoded times are in
 // UTC without a monotonic reading.
@@ -55,6 +83,16 @@ const (
 	recordVersion1 = 1
 	recordVersion2 = 2
 	recordVersion3 = 3
+	recordVersion4 = 4
+	eventVersion1  = 1
+)
+
+// stateCodes and deliveryCodes are the one-byte codes of version 4; the
+// index is the code (0 and 0xff are reserved for "a string follows").
+var (
+	stateCodes    = [...]SubmitState{1: Sent, 2: Accepted, 3: Rejected, 4: Unknown, 5: Retryable}
+	deliveryCodes = [...]DeliveryState{0: "", 1: DeliveryEnroute, 2: DeliveryDelivered, 3: DeliveryExpired, 4: DeliveryDeleted,
+		5: DeliveryUndeliverable, 6: DeliveryAccepted, 7: DeliveryUnknown, 8: DeliveryRejected, 9: DeliverySkipped}
 )
 
 // LegacyResendNote is the history note with which records of codec
@@ -64,9 +102,176 @@ const LegacyResendNote = "on_unknown resend_after: retry forwards again"
 // errCorrupt is wrapped by every decoding error.
 var errCorrupt = errors.New("state: corrupt record")
 
-// encodeRecord appends the current binary encoding of r to dst.
+// encodeRecord appends the version 3 encoding of r (history inline) to
+// dst: MemStore's form. BadgerStore writes encodeHot and the event log.
 func encodeRecord(dst []byte, r *Record) []byte {
 	return encodeRecordVersion(dst, r, recordVersion3)
+}
+
+// encodeHot appends the version 4 encoding of r (with the first event of
+// its history, the others are logged apart) to dst; histN is the number of
+// events logged for it.
+func encodeHot(dst []byte, r *Record, histN uint32) []byte {
+	dst = append(dst, recordVersion4)
+	dst = appendString(dst, r.Key.Account)
+	dst = appendString(dst, r.Key.Key)
+	dst = appendString(dst, r.Key.Segment)
+	dst = append(dst, r.Fingerprint[:]...)
+	dst = append(dst, r.FingerprintVersion)
+	dst = appendCode(dst, string(r.State), stateCodes[:], 0)
+	dst = appendString(dst, r.Owner)
+	dst = appendString(dst, r.Upstream)
+	dst = appendString(dst, r.Session)
+	dst = binary.AppendUvarint(dst, uint64(r.Sequence))
+	dst = appendString(dst, r.MessageID)
+	dst = appendString(dst, r.NormID)
+	dst = appendString(dst, r.ProxyID)
+	if r.AddrHash == ([16]byte{}) {
+		dst = append(dst, 0)
+	} else {
+		dst = append(dst, 1)
+		dst = append(dst, r.AddrHash[:]...)
+	}
+	dst = appendCode(dst, string(r.Delivery), deliveryCodes[:], 0xff)
+	dst = appendTime(dst, r.DeliveryAt)
+	dst = binary.AppendUvarint(dst, uint64(r.Status))
+	dst = binary.AppendVarint(dst, int64(r.Attempts))
+	dst = binary.AppendVarint(dst, int64(r.Resends))
+	dst = appendTime(dst, r.Created)
+	dst = appendTime(dst, r.Updated)
+	dst = appendTime(dst, r.Expires)
+	dst = binary.AppendUvarint(dst, uint64(histN))
+	if len(r.History) == 0 {
+		return append(dst, 0)
+	}
+	return appendEventBody(append(dst, 1), &r.History[0])
+}
+
+// appendCode appends the code of v in codes, or escape and v as a string.
+func appendCode[T ~string](dst []byte, v string, codes []T, escape byte) []byte {
+	for i, c := range codes {
+		if string(c) == v && byte(i) != escape && (i != 0 || escape != 0) {
+			return append(dst, byte(i))
+		}
+	}
+	dst = append(dst, escape)
+	return appendString(dst, v)
+}
+
+// code reads what appendCode wrote.
+func code[T ~string](d *decoder, codes []T, escape byte) T {
+	var c [1]byte
+	d.bytes(c[:])
+	if d.err != nil {
+		return ""
+	}
+	if c[0] == escape {
+		return T(d.str())
+	}
+	if int(c[0]) >= len(codes) || (c[0] == 0 && escape == 0) {
+		d.fail("unknown code %d", c[0])
+		return ""
+	}
+	return codes[c[0]]
+}
+
+// decodeHot decodes a version 4 record (b without its version byte).
+func decodeHot(b []byte) (*Record, uint32, error) {
+	d := decoder{b: b}
+	r := &Record{}
+	r.Key.Account = d.str()
+	r.Key.Key = d.str()
+	r.Key.Segment = d.str()
+	d.bytes(r.Fingerprint[:])
+	var fv [1]byte
+	d.bytes(fv[:])
+	r.FingerprintVersion = fv[0]
+	r.State = code(&d, stateCodes[:], 0)
+	r.Owner = d.str()
+	r.Upstream = d.str()
+	r.Session = d.str()
+	r.Sequence = d.u32()
+	r.MessageID = d.str()
+	r.NormID = d.str()
+	r.ProxyID = d.str()
+	var flag [1]byte
+	d.bytes(flag[:])
+	switch {
+	case d.err != nil:
+	case flag[0] == 1:
+		d.bytes(r.AddrHash[:])
+	case flag[0] != 0:
+		d.fail("address flag %d", flag[0])
+	}
+	r.Delivery = code(&d, deliveryCodes[:], 0xff)
+	r.DeliveryAt = d.time()
+	r.Status = d.u32()
+	r.Attempts = d.int()
+	r.Resends = d.int()
+	r.Created = d.time()
+	r.Updated = d.time()
+	r.Expires = d.time()
+	n := d.u32()
+	var first [1]byte
+	d.bytes(first[:])
+	switch {
+	case d.err != nil:
+	case first[0] == 1:
+		r.History = make([]Event, 1)
+		d.event(&r.History[0])
+	case first[0] != 0:
+		d.fail("first event flag %d", first[0])
+	}
+	if d.err == nil && len(d.b) != 0 {
+		d.fail("%d trailing bytes", len(d.b))
+	}
+	if d.err != nil {
+		return nil, 0, d.err
+	}
+	return r, n, nil
+}
+
+// encodeEvent appends the encoding of one event of the log.
+func encodeEvent(dst []byte, e *Event) []byte {
+	dst = append(dst, eventVersion1)
+	return appendEventBody(dst, e)
+}
+
+func appendEventBody(dst []byte, e *Event) []byte {
+	dst = appendTime(dst, e.At)
+	dst = appendString(dst, string(e.State))
+	dst = binary.AppendUvarint(dst, uint64(e.Status))
+	dst = appendString(dst, e.Session)
+	dst = binary.AppendUvarint(dst, uint64(e.Sequence))
+	dst = appendString(dst, e.MessageID)
+	return appendString(dst, e.Note)
+}
+
+func (d *decoder) event(e *Event) {
+	e.At = d.time()
+	e.State = SubmitState(d.str())
+	e.Status = d.u32()
+	e.Session = d.str()
+	e.Sequence = d.u32()
+	e.MessageID = d.str()
+	e.Note = d.str()
+}
+
+// decodeEvent decodes what encodeEvent wrote.
+func decodeEvent(b []byte) (Event, error) {
+	var e Event
+	if len(b) == 0 || b[0] != eventVersion1 {
+		return e, fmt.Errorf("%w: event version", errCorrupt)
+	}
+	d := decoder{b: b[1:]}
+	d.event(&e)
+	if d.err == nil && len(d.b) != 0 {
+		d.fail("%d trailing bytes", len(d.b))
+	}
+	if d.err != nil {
+		return Event{}, d.err
+	}
+	return e, nil
 }
 
 // encodeRecordVersion appends the encoding of r in version v (older
@@ -90,14 +295,7 @@ func encodeRecordVersion(dst []byte, r *Record, v byte) []byte {
 	dst = appendTime(dst, r.Expires)
 	dst = binary.AppendUvarint(dst, uint64(len(r.History)))
 	for i := range r.History {
-		e := &r.History[i]
-		dst = appendTime(dst, e.At)
-		dst = appendString(dst, string(e.State))
-		dst = binary.AppendUvarint(dst, uint64(e.Status))
-		dst = appendString(dst, e.Session)
-		dst = binary.AppendUvarint(dst, uint64(e.Sequence))
-		dst = appendString(dst, e.MessageID)
-		dst = appendString(dst, e.Note)
+		dst = appendEventBody(dst, &r.History[i])
 	}
 	if v < recordVersion2 {
 		return dst
@@ -114,12 +312,35 @@ func encodeRecordVersion(dst []byte, r *Record, v byte) []byte {
 	return append(dst, r.FingerprintVersion)
 }
 
-// decodeRecord decodes what encodeRecord wrote. It copies everything it
-// keeps, so b may be reused afterwards.
+// decodeRecord decodes what encodeRecord or encodeHot wrote (a record of
+// version 4 comes with the first event of its history only). It copies everything it keeps, so
+// b may be reused afterwards.
 func decodeRecord(b []byte) (*Record, error) {
+	r, _, _, err := decodeStored(b)
+	return r, err
+}
+
+// decodeStored decodes a stored record of any version. For version 4 it
+// also returns the number of events logged (hot is true, History holds
+// the first event only);
+// for the older versions the history is inline and histN is its length.
+func decodeStored(b []byte) (r *Record, histN uint32, hot bool, err error) {
 	if len(b) == 0 {
-		return nil, fmt.Errorf("%w: empty", errCorrupt)
+		return nil, 0, false, fmt.Errorf("%w: empty", errCorrupt)
 	}
+	if b[0] == recordVersion4 {
+		r, histN, err = decodeHot(b[1:])
+		return r, histN, true, err
+	}
+	r, err = decodeInline(b)
+	if err != nil {
+		return nil, 0, false, err
+	}
+	return r, uint32(len(r.History)), false, nil
+}
+
+// decodeInline decodes versions 1 to 3.
+func decodeInline(b []byte) (*Record, error) {
 	version := b[0]
 	if version < recordVersion1 || version > recordVersion3 {
 		return nil, fmt.Errorf("%w: unknown version %d", errCorrupt, b[0])
@@ -150,14 +371,7 @@ func decodeRecord(b []byte) (*Record, error) {
 	if d.err == nil && n > 0 {
 		r.History = make([]Event, n)
 		for i := range r.History {
-			e := &r.History[i]
-			e.At = d.time()
-			e.State = SubmitState(d.str())
-			e.Status = d.u32()
-			e.Session = d.str()
-			e.Sequence = d.u32()
-			e.MessageID = d.str()
-			e.Note = d.str()
+			d.event(&r.History[i])
 		}
 	}
 	if version >= recordVersion2 {
@@ -320,6 +534,11 @@ func (d *decoder) time() time.Time {
 //	                                         by addresses; only while Unknown)
 //	q/<queue>\x00<seq, 8 bytes BE>         → encoded QueueEntry
 //	d/<queue>\x00<dedup key>               → dedup marker of a queue entry
+//	h/<account>\x00<key>\x00<segment>\x00<seq, 4 bytes BE> → one event of
+//	                                         the record's history (histKey;
+//	                                         from seq 1: the first is in the record)
+//	s/<account>\x00<key>\x00<segment>      → "" while the record is Sent
+//	                                         (sentKey; ScanState)
 //	x/qseq                                  → last queue sequence number
 //	x/marker                                → the store's marker (JSON; marker.go)
 //	x/hwm                                   → commits made, last commit time (hwm.go)
@@ -335,6 +554,8 @@ const (
 	prefixUnknown = "u/"
 	prefixQueue   = "q/"
 	prefixDedup   = "d/"
+	prefixHistory = "h/"
+	prefixSent    = "s/"
 	keyQueueSeq   = "x/qseq"
 )
 
@@ -431,4 +652,32 @@ func indexKeys(r *Record) [][]byte {
 		ks = append(ks, unknownKey(r.Upstream, r.AddrHash, r.Key))
 	}
 	return ks
+}
+
+// histPrefix is the common prefix of the history events of the record
+// under rk (a recordKey).
+func histPrefix(rk []byte) []byte {
+	b := make([]byte, 0, len(rk)+5)
+	b = append(b, prefixHistory...)
+	b = append(b, rk[len(prefixRecord):]...)
+	return append(b, 0)
+}
+
+// histKey is the key of event seq of the record under rk.
+func histKey(rk []byte, seq uint32) []byte {
+	return binary.BigEndian.AppendUint32(histPrefix(rk), seq)
+}
+
+// sentKey is the key of the record under rk in the index of Sent records.
+func sentKey(rk []byte) []byte {
+	b := make([]byte, 0, len(rk))
+	b = append(b, prefixSent...)
+	return append(b, rk[len(prefixRecord):]...)
+}
+
+// recordKeyOfSent turns a sentKey back into the record key.
+func recordKeyOfSent(sk []byte) []byte {
+	b := make([]byte, 0, len(sk))
+	b = append(b, prefixRecord...)
+	return append(b, sk[len(prefixSent):]...)
 }

@@ -68,9 +68,54 @@ func TestRecordCodecRejectsDamage(t *testing.T) {
 	if r, err := decodeRecord(append(b, 0)); !errors.Is(err, errCorrupt) {
 		t.Errorf("decodeRecord(trailing byte) = %+v, %v; want errCorrupt", r, err)
 	}
-	v4 := append([]byte{4}, b[1:]...)
-	if r, err := decodeRecord(v4); !errors.Is(err, errCorrupt) {
-		t.Errorf("decodeRecord(version 4) = %+v, %v; want errCorrupt", r, err)
+	v5 := append([]byte{5}, b[1:]...)
+	if r, err := decodeRecord(v5); !errors.Is(err, errCorrupt) {
+		t.Errorf("decodeRecord(version 5) = %+v, %v; want errCorrupt", r, err)
+	}
+	hot := encodeHot(nil, codecSample(), 3)
+	for n := range len(hot) {
+		if r, err := decodeRecord(hot[:n]); !errors.Is(err, errCorrupt) {
+			t.Errorf("decodeRecord(first %d of %d bytes of version 4) = %+v, %v; want errCorrupt", n, len(hot), r, err)
+		}
+	}
+	if r, err := decodeRecord(append(hot, 0)); !errors.Is(err, errCorrupt) {
+		t.Errorf("decodeRecord(version 4, trailing byte) = %+v, %v; want errCorrupt", r, err)
+	}
+	ev := encodeEvent(nil, &codecSample().History[0])
+	for n := range len(ev) {
+		if e, err := decodeEvent(ev[:n]); !errors.Is(err, errCorrupt) {
+			t.Errorf("decodeEvent(first %d of %d bytes) = %+v, %v; want errCorrupt", n, len(ev), e, err)
+		}
+	}
+}
+
+// Version 4 keeps every field and the first event of the history (the
+// others are kept apart), with the number of events logged; states and delivery states outside the known
+// ones survive too.
+func TestRecordCodecVersion4(t *testing.T) {
+	odd := codecSample()
+	odd.State, odd.Delivery, odd.AddrHash = "weird", "later", [16]byte{}
+	for _, want := range []*Record{codecSample(), odd, {}} {
+		b := encodeHot(nil, want, 70)
+		got, n, hot, err := decodeStored(b)
+		w := want.Clone()
+		w.History = w.History[:min(len(w.History), 1)]
+		if len(w.History) == 0 {
+			w.History = nil
+		}
+		if err != nil || !hot || n != 70 || !reflect.DeepEqual(got, w) {
+			t.Errorf("decodeStored(encodeHot(%+v)) = %+v, %d, %v, %v", w, got, n, hot, err)
+		}
+	}
+	full := codecSample()
+	if b, old := encodeHot(nil, full, 2), encodeRecord(nil, full); len(b) >= len(old) {
+		t.Errorf("version 4 takes %d bytes, version 3 %d; want smaller", len(b), len(old))
+	}
+	for _, e := range codecSample().History {
+		got, err := decodeEvent(encodeEvent(nil, &e))
+		if err != nil || !reflect.DeepEqual(got, e) {
+			t.Errorf("decodeEvent(encodeEvent(%+v)) = %+v, %v", e, got, err)
+		}
 	}
 }
 
@@ -78,9 +123,22 @@ func FuzzDecodeRecord(f *testing.F) {
 	f.Add(encodeRecord(nil, codecSample()))
 	f.Add(encodeRecord(nil, &Record{}))
 	f.Add([]byte{1})
+	f.Add(encodeHot(nil, codecSample(), 5))
+	f.Add(encodeHot(nil, &Record{State: "x", Delivery: "y"}, 0))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		r, err := decodeRecord(b)
+		r, n, hot, err := decodeStored(b)
 		if err != nil {
+			return
+		}
+		if hot {
+			again := encodeHot(nil, r, n)
+			r2, n2, _, err := decodeStored(again)
+			if err != nil || n2 != n || !reflect.DeepEqual(r, r2) {
+				t.Fatalf("re-decoding %x = %+v, %d, %v; want %+v, %d", again, r2, n2, err, r, n)
+			}
+			if !bytes.Equal(encodeHot(nil, r2, n2), again) {
+				t.Fatalf("version 4 encoding is not stable for %+v", r)
+			}
 			return
 		}
 		again := encodeRecord(nil, r)
@@ -90,6 +148,24 @@ func FuzzDecodeRecord(f *testing.F) {
 		}
 		if !bytes.Equal(encodeRecord(nil, r2), again) {
 			t.Fatalf("encoding is not stable for %+v", r)
+		}
+	})
+}
+
+func FuzzDecodeEvent(f *testing.F) {
+	for _, e := range codecSample().History {
+		f.Add(encodeEvent(nil, &e))
+	}
+	f.Add([]byte{eventVersion1})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		e, err := decodeEvent(b)
+		if err != nil {
+			return
+		}
+		again := encodeEvent(nil, &e)
+		e2, err := decodeEvent(again)
+		if err != nil || !reflect.DeepEqual(e, e2) || !bytes.Equal(encodeEvent(nil, &e2), again) {
+			t.Fatalf("re-decoding %x = %+v, %v; want %+v (stable)", again, e2, err, e)
 		}
 	})
 }

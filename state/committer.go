@@ -4,102 +4,181 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
 )
 
-// request is one Create or Update waiting for the committer. The caller
-// fills the input fields; the committer fills the staging and outcome
-// fields and then closes done, which publishes them to the caller.
+// request is one write waiting for the committer. Record writes (Create,
+// Update, Replace) arrive decided and encoded by their caller (writes);
+// queue operations arrive as op, which the committer runs against what the
+// batches before it staged. The committer fills the outcome fields and
+// then closes done, which publishes them to the caller.
 type request struct {
-	key []byte // record key
+	writes []write
 
-	// Create: the encoded record, its Expires and its index keys. Update
-	// fills them from fn's result.
-	val     []byte
-	expires time.Time
-	idx     [][]byte
-
-	fn func(*Record) error // Update only
-
-	// op, when set, replaces the record logic: it reads through the stager
-	// and stages its own writes (queue operations).
+	// op, when set, reads through the stager and stages its own writes
+	// (queue operations).
 	op func(st *stager, r *request)
 
-	writes []write // staged by the committer
+	batch uint64 // the batch the request is in (committer only)
 
-	res     *Record
-	created bool
-	seq     uint64 // queue operations: the entry's sequence number
-	dup     bool   // Enqueue: a live dedup marker was found
-	err     error
-	done    chan struct{}
+	seq  uint64 // queue operations: the entry's sequence number
+	dup  bool   // Enqueue: a live dedup marker was found
+	err  error
+	done chan struct{}
 }
 
-// write is one staged key mutation.
+// write is one key mutation.
 type write struct {
 	key, val  []byte
 	expiresAt uint64 // Badger TTL, Unix seconds; 0 = none
 	del       bool
+	// cond: delete key only if it still holds val (an index entry that
+	// may have been taken over by another record). The committer decides.
+	cond bool
+	// shared: other requests' decisions may read this key (index entries,
+	// queue keys), so the committer keeps it in its overlay until durable.
+	shared bool
 }
 
-// commitLoop is the committer: it takes the requests that are waiting (at
-// least one, at most maxBatch) and runs them as one batch. Requests that
-// arrive while a batch is being synced form the next batch, which is what
-// makes the batches grow with the load. It returns when Close has closed
-// s.reqs and every request in it has been answered.
+// size is what the write weighs in a Badger transaction (its estimate
+// plus a margin for the entry's header).
+func (w *write) size() int64 { return int64(len(w.key)+len(w.val)) + 24 }
+
+// batch is the group of requests committed in one Badger transaction.
+type batch struct {
+	id     uint64
+	reqs   []*request
+	count  int64     // writes
+	bytes  int64     // their size
+	first  time.Time // when its first request was taken
+	shared []string  // overlay keys its requests staged
+}
+
+// commitLoop is the committer. It keeps at most one transaction in
+// Badger's hands (being written and synced) and meanwhile gathers the
+// requests that arrive into the next batch, which it hands over as soon as
+// the first one is durable: the disk never waits for the committer and a
+// batch holds everything that arrived during one sync (up to MaxBatch
+// requests and a size Badger accepts in one transaction). It returns when
+// Close has closed s.reqs and every request in it has been answered.
 func (s *BadgerStore) commitLoop() {
 	defer close(s.committerDone)
-	batch := make([]*request, 0, s.maxBatch)
-	for r := range s.reqs {
-		batch = append(batch[:0], r)
-	fill:
-		for len(batch) < s.maxBatch {
-			select {
-			case r, ok := <-s.reqs:
-				if !ok {
-					break fill
-				}
-				batch = append(batch, r)
-			default:
-				break fill
-			}
+	st := &stager{s: s, overlay: make(map[string]ovEntry), qseq: &s.qseq}
+	open := st.newBatch()
+	var inflight *batch
+	done := make(chan error, 1)
+	reqs := s.reqs
+	for {
+		if inflight == nil && len(open.reqs) > 0 {
+			inflight, open = open, st.newBatch()
+			s.launch(inflight, open, done)
 		}
-		s.runBatch(batch)
-		clear(batch)
+		if reqs == nil && inflight == nil && len(open.reqs) == 0 {
+			return
+		}
+		in := reqs
+		if open.full(s) {
+			in = nil
+		}
+		select {
+		case r, ok := <-in:
+			if !ok {
+				reqs = nil
+				continue
+			}
+			st.add(open, r)
+		case err := <-done:
+			st.completed(inflight, open, err)
+			inflight = nil
+		}
 	}
 }
 
-// runBatch applies every request of the batch in order against one read
-// snapshot plus the writes staged so far, then commits the staged writes.
-func (s *BadgerStore) runBatch(batch []*request) {
-	s.ops.Add(uint64(len(batch)))
+// full reports whether b may take no more requests.
+func (b *batch) full(s *BadgerStore) bool {
+	return len(b.reqs) >= s.maxBatch || b.count >= s.batchCount || b.bytes >= s.batchBytes
+}
+
+// launch hands b to Badger (CommitWith: Badger writes and syncs it on its
+// own goroutines) and arranges for the outcome to arrive on done. A
+// request that does not fit in the transaction goes back to next.
+func (s *BadgerStore) launch(b *batch, next *batch, done chan<- error) {
 	if err := s.checkDisk(); err != nil {
-		s.finish(batch, err)
+		done <- err
 		return
 	}
-	st := stager{
-		txn:     s.db.NewTransaction(false),
-		overlay: make(map[string]write, 3*len(batch)),
-		now:     s.now(),
-		wall:    time.Now(),
-		qseq:    &s.qseq,
+	txn := s.db.NewTransaction(true)
+	if s.mark != nil {
+		if err := txn.Set([]byte(keyHWM), encodeHWM(s.commitSeq+1, time.Now())); err != nil {
+			s.log.Error("state: high-water mark not staged", "err", err)
+		}
 	}
-	for _, r := range batch {
-		st.apply(r)
+	for i, r := range b.reqs {
+		err := setWrites(txn, r.writes)
+		if errors.Is(err, badger.ErrTxnTooBig) && i > 0 {
+			// txn holds part of r's writes: rebuild it without r and
+			// carry r and the rest over to the next batch.
+			txn.Discard()
+			s.carry(b, next, i)
+			s.launch(b, next, done)
+			return
+		}
+		if err != nil {
+			txn.Discard()
+			done <- fmt.Errorf("state: write: %w", err)
+			return
+		}
 	}
-	st.txn.Discard()
-	s.commitStaged(batch)
-	if fn := s.commitObserver.Load(); fn != nil {
-		(*fn)(len(batch), time.Since(st.wall))
+	txn.CommitWith(func(err error) {
+		if err != nil {
+			err = fmt.Errorf("state: commit: %w", err)
+		}
+		done <- err
+	})
+}
+
+// carry moves b's requests from i on to the front of next.
+func (s *BadgerStore) carry(b, next *batch, i int) {
+	moved := b.reqs[i:]
+	for _, r := range moved {
+		r.batch = next.id
+		for _, w := range r.writes {
+			b.count -= 1
+			b.bytes -= w.size()
+			next.count++
+			next.bytes += w.size()
+			if w.shared {
+				next.shared = append(next.shared, string(w.key))
+			}
+		}
 	}
+	next.reqs = append(append([]*request(nil), moved...), next.reqs...)
+	b.reqs = b.reqs[:i:i]
+}
+
+func setWrites(txn *badger.Txn, ws []write) error {
+	for _, w := range ws {
+		var err error
+		if w.del {
+			err = txn.Delete(w.key)
+		} else {
+			e := badger.NewEntry(w.key, w.val)
+			e.ExpiresAt = w.expiresAt
+			err = txn.SetEntry(e)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // SetCommitObserver installs fn, called after every group commit with the
-// number of write requests it carried and how long the batch took (apply,
-// commit and fsync). fn runs on the committer goroutine: keep it short.
+// number of write requests it carried and how long the batch took (from
+// its first request to durable). fn runs on the committer goroutine: keep
+// it short.
 func (s *BadgerStore) SetCommitObserver(fn func(ops int, took time.Duration)) {
 	s.commitObserver.Store(&fn)
 }
@@ -126,106 +205,143 @@ func (s *BadgerStore) checkDisk() error {
 	return nil
 }
 
-// stager decides the outcome of each request of a batch and stages its
-// writes. Reads see the snapshot taken at the start of the batch (every
-// earlier batch is committed by then: the committer is the only writer)
-// overlaid with the writes staged by earlier requests of this batch.
+// stager is the committer's view of the store: the durable state (the
+// store's snapshot, refreshed after every commit) overlaid with the
+// shared writes (index entries, queue keys) of the batches that are not
+// durable yet, so that a decision of the committer sees every write
+// staged before it.
 type stager struct {
-	txn     *badger.Txn // read-only snapshot
-	overlay map[string]write
+	s       *BadgerStore
+	overlay map[string]ovEntry
+	nextID  uint64
 	now     time.Time // the store's clock: decides expiry
 	wall    time.Time // real time: Badger's TTL is measured against it
 	qseq    *uint64   // the store's last queue sequence number (committer only)
 }
 
-func (st *stager) apply(r *request) {
+// ovEntry is a write in the overlay and the request that staged it.
+type ovEntry struct {
+	w write
+	r *request
+}
+
+func (st *stager) newBatch() *batch {
+	st.nextID++
+	return &batch{id: st.nextID}
+}
+
+// add takes r into b: it runs r's op, or resolves r's conditional deletes,
+// and puts r's shared writes into the overlay.
+func (st *stager) add(b *batch, r *request) {
+	st.s.ops.Add(1)
+	if len(b.reqs) == 0 {
+		b.first = time.Now()
+	}
+	r.batch = b.id
+	b.reqs = append(b.reqs, r)
 	if r.op != nil {
+		st.now, st.wall = st.s.now(), time.Now()
 		r.op(st, r)
+		if r.err != nil {
+			r.writes = nil
+		}
+		for _, w := range r.writes {
+			b.count++
+			b.bytes += w.size()
+			b.shared = append(b.shared, string(w.key))
+		}
 		return
 	}
-	old, err := st.record(r.key)
-	if err != nil {
-		r.err = err
-		return
+	ws := r.writes[:0]
+	for _, w := range r.writes {
+		if w.cond {
+			same, err := st.index(w.key, w.val)
+			if err != nil {
+				r.err, r.writes = err, nil
+				return
+			}
+			if !same {
+				continue
+			}
+			w = write{key: w.key, del: true, shared: true}
+		}
+		if w.shared {
+			st.overlay[string(w.key)] = ovEntry{w: w, r: r}
+			b.shared = append(b.shared, string(w.key))
+		}
+		b.count++
+		b.bytes += w.size()
+		ws = append(ws, w)
 	}
-	live := old != nil && !old.Expired(st.now)
-	if r.fn == nil { // Create
-		if live {
-			r.res = old
-			return
-		}
-	} else { // Update
-		if !live {
-			r.err = ErrNotFound
-			return
-		}
-		next, err := runUpdate(old, r.fn)
-		if err != nil {
-			r.res, r.err = old, err
-			return
-		}
-		r.val = encodeRecord(nil, next)
-		r.expires = next.Expires
-		r.idx = indexKeys(next)
-		if r.res, err = decodeRecord(r.val); err != nil {
-			r.err = err
-			return
-		}
-	}
-	// Index entries of the previous record that the new one no longer
-	// has, and that still point at this record, are deleted.
-	var stale [][]byte
-	for _, ik := range indexKeys(old) {
-		if slices.ContainsFunc(r.idx, func(k []byte) bool { return bytes.Equal(k, ik) }) {
-			continue
-		}
-		same, err := st.index(ik, r.key)
-		if err != nil {
-			r.res, r.err = nil, err
-			return
-		}
-		if same {
-			stale = append(stale, ik)
-		}
-	}
-	exp := st.expiresAt(r.expires)
-	st.stage(r, write{key: r.key, val: r.val, expiresAt: exp})
-	for _, ik := range r.idx {
-		st.stage(r, write{key: ik, val: r.key, expiresAt: exp})
-	}
-	for _, ik := range stale {
-		st.stage(r, write{key: ik, del: true})
-	}
-	r.created = r.fn == nil
+	r.writes = ws
 }
 
+// stage adds w to r's writes and to the overlay (queue operations).
 func (st *stager) stage(r *request, w write) {
+	w.shared = true
 	r.writes = append(r.writes, w)
-	st.overlay[string(w.key)] = w
+	st.overlay[string(w.key)] = ovEntry{w: w, r: r}
 }
 
-// record returns the record under key as this batch sees it (expired or
-// not), or nil.
-func (st *stager) record(key []byte) (*Record, error) {
-	if w, ok := st.overlay[string(key)]; ok {
-		if w.del {
-			return nil, nil
-		}
-		return decodeRecord(w.val)
+// completed takes the outcome of b, the batch Badger had: it counts the
+// commit, refreshes the snapshot, drops b's writes from the overlay and
+// releases b's waiters. When b failed, next (being gathered, and possibly
+// decided on b's writes) fails with it.
+func (st *stager) completed(b, next *batch, err error) {
+	s := st.s
+	if err == nil {
+		s.commits.Add(1)
+		s.committedNow()
+	} else {
+		s.log.Error("state: commit failed", "err", err)
 	}
-	return readRecord(st.txn, key)
+	s.refreshSnapshot()
+	st.forget(b)
+	s.finish(b.reqs, err)
+	if err != nil && len(next.reqs) > 0 {
+		st.forget(next)
+		s.finish(next.reqs, err)
+		*next = batch{id: next.id}
+	}
+	if fn := s.commitObserver.Load(); fn != nil {
+		(*fn)(len(b.reqs), time.Since(b.first))
+	}
 }
 
-// get returns the value under key as this batch sees it, or found=false.
-// The value may alias the overlay: do not modify it.
+// forget drops b's writes from the overlay (those no later batch replaced).
+func (st *stager) forget(b *batch) {
+	for _, k := range b.shared {
+		if e, ok := st.overlay[k]; ok && e.r.batch == b.id {
+			delete(st.overlay, k)
+		}
+	}
+}
+
+// finish releases the waiters of reqs; with err != nil each of them fails
+// with it, whatever the batch had decided.
+func (s *BadgerStore) finish(reqs []*request, err error) {
+	if err != nil {
+		s.failed.Add(uint64(len(reqs)))
+	}
+	for _, r := range reqs {
+		if err != nil {
+			r.seq, r.dup, r.err = 0, false, err
+		}
+		r.writes = nil
+		close(r.done)
+	}
+}
+
+// get returns the value under key as the committer sees it, or
+// found=false. The value may alias the overlay: do not modify it.
 func (st *stager) get(key []byte) (val []byte, found bool, err error) {
-	if w, ok := st.overlay[string(key)]; ok {
-		if w.del {
+	if e, ok := st.overlay[string(key)]; ok {
+		if e.w.del {
 			return nil, false, nil
 		}
-		return w.val, true, nil
+		return e.w.val, true, nil
 	}
-	item, err := st.txn.Get(key)
+	item, err := st.s.snap.txn.Get(key)
 	if errors.Is(err, badger.ErrKeyNotFound) {
 		return nil, false, nil
 	}
@@ -239,118 +355,24 @@ func (st *stager) get(key []byte) (val []byte, found bool, err error) {
 	return val, true, nil
 }
 
-// index reports whether index entry ik points at record key rk as this
-// batch sees it.
+// index reports whether index entry ik points at record key rk as the
+// committer sees it.
 func (st *stager) index(ik, rk []byte) (bool, error) {
-	if w, ok := st.overlay[string(ik)]; ok {
-		return !w.del && bytes.Equal(w.val, rk), nil
-	}
-	return readIndex(st.txn, ik, rk)
+	v, found, err := st.get(ik)
+	return found && bytes.Equal(v, rk), err
 }
 
-// expiresAt converts a record's Expires into Badger's TTL: real time now
-// plus the time left by the store's clock, rounded up, at least a second.
+// expiresAt converts an Expires into Badger's TTL (see ttl).
 func (st *stager) expiresAt(expires time.Time) uint64 {
+	return ttl(st.now, st.wall, expires)
+}
+
+// ttl converts a record's Expires into Badger's TTL: real time wall plus
+// the time left by the store's clock (now), rounded up, at least a second.
+func ttl(now, wall, expires time.Time) uint64 {
 	if expires.IsZero() {
 		return 0
 	}
-	left := max(expires.Sub(st.now), time.Second)
-	return uint64(st.wall.Add(left).Unix()) + 1
-}
-
-// commitStaged writes the staged writes of the batch in one transaction
-// and releases the waiters. A batch too big for one Badger transaction is
-// split: the requests that fit are committed (and released) first and the
-// rest goes on in a new transaction. When a commit fails, every request
-// not yet committed fails with that error: later requests may have seen
-// the failed writes.
-func (s *BadgerStore) commitStaged(batch []*request) {
-	txn := s.writeTxn()
-	defer func() { txn.Discard() }()
-	pending := 0 // writes set in txn
-	start := 0   // first request not yet committed
-	for i, r := range batch {
-		if len(r.writes) == 0 {
-			continue
-		}
-		err := setWrites(txn, r.writes)
-		if errors.Is(err, badger.ErrTxnTooBig) && pending > 0 {
-			// txn may hold part of r's writes: rebuild it without r.
-			txn.Discard()
-			txn = s.writeTxn()
-			if err = setAll(txn, batch[start:i]); err == nil {
-				err = s.commit(txn)
-			}
-			if err != nil {
-				s.finish(batch[start:], err)
-				return
-			}
-			s.finish(batch[start:i], nil)
-			start, pending = i, 0
-			txn = s.writeTxn()
-			err = setWrites(txn, r.writes)
-		}
-		if err != nil {
-			s.finish(batch[start:], fmt.Errorf("state: write: %w", err))
-			return
-		}
-		pending += len(r.writes)
-	}
-	var err error
-	if pending > 0 {
-		err = s.commit(txn)
-	}
-	s.finish(batch[start:], err)
-}
-
-// commit commits txn (one fsync) and counts it.
-func (s *BadgerStore) commit(txn *badger.Txn) error {
-	if err := txn.Commit(); err != nil {
-		s.log.Error("state: commit failed", "err", err)
-		return fmt.Errorf("state: commit: %w", err)
-	}
-	s.commits.Add(1)
-	s.committedNow()
-	return nil
-}
-
-func setAll(txn *badger.Txn, reqs []*request) error {
-	for _, r := range reqs {
-		if err := setWrites(txn, r.writes); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func setWrites(txn *badger.Txn, ws []write) error {
-	for _, w := range ws {
-		var err error
-		if w.del {
-			err = txn.Delete(w.key)
-		} else {
-			e := badger.NewEntry(w.key, w.val)
-			e.ExpiresAt = w.expiresAt
-			err = txn.SetEntry(e)
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// finish releases the waiters of reqs; with err != nil each of them fails
-// with it, whatever the batch had decided.
-func (s *BadgerStore) finish(reqs []*request, err error) {
-	if err != nil {
-		s.failed.Add(uint64(len(reqs)))
-	}
-	for _, r := range reqs {
-		if err != nil {
-			r.res, r.created, r.seq, r.dup, r.err = nil, false, 0, false, err
-		}
-		r.writes = nil
-		close(r.done)
-	}
+	left := max(expires.Sub(now), time.Second)
+	return uint64(wall.Add(left).Unix()) + 1
 }

@@ -59,3 +59,75 @@ func ctxErr(ctx context.Context) error {
 	}
 	return nil
 }
+
+// MaxHistory is the most events a record's history keeps: the first one
+// and the latest MaxHistory-1 (older ones are dropped as new ones come).
+// Every Store applies it on write; a caller may trim the same way first.
+const MaxHistory = 64
+
+// capHistory returns h kept within MaxHistory: its first event and the
+// latest ones. It returns h itself when it is short enough.
+func capHistory(h []Event) []Event {
+	if len(h) <= MaxHistory {
+		return h
+	}
+	out := make([]Event, 0, MaxHistory)
+	out = append(out, h[0])
+	return append(out, h[len(h)-MaxHistory+1:]...)
+}
+
+func sameEvent(a, b *Event) bool {
+	return a.At.Equal(b.At) && a.State == b.State && a.Status == b.Status && a.Session == b.Session &&
+		a.Sequence == b.Sequence && a.MessageID == b.MessageID && a.Note == b.Note
+}
+
+// historyDelta compares the history of a record (old) with the history a
+// writer gives its next version (next). When next is old with events
+// appended — possibly trimmed like capHistory, keeping the first event —
+// it returns those events; otherwise rewrite is true (the writer replaced
+// the history: it is stored anew).
+func historyDelta(old, next []Event) (added []Event, rewrite bool) {
+	if len(old) == 0 {
+		return next, false
+	}
+	if len(next) == 0 || !sameEvent(&next[0], &old[0]) {
+		return nil, true
+	}
+	last := &old[len(old)-1]
+	lo := 1 // where old's last event may stand in next
+	if len(old) == 1 {
+		lo = 0
+	}
+	for i := len(next) - 1; i >= lo; i-- {
+		if sameEvent(&next[i], last) && tailMatches(old, next, i) {
+			return next[i+1:], false
+		}
+	}
+	return nil, true
+}
+
+// tailMatches reports whether the events before next[i] match those
+// before old's last one, back to the first event (which is kept apart).
+func tailMatches(old, next []Event, i int) bool {
+	for t := 1; ; t++ {
+		oi, ni := len(old)-1-t, i-t
+		if oi < 1 || ni < 1 {
+			// Aligned back to the first event, or next trimmed old's
+			// older events; not when next has events old has not.
+			return ni < 1
+		}
+		if !sameEvent(&old[oi], &next[ni]) {
+			return false
+		}
+	}
+}
+
+// storedHistory is the history a store keeps when a writer turns a record
+// with history old into one with history next (see historyDelta).
+func storedHistory(old, next []Event) []Event {
+	added, rewrite := historyDelta(old, next)
+	if rewrite {
+		return capHistory(next)
+	}
+	return capHistory(append(old[:len(old):len(old)], added...))
+}

@@ -255,6 +255,9 @@ func TestMain(m *testing.M) {
 	if dir := os.Getenv(crashEnv); dir != "" {
 		os.Exit(crashWriter(dir))
 	}
+	if dir := os.Getenv(killEnv); dir != "" {
+		os.Exit(killWriter(dir))
+	}
 	os.Exit(m.Run())
 }
 

@@ -3,6 +3,7 @@ package state
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -24,8 +25,9 @@ type MemStore struct {
 }
 
 var (
-	_ Store = (*MemStore)(nil)
-	_ Queue = (*MemStore)(nil)
+	_ Store     = (*MemStore)(nil)
+	_ HotReader = (*MemStore)(nil)
+	_ Queue     = (*MemStore)(nil)
 )
 
 // NewMem returns an empty MemStore whose notion of "now" (for Expires) is
@@ -63,8 +65,42 @@ func (s *MemStore) Create(ctx context.Context, rec *Record) (*Record, bool, erro
 	if old != nil && !old.Expired(s.now()) {
 		return old, false, nil
 	}
+	if len(rec.History) > MaxHistory {
+		c := rec.Clone()
+		c.History = capHistory(c.History)
+		val = encodeRecord(nil, c)
+	}
 	s.putLocked(rec.Key, val, old, rec)
 	return nil, true, nil
+}
+
+// Replace implements Store. Like BadgerStore's, it does not look at the
+// stored record: the history is old's with rec's new events.
+func (s *MemStore) Replace(ctx context.Context, old, rec *Record) error {
+	if old == nil || rec == nil {
+		return errNilRecord
+	}
+	if old.Key != rec.Key {
+		return fmt.Errorf("%w: %v, %v", errReplaceKey, old.Key, rec.Key)
+	}
+	if err := ctxErr(ctx); err != nil {
+		return err
+	}
+	c := rec.Clone()
+	c.History = storedHistory(old.History, rec.History)
+	val := encodeRecord(nil, c)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.writableLocked(); err != nil {
+		return err
+	}
+	s.putLocked(rec.Key, val, old, rec)
+	return nil
+}
+
+// ScanState implements Store.
+func (s *MemStore) ScanState(ctx context.Context, st SubmitState, fn func(*Record) bool) error {
+	return s.Scan(ctx, func(r *Record) bool { return r.State != st || fn(r) })
 }
 
 // Get implements Store.
@@ -78,6 +114,15 @@ func (s *MemStore) Get(ctx context.Context, k Key) (*Record, error) {
 		return nil, ErrClosed
 	}
 	return s.liveLocked(k)
+}
+
+// GetHot implements HotReader.
+func (s *MemStore) GetHot(ctx context.Context, k Key) (*Record, error) {
+	r, err := s.Get(ctx, k)
+	if r != nil {
+		r.History = nil
+	}
+	return r, err
 }
 
 // Update implements Store.
@@ -98,6 +143,7 @@ func (s *MemStore) Update(ctx context.Context, k Key, fn func(*Record) error) (*
 	if err != nil {
 		return cur, err
 	}
+	next.History = storedHistory(cur.History, next.History)
 	val := encodeRecord(nil, next)
 	s.putLocked(k, val, cur, next)
 	return decodeRecord(val)

@@ -206,7 +206,7 @@ func (s *BadgerStore) UnknownByAddr(ctx context.Context, upstream string, h [16]
 			if i > 0 && bytes.Equal(rk, rks[i-1]) {
 				continue
 			}
-			rec, err := readRecord(txn, rk)
+			rec, _, _, err := loadRecord(txn, rk, true)
 			if err != nil {
 				return err
 			}

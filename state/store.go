@@ -6,8 +6,9 @@
 // per-install fingerprint secret (Secret, kept by a SecretKeeper: FileSecret
 // in the store directory). Store and Queue are the small interfaces the
 // rest of the proxy uses; BadgerStore is the
-// production backend of both (group commit: many concurrent writers share
-// one transaction and one fsync) and MemStore is the in-memory backend for
+// production backend of both (pipelined group commit: many concurrent
+// writers share one transaction and one sync, gathered while the previous
+// one syncs) and MemStore is the in-memory backend for
 // unit tests. Both pass the same conformance suite in state/storetest.
 // OpenBadger refuses a directory that lost data (ErrStoreDamaged: a
 // damaged MANIFEST or table, a missing marker, commits lost with the tail
@@ -119,7 +120,8 @@ type Record struct {
 	// of its own version.
 	FingerprintVersion uint8 `json:"fingerprint_version,omitempty"`
 	// History is for operators only: it keeps the first event and the
-	// latest ones, so no decision may depend on it.
+	// latest ones (MaxHistory in all), so no decision may depend on it.
+	// Stores keep it apart from the rest of the record and append to it.
 	History []Event `json:"history,omitempty"`
 }
 
@@ -229,6 +231,20 @@ type Store interface {
 	// record.
 	Update(ctx context.Context, k Key, fn func(*Record) error) (*Record, error)
 
+	// Replace durably writes rec over old (the same Key) without reading
+	// the store: for a caller that owns the record, holding the last
+	// version it wrote (old) while no one else changes it. Index entries
+	// old had and rec has not are deleted (unless another record has
+	// taken them over), those rec gains are written, and the history
+	// events rec has beyond old's are appended to the stored history (old
+	// and rec as Update's fn would see and leave them: rec's history is
+	// old's with events appended, possibly trimmed like MaxHistory; any
+	// other history replaces it). Nothing checks that old is what is
+	// stored: a caller that does not own the record must use Update. A
+	// record written by an older version of the store keeps the history
+	// old shows only if written by Update first.
+	Replace(ctx context.Context, old, rec *Record) error
+
 	// ByMessageID returns the record that upstream accepted with id, where
 	// id is compared with the record's MatchID (its NormID when set).
 	ByMessageID(ctx context.Context, upstream, id string) (*Record, error)
@@ -250,6 +266,19 @@ type Store interface {
 	// returns false. fn must not call the Store.
 	Scan(ctx context.Context, fn func(*Record) bool) error
 
+	// ScanState is Scan restricted to the live records in state st. For
+	// Sent its cost is proportional to the records in that state, not to
+	// all records (start-up recovery looks for them).
+	ScanState(ctx context.Context, st SubmitState, fn func(*Record) bool) error
+
 	// Close flushes and closes the store. Later calls return ErrClosed.
 	Close() error
+}
+
+// HotReader is implemented by stores that can read a record without its
+// history, which they keep apart (BadgerStore, MemStore; storetest.Faulty
+// passes it on): for decisions on a hot path, which never need History.
+type HotReader interface {
+	// GetHot is Get without Record.History (nil).
+	GetHot(ctx context.Context, k Key) (*Record, error)
 }

@@ -146,6 +146,9 @@ func testFailWrites(t *testing.T, backend state.Store, c *Clock) {
 	if got, err := s.Update(bg, want.Key, func(r *state.Record) error { r.Owner = "x"; return nil }); !errors.Is(err, diskFull) {
 		t.Errorf("Update(%v) refused by the store = %+v, %v; want an error wrapping %v", want.Key, got, err, diskFull)
 	}
+	if err := s.Replace(bg, want, other); !errors.Is(err, diskFull) {
+		t.Errorf("Replace(%v) refused by the store = %v; want an error wrapping %v", want.Key, err, diskFull)
+	}
 	wantGet(t, s, other.Key, nil)
 	wantGet(t, s, want.Key, want)
 
@@ -172,6 +175,8 @@ func testClosed(t *testing.T, s state.Store, c *Clock) {
 		"ByMessageID": func() error { _, err := s.ByMessageID(bg, "smsc", "m"); return err },
 		"BySession":   func() error { _, err := s.BySession(bg, "smsc/1", 1); return err },
 		"Scan":        func() error { return s.Scan(bg, func(*state.Record) bool { return true }) },
+		"ScanState":   func() error { return s.ScanState(bg, state.Sent, func(*state.Record) bool { return true }) },
+		"Replace":     func() error { return s.Replace(bg, r, r) },
 	}
 	for name, call := range checks {
 		if err := call(); !errors.Is(err, state.ErrClosed) {

@@ -10,8 +10,8 @@ import (
 
 // Faulty wraps a store and its delivery queue so that a test can make
 // writes fail, as when the disk is full: after FailWrites(err), Create,
-// Update, Enqueue and Ack return an error wrapping err and change nothing;
-// FailWrites(nil) lets writes through again. Reads always go through. The
+// Update, Replace, Enqueue and Ack return an error wrapping err and change
+// nothing; FailWrites(nil) lets writes through again. Reads always go through. The
 // fault injection lives here, with the tests, not in the backends.
 type Faulty struct {
 	state.Store
@@ -20,8 +20,9 @@ type Faulty struct {
 }
 
 var (
-	_ state.Store = (*Faulty)(nil)
-	_ state.Queue = (*Faulty)(nil)
+	_ state.Store     = (*Faulty)(nil)
+	_ state.HotReader = (*Faulty)(nil)
+	_ state.Queue     = (*Faulty)(nil)
 )
 
 // NewFaulty wraps s, which must also be a state.Queue (both backends are).
@@ -66,6 +67,27 @@ func (f *Faulty) Update(ctx context.Context, k state.Key, fn func(*state.Record)
 		return nil, err
 	}
 	return f.Store.Update(ctx, k, fn)
+}
+
+// Replace implements state.Store.
+func (f *Faulty) Replace(ctx context.Context, old, rec *state.Record) error {
+	if err := f.refused(); err != nil {
+		return err
+	}
+	return f.Store.Replace(ctx, old, rec)
+}
+
+// GetHot implements state.HotReader when the wrapped store does (else it
+// is Get without the history).
+func (f *Faulty) GetHot(ctx context.Context, k state.Key) (*state.Record, error) {
+	if h, ok := f.Store.(state.HotReader); ok {
+		return h.GetHot(ctx, k)
+	}
+	r, err := f.Store.Get(ctx, k)
+	if r != nil {
+		r.History = nil
+	}
+	return r, err
 }
 
 // Enqueue implements state.Queue.
