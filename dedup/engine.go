@@ -139,10 +139,8 @@ func (e *Engine) counted(account string, a Answer) Answer {
 // process) into `unknown`. Call it once at start-up, before serving.
 func (e *Engine) Recover(ctx context.Context) (int, error) {
 	var keys []state.Key
-	err := e.cfg.Store.Scan(ctx, func(r *state.Record) bool {
-		if r.State == state.Sent {
-			keys = append(keys, r.Key)
-		}
+	err := e.cfg.Store.ScanState(ctx, state.Sent, func(r *state.Record) bool {
+		keys = append(keys, r.Key)
 		return true
 	})
 	if err != nil {

@@ -25,7 +25,7 @@ func (o *op) forward(ctx context.Context, created time.Time) Answer {
 		return a
 	}
 	outcome := o.outcomeWrite(res, next, stored)
-	rec, err := e.cfg.Store.Update(context.WithoutCancel(ctx), o.k, outcome)
+	rec, err := o.write(context.WithoutCancel(ctx), outcome)
 	if err != nil {
 		// The outcome could not be made durable: never claim success. It is
 		// written later, so retries are answered by what happened instead
@@ -116,18 +116,46 @@ func (o *op) journal(ctx context.Context, upstream, session string, seq uint32) 
 			o.lost = true
 			return errKeyTaken
 		}
-		o.created = true
+		o.created, o.held = true, rec
 		return nil
 	}
-	_, err := e.cfg.Store.Update(ctx, o.k, func(r *state.Record) error {
+	journal := func(r *state.Record) error {
 		if r.Owner != o.owner || r.State != state.Sent {
 			return fmt.Errorf("dedup: record no longer owned (state %s)", r.State)
 		}
 		r.Upstream, r.Session, r.Sequence, r.Updated = upstream, session, seq, e.now()
 		addEvent(r, state.Event{At: r.Updated, State: state.Sent, Session: session, Sequence: seq, Note: "journaled before write to " + upstream})
 		return nil
-	})
+	}
+	_, err := o.write(ctx, journal)
 	return err
+}
+
+// write applies fn to the record this submit owns and stores the result:
+// a blind replacement of the version it holds when it holds one (no other
+// writer changes a record while its owner forwards it), else a
+// read-modify-write. The written record is held from then on.
+func (o *op) write(ctx context.Context, fn func(*state.Record) error) (*state.Record, error) {
+	st := o.e.cfg.Store
+	if o.held == nil {
+		r, err := st.Update(ctx, o.k, fn)
+		if err == nil {
+			o.held = r
+		}
+		return r, err
+	}
+	next := o.held.Clone()
+	if err := fn(next); err != nil {
+		return o.held, err
+	}
+	if err := st.Replace(ctx, o.held, next); err != nil {
+		// The write may have been applied all the same: what is stored is
+		// no longer known, so later writes read it first.
+		o.held = nil
+		return nil, err
+	}
+	o.held = next
+	return next, nil
 }
 
 // errKeyTaken: the key of a new submit was created by another writer

@@ -39,6 +39,10 @@ type op struct {
 	// writer created the key first (nothing was sent); createErr, that
 	// the store refused the create (nothing was sent).
 	pending   *state.Record
+	// held is the record as this submit last wrote it while it owns it
+	// (created, taken over, journaled): its next writes are blind
+	// replacements of it (state.Store.Replace), not read-modify-writes.
+	held      *state.Record
 	created   bool
 	lost      bool
 	createErr error
@@ -160,6 +164,9 @@ func (o *op) decide(ctx context.Context) Answer {
 		if o.window > 0 && existing.State != state.Sent && !e.now().Before(existing.Created.Add(o.window)) {
 			rec.History = []state.Event{{At: now, State: state.Sent, Note: "created"}}
 			e.finals.forget(o.k) // replaced, or about to be
+			if full, err := e.cfg.Store.Get(ctx, o.k); err == nil {
+				existing = full // the archive keeps the history
+			}
 			renewed, err := o.renew(ctx, existing, rec)
 			if err != nil {
 				// The renewal may have been applied all the same.
@@ -186,7 +193,13 @@ func (o *op) lookup(ctx context.Context) (*state.Record, error) {
 	if r := e.finals.get(o.k); r != nil && !r.Expired(e.now()) {
 		return r, nil
 	}
-	r, err := e.cfg.Store.Get(ctx, o.k)
+	var r *state.Record
+	var err error
+	if h, ok := e.cfg.Store.(state.HotReader); ok {
+		r, err = h.GetHot(ctx, o.k) // decisions never read the history
+	} else {
+		r, err = e.cfg.Store.Get(ctx, o.k)
+	}
 	if err == nil {
 		e.finals.put(r)
 	}
@@ -308,7 +321,7 @@ func (o *op) resendUnknown(r *state.Record) string {
 func (o *op) takeover(ctx context.Context, from state.SubmitState, note string) (Answer, bool) {
 	expired := false
 	var created time.Time
-	_, err := o.e.cfg.Store.Update(ctx, o.k, func(r *state.Record) error {
+	held, err := o.e.cfg.Store.Update(ctx, o.k, func(r *state.Record) error {
 		if r.State != from || !o.c.matches(r) {
 			return state.ErrAbort
 		}
@@ -325,6 +338,7 @@ func (o *op) takeover(ctx context.Context, from state.SubmitState, note string) 
 		o.logger().Debug("retry after the validity period; not forwarded", "status", smpp.StatusInvExpiry.String())
 		return Answer{Status: smpp.StatusInvExpiry, Outcome: OutRejected, Key: o.k}, false
 	case err == nil:
+		o.held = held
 		o.logger().Debug("record taken over; forwarding again", "from", string(from), "reason", note)
 		return o.forward(ctx, created), false
 	case errors.Is(err, state.ErrAbort), errors.Is(err, state.ErrNotFound):

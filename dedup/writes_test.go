@@ -12,7 +12,7 @@ import (
 // countingStore counts the durable writes the engine asks of its store.
 type countingStore struct {
 	state.Store
-	writes, reads atomic.Int64
+	writes, reads, updates atomic.Int64 // updates: read-modify-writes among the writes
 }
 
 func (s *countingStore) Get(ctx context.Context, k state.Key) (*state.Record, error) {
@@ -25,8 +25,14 @@ func (s *countingStore) Create(ctx context.Context, rec *state.Record) (*state.R
 	return s.Store.Create(ctx, rec)
 }
 
+func (s *countingStore) Replace(ctx context.Context, old, rec *state.Record) error {
+	s.writes.Add(1)
+	return s.Store.Replace(ctx, old, rec)
+}
+
 func (s *countingStore) Update(ctx context.Context, k state.Key, fn func(*state.Record) error) (*state.Record, error) {
 	s.writes.Add(1)
+	s.updates.Add(1)
 	return s.Store.Update(ctx, k, fn)
 }
 
@@ -41,6 +47,9 @@ func TestFreshSubmitCostsTwoWritesAndItsRetryNeitherWriteNorRead(t *testing.T) {
 	}
 	if n := st.writes.Load(); n != 2 {
 		t.Errorf("a fresh submit asked the store for %d writes, want 2 (create carrying the journal, then the outcome)", n)
+	}
+	if n := st.updates.Load(); n != 0 {
+		t.Errorf("a fresh submit made %d read-modify-writes, want 0: the outcome of a record it created is a blind replacement", n)
 	}
 	r, err := st.Get(ctx, state.Key{Account: "shop", Key: KeyOfTLV([]byte("k-two"))})
 	if err != nil || r.State != state.Accepted || r.Session != "up/s1" || r.Sequence != 1 {

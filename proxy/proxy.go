@@ -197,7 +197,12 @@ func openStore(opts Options, log *slog.Logger) (state.Store, *state.Secret, erro
 		return nil, nil, errors.New("proxy: store backend postgres is not wired into this build yet")
 	}
 	if st == nil {
-		b, err := state.OpenBadger(state.BadgerOptions{Path: cfg.Store.Path, Logger: log, ForceEmpty: opts.ForceEmptyStore})
+		b, err := state.OpenBadger(state.BadgerOptions{
+			Path: cfg.Store.Path, Logger: log, ForceEmpty: opts.ForceEmptyStore,
+			MemtableSize: int64(cfg.Store.MemtableSize), NumMemtables: cfg.Store.NumMemtables,
+			BlockCacheSize: int64(cfg.Store.BlockCacheSize), IndexCacheSize: int64(cfg.Store.IndexCacheSize),
+			ValueThreshold: int64(cfg.Store.ValueThreshold),
+		})
 		if err != nil {
 			return nil, nil, fmt.Errorf("proxy: open store %s: %w", cfg.Store.Path, err)
 		}

@@ -96,8 +96,8 @@ func NewMetrics(s Store) *Metrics {
 	return m
 }
 
-// Instrument returns s with the latency of Create and Update observed by m.
-// Every other method is s's.
+// Instrument returns s with the latency of Create, Update and Replace
+// observed by m. Every other method is s's (GetHot too, when s has it).
 func (m *Metrics) Instrument(s Store) Store { return &instrumented{Store: s, m: m} }
 
 type instrumented struct {
@@ -117,6 +117,21 @@ func (i *instrumented) Update(ctx context.Context, k Key, fn func(*Record) error
 	r, err := i.Store.Update(ctx, k, fn)
 	i.m.writes.WithLabelValues("update").Observe(time.Since(start).Seconds())
 	return r, err
+}
+
+func (i *instrumented) Replace(ctx context.Context, old, rec *Record) error {
+	start := time.Now()
+	err := i.Store.Replace(ctx, old, rec)
+	i.m.writes.WithLabelValues("replace").Observe(time.Since(start).Seconds())
+	return err
+}
+
+// GetHot implements HotReader: s's GetHot when it has one, else its Get.
+func (i *instrumented) GetHot(ctx context.Context, k Key) (*Record, error) {
+	if h, ok := i.Store.(HotReader); ok {
+		return h.GetHot(ctx, k)
+	}
+	return i.Store.Get(ctx, k)
 }
 
 // ObserveCommit records one group commit of ops write requests that took
