@@ -8,7 +8,8 @@ import (
 // rateRing keeps samples of counters, one per status request at most
 // every rateSpacing, for as long as the rate window: a rate is the
 // difference between the newest sample and the oldest one in the window,
-// over the time between them. Requests feed it; no goroutine runs.
+// over the time between them. Requests feed it; no goroutine runs, so
+// nothing is left running when the server stops.
 type rateRing struct {
 	mu      sync.Mutex
 	window  time.Duration
@@ -32,11 +33,23 @@ func newRateRing(window time.Duration) *rateRing { return &rateRing{window: wind
 func (r *rateRing) observe(now time.Time, values map[string]float64) (rates map[string]float64, span time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	// Keep the samples of the window; when there is none, the newest
+	// older one, so that a page asked less often than the window still
+	// gets rates (over the longer span it reports).
+	var last *rateSample
 	keep := r.samples[:0]
-	for _, s := range r.samples {
-		if now.Sub(s.at) <= r.window && !s.at.After(now) {
+	for i := range r.samples {
+		s := r.samples[i]
+		switch {
+		case s.at.After(now):
+		case now.Sub(s.at) <= r.window:
 			keep = append(keep, s)
+		default:
+			last = &rateSample{at: s.at, values: s.values}
 		}
+	}
+	if len(keep) == 0 && last != nil {
+		keep = append(keep, *last)
 	}
 	r.samples = keep
 	if n := len(r.samples); n == 0 || now.Sub(r.samples[n-1].at) >= rateSpacing {
