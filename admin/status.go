@@ -13,6 +13,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -174,6 +175,10 @@ func securityHeaders(w http.ResponseWriter) {
 
 func (p *statusPage) asset(w http.ResponseWriter, r *http.Request) {
 	securityHeaders(w)
+	if strings.HasSuffix(r.URL.Path, "/") {
+		http.NotFound(w, r) // no listing of the assets
+		return
+	}
 	w.Header().Set("Cache-Control", "no-cache")
 	p.static.ServeHTTP(w, r)
 }

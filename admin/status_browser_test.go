@@ -148,8 +148,9 @@ func (b *browser) screenshot(t *testing.T, name string) {
 // stays one readable column on a phone's width.
 func TestStatusPageInABrowserShowsTheBoundSessionAndTheUpstream(t *testing.T) {
 	b := startBrowser(t)
-	s := startStackWith(t, func(c *admin.Config) {})
+	s := startStackWith(t, func(c *admin.Config) { c.Status = nil })
 	s.submit(t, "ok-1")
+	s.submit(t, "lost-1") // an unknown record: the phone's view shows its resolve form
 	var id string
 	for _, si := range s.app.Sessions.List() {
 		if si.Owner == proxytest.SystemID {

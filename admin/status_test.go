@@ -14,6 +14,7 @@ import (
 	"github.com/smppproxy/smppproxy/admin"
 	"github.com/smppproxy/smppproxy/internal/proxytest"
 	"github.com/smppproxy/smppproxy/internal/testkit"
+	"github.com/smppproxy/smppproxy/proxy"
 	"github.com/smppproxy/smppproxy/session"
 	"github.com/smppproxy/smppproxy/state"
 )
@@ -160,6 +161,9 @@ func TestStatusListsUnknownRecordsWithoutTextPasswordOrFingerprint(t *testing.T)
 	}
 }
 
+// The proxy is what the command gives the status page as its source.
+var _ admin.StatusSource = (*proxy.App)(nil)
+
 // fakeStatus is a StatusSource with fixed upstreams and accounts.
 type fakeStatus struct {
 	upstreams []session.Upstream
@@ -229,6 +233,9 @@ func TestStatusPageAssetsAreEmbedded(t *testing.T) {
 	refs := regexp.MustCompile(`(?:src|href)="(/[^"]*)"`).FindAllStringSubmatch(page, -1)
 	if len(refs) < 3 {
 		t.Fatalf("the page refers to %d assets, want the script, the style sheet and the icon", len(refs))
+	}
+	if code, _, _ := getStatus(t, srv.URL+"/static/", ""); code != http.StatusNotFound {
+		t.Errorf("GET /static/: HTTP %d, want 404 (no listing)", code)
 	}
 	for _, m := range refs {
 		if code, _, _ := getStatus(t, srv.URL+m[1], ""); code != http.StatusOK {
