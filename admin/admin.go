@@ -92,6 +92,9 @@ type Config struct {
 	// Receipts serves /api/v1/receipts/unmatched (nil: that endpoint
 	// answers 501).
 	Receipts Receipts
+	// Status lists the upstreams and accounts on the status page at /
+	// (nil: those seen in sessions and metrics only). See status.go.
+	Status StatusSource
 	// Gatherer serves /metrics and feeds /api/v1/stats and the receipts
 	// pending of /api/v1/sessions (the receipt queue depth gauge); nil =
 	// an empty registry.
@@ -211,6 +214,7 @@ func NewHandler(cfg Config) http.Handler {
 		writeError(w, http.StatusNotFound, "no such API endpoint: "+r.Method+" "+r.URL.Path)
 	})
 	mux.Handle("/api/v1/", h.auth(h.guardMutations(api)))
+	h.mountStatus(mux, api) // GET /, /static/ and /api/v1/status: the status page (status.go)
 	return mux
 }
 
