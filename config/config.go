@@ -82,6 +82,7 @@ type Store struct {
 	// share. DSN or DSNFile (a file holding the DSN with its password).
 	DSN        string   `yaml:"dsn"`
 	DSNFile    string   `yaml:"dsn_file"`
+	Schema     string   `yaml:"schema"`      // the tables' schema; default smppproxy
 	InstanceID string   `yaml:"instance_id"` // unique among running instances; default hostname + random suffix
 	Lease      Duration `yaml:"lease"`       // heartbeat lease of an instance; default 10s
 	MaxConns   int      `yaml:"max_conns"`   // connections to the database; default 16
@@ -292,6 +293,7 @@ func Default() *Config {
 			Lease:     Duration(10 * time.Second),
 			MaxConns:  16,
 			Migrate:   MigrateAuto,
+			Schema:    "smppproxy",
 		},
 		Log:             Log{Format: LogText, Level: "info", RedactAddresses: true},
 		ShutdownTimeout: Duration(10 * time.Second),

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"net"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -418,6 +419,8 @@ func (k *checker) nonNegative(path string, d Duration) {
 	}
 }
 
+var schemaName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+
 func (k *checker) store(s *Store) {
 	oneOf(k, "store.backend", s.Backend, BackendBadger, BackendPostgres)
 	switch s.Backend {
@@ -442,6 +445,9 @@ func (k *checker) store(s *Store) {
 			k.errorf("store.max_conns", "must be at least 1 (got %d)", s.MaxConns)
 		}
 		oneOf(k, "store.migrate", s.Migrate, MigrateAuto, MigrateOff)
+		if !schemaName.MatchString(s.Schema) {
+			k.errorf("store.schema", "must be lower-case letters, digits and _, not starting with a digit (got %q)", s.Schema)
+		}
 	}
 }
 

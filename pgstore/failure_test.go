@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/smppproxy/smppproxy/internal/pgtest"
 	"net/url"
 	"testing"
 	"time"
@@ -17,7 +18,7 @@ func viaProxy(t *testing.T, dsn string) (*tcpProxy, string) {
 	t.Helper()
 	u, err := url.Parse(dsn)
 	if err != nil || u.Host == "" {
-		t.Skipf("%s is not a URL DSN with a host (%v): cannot put a proxy in front", envDSN, err)
+		t.Skipf("%s is not a URL DSN with a host (%v): cannot put a proxy in front", pgtest.EnvDSN, err)
 	}
 	p := newTCPProxy(t, u.Host)
 	u.Host = p.addr()

@@ -2,60 +2,32 @@ package pgstore
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"io"
 	"net"
-	"os"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/smppproxy/smppproxy/internal/pgtest"
 )
 
-// The tests run against a real PostgreSQL named by envDSN; without it they
-// skip, unless envRequire is 1 (CI), when they fail.
-const (
-	envDSN     = "SMPPPROXY_TEST_POSTGRES"
-	envRequire = "SMPPPROXY_REQUIRE_POSTGRES"
-)
-
+// The tests run against a real PostgreSQL (internal/pgtest): without
+// SMPPPROXY_TEST_POSTGRES they skip, unless SMPPPROXY_REQUIRE_POSTGRES=1
+// (CI), when they fail.
 var bg = context.Background()
 
 func testDSN(t testing.TB) string {
 	t.Helper()
-	dsn := os.Getenv(envDSN)
-	if dsn == "" {
-		if os.Getenv(envRequire) == "1" {
-			t.Fatalf("%s is not set and %s=1: the PostgreSQL store tests need a database", envDSN, envRequire)
-		}
-		t.Skipf("set %s to a PostgreSQL DSN to run the PostgreSQL store tests", envDSN)
-	}
-	return dsn
+	return pgtest.DSN(t)
 }
 
 // newSchema returns the name of a schema of the test's own, dropped (with
 // everything in it) when the test ends.
 func newSchema(t testing.TB, dsn string) string {
 	t.Helper()
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	schema := "pgstore_test_" + hex.EncodeToString(b[:])
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(bg, 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			t.Errorf("dropping schema %s: %v", schema, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`); err != nil {
-			t.Errorf("dropping schema %s: %v", schema, err)
-		}
-	})
-	return schema
+	return pgtest.Schema(t, dsn, "pgstore_test_")
 }
 
 // openTest opens a store on a fresh schema (or the given one).

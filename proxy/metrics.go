@@ -79,6 +79,17 @@ func (a *App) registerMetrics(reg prometheus.Registerer, o MetricsOptions) error
 	in := a.instr
 	in.store.ScanCap = o.RecordsCap
 	cs := []prometheus.Collector{smppserver.NewMetrics(a.server), in.upstreams, in.store, route.NewMetrics(in.router), buildInfoMetric(), a.throttles.count}
+	if l, ok := a.store.(leaser); ok {
+		cs = append(cs, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "smppproxy_store_lease_held",
+			Help: "1 while this instance holds its lease on the shared store (submits are refused with ESME_RSYSERR without one), else 0.",
+		}, func() float64 {
+			if l.Lease() {
+				return 1
+			}
+			return 0
+		}))
+	}
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("proxy: register metrics: %w", err)
@@ -123,6 +134,9 @@ var ErrNotReady = errors.New("proxy: not ready")
 // Ready reports whether the proxy can take traffic: the store answers and
 // every account's route has at least one upstream bind up (SPEC §6).
 func (a *App) Ready() error {
+	if l, ok := a.store.(leaser); ok && !l.Lease() {
+		return fmt.Errorf("%w: no lease on the shared store (database unreachable or read-only?)", ErrNotReady)
+	}
 	if _, err := a.store.Get(context.Background(), state.Key{Account: "\x00readyz"}); err != nil && !errors.Is(err, state.ErrNotFound) {
 		return fmt.Errorf("%w: store: %w", ErrNotReady, err)
 	}

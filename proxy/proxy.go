@@ -99,6 +99,9 @@ func New(opts Options) (*App, error) {
 		reg = prometheus.NewRegistry()
 	}
 	a := &App{cfg: cfg, log: log}
+	if cfg.Store.Backend == config.BackendPostgres && opts.InstanceID == "" {
+		opts.InstanceID = InstanceID(cfg) // the store's and the engine's owner ids agree
+	}
 	st, secret, err := openStore(opts, log)
 	if err != nil {
 		return nil, err
@@ -118,18 +121,15 @@ func New(opts Options) (*App, error) {
 	a.instr = newInstruments(a.pools, st)
 	a.instr.router = route.New(route.Config{Routes: a.routes(byName, upCfg), Logger: log, Now: opts.Now})
 	a.engine = dedup.New(dedup.Config{Store: a.instr.engineStore(st), Forwarder: a.instr.router, Logger: log, Metrics: dedup.NewMetrics(reg), InstanceID: opts.InstanceID, IDs: ids, Secret: secret, Now: opts.Now})
-	n, err := a.engine.Recover(context.Background())
-	if err != nil {
+	if err := a.recover(); err != nil {
 		_ = st.Close()
-		return nil, fmt.Errorf("proxy: recover: %w", err)
-	}
-	if n > 0 {
-		log.Warn("records left in flight by the previous run are now unknown", "count", n)
+		return nil, err
 	}
 
 	a.throttles = newThrottles(cfg.Accounts)
 	a.auth = newAccountAuth(log, cfg.Accounts, nil)
 	chain := smppserver.Chain(smppserver.HandlerFunc(unsupported),
+		a.leaseGuard(),
 		a.throttles.middleware,
 		a.engine.Middleware(a.policyOf),
 		queryCancel(cfg, st, ids, byName, log),
@@ -193,8 +193,16 @@ func (a *App) routes(byName map[string]*smppclient.Pool, upCfg map[string]config
 func openStore(opts Options, log *slog.Logger) (state.Store, *state.Secret, error) {
 	cfg := opts.Config
 	st := opts.Store
+	keeper := opts.Secrets
 	if st == nil && cfg.Store.Backend == config.BackendPostgres {
-		return nil, nil, errors.New("proxy: store backend postgres is not wired into this build yet")
+		pg, err := openPostgres(cfg, opts.InstanceID, log)
+		if err != nil {
+			return nil, nil, err
+		}
+		st = pg
+		if keeper == nil {
+			keeper = pg // one secret for every instance
+		}
 	}
 	if st == nil {
 		b, err := state.OpenBadger(state.BadgerOptions{
@@ -208,8 +216,7 @@ func openStore(opts Options, log *slog.Logger) (state.Store, *state.Secret, erro
 		}
 		st = b
 	}
-	keeper := opts.Secrets
-	if keeper == nil && cfg.Store.Path != "" {
+	if keeper == nil && cfg.Store.Backend == config.BackendBadger && cfg.Store.Path != "" {
 		keeper = state.FileSecret{Dir: cfg.Store.Path}
 	}
 	secret, err := loadSecret(context.Background(), keeper, st, log)

@@ -68,7 +68,7 @@ var layers = map[string][]string{
 	// proxy's constructor, so proxy's own tests can use it.
 	"internal/proxytest": {"config", "sim"},
 
-	"proxy": {"internal/buildinfo", "smpp", "logx", "msgid", "config", "smppserver", "smppclient", "state", "session", "dedup", "route", "dlr", "querycancel"},
+	"proxy": {"internal/buildinfo", "pgstore", "smpp", "logx", "msgid", "config", "smppserver", "smppclient", "state", "session", "dedup", "route", "dlr", "querycancel"},
 	"admin": {"smpp", "logx", "config", "state", "session", "dedup", "route", "dlr"},
 
 	// The command wires everything; bench, demo and sim are tools built
@@ -83,6 +83,8 @@ var layers = map[string][]string{
 	"internal/docs":     nil,
 	"internal/archtest": nil,
 	"internal/testkit":  nil,
+	// pgtest gives PostgreSQL tests their database and a schema each.
+	"internal/pgtest": nil,
 }
 
 // exceptions are imports that break the layering of the table today. Each

@@ -1,0 +1,108 @@
+package proxy
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/smppproxy/smppproxy/config"
+	"github.com/smppproxy/smppproxy/pgstore"
+	"github.com/smppproxy/smppproxy/smpp"
+	"github.com/smppproxy/smppproxy/smppserver"
+)
+
+// leaser is a store shared by several instances: it holds a lease that
+// says this instance is alive (pgstore.Store).
+type leaser interface{ Lease() bool }
+
+// openPostgres opens the shared store of cfg as instance id.
+func openPostgres(cfg *config.Config, id string, log *slog.Logger) (*pgstore.Store, error) {
+	dsn, err := postgresDSN(cfg.Store)
+	if err != nil {
+		return nil, err
+	}
+	st, err := pgstore.Open(context.Background(), pgstore.Options{
+		DSN: dsn, Schema: cfg.Store.Schema, InstanceID: id,
+		Lease: cfg.Store.Lease.Std(), MaxConns: int32(cfg.Store.MaxConns),
+		Migrate: cfg.Store.Migrate != config.MigrateOff, Logger: log.With("component", "store"),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("proxy: open the PostgreSQL store: %w", err)
+	}
+	return st, nil
+}
+
+// postgresDSN is store.dsn, or the content of store.dsn_file.
+func postgresDSN(s config.Store) (string, error) {
+	if s.DSNFile == "" {
+		return s.DSN, nil
+	}
+	b, err := os.ReadFile(s.DSNFile)
+	if err != nil {
+		return "", fmt.Errorf("proxy: store.dsn_file: %w", err)
+	}
+	dsn := strings.TrimSpace(string(b))
+	if dsn == "" {
+		return "", fmt.Errorf("proxy: store.dsn_file %s is empty", s.DSNFile)
+	}
+	return dsn, nil
+}
+
+// InstanceID returns store.instance_id, or the host name with a random
+// suffix: unique among running instances, and without "/" (record owners
+// are "instance/n").
+func InstanceID(cfg *config.Config) string {
+	if id := cfg.Store.InstanceID; id != "" {
+		return id
+	}
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "smppproxy"
+	}
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	return strings.ReplaceAll(host, "/", "-") + "-" + hex.EncodeToString(b[:])
+}
+
+// recover makes the records left sent by the previous run of a store of
+// this instance alone unknown. A shared store does that itself for the
+// instances whose lease expired; recovering here would take the live
+// instances' records for dead.
+func (a *App) recover() error {
+	if _, shared := a.store.(leaser); shared {
+		return nil
+	}
+	n, err := a.engine.Recover(context.Background())
+	if err != nil {
+		return fmt.Errorf("proxy: recover: %w", err)
+	}
+	if n > 0 {
+		a.log.Warn("records left in flight by the previous run are now unknown", "count", n)
+	}
+	return nil
+}
+
+// leaseGuard is the link of the request chain that answers every submit
+// ESME_RSYSERR while this instance holds no lease on a shared store (a
+// database partition, a failover): the other instances may take its
+// records for dead, so it must not forward anything until it holds one
+// again. With a store of its own it passes everything on.
+func (a *App) leaseGuard() smppserver.Middleware {
+	l, shared := a.store.(leaser)
+	return func(next smppserver.Handler) smppserver.Handler {
+		if !shared {
+			return next
+		}
+		return smppserver.HandlerFunc(func(ctx context.Context, w smppserver.ResponseWriter, r *smppserver.Request) {
+			if r.Header.ID == smpp.CmdSubmitSM && !l.Lease() {
+				_ = w.WriteStatus(smpp.StatusSysErr)
+				return
+			}
+			next.ServeSMPP(ctx, w, r)
+		})
+	}
+}

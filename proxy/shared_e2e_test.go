@@ -1,0 +1,106 @@
+package proxy
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/smppproxy/smppproxy/config"
+	"github.com/smppproxy/smppproxy/esme"
+	"github.com/smppproxy/smppproxy/internal/pgtest"
+	"github.com/smppproxy/smppproxy/sim"
+	"github.com/smppproxy/smppproxy/smpp"
+)
+
+// twoInstances starts two proxies, a and b, sharing one PostgreSQL store
+// (a schema of the test's own), in front of one simulator.
+func twoInstances(t *testing.T, simCfg sim.Config) (*sim.Simulator, *App, *App) {
+	t.Helper()
+	dsn := pgtest.DSN(t)
+	schema := pgtest.Schema(t, dsn, "proxy_test_")
+	smsc := startSim(t, simCfg)
+	start := func(id string) *App {
+		cfg := testConfig(t, smsc.Addr(), t.TempDir())
+		cfg.Store.Backend, cfg.Store.DSN, cfg.Store.Schema, cfg.Store.InstanceID = config.BackendPostgres, dsn, schema, id
+		cfg.Accounts[0].Idempotency.InflightWait = config.Duration(5 * time.Second)
+		if err := cfg.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		return startProxy(t, cfg)
+	}
+	return smsc, start("a"), start("b")
+}
+
+func TestRetryOnTheOtherInstanceIsReplayed(t *testing.T) {
+	smsc, a, b := twoInstances(t, sim.Config{})
+	onA := dialBound(t, a.Addr(), smpp.CmdBindTransceiver)
+	onB := dialBound(t, b.Addr(), smpp.CmdBindTransceiver)
+	first := onA.submit(2, keyed("x-1", "your code is 1234"))
+	if first.Status != smpp.StatusOK || first.ID == "" {
+		t.Fatalf("submit on A = %+v, want accepted", first)
+	}
+	again := onB.submit(2, keyed("x-1", "your code is 1234"))
+	if again.Status != smpp.StatusOK || again.ID != first.ID {
+		t.Errorf("retry on B = %+v, want the id A was given (%q)", again, first.ID)
+	}
+	conflict := onB.submit(3, keyed("x-1", "your code is 9999"))
+	if conflict.Status != smpp.Status(config.AccountDefaults().Idempotency.ConflictStatus) {
+		t.Errorf("the key with other content on B = %v, want the conflict status", conflict.Status)
+	}
+	wantSMSCTotal(t, smsc, 1)
+}
+
+func TestConcurrentDuplicatesSplitOverTwoInstancesReachTheSMSCOnce(t *testing.T) {
+	// The SMSC answers slowly, so the duplicates meet while the first is
+	// in flight.
+	smsc, a, b := twoInstances(t, sim.Config{Fault: func(sim.Call) sim.Action { return sim.Action{Delay: 50 * time.Millisecond} }})
+	clients := []*esme.Client{}
+	for _, app := range []*App{a, b, a, b} {
+		c, err := esme.Dial(t.Context(), app.Addr(), esme.Options{SystemID: "shop", Password: "secret", Timeout: 10 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		clients = append(clients, c)
+	}
+	const keys = 20
+	ids := make([][]string, keys)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for k := range keys {
+		for _, c := range clients {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r, err := c.Submit(t.Context(), esme.Submit{Src: "SHOP", Dst: "447700900123", Key: fmt.Sprintf("split-%d", k), Text: []byte(fmt.Sprintf("hello %d", k))})
+				if err != nil {
+					t.Errorf("submit split-%d: %v", k, err)
+					return
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if r.Status == smpp.StatusOK {
+					ids[k] = append(ids[k], r.MessageID)
+				} else if r.Status != smpp.StatusThrottled {
+					t.Errorf("submit split-%d = %v, want accepted (or throttled while in flight)", k, r.Status)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	for k, got := range ids {
+		for _, id := range got {
+			if id != got[0] {
+				t.Errorf("key split-%d was answered with ids %v: one message, one id", k, got)
+				break
+			}
+		}
+	}
+	for k, n := range smsc.Counts() {
+		if n != 1 {
+			t.Errorf("key %s reached the SMSC %d times, want once", k, n)
+		}
+	}
+	wantSMSCTotal(t, smsc, keys)
+}
