@@ -3,6 +3,7 @@ package dlr
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"slices"
 	"sort"
 	"sync"
@@ -295,6 +296,9 @@ func (d *dispatcher) assignLocked(listed []*state.QueueEntry, ready []Receiver, 
 // response.
 func (d *dispatcher) start(sends []assignment) {
 	for _, a := range sends {
+		if !d.claim(a) {
+			continue
+		}
 		queued := make(chan struct{})
 		d.s.wg.Add(1)
 		go func() {
@@ -307,6 +311,33 @@ func (d *dispatcher) start(sends []assignment) {
 		case <-d.s.ctx.Done():
 		}
 	}
+}
+
+// claim claims a's entry for this process when the queue is shared with
+// other processes (state.Claimer), for twice dlr_redelivery: the send, its
+// answer and the Ack. An entry another process holds is given back (left
+// pending: listed again by a later pump, delivered by the other process
+// or once its claim ran out).
+func (d *dispatcher) claim(a assignment) bool {
+	c, ok := d.s.q.(state.Claimer)
+	if !ok {
+		return true
+	}
+	until := d.s.now().Add(2 * d.s.account(d.account).Redelivery)
+	got, err := c.Claim(d.s.ctx, d.queue, a.e.Seq, d.s.cfg.Instance, until)
+	if err != nil && d.s.ctx.Err() == nil {
+		d.s.warnPDU(d.s.log, slog.LevelWarn, d.account, "claim", "dlr: claiming a queued entry", "account", d.account, "seq", a.e.Seq, "err", err)
+	}
+	if got && err == nil {
+		return true
+	}
+	d.mu.Lock()
+	delete(d.entries, a.e.Seq)
+	if d.perSess[a.r.ID()]--; d.perSess[a.r.ID()] <= 0 {
+		delete(d.perSess, a.r.ID())
+	}
+	d.mu.Unlock()
+	return false
 }
 
 // retryAcks writes again, with back-off, the due Acks of entries the ESME

@@ -38,6 +38,9 @@ const (
 
 // Config configures a Service. Zero values take the documented defaults.
 type Config struct {
+	// Instance names this process among those sharing the queues (a
+	// shared store): it claims an entry before delivering it.
+	Instance string
 	// Store holds the records; Queue the queues (nil: Store must
 	// implement state.Queue, as BadgerStore and MemStore do).
 	Store state.Store

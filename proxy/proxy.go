@@ -71,6 +71,7 @@ type App struct {
 	server    *smppserver.Server
 	receipts  *dlr.Service
 	instr     *instruments // metrics in the request path (metrics.go)
+	instance  string       // Options.InstanceID: this process among those sharing a store
 	auth      *accountAuth
 	throttles *throttles
 	ids       *msgid.IDs
@@ -102,6 +103,7 @@ func New(opts Options) (*App, error) {
 	if cfg.Store.Backend == config.BackendPostgres && opts.InstanceID == "" {
 		opts.InstanceID = InstanceID(cfg) // the store's and the engine's owner ids agree
 	}
+	a.instance = opts.InstanceID
 	st, secret, err := openStore(opts, log)
 	if err != nil {
 		return nil, err

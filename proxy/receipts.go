@@ -54,6 +54,7 @@ func (a *App) newReceipts(ids *msgid.IDs, secret *state.Secret, reg prometheus.R
 	cfg := a.cfg
 	dc := dlr.Config{
 		Store:          a.store,
+		Instance:       a.instance,
 		IDs:            ids,
 		Receivers:      dlr.ServerReceivers(a.server),
 		Resolver:       a.engine,

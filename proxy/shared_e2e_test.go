@@ -9,6 +9,7 @@ import (
 	"github.com/smppproxy/smppproxy/config"
 	"github.com/smppproxy/smppproxy/esme"
 	"github.com/smppproxy/smppproxy/internal/pgtest"
+	"github.com/smppproxy/smppproxy/internal/testkit"
 	"github.com/smppproxy/smppproxy/sim"
 	"github.com/smppproxy/smppproxy/smpp"
 )
@@ -103,4 +104,67 @@ func TestConcurrentDuplicatesSplitOverTwoInstancesReachTheSMSCOnce(t *testing.T)
 		}
 	}
 	wantSMSCTotal(t, smsc, keys)
+}
+
+// Receipts of messages submitted through A reach the ESME whichever
+// instance's upstream bind they arrive on and whichever instance its
+// receivers are bound to, each once: an instance claims a queued receipt
+// before delivering it.
+func TestReceiptsCrossInstancesAndAreDeliveredOnce(t *testing.T) {
+	_, a, b := twoInstances(t, sim.Config{DLRDelay: 20 * time.Millisecond})
+	rxA, err := esme.Dial(t.Context(), a.Addr(), esme.Options{SystemID: "shop", Password: "secret", Bind: smpp.BindReceiver})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rxA.Close)
+	rxB, err := esme.Dial(t.Context(), b.Addr(), esme.Options{SystemID: "shop", Password: "secret", Bind: smpp.BindReceiver})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rxB.Close)
+	tx, err := esme.Dial(t.Context(), a.Addr(), esme.Options{SystemID: "shop", Password: "secret", Bind: smpp.BindTransmitter})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tx.Close)
+	const n = 30
+	ids := submitForReceipts(t, tx, "x-dlr", n)
+	got := map[string]int{}
+	byInstance := map[string]int{}
+	deadline := time.After(20 * time.Second)
+	for len(got) < n {
+		select {
+		case d := <-rxA.Receipts():
+			got[textID(d)]++
+			byInstance["a"]++
+		case d := <-rxB.Receipts():
+			got[textID(d)]++
+			byInstance["b"]++
+		case <-deadline:
+			t.Fatalf("%d of %d receipts delivered within 20s", len(got), n)
+		}
+	}
+	// Every receipt delivered; none twice by the time both queues are empty.
+	for _, app := range []*App{a, b} {
+		testkit.Eventually(t, 10*time.Second, func() bool { return len(queued(t, app.Store(), "shop")) == 0 }, "the receipt queue empty")
+	}
+	drain := func(c *esme.Client, who string) {
+		for {
+			select {
+			case d := <-c.Receipts():
+				got[textID(d)]++
+				byInstance[who]++
+			default:
+				return
+			}
+		}
+	}
+	drain(rxA, "a")
+	drain(rxB, "b")
+	for _, id := range ids {
+		if got[id] != 1 {
+			t.Errorf("receipt of %s delivered %d times, want once", id, got[id])
+		}
+	}
+	t.Logf("receipts delivered by instance: %v", byInstance)
 }

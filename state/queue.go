@@ -41,6 +41,17 @@ type Queue interface {
 	Depths(ctx context.Context) (map[string]int, error)
 }
 
+// Claimer is implemented by a Queue that several processes deliver from
+// (a store shared by several proxy instances): a process claims an entry
+// before delivering it, so that no two deliver it at once.
+type Claimer interface {
+	// Claim makes entry seq of queue owner's to deliver until until,
+	// unless another owner's claim on it has not run out (then false).
+	// Claiming again extends one's own claim; an entry that is gone is
+	// not claimed.
+	Claim(ctx context.Context, queue string, seq uint64, owner string, until time.Time) (bool, error)
+}
+
 // QueueEntry is one queued PDU.
 type QueueEntry struct {
 	// Queue names the queue: an account's system_id for delivery queues.

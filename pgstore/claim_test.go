@@ -1,0 +1,44 @@
+package pgstore
+
+import (
+	"testing"
+	"time"
+
+	"github.com/smppproxy/smppproxy/state"
+)
+
+func TestAQueuedEntryIsDeliveredByOneClaimantAtATime(t *testing.T) {
+	s := openTest(t, Options{})
+	now := time.Now()
+	seq, _, err := s.Enqueue(bg, &state.QueueEntry{Queue: "esme/shop", Body: []byte("r"), Enqueued: now, Expires: now.Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim := func(owner string, until time.Time) bool {
+		t.Helper()
+		ok, err := s.Claim(bg, "esme/shop", seq, owner, until)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	if !claim("a", now.Add(time.Minute)) {
+		t.Fatal("the first claim was refused")
+	}
+	if claim("b", now.Add(time.Minute)) {
+		t.Error("b claimed an entry a holds")
+	}
+	if !claim("a", now.Add(2*time.Minute)) {
+		t.Error("a could not extend its own claim")
+	}
+	// a dies: its claim runs out, b takes over.
+	if !claim("a", now.Add(-time.Second)) || !claim("b", now.Add(time.Minute)) {
+		t.Error("b could not claim an entry whose claim ran out")
+	}
+	if err := s.Ack(bg, "esme/shop", seq); err != nil {
+		t.Fatal(err)
+	}
+	if claim("b", now.Add(time.Minute)) {
+		t.Error("an acknowledged entry was claimed")
+	}
+}
