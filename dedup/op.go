@@ -38,7 +38,7 @@ type op struct {
 	// journal write creates it. created says it was; lost, that another
 	// writer created the key first (nothing was sent); createErr, that
 	// the store refused the create (nothing was sent).
-	pending   *state.Record
+	pending *state.Record
 	// held is the record as this submit last wrote it while it owns it
 	// (created, taken over, journaled): its next writes are blind
 	// replacements of it (state.Store.Replace), not read-modify-writes.
