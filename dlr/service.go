@@ -249,6 +249,15 @@ func (s *Service) Start() {
 		return
 	}
 	s.started = true
+	if n, ok := s.q.(state.Notifier); ok {
+		// Another instance queued for an account this one may have
+		// receivers of: deliver now rather than at the next poll.
+		n.Subscribe(func(queue string) {
+			if acct, ok := strings.CutPrefix(queue, accountPrefix); ok {
+				s.kick(acct)
+			}
+		})
+	}
 	s.refreshDepths()
 	for _, d := range s.accounts {
 		s.startLocked(d)

@@ -42,3 +42,30 @@ func TestAQueuedEntryIsDeliveredByOneClaimantAtATime(t *testing.T) {
 		t.Error("an acknowledged entry was claimed")
 	}
 }
+
+func TestAnEnqueueOnOneInstanceNotifiesTheOther(t *testing.T) {
+	dsn := testDSN(t)
+	schema := newSchema(t, dsn)
+	a := openTest(t, Options{DSN: dsn, Schema: schema, InstanceID: "a", Migrate: true})
+	b := openTest(t, Options{DSN: dsn, Schema: schema, InstanceID: "b"})
+	got := make(chan string, 4)
+	b.Subscribe(func(q string) { got <- q })
+	now := time.Now()
+	// The LISTEN may start after a first enqueue: enqueue until one is seen.
+	deadline := time.After(10 * time.Second)
+	for {
+		if _, _, err := a.Enqueue(bg, &state.QueueEntry{Queue: "esme/shop", Body: []byte("r"), Enqueued: now, Expires: now.Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case q := <-got:
+			if q != "esme/shop" {
+				t.Fatalf("notified of queue %q, want esme/shop", q)
+			}
+			return
+		case <-time.After(200 * time.Millisecond):
+		case <-deadline:
+			t.Fatal("no notification of another instance's enqueue within 10s")
+		}
+	}
+}

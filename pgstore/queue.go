@@ -68,6 +68,12 @@ func (s *Store) Enqueue(ctx context.Context, e *state.QueueEntry) (uint64, bool,
 			})
 		}
 	}
+	enqueue := r.queue
+	r.queue = func(b *pgx.Batch) {
+		enqueue(b)
+		// Delivered to the listeners when the batch's transaction commits.
+		b.Queue(`SELECT pg_notify($1, $2)`, s.notifyChannel(), e.Queue)
+	}
 	if err := s.submit(ctx, r); err != nil {
 		return 0, false, err
 	}

@@ -109,6 +109,7 @@ type Store struct {
 	batches     chan []*request
 	commitDone  sync.WaitGroup
 	stop        chan struct{}
+	listen      listeners // Subscribe's functions and its LISTEN loop
 	maintenance sync.WaitGroup
 
 	leaseUntil atomic.Int64 // Unix ns of the lease last renewed; 0 none

@@ -52,6 +52,14 @@ type Claimer interface {
 	Claim(ctx context.Context, queue string, seq uint64, owner string, until time.Time) (bool, error)
 }
 
+// Notifier is implemented by a Queue shared by several processes that can
+// tell a process when another one enqueued: Subscribe's fn is called with
+// the queue's name soon after. Notifications can be lost (a connection
+// down): subscribers keep polling as a fallback.
+type Notifier interface {
+	Subscribe(fn func(queue string))
+}
+
 // QueueEntry is one queued PDU.
 type QueueEntry struct {
 	// Queue names the queue: an account's system_id for delivery queues.
