@@ -34,6 +34,9 @@ func newApp() *cli.App {
 			keysCommand(),
 			statsCommand(),
 			receiptsCommand(),
+			reloadCommand(),
+			upstreamsCommand(),
+			accountsCommand(),
 		},
 	}
 }
