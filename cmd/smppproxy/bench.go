@@ -194,14 +194,14 @@ type benchResult struct {
 	DuplicateSubmits int `json:"duplicate_submits"`
 	// Answered submits got a response (any status); Errors did not
 	// (timeout, connection lost).
-	Answered     int      `json:"answered"`
-	Errors       int      `json:"errors"`
+	Answered int `json:"answered"`
+	Errors   int `json:"errors"`
 	// ErrorCounts counts the errors by kind (their text, sequence
 	// numbers left out); ErrorSamples is its most frequent kinds as
 	// "N× text" lines.
 	ErrorCounts  map[string]int `json:"error_counts,omitempty"`
 	ErrorSamples []string       `json:"error_samples,omitempty"`
-	Seconds      float64  `json:"seconds"`
+	Seconds      float64        `json:"seconds"`
 	// Throughput is answered submits per second.
 	Throughput float64        `json:"throughput"`
 	LatencyMS  latencies      `json:"latency_ms"`
