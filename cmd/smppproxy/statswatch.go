@@ -77,7 +77,9 @@ func ratesBetween(prev, cur *admin.Stats, at time.Time, dt time.Duration) watchF
 		if p == nil {
 			p = &admin.UpstreamStats{}
 		}
-		errs := func(s *admin.UpstreamStats) float64 { return sum(s.Failed) + sum(s.Responses) - s.Responses["ESME_ROK"] }
+		errs := func(s *admin.UpstreamStats) float64 {
+			return sum(s.Failed) + sum(s.Responses) - s.Responses["ESME_ROK"]
+		}
 		f.Upstreams[name] = upstreamRates{
 			Submits: perSecond(p.Written, u.Written, sec), Errors: perSecond(errs(p), errs(u), sec),
 			Bound: u.Bound, InFlight: u.InFlight,
