@@ -46,6 +46,7 @@ func newApp() *cli.App {
 			reloadCommand(),
 			upstreamsCommand(),
 			accountsCommand(),
+			sendCommand(),
 			hashPasswordCommand(),
 			versionCommand(),
 			completionCommand(),
