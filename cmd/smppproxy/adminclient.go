@@ -24,10 +24,9 @@ const (
 // adminFlags are the flags every admin command takes (SPEC §7).
 func adminFlags(extra ...cli.Flag) []cli.Flag {
 	return append([]cli.Flag{
-		&cli.StringFlag{Name: "admin", Usage: "admin API `URL` or HOST:PORT (meaning http://HOST:PORT); else $" + envAdmin +
-			", else admin.address of --config, else " + admin.DefaultURL},
-		&cli.StringFlag{Name: "token-file", Usage: "`FILE` holding the admin bearer token; else $" + envTokenFile +
-			", else admin.token_file of --config"},
+		&cli.StringFlag{Name: "admin", Usage: "admin API `URL` or HOST:PORT (meaning http://HOST:PORT); else admin.address of --config, else $" + envAdmin +
+			", else " + admin.DefaultURL},
+		&cli.StringFlag{Name: "token-file", Usage: "`FILE` holding the admin bearer token; else admin.token_file of --config, else $" + envTokenFile},
 		&cli.StringFlag{Name: "config", Aliases: []string{"c"}, Usage: "the proxy's configuration `FILE`: its admin.address and admin.token_file " +
 			"stand in for --admin and --token-file (before the environment)"},
 		&cli.BoolFlag{Name: "json", Usage: "print JSON instead of a table"},
