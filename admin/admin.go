@@ -16,6 +16,10 @@
 //	GET  /api/v1/stats            Stats
 //	GET  /api/v1/receipts/unmatched ?upstream=U&limit=N → UnmatchedList;
 //	                              501 without Config.Receipts
+//	GET  /api/v1/upstreams, /api/v1/accounts, POST …/drain|resume|disable|enable,
+//	POST /api/v1/reload           the operator's switches and the reload
+//	                              (operator_api.go); 501 without
+//	                              Config.Operator / Config.Reload
 //	GET  /debug/pprof/            Go's profiler (net/http/pprof), only with
 //	                              Config.Pprof (else 404)
 //
@@ -25,7 +29,7 @@
 // orchestrators call them without credentials.
 //
 // Calls that change state (every /api/v1/ method but GET, HEAD and
-// OPTIONS: today kick and resolve) are kept out of a web browser's reach:
+// OPTIONS: kick, resolve, drain, resume, disable, enable, reload) are kept out of a web browser's reach:
 // they need "Content-Type: application/json" (else 415), an Origin header,
 // if any, must name the admin listener itself (else 403), and without a
 // token they are refused (403) unless the listener is loopback. NewServer
@@ -121,6 +125,11 @@ type Config struct {
 	// (nil: the Resolver when it is one, as *dedup.Engine is; else a
 	// random key of this handler, so tags compare within it only).
 	Tagger Tagger
+	// Operator serves /api/v1/upstreams and /api/v1/accounts with their
+	// switches (nil: those endpoints answer 501). See operator_api.go.
+	Operator Operator
+	// Reload serves POST /api/v1/reload (nil: 501).
+	Reload ReloadFunc
 }
 
 // Timeouts of the server NewServer returns. WriteTimeout leaves room for
@@ -210,6 +219,7 @@ func NewHandler(cfg Config) http.Handler {
 	api.HandleFunc("POST /api/v1/keys/resolve", h.resolve)
 	api.HandleFunc("GET /api/v1/stats", h.stats)
 	api.HandleFunc("GET /api/v1/receipts/unmatched", h.unmatched)
+	h.operatorRoutes(api)
 	api.HandleFunc("/api/v1/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such API endpoint: "+r.Method+" "+r.URL.Path)
 	})

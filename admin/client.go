@@ -41,9 +41,11 @@ func (e *APIError) Error() string {
 // ErrUnauthorized matches (errors.Is) an APIError with HTTP 401.
 var ErrUnauthorized = errors.New("admin: unauthorized")
 
-// Is reports whether target is ErrUnauthorized and e is a 401.
+// Is reports whether target is ErrUnauthorized and e is a 401, or
+// ErrNotFound and e is a 404.
 func (e *APIError) Is(target error) bool {
-	return target == ErrUnauthorized && e.StatusCode == http.StatusUnauthorized
+	return (target == ErrUnauthorized && e.StatusCode == http.StatusUnauthorized) ||
+		(target == ErrNotFound && e.StatusCode == http.StatusNotFound)
 }
 
 // Sessions lists the live sessions.

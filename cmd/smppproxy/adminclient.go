@@ -4,18 +4,31 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
+	"os"
 	"strings"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/smppproxy/smppproxy/admin"
+	"github.com/smppproxy/smppproxy/config"
+)
+
+// Environment variables the admin commands read when --admin and
+// --token-file are not given.
+const (
+	envAdmin     = "SMPPPROXY_ADMIN"
+	envTokenFile = "SMPPPROXY_TOKEN_FILE"
 )
 
 // adminFlags are the flags every admin command takes (SPEC §7).
 func adminFlags(extra ...cli.Flag) []cli.Flag {
 	return append([]cli.Flag{
-		&cli.StringFlag{Name: "admin", Value: admin.DefaultURL, Usage: "admin API `URL` (or HOST:PORT, meaning http://HOST:PORT)"},
-		&cli.StringFlag{Name: "token-file", Usage: "`FILE` holding the admin bearer token"},
+		&cli.StringFlag{Name: "admin", Usage: "admin API `URL` or HOST:PORT (meaning http://HOST:PORT); else admin.address of --config, else $" + envAdmin +
+			", else " + admin.DefaultURL},
+		&cli.StringFlag{Name: "token-file", Usage: "`FILE` holding the admin bearer token; else admin.token_file of --config, else $" + envTokenFile},
+		&cli.StringFlag{Name: "config", Aliases: []string{"c"}, Usage: "the proxy's configuration `FILE`: its admin.address and admin.token_file " +
+			"stand in for --admin and --token-file (before the environment)"},
 		&cli.BoolFlag{Name: "json", Usage: "print JSON instead of a table"},
 	}, extra...)
 }
@@ -46,16 +59,67 @@ func adminAction[T any](n int, usage string, call func(c *cli.Context, cl *admin
 	}
 }
 
+// adminClient builds the client from, in this order: the --admin and
+// --token-file flags, the configuration file of --config, the
+// environment ($SMPPPROXY_ADMIN, $SMPPPROXY_TOKEN_FILE), the default URL.
+// Each of the address and the token file is taken from the first source
+// that gives it.
 func adminClient(c *cli.Context) (*admin.Client, error) {
-	cl := &admin.Client{BaseURL: adminURL(c.String("admin"))}
-	if f := c.String("token-file"); f != "" {
-		t, err := admin.ReadToken(f)
+	addr, tokenFile, err := adminTarget(c.String("admin"), c.String("token-file"), c.String("config"), os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	cl := &admin.Client{BaseURL: adminURL(addr)}
+	if tokenFile != "" {
+		t, err := admin.ReadToken(tokenFile)
 		if err != nil {
 			return nil, err
 		}
 		cl.Token = t
 	}
 	return cl, nil
+}
+
+// adminTarget resolves the admin address and token file (see
+// adminClient) from the flags' values and getenv.
+func adminTarget(flagAddr, flagToken, cfgPath string, getenv func(string) string) (addr, tokenFile string, err error) {
+	addr, tokenFile = flagAddr, flagToken
+	if cfgPath != "" && (addr == "" || tokenFile == "") {
+		cfg, err := config.Load(cfgPath)
+		if err != nil {
+			return "", "", err
+		}
+		if addr == "" {
+			addr = dialable(cfg.Admin.Address)
+		}
+		if tokenFile == "" {
+			tokenFile = cfg.Admin.TokenFile
+		}
+		return addr, tokenFile, nil
+	}
+	if addr == "" {
+		addr = getenv(envAdmin)
+	}
+	if tokenFile == "" {
+		tokenFile = getenv(envTokenFile)
+	}
+	if addr == "" {
+		addr = admin.DefaultURL
+	}
+	return addr, tokenFile, nil
+}
+
+// dialable turns a listen address into one to dial: an empty or
+// unspecified host (":9775", "0.0.0.0:9775", "[::]:9775") is loopback.
+func dialable(listen string) string {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return listen
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		return net.JoinHostPort("127.0.0.1", port)
+	}
+	return listen
 }
 
 // adminURL is the --admin value as a URL: a bare HOST:PORT means

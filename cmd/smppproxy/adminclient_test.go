@@ -3,6 +3,9 @@ package main
 import (
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -49,5 +52,43 @@ func TestAdminFlagAcceptsHostPort(t *testing.T) {
 		if !strings.Contains(out, "esme-7") {
 			t.Errorf("sessions list --admin %s printed %q, want the session esme-7", admin, out)
 		}
+	}
+}
+
+// The admin address and token file come from the flags, else --config,
+// else the environment, else the default; each from the first source that
+// gives it. A listen address on every interface is dialled on loopback.
+func TestAdminTargetPrecedence(t *testing.T) {
+	dir := t.TempDir()
+	cfgPath := writeConfig(t, dir, "127.0.0.1:2775", "127.0.0.1:2776")
+	b, _ := os.ReadFile(cfgPath)
+	cfgText := regexp.MustCompile(`(?m)^admin:\n  address: "[^"]*"`).ReplaceAllString(string(b), "admin:\n  address: \"0.0.0.0:9911\"\n  token_file: \"/etc/t\"")
+	if err := os.WriteFile(cfgPath, []byte(cfgText), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{envAdmin: "10.0.0.1:9775", envTokenFile: "/env/token"}
+	getenv := func(k string) string { return env[k] }
+	noEnv := func(string) string { return "" }
+	tests := []struct {
+		name                string
+		flagAddr, flagToken string
+		cfg                 string
+		getenv              func(string) string
+		wantAddr, wantToken string
+	}{
+		{"flags win", "h:1", "/flag/token", cfgPath, getenv, "h:1", "/flag/token"},
+		{"config before env", "", "", cfgPath, getenv, "127.0.0.1:9911", "/etc/t"},
+		{"flag address, config token", "h:1", "", cfgPath, getenv, "h:1", "/etc/t"},
+		{"env", "", "", "", getenv, "10.0.0.1:9775", "/env/token"},
+		{"default", "", "", "", noEnv, "http://127.0.0.1:9775", ""},
+	}
+	for _, tt := range tests {
+		addr, token, err := adminTarget(tt.flagAddr, tt.flagToken, tt.cfg, tt.getenv)
+		if err != nil || addr != tt.wantAddr || token != tt.wantToken {
+			t.Errorf("%s: %q, %q, %v; want %q, %q", tt.name, addr, token, err, tt.wantAddr, tt.wantToken)
+		}
+	}
+	if _, _, err := adminTarget("", "", filepath.Join(dir, "missing.yaml"), noEnv); err == nil {
+		t.Error("a missing --config file: no error")
 	}
 }

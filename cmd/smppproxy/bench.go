@@ -48,7 +48,8 @@ func benchFlags() []cli.Flag {
 		&cli.StringFlag{Name: "compare", Usage: "run the same load against this second address and print both side by side"},
 		&cli.BoolFlag{Name: "embedded", Aliases: []string{"self"}, Usage: "run an SMSC simulator and smppproxy in process; measure direct vs through the proxy"},
 		&cli.BoolFlag{Name: "verbose", Usage: "with --embedded: log the proxy to stderr"},
-		&cli.BoolFlag{Name: "receipts", Usage: "ask for a delivery receipt on every submit and measure receipts/s received (with --embedded the simulator sends them)"},
+		&cli.BoolFlag{Name: "receipts", Aliases: []string{"dlr"}, Usage: "ask for a delivery receipt on every submit; report receipts/s and the receipt latency " +
+			"(submit_sm_resp → deliver_sm) percentiles (with --embedded the simulator sends them)"},
 	}
 }
 
@@ -151,6 +152,8 @@ type benchOptions struct {
 	// IDs keeps the message id of every accepted submit by key index
 	// (benchResult.ids), to compare a retry's answer with the first one.
 	IDs bool
+	// dlr measures receipt latency (set by runBench with Receipts).
+	dlr *receiptLatency
 }
 
 func (o *benchOptions) validate() error {
@@ -191,10 +194,14 @@ type benchResult struct {
 	DuplicateSubmits int `json:"duplicate_submits"`
 	// Answered submits got a response (any status); Errors did not
 	// (timeout, connection lost).
-	Answered     int      `json:"answered"`
-	Errors       int      `json:"errors"`
-	ErrorSamples []string `json:"error_samples,omitempty"`
-	Seconds      float64  `json:"seconds"`
+	Answered int `json:"answered"`
+	Errors   int `json:"errors"`
+	// ErrorCounts counts the errors by kind (their text, sequence
+	// numbers left out); ErrorSamples is its most frequent kinds as
+	// "N× text" lines.
+	ErrorCounts  map[string]int `json:"error_counts,omitempty"`
+	ErrorSamples []string       `json:"error_samples,omitempty"`
+	Seconds      float64        `json:"seconds"`
 	// Throughput is answered submits per second.
 	Throughput float64        `json:"throughput"`
 	LatencyMS  latencies      `json:"latency_ms"`
@@ -207,6 +214,11 @@ type benchResult struct {
 	// the first to the last one received.
 	Receipts          *int    `json:"receipts,omitempty"`
 	ReceiptsPerSecond float64 `json:"receipts_per_second,omitempty"`
+	// ReceiptLatencyMS is the time from a submit_sm_resp (ESME_ROK) to
+	// the receipt naming its message id, over the ReceiptsMatched receipts
+	// whose id matched an answered submit.
+	ReceiptLatencyMS *latencies `json:"receipt_latency_ms,omitempty"`
+	ReceiptsMatched  int        `json:"receipts_matched,omitempty"`
 	// ids: key index → message id, with benchOptions.IDs.
 	ids map[int]string
 }
@@ -273,6 +285,10 @@ func printBench(w io.Writer, r benchResult) {
 	if r.Receipts != nil {
 		fmt.Fprintf(w, "  receipts    %.0f receipts/s (%d received)\n", r.ReceiptsPerSecond, *r.Receipts)
 	}
+	if l := r.ReceiptLatencyMS; l != nil {
+		fmt.Fprintf(w, "  receipt latency (submit_sm_resp → deliver_sm, %d matched)  p50 %.2fms  p90 %.2fms  p99 %.2fms  max %.2fms\n",
+			r.ReceiptsMatched, l.P50, l.P90, l.P99, l.Max)
+	}
 }
 
 func printBenchComparison(w io.Writer, a, b benchResult) {
@@ -301,6 +317,10 @@ func printBenchComparison(w io.Writer, a, b benchResult) {
 	if a.Receipts != nil && b.Receipts != nil {
 		row("receipts/s", fmt.Sprintf("%.0f", a.ReceiptsPerSecond), fmt.Sprintf("%.0f", b.ReceiptsPerSecond), ratio(a.ReceiptsPerSecond, b.ReceiptsPerSecond))
 		row("receipts received", strconv.Itoa(*a.Receipts), strconv.Itoa(*b.Receipts), "")
+	}
+	if la, lb := a.ReceiptLatencyMS, b.ReceiptLatencyMS; la != nil && lb != nil {
+		row("receipt latency p50 (ms)", f(la.P50), f(lb.P50), ratio(la.P50, lb.P50))
+		row("receipt latency p99 (ms)", f(la.P99), f(lb.P99), ratio(la.P99, lb.P99))
 	}
 	fmt.Fprintf(w, "\n  statuses, %s: %s\n", a.Label, statusSummary(a.Statuses))
 	fmt.Fprintf(w, "  statuses, %s: %s\n", b.Label, statusSummary(b.Statuses))

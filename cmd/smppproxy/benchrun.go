@@ -64,7 +64,9 @@ type benchSample struct {
 	lat    []time.Duration
 	status map[smpp.Status]int
 	errs   int
-	sample []string
+	// errKinds counts the errors by text, sequence numbers left out
+	// (errorKind).
+	errKinds map[string]int
 	// ids: key index → message id of the accepted submits (benchOptions.IDs).
 	ids map[int]string
 }
@@ -88,26 +90,56 @@ func runBench(ctx context.Context, o benchOptions) (benchResult, error) {
 	}
 	var rc *receiptCounter
 	if o.Receipts {
-		rc = countReceipts(clients)
+		o.dlr = newReceiptLatency()
+		rc = countReceipts(clients, o.dlr)
 		defer rc.stop()
 	}
 	bar := startProgress(o.Progress, o.Label, o.Count)
-	feed := feedJobs(ctx, o)
+	// The feed stops early when every bind is lost (the workers return).
+	fctx, stopFeed := context.WithCancel(ctx)
+	defer stopFeed()
+	feed := feedJobs(fctx, o)
 	start := time.Now()
 	samples := runWorkers(ctx, o, clients, feed.jobs, bar)
 	elapsed := time.Since(start)
+	stopFeed()
+	for range feed.jobs { // until the feed has closed it: sent and dups are final
+	}
 	bar.stop()
 	res.Count, res.DuplicateSubmits = feed.sent, feed.dups
 	res.addSamples(samples, elapsed)
 	if err := ctx.Err(); err != nil {
 		return res, fmt.Errorf("bench: interrupted: %w", err)
 	}
+	if err := allLost(clients); err != nil {
+		return res, fmt.Errorf("bench: stopped after %d submits: no bind left (%w)", res.Count, err)
+	}
 	if rc != nil {
 		n, perSec := rc.wait(ctx, cmp.Or(o.ReceiptQuiet, time.Second), o.Timeout)
 		res.Receipts, res.ReceiptsPerSecond = &n, perSec
+		lat, matched := o.dlr.result()
+		res.ReceiptLatencyMS, res.ReceiptsMatched = &lat, matched
 	}
 	unbindClients(ctx, clients)
 	return res, nil
+}
+
+// allLost returns the last client's error when every client's connection
+// is gone, else nil.
+func allLost(clients []*esme.Client) error {
+	var last error
+	for _, c := range clients {
+		select {
+		case <-c.Done():
+			last = c.Err()
+		default:
+			return nil
+		}
+	}
+	if last == nil {
+		last = esme.ErrClosed
+	}
+	return last
 }
 
 // dialBenchClients binds o.Binds sessions to o.Target in parallel. The
@@ -243,14 +275,24 @@ func runWorkers(ctx context.Context, o benchOptions, clients []*esme.Client, job
 	for w := range workers {
 		c := clients[w%o.Binds]
 		s := &samples[w]
-		s.status = map[smpp.Status]int{}
+		s.status, s.errKinds = map[smpp.Status]int{}, map[string]int{}
 		if o.IDs {
 			s.ids = map[int]string{}
 		}
 		g.Go(func() {
-			for k := range jobs {
-				s.submit(ctx, c, o, k)
-				p.done.Add(1)
+			// A worker whose bind is lost stops taking submits: the other
+			// binds carry on, and with none left the bench stops.
+			for {
+				select {
+				case k, ok := <-jobs:
+					if !ok {
+						return
+					}
+					s.submit(ctx, c, o, k)
+					p.done.Add(1)
+				case <-c.Done():
+					return
+				}
 			}
 		})
 	}
@@ -281,13 +323,14 @@ func (s *benchSample) submit(ctx context.Context, c *esme.Client, o benchOptions
 	r, err := c.Submit(ctx, benchSubmit(o, k))
 	if err != nil {
 		s.errs++
-		if len(s.sample) < 3 {
-			s.sample = append(s.sample, err.Error())
-		}
+		s.errKinds[errorKind(err)]++
 		return
 	}
 	s.lat = append(s.lat, time.Since(t0))
 	s.status[r.Status]++
+	if o.dlr != nil && r.Status == smpp.StatusOK {
+		o.dlr.answered(r.MessageID, time.Now())
+	}
 	if s.ids != nil && r.Status == smpp.StatusOK {
 		s.ids[k] = r.MessageID
 	}
@@ -302,10 +345,11 @@ func (r *benchResult) addSamples(samples []benchSample, elapsed time.Duration) {
 		for st, n := range s.status {
 			r.Statuses[st.String()] += n
 		}
-		for _, e := range s.sample {
-			if len(r.ErrorSamples) < 5 {
-				r.ErrorSamples = append(r.ErrorSamples, e)
+		for e, n := range s.errKinds {
+			if r.ErrorCounts == nil {
+				r.ErrorCounts = map[string]int{}
 			}
+			r.ErrorCounts[e] += n
 		}
 		for k, id := range s.ids {
 			if r.ids == nil {
@@ -320,6 +364,7 @@ func (r *benchResult) addSamples(samples []benchSample, elapsed time.Duration) {
 		r.Throughput = float64(r.Answered) / r.Seconds
 	}
 	r.LatencyMS = percentiles(all)
+	r.ErrorSamples = errorLines(r.ErrorCounts, 5)
 }
 
 // receiptCounter counts the delivery receipts the bench's clients receive
@@ -332,7 +377,7 @@ type receiptCounter struct {
 	first, last time.Time
 }
 
-func countReceipts(clients []*esme.Client) *receiptCounter {
+func countReceipts(clients []*esme.Client, lat *receiptLatency) *receiptCounter {
 	rc := &receiptCounter{done: make(chan struct{})}
 	for _, c := range clients {
 		rc.wg.Go(func() {
@@ -340,7 +385,9 @@ func countReceipts(clients []*esme.Client) *receiptCounter {
 				select {
 				case d := <-c.Receipts():
 					if d.IsReceipt() {
-						rc.add(time.Now())
+						now := time.Now()
+						rc.add(now)
+						lat.received(d.ReceiptedID, now)
 					}
 				case <-c.Done():
 					return

@@ -550,15 +550,31 @@ func (d *demo) printPhase() {
 	_ = tw.Flush()
 }
 
+// lostAnswers is how many submits reached the SMSC without being counted
+// as forwarded: those forwarded whose answer was lost (decided unknown).
+// With no key twice at the SMSC, that is the difference.
+func (r *demoReport) lostAnswers() uint64 {
+	fwd := r.Outcomes[dedup.OutForwarded]
+	if r.ReachedSMSC <= 0 || uint64(r.ReachedSMSC) <= fwd {
+		return 0
+	}
+	return uint64(r.ReachedSMSC) - fwd
+}
+
 func (r *demoReport) print(w io.Writer) {
 	fmt.Fprintf(w, "\nTotals (every message is an OTP; no text is shown)\n")
 	row := func(label string, v any) { fmt.Fprintf(w, "  %-44s %6v\n", label, v) }
 	row("submits sent by the ESME (attempts)", r.Attempts)
-	row("forwarded to the SMSC by the proxy", r.Outcomes[dedup.OutForwarded])
+	fwd := r.Outcomes[dedup.OutForwarded]
+	row("forwarded to the SMSC and answered", fwd)
 	row("replayed from the store (same message_id)", r.Outcomes[dedup.OutReplayed])
 	row("joined a submit in flight", r.Outcomes[dedup.OutJoined])
 	row("conflict (key reused for other content)", r.Outcomes[dedup.OutConflict])
 	row("unknown (no SMSC answer; held, not resent)", r.Outcomes[dedup.OutUnknown])
+	// A submit forwarded whose answer never came is decided "unknown",
+	// not "forwarded": it reached the SMSC all the same.
+	lost := r.lostAnswers()
+	row("  of which forwarded, the SMSC's answer lost", lost)
 	var other []string
 	for _, o := range demoOutcomes[5:] {
 		if v := r.Outcomes[o]; v > 0 {
@@ -568,7 +584,7 @@ func (r *demoReport) print(w io.Writer) {
 	if len(other) > 0 {
 		row("other proxy outcomes", strings.Join(other, ", "))
 	}
-	row("submits that reached the SMSC", r.ReachedSMSC)
+	row(fmt.Sprintf("submits that reached the SMSC (%d + %d)", fwd, lost), r.ReachedSMSC)
 	row("distinct keys at the SMSC", r.DistinctKeys)
 	row("keys at the SMSC more than once", len(r.Duplicates))
 	if len(r.Duplicates) > 0 {

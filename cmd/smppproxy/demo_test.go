@@ -40,6 +40,12 @@ func TestDemo(t *testing.T) {
 		t.Errorf("proxy decided %d submits, the ESME sent %d", sum, rep.Attempts)
 	}
 	s := out.String()
+	// The submit of the dropped key reached the SMSC but counts as
+	// unknown: the totals say so.
+	if !regexp.MustCompile(`of which forwarded, the SMSC's answer lost +1\n`).MatchString(s) ||
+		!regexp.MustCompile(`submits that reached the SMSC \(10 \+ 1\) +11\n`).MatchString(s) {
+		t.Errorf("the totals do not say which line counts the submit whose answer was lost:\n%s", s)
+	}
 	if !strings.Contains(s, "Verdict: PASS") || !regexp.MustCompile(`keys at the SMSC more than once +0\n`).MatchString(s) {
 		t.Errorf("report does not show the verdict:\n%s", s)
 	}

@@ -6,8 +6,11 @@ import (
 	"io"
 	"os"
 	"os/user"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 
@@ -50,9 +53,14 @@ func keysCommand() *cli.Command {
 					&cli.StringFlag{Name: "account", Usage: "only this `ACCOUNT`"},
 					&cli.StringFlag{Name: "state", Usage: "only this `STATE`: sent, accepted, rejected, unknown, retryable"},
 					&cli.IntFlag{Name: "limit", Value: admin.DefaultListLimit, Usage: fmt.Sprintf("at most `N` records (max %d)", admin.MaxListLimit)},
+					&cli.BoolFlag{Name: "wide", Usage: "show fingerprint and untracked keys whole (they are shortened to " + strconv.Itoa(shortKey) + " characters with …)"},
 				),
 				Action: adminAction(0, "", func(c *cli.Context, cl *admin.Client, _ []string) (admin.RecordList, error) {
-					return cl.Keys(c.Context, c.String("account"), c.String("state"), c.Int("limit"))
+					l, err := cl.Keys(c.Context, c.String("account"), c.String("state"), c.Int("limit"))
+					if err == nil && !c.Bool("json") && !c.Bool("wide") {
+						shortenKeys(&l)
+					}
+					return l, err
 				}, printRecords),
 			},
 			{
@@ -166,6 +174,12 @@ func printRecords(w io.Writer, l admin.RecordList) {
 	if l.Truncated {
 		fmt.Fprint(w, ", truncated: there may be more (narrow with --account/--state or raise --limit)")
 	}
+	for _, r := range l.Records {
+		if r.Kind != "tlv" && strings.HasSuffix(r.Key, "…") {
+			fmt.Fprint(w, "; keys ending in … are shortened (--wide shows them whole)")
+			break
+		}
+	}
 	fmt.Fprintln(w)
 }
 
@@ -210,4 +224,20 @@ func statusText(r admin.Record) string {
 		return "-"
 	}
 	return fmt.Sprintf("0x%08X %s", r.Status, r.StatusName)
+}
+
+// shortKey is the width keys list gives a fingerprint or untracked key
+// without --wide.
+const shortKey = 20
+
+// shortenKeys cuts the fingerprint and untracked keys of l to shortKey
+// characters, the last one "…" (keys show and resolve need the whole key:
+// --wide prints it).
+func shortenKeys(l *admin.RecordList) {
+	for i := range l.Records {
+		r := &l.Records[i]
+		if (r.Kind == "fingerprint" || r.Kind == "untracked") && utf8.RuneCountInString(r.Key) > shortKey {
+			r.Key = string([]rune(r.Key)[:shortKey-1]) + "…"
+		}
+	}
 }

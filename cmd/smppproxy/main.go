@@ -9,7 +9,14 @@ import (
 	"os"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/smppproxy/smppproxy/internal/buildinfo"
 )
+
+func init() {
+	// --version prints the build line alone, as `version` does.
+	cli.VersionPrinter = func(c *cli.Context) { fmt.Fprintln(c.App.Writer, c.App.Version) }
+}
 
 func main() {
 	if err := newApp().Run(os.Args); err != nil {
@@ -22,8 +29,10 @@ func main() {
 // Writer).
 func newApp() *cli.App {
 	return &cli.App{
-		Name:  "smppproxy",
-		Usage: "an SMPP proxy that makes submit_sm idempotent",
+		Name:                 "smppproxy",
+		Usage:                "an SMPP proxy that makes submit_sm idempotent",
+		Version:              buildinfo.Read().String(),
+		EnableBashCompletion: true,
 		Commands: []*cli.Command{
 			serveCommand(),
 			demoCommand(),
@@ -34,6 +43,14 @@ func newApp() *cli.App {
 			keysCommand(),
 			statsCommand(),
 			receiptsCommand(),
+			reloadCommand(),
+			upstreamsCommand(),
+			accountsCommand(),
+			sendCommand(),
+			hashPasswordCommand(),
+			versionCommand(),
+			completionCommand(),
+			manCommand(),
 		},
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"reflect"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -21,6 +21,7 @@ import (
 
 	"github.com/smppproxy/smppproxy/admin"
 	"github.com/smppproxy/smppproxy/config"
+	"github.com/smppproxy/smppproxy/internal/sdnotify"
 	"github.com/smppproxy/smppproxy/logx"
 	"github.com/smppproxy/smppproxy/proxy"
 )
@@ -29,8 +30,14 @@ func serveCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "serve",
 		Usage: "run the proxy",
+		Description: "Runs until SIGTERM or SIGINT (a graceful drain; a second signal cuts it short).\n" +
+			"SIGHUP, `smppproxy reload` and POST /api/v1/reload re-read the configuration file and apply\n" +
+			"accounts, MO routes, upstream weights and retries, and log.level; what needs a restart is\n" +
+			"logged and not applied. A file that does not parse or validate changes nothing.\n" +
+			"Under systemd (Type=notify, $NOTIFY_SOCKET) it sends READY=1 once the listener and the\n" +
+			"store are up, RELOADING=1 … READY=1 around a reload, and STOPPING=1 at shutdown.",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "config", Aliases: []string{"c"}, Usage: "configuration file (YAML)", Required: true},
+			&cli.StringFlag{Name: "config", Aliases: []string{"c"}, Usage: "configuration `FILE` (YAML); re-read on reload", Required: true},
 			&cli.DurationFlag{Name: "records-every", Value: time.Minute, Usage: "period of the store scan behind the records-by-state metric"},
 			&cli.BoolFlag{Name: "force-empty-store", Usage: "start even though the store lost data (it is refused otherwise): " +
 				"retries of submits recorded in the lost data will be forwarded again; read the README (store damage) first"},
@@ -40,21 +47,34 @@ func serveCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			return serve(c.String("config"), cfg, c.Duration("records-every"), c.Bool("force-empty-store"), os.Stderr)
+			return serve(cfg, serveOptions{
+				path: c.String("config"), recordsEvery: c.Duration("records-every"), forceEmptyStore: c.Bool("force-empty-store"),
+				logOut: os.Stderr, notify: sdnotify.New(os.Getenv("NOTIFY_SOCKET")),
+			})
 		},
 	}
+}
+
+// serveOptions are serve's inputs beside the configuration.
+type serveOptions struct {
+	path            string // the configuration file, re-read on reload
+	recordsEvery    time.Duration
+	forceEmptyStore bool
+	logOut          io.Writer
+	notify          *sdnotify.Notifier
 }
 
 // serve runs the proxy until SIGTERM or SIGINT, then shuts it down
 // gracefully: the admin API reports not ready, the SMPP listeners close, the
 // ESMEs are unbound, submits in flight get their upstream answers (persisted
 // before the ESME is answered), the upstream binds are unbound and the store
-// is closed. A second signal cuts the drain short. SIGHUP re-reads the
-// configuration and reports whether accounts changed, but does not apply
-// them (see the README). A store that lost data is refused (exit status 1)
-// unless forceEmptyStore.
-func serve(path string, cfg *config.Config, recordsEvery time.Duration, forceEmptyStore bool, logOut io.Writer) error {
-	log := newLogger(cfg.Log, logOut)
+// is closed. A second signal cuts the drain short. SIGHUP reloads the
+// configuration (serving.reload). A store that lost data is refused (exit
+// status 1) unless forceEmptyStore.
+func serve(cfg *config.Config, o serveOptions) error {
+	level := new(slog.LevelVar)
+	level.Set(parseLevel(cfg.Log.Level))
+	log := newLogger(cfg.Log, level, o.logOut)
 	// From the start: a SIGHUP during start-up must not kill the process
 	// (its default action), and a SIGTERM then shuts down once started.
 	sig := make(chan os.Signal, 2)
@@ -63,24 +83,80 @@ func serve(path string, cfg *config.Config, recordsEvery time.Duration, forceEmp
 	for _, w := range cfg.Warnings() {
 		log.Warn(w)
 	}
-	s, err := startServing(cfg, log, recordsEvery, forceEmptyStore)
+	s, err := startServing(cfg, log, o, level)
 	if err != nil {
 		return err
 	}
 	defer s.adminLn.Close()
-	var got os.Signal
-	for got = range sig {
-		if got != syscall.SIGHUP {
-			break
-		}
-		checkReload(log, path, cfg)
-	}
+	s.notifyState("READY=1", o.notify.Ready)
+	got := s.awaitStop(sig)
+	s.notifyState("STOPPING=1", o.notify.Stopping)
 	return s.shutdown(cfg.ShutdownTimeout.Std(), got, sig)
+}
+
+// awaitStop answers SIGHUP with a reload until SIGTERM or SIGINT, which
+// it returns.
+func (s *serving) awaitStop(sig <-chan os.Signal) os.Signal {
+	for got := range sig {
+		if got != syscall.SIGHUP {
+			return got
+		}
+		_, _ = s.reload("SIGHUP")
+	}
+	return syscall.SIGTERM // not reached: sig is never closed
+}
+
+// notifyState tells systemd a state; a failure is logged (systemd then
+// does not listen) and the proxy goes on.
+func (s *serving) notifyState(what string, send func() error) {
+	if err := send(); err != nil {
+		s.log.Warn("sd_notify failed", "state", what, "err", err)
+	}
+}
+
+// reload re-reads the configuration file and puts it in force: the log
+// level here, the rest by proxy.App.Reload. A file that does not parse or
+// validate changes nothing; its problems (file:line) are logged and
+// returned. by names who asked ("SIGHUP", "admin API").
+func (s *serving) reload(by string) (admin.Reloaded, error) {
+	s.reloadMu.Lock()
+	defer s.reloadMu.Unlock()
+	s.notifyState("RELOADING=1", s.opts.notify.Reloading)
+	defer s.notifyState("READY=1", s.opts.notify.Ready)
+	next, err := config.Load(s.opts.path)
+	if err != nil {
+		s.log.Error("configuration reload refused; nothing changed", "by", by, "err", err)
+		return admin.Reloaded{}, err
+	}
+	for _, w := range next.Warnings() {
+		s.log.Warn(w)
+	}
+	r, err := s.app.Reload(next)
+	if err != nil {
+		s.log.Error("configuration reload failed; nothing changed", "by", by, "err", err)
+		return admin.Reloaded{}, err
+	}
+	out := admin.Reloaded{Applied: r.Applied, Restart: r.Restart}
+	if lvl := parseLevel(next.Log.Level); lvl != s.level.Level() {
+		out.Applied = append(out.Applied, fmt.Sprintf("log.level: %s → %s", s.level.Level(), lvl))
+		s.level.Set(lvl)
+	}
+	for _, line := range out.Applied {
+		s.log.Info("reload applied", "by", by, "change", line)
+	}
+	for _, line := range out.Restart {
+		s.log.Warn("reload: changed but needs a restart; not applied", "by", by, "change", line)
+	}
+	s.log.Info("configuration reloaded", "by", by, "file", s.opts.path, "applied", len(out.Applied), "restart", len(out.Restart))
+	return out, nil
 }
 
 // serving is a started proxy with its admin server and metrics scan.
 type serving struct {
 	log      *slog.Logger
+	level    *slog.LevelVar
+	opts     serveOptions
+	reloadMu sync.Mutex
 	app      *proxy.App
 	adminLn  net.Listener
 	httpSrv  *http.Server
@@ -93,7 +169,7 @@ type serving struct {
 
 // startServing opens the store, starts the proxy, its admin API and the
 // records-by-state scan. On error nothing is left running.
-func startServing(cfg *config.Config, log *slog.Logger, recordsEvery time.Duration, forceEmptyStore bool) (*serving, error) {
+func startServing(cfg *config.Config, log *slog.Logger, o serveOptions, level *slog.LevelVar) (*serving, error) {
 	var token string
 	if cfg.Admin.TokenFile != "" {
 		t, err := admin.ReadToken(cfg.Admin.TokenFile)
@@ -108,13 +184,13 @@ func startServing(cfg *config.Config, log *slog.Logger, recordsEvery time.Durati
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	app, err := proxy.New(proxy.Options{Config: cfg, Logger: log, Registerer: reg, ForceEmptyStore: forceEmptyStore,
-		Metrics: proxy.MetricsOptions{RecordsEvery: recordsEvery}})
+	app, err := proxy.New(proxy.Options{Config: cfg, Logger: log, Registerer: reg, ForceEmptyStore: o.forceEmptyStore,
+		Metrics: proxy.MetricsOptions{RecordsEvery: o.recordsEvery}})
 	if err != nil {
 		adminLn.Close()
 		return nil, err
 	}
-	s := &serving{log: log, app: app, adminLn: adminLn}
+	s := &serving{log: log, level: level, opts: o, app: app, adminLn: adminLn}
 	s.startAdmin(cfg, token, reg)
 	if err := app.Start(); err != nil {
 		app.Close()
@@ -146,6 +222,10 @@ func (s *serving) startAdmin(cfg *config.Config, token string, reg *prometheus.R
 			return app.Ready()
 		},
 		Token: token, Pprof: cfg.Admin.Pprof, Logger: s.log.With("component", "admin"),
+		Operator: app,
+		Reload: func(context.Context) (admin.Reloaded, error) {
+			return s.reload("admin API")
+		},
 	})
 	s.httpDone = make(chan struct{})
 	go func() {
@@ -202,31 +282,17 @@ func (s *serving) shutdown(timeout time.Duration, got os.Signal, sig <-chan os.S
 	}
 }
 
-// checkReload answers SIGHUP: the configuration is re-read and validated,
-// and the log says whether accounts changed. Nothing is applied: accounts
-// are bound into sessions, limiters and the request chain when the proxy
-// starts (see the README), so a change needs a restart.
-func checkReload(log *slog.Logger, path string, running *config.Config) {
-	next, err := config.Load(path)
-	if err != nil {
-		log.Error("SIGHUP: configuration invalid; nothing changed", "err", err)
-		return
-	}
-	if reflect.DeepEqual(accountsOf(next), accountsOf(running)) {
-		log.Info("SIGHUP: configuration valid; accounts and upstreams unchanged")
-		return
-	}
-	log.Warn("SIGHUP: configuration valid but accounts or upstreams changed; restart to apply (no hot reload)")
-}
-
-func accountsOf(c *config.Config) any {
-	return []any{c.Accounts, c.Upstreams}
-}
-
-func newLogger(l config.Log, w io.Writer) *slog.Logger {
+// parseLevel is log.level as a slog.Level (info when empty; config
+// validates it).
+func parseLevel(s string) slog.Level {
 	var lvl slog.Level
-	_ = lvl.UnmarshalText([]byte(l.Level))
-	opts := &slog.HandlerOptions{Level: lvl}
+	_ = lvl.UnmarshalText([]byte(s))
+	return lvl
+}
+
+// newLogger writes to w in l's format at level (a reload changes it).
+func newLogger(l config.Log, level slog.Leveler, w io.Writer) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: level}
 	var h slog.Handler
 	if l.Format == config.LogJSON {
 		h = slog.NewJSONHandler(w, opts)
@@ -243,7 +309,10 @@ func configCommand() *cli.Command {
 		Subcommands: []*cli.Command{{
 			Name:  "check",
 			Usage: "validate a configuration file; errors name their line",
-			Flags: []cli.Flag{&cli.StringFlag{Name: "config", Aliases: []string{"c"}, Required: true}},
+			Description: "Parses and validates FILE as serve would, without starting anything: every problem is\n" +
+				"printed with its file:line, warnings (plain-text passwords, an admin API open without a token)\n" +
+				"too. Exit status 0 when the file is valid.",
+			Flags: []cli.Flag{&cli.StringFlag{Name: "config", Aliases: []string{"c"}, Required: true, Usage: "the configuration `FILE` (YAML) to check"}},
 			Action: func(c *cli.Context) error {
 				cfg, err := config.Load(c.String("config"))
 				if err != nil {

@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
+	"strconv"
 	"text/tabwriter"
 	"time"
 
@@ -56,6 +58,9 @@ func printSessions(w io.Writer, list []session.Info, now time.Time) {
 			up = append(up, s)
 		}
 	}
+	byID := func(a, b session.Info) int { return naturalCompare(a.ID, b.ID) }
+	slices.SortStableFunc(esme, byID)
+	slices.SortStableFunc(up, byID)
 	fmt.Fprintf(tw, "ESME SESSIONS (%d)\n", len(esme))
 	if len(esme) > 0 {
 		fmt.Fprintln(tw, "ID\tACCOUNT\tBIND\tREMOTE\tBOUND FOR\tIN-FLIGHT\tREQUESTS\tRECEIPTS PENDING")
@@ -95,4 +100,41 @@ func age(t, now time.Time) string {
 		return "-"
 	}
 	return now.Sub(t).Round(time.Second).String()
+}
+
+// naturalCompare orders strings with their digit runs compared as
+// numbers: "esme-9" before "esme-10".
+func naturalCompare(a, b string) int {
+	for a != "" && b != "" {
+		da, db := digitRun(a), digitRun(b)
+		if da > 0 && db > 0 {
+			na, _ := strconv.ParseUint(a[:da], 10, 64)
+			nb, _ := strconv.ParseUint(b[:db], 10, 64)
+			if na != nb {
+				if na < nb {
+					return -1
+				}
+				return 1
+			}
+			a, b = a[da:], b[db:]
+			continue
+		}
+		if a[0] != b[0] {
+			if a[0] < b[0] {
+				return -1
+			}
+			return 1
+		}
+		a, b = a[1:], b[1:]
+	}
+	return len(a) - len(b)
+}
+
+// digitRun is the length of s's leading run of ASCII digits.
+func digitRun(s string) int {
+	n := 0
+	for n < len(s) && s[n] >= '0' && s[n] <= '9' {
+		n++
+	}
+	return n
 }

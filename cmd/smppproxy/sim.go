@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -44,12 +45,18 @@ func simCommand() *cli.Command {
 				return err
 			}
 			defer s.Close()
+			stats := "off"
 			if a := c.String("stats"); a != "" {
-				srv := &http.Server{Addr: a, Handler: simStatsHandler(s), ReadHeaderTimeout: 5 * time.Second}
-				go func() { _ = srv.ListenAndServe() }()
+				ln, err := net.Listen("tcp", a)
+				if err != nil {
+					return fmt.Errorf("sim: stats: %w", err)
+				}
+				srv := &http.Server{Handler: simStatsHandler(s), ReadHeaderTimeout: 5 * time.Second}
+				go func() { _ = srv.Serve(ln) }()
 				defer srv.Close()
+				stats = "http://" + ln.Addr().String() + "/stats"
 			}
-			fmt.Fprintf(c.App.Writer, "SMSC simulator on %s\n", s.Addr())
+			fmt.Fprintf(c.App.Writer, "SMSC simulator: SMPP on %s, stats on %s\n", s.Addr(), stats)
 			sig := make(chan os.Signal, 1)
 			signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 			<-sig

@@ -18,11 +18,15 @@ import (
 func statsCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "stats",
-		Usage: "the counters that matter at a glance (admin API)",
-		Flags: adminFlags(),
-		Action: adminAction(0, "", func(c *cli.Context, cl *admin.Client, _ []string) (*admin.Stats, error) {
-			return cl.Stats(c.Context)
-		}, func(w io.Writer, s *admin.Stats) { printStats(w, s, time.Now()) }),
+		Usage: "the counters that matter at a glance (admin API); --watch: rates per interval",
+		Description: "With --watch, every --interval: submits/s by outcome, receipts/s, and per upstream submits/s,\n" +
+			"errors/s (answers other than ESME_ROK and requests without an answer) and a sparkline of its\n" +
+			"submit rate over the last 30 intervals; --json streams one JSON object per interval. Ctrl-C stops.",
+		Flags: adminFlags(
+			&cli.BoolFlag{Name: "watch", Aliases: []string{"w"}, Usage: "print rates every --interval instead of the totals once"},
+			&cli.DurationFlag{Name: "interval", Value: 2 * time.Second, Usage: "with --watch, the `DURATION` between two samples"},
+		),
+		Action: statsAction,
 	}
 }
 
