@@ -222,7 +222,7 @@ func (s *serving) startAdmin(cfg *config.Config, token string, reg *prometheus.R
 			return app.Ready()
 		},
 		Token: token, Pprof: cfg.Admin.Pprof, Logger: s.log.With("component", "admin"),
-		Operator: app,
+		Operator: app, Status: app,
 		Reload: func(context.Context) (admin.Reloaded, error) {
 			return s.reload("admin API")
 		},
