@@ -21,7 +21,7 @@ type leaser interface{ Lease() bool }
 
 // openPostgres opens the shared store of cfg as instance id.
 func openPostgres(cfg *config.Config, id string, log *slog.Logger) (*pgstore.Store, error) {
-	dsn, err := postgresDSN(cfg.Store)
+	dsn, err := PostgresDSN(cfg.Store)
 	if err != nil {
 		return nil, err
 	}
@@ -36,8 +36,8 @@ func openPostgres(cfg *config.Config, id string, log *slog.Logger) (*pgstore.Sto
 	return st, nil
 }
 
-// postgresDSN is store.dsn, or the content of store.dsn_file.
-func postgresDSN(s config.Store) (string, error) {
+// PostgresDSN is store.dsn, or the content of store.dsn_file.
+func PostgresDSN(s config.Store) (string, error) {
 	if s.DSNFile == "" {
 		return s.DSN, nil
 	}

@@ -51,6 +51,7 @@ func newApp() *cli.App {
 			versionCommand(),
 			completionCommand(),
 			manCommand(),
+			storeCommand(),
 		},
 	}
 }

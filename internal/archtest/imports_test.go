@@ -73,7 +73,7 @@ var layers = map[string][]string{
 
 	// The command wires everything; bench, demo and sim are tools built
 	// on the test-support packages.
-	"cmd/smppproxy": {"internal/buildinfo", "internal/sdnotify", "smpp", "logx", "msgid", "config", "smppserver", "smppclient", "state", "session", "dedup", "route", "dlr", "querycancel", "proxy", "admin", "esme", "sim"},
+	"cmd/smppproxy": {"internal/buildinfo", "internal/sdnotify", "pgstore", "smpp", "logx", "msgid", "config", "smppserver", "smppclient", "state", "session", "dedup", "route", "dlr", "querycancel", "proxy", "admin", "esme", "sim"},
 
 	// Packages of tests only: their non-test files import nothing.
 	// deploy checks the packaging files (dashboard, alert rules, example
