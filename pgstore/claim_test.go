@@ -54,13 +54,14 @@ func TestAnEnqueueOnOneInstanceNotifiesTheOther(t *testing.T) {
 	// The LISTEN may start after a first enqueue: enqueue until one is seen.
 	deadline := time.After(10 * time.Second)
 	for {
-		if _, _, err := a.Enqueue(bg, &state.QueueEntry{Queue: "esme/shop", Body: []byte("r"), Enqueued: now, Expires: now.Add(time.Hour)}); err != nil {
+		// Any bytes in the name, as queue names may hold (NUL, not UTF-8).
+		if _, _, err := a.Enqueue(bg, &state.QueueEntry{Queue: "esme/sh\x00op\xff", Body: []byte("r"), Enqueued: now, Expires: now.Add(time.Hour)}); err != nil {
 			t.Fatal(err)
 		}
 		select {
 		case q := <-got:
-			if q != "esme/shop" {
-				t.Fatalf("notified of queue %q, want esme/shop", q)
+			if q != "esme/sh\x00op\xff" {
+				t.Fatalf("notified of queue %q, want %q", q, "esme/sh\x00op\xff")
 			}
 			return
 		case <-time.After(200 * time.Millisecond):

@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"encoding/hex"
 	"slices"
 	"sync"
 	"time"
@@ -89,6 +90,8 @@ func (s *Store) listenOnce(ctx context.Context) error {
 			_ = c.Conn().Close(context.Background())
 			return err
 		}
-		s.notifyAll(n.Payload)
+		if q, err := hex.DecodeString(n.Payload); err == nil {
+			s.notifyAll(string(q))
+		}
 	}
 }

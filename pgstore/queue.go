@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 
 	"github.com/jackc/pgx/v5"
@@ -71,8 +72,9 @@ func (s *Store) Enqueue(ctx context.Context, e *state.QueueEntry) (uint64, bool,
 	enqueue := r.queue
 	r.queue = func(b *pgx.Batch) {
 		enqueue(b)
-		// Delivered to the listeners when the batch's transaction commits.
-		b.Queue(`SELECT pg_notify($1, $2)`, s.notifyChannel(), e.Queue)
+		// Delivered to the listeners when the batch's transaction commits;
+		// hex, as a queue name may hold any byte and a payload is text.
+		b.Queue(`SELECT pg_notify($1, $2)`, s.notifyChannel(), hex.EncodeToString([]byte(e.Queue)))
 	}
 	if err := s.submit(ctx, r); err != nil {
 		return 0, false, err
