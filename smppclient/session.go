@@ -1,8 +1,10 @@
 package smppclient
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -110,7 +112,8 @@ func newSession(p *Pool, id string, bind smpp.BindType) *session {
 func (s *session) connect(ctx context.Context) error {
 	cfg := &s.p.cfg
 	var stop func() bool
-	var raw net.Conn // what dial opened: closed here if gosmpp panics
+	var raw net.Conn     // what dial opened: closed here if gosmpp panics
+	var seen *firstBytes // what the peer sent first, to explain a failed bind
 	dial := func(addr string) (net.Conn, error) {
 		d := &net.Dialer{Timeout: cfg.ConnectTimeout}
 		var c net.Conn
@@ -126,6 +129,8 @@ func (s *session) connect(ctx context.Context) error {
 		_ = c.SetDeadline(time.Now().Add(cfg.ConnectTimeout))
 		stop = context.AfterFunc(ctx, func() { _ = c.Close() })
 		raw = c
+		seen = &firstBytes{Conn: c}
+		c = seen
 		if s.p.wrapConn != nil {
 			c = s.p.wrapConn(c)
 		}
@@ -167,11 +172,53 @@ func (s *session) connect(ctx context.Context) error {
 		if errors.As(err, &be) {
 			return fmt.Errorf("smppclient: bind refused: %w", smpp.Status(be.CommandStatus))
 		}
+		if why := seen.explain(); why != "" {
+			return fmt.Errorf("smppclient: bind: %s (%w)", why, err)
+		}
 		return fmt.Errorf("smppclient: bind: %w", err)
 	}
 	_ = conn.SetDeadline(time.Time{})
 	s.conn = conn
 	return nil
+}
+
+// firstBytes is a connection that keeps the first bytes the peer sent.
+type firstBytes struct {
+	net.Conn
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (f *firstBytes) Read(b []byte) (int, error) {
+	n, err := f.Conn.Read(b)
+	if n > 0 {
+		f.mu.Lock()
+		if room := 16 - len(f.buf); room > 0 {
+			f.buf = append(f.buf, b[:min(n, room)]...)
+		}
+		f.mu.Unlock()
+	}
+	return n, err
+}
+
+// explain says in an operator's words what the peer sent instead of a
+// bind response, or "" when it looks like SMPP (or f is nil).
+func (f *firstBytes) explain() string {
+	if f == nil {
+		return ""
+	}
+	f.mu.Lock()
+	b := append([]byte(nil), f.buf...)
+	f.mu.Unlock()
+	switch {
+	case len(b) == 0:
+		return "the peer closed the connection or sent nothing in answer to the bind: is the address an SMPP port?"
+	case bytes.HasPrefix(b, []byte("HTTP/")) || bytes.HasPrefix(b, []byte("<")):
+		return "the peer answered like a web server, not an SMSC: the address is an HTTP port"
+	case len(b) >= 8 && binary.BigEndian.Uint32(b[0:4]) >= 16 && binary.BigEndian.Uint32(b[4:8])&0x80000000 != 0:
+		return "" // an SMPP response: gosmpp's own error says what was wrong with it
+	}
+	return fmt.Sprintf("the peer sent something that is not an SMPP response (first bytes % x): is the address an SMPP port?", b)
 }
 
 func (s *session) start() {
