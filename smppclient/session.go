@@ -127,14 +127,15 @@ func (s *session) connect(ctx context.Context) error {
 			return nil, err
 		}
 		_ = c.SetDeadline(time.Now().Add(cfg.ConnectTimeout))
-		stop = context.AfterFunc(ctx, func() { _ = c.Close() })
-		raw = c
-		seen = &firstBytes{Conn: c}
-		c = seen
+		dialed := c
+		stop = context.AfterFunc(ctx, func() { _ = dialed.Close() })
+		raw = dialed
+		seen = &firstBytes{Conn: dialed}
+		var out net.Conn = seen
 		if s.p.wrapConn != nil {
-			c = s.p.wrapConn(c)
+			out = s.p.wrapConn(out)
 		}
-		return c, nil
+		return out, nil
 	}
 	auth := gosmpp.Auth{SMSC: cfg.Address, SystemID: cfg.SystemID, Password: cfg.Password, SystemType: cfg.SystemType}
 	var connector gosmpp.Connector
