@@ -220,6 +220,10 @@ func (s *Session) readLoop() CloseReason {
 				<-s.done
 				return ReasonProtocolError
 			case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+				if s.isDraining() {
+					// We asked it to unbind (shutdown); it hung up as told.
+					return ReasonServerShutdown
+				}
 				return ReasonClientClosed
 			case errors.As(err, &ne) && ne.Timeout():
 				if s.BindType() == smpp.BindNone {
@@ -668,6 +672,12 @@ func AwaitResponse(ctx context.Context, resp <-chan []byte, done <-chan struct{}
 // unbindGrace bounds how long a draining session waits for the ESME's
 // unbind_resp once its requests in flight are answered.
 const unbindGrace = time.Second
+
+func (s *Session) isDraining() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.draining
+}
 
 // beginShutdown refuses new requests and, for a bound session, starts the
 // drain; an unbound session is closed at once.
