@@ -73,6 +73,9 @@ type dirState struct {
 	tables bool
 	// unlisted: table files the MANIFEST does not list.
 	unlisted []string
+	// logLost: commits found missing by the commit log's replay (its
+	// problems are in damage).
+	logLost uint64
 }
 
 // inspectDir checks a store directory before Badger opens it (see the
@@ -100,6 +103,10 @@ func inspectDir(path string, bo badger.Options) (dirState, error) {
 			ds.hasData = true
 		case strings.HasSuffix(name, ".vlog"), strings.HasSuffix(name, ".mem"):
 			ds.hasData = true
+		default:
+			if _, ok := parseCommitLogName(name); ok {
+				ds.hasData = true
+			}
 		}
 	}
 	if ds.marker, err = readMarkerFile(path); err != nil {
