@@ -90,6 +90,9 @@ type BadgerOptions struct {
 	// Ignored InMemory.
 	NoCommitLog bool
 
+	// commitLogRotate (tests in this package) replaces the size at
+	// which a commit log segment is closed and a new one started.
+	commitLogRotate int64
 	// unlimitedBatch (tests in this package) ends batches at MaxBatch
 	// only, so that a batch can exceed one Badger transaction.
 	unlimitedBatch bool
@@ -290,6 +293,9 @@ func OpenBadger(opts BadgerOptions) (*BadgerStore, error) {
 		if err := s.startCommitLog(!opts.NoCommitLog); err != nil {
 			_ = db.Close()
 			return nil, err
+		}
+		if s.clog != nil && opts.commitLogRotate > 0 {
+			s.clog.rotate = opts.commitLogRotate
 		}
 	}
 	s.refreshSnapshot()
