@@ -300,8 +300,12 @@ func OpenBadger(opts BadgerOptions) (*BadgerStore, error) {
 	}
 	s.refreshSnapshot()
 	go s.commitLoop()
-	if mark != nil && opts.CheckpointInterval > 0 {
-		go s.checkpointLoop(opts.CheckpointInterval)
+	if mark != nil && (opts.CheckpointInterval > 0 || s.clog != nil) {
+		every := opts.CheckpointInterval
+		if every <= 0 {
+			every = time.Second // the commit log is trimmed even so
+		}
+		go s.checkpointLoop(every, opts.CheckpointInterval > 0)
 	} else {
 		close(s.checkpointDone)
 	}

@@ -299,13 +299,23 @@ func truncateSync(path string, size int64) error {
 	return nil
 }
 
-// applyBatch writes ws to db in one transaction (a batch of the log fits
-// in one, as it did when it was committed).
+// applyBatch writes ws to db in one transaction, as it was committed;
+// should it no longer fit (Badger's limits follow MemtableSize, which may
+// have shrunk since), in consecutive ones.
 func applyBatch(db *badger.DB, ws []write) error {
 	txn := db.NewTransaction(true)
-	defer txn.Discard()
-	if err := setWrites(txn, ws); err != nil {
-		return err
+	defer func() { txn.Discard() }()
+	for i := 0; i < len(ws); i++ {
+		err := setWrites(txn, ws[i:i+1])
+		if errors.Is(err, badger.ErrTxnTooBig) {
+			if err = txn.Commit(); err == nil {
+				txn = db.NewTransaction(true)
+				err = setWrites(txn, ws[i:i+1])
+			}
+		}
+		if err != nil {
+			return err
+		}
 	}
 	return txn.Commit()
 }
@@ -427,19 +437,9 @@ func (l *commitLog) close() error {
 // Badger holds durably: it syncs Badger's active memtable log and value
 // log, and proceeds only when no older memtable waits for its flush
 // (their logs are not synced; a flushed one is a synced table). It runs
-// on the checkpoint goroutine, or in Close (everything: then all = true
-// and the committer is done).
-func (s *BadgerStore) truncateCommitLog(all bool) error {
-	l := s.clog
-	applied := s.committed.Load()
-	var segs []segment
-	if all {
-		l.mu.Lock()
-		segs = slices.Clone(l.segs)
-		l.mu.Unlock()
-	} else {
-		segs = l.removable(applied)
-	}
+// on the checkpoint goroutine (the segments before the current one).
+func (s *BadgerStore) truncateCommitLog() error {
+	segs := s.clog.removable(s.committed.Load())
 	if len(segs) == 0 {
 		return nil
 	}
@@ -452,7 +452,7 @@ func (s *BadgerStore) truncateCommitLog(all bool) error {
 			return fmt.Errorf("state: remove commit log segment: %w", err)
 		}
 	}
-	l.removed(segs)
+	s.clog.removed(segs)
 	return nil
 }
 

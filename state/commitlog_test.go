@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/dgraph-io/badger/v4"
 )
 
 func sampleBatch() [][]write {
@@ -102,7 +104,7 @@ func FuzzReadCommitLog(f *testing.F) {
 	})
 }
 
-// Segments rotate at their size limit and a checkpoint removes those
+// Segments rotate at their size limit and trimming removes those
 // Badger holds durably (never the current one); what they held is still
 // there after a crash (no Close) and a reopen.
 func TestCommitLogRotatesAndCheckpointRemovesOldSegments(t *testing.T) {
@@ -131,8 +133,8 @@ func TestCommitLogRotatesAndCheckpointRemovesOldSegments(t *testing.T) {
 	if err := s.syncBadgerAll(); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.checkpoint(); err != nil {
-		t.Fatalf("checkpoint() = %v", err)
+	if err := s.truncateCommitLog(); err != nil {
+		t.Fatalf("truncateCommitLog() = %v", err)
 	}
 	if got := segs(); len(got) != 1 {
 		t.Errorf("segments after a checkpoint with Badger synced = %v, want only the current one", got)
@@ -153,5 +155,35 @@ func TestCommitLogRotatesAndCheckpointRemovesOldSegments(t *testing.T) {
 		if _, err := s2.Get(ctx, Key{Account: "acme", Key: fmt.Sprintf("k%d", i)}); err != nil {
 			t.Fatalf("Get(k%d) after reopen = %v", i, err)
 		}
+	}
+}
+
+// A batch of the log that no longer fits in one Badger transaction (the
+// memtable was made smaller since it was committed) is still replayed
+// whole.
+func TestCommitLogReplaysABatchBiggerThanATransaction(t *testing.T) {
+	db, err := badger.Open(badger.DefaultOptions(t.TempDir()).WithLogger(nil).WithMemTableSize(1 << 20).WithValueThreshold(1 << 10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var ws []write
+	for i := range 20000 {
+		ws = append(ws, write{key: fmt.Appendf(nil, "r/k%05d", i), val: bytes.Repeat([]byte{'v'}, 20)})
+	}
+	if err := applyBatch(db, ws); err != nil {
+		t.Fatalf("applyBatch(20000 writes, 1 MiB memtable) = %v", err)
+	}
+	n := 0
+	_ = db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			n++
+		}
+		return nil
+	})
+	if n != len(ws) {
+		t.Errorf("%d keys after the replay, want %d", n, len(ws))
 	}
 }

@@ -267,11 +267,6 @@ func (s *BadgerStore) checkpoint() error {
 		return nil
 	}
 	n := s.committed.Load()
-	if s.clog != nil {
-		if err := s.truncateCommitLog(false); err != nil {
-			return err
-		}
-	}
 	if n == s.checkpointed {
 		return nil
 	}
@@ -284,18 +279,33 @@ func (s *BadgerStore) checkpoint() error {
 	return nil
 }
 
-// checkpointLoop calls checkpoint every period until stopCheckpoint is
+// checkpointLoop calls checkpoint (when marker is set) and trims the
+// commit log (when there is one) every period until stopCheckpoint is
 // closed; it logs a failure once, and again when it recovers.
-func (s *BadgerStore) checkpointLoop(every time.Duration) {
+func (s *BadgerStore) checkpointLoop(every time.Duration, marker bool) {
 	defer close(s.checkpointDone)
 	t := time.NewTicker(every)
 	defer t.Stop()
-	failing := false
+	failing, trimFailing := false, false
 	for {
 		select {
 		case <-s.stopCheckpoint:
 			return
 		case <-t.C:
+		}
+		if s.clog != nil {
+			err := s.truncateCommitLog()
+			if (err != nil) != trimFailing {
+				if err != nil {
+					s.log.Error("state: commit log not trimmed; it grows until this recovers", "err", err)
+				} else {
+					s.log.Info("state: commit log trimmed again")
+				}
+			}
+			trimFailing = err != nil
+		}
+		if !marker {
+			continue
 		}
 		err := s.checkpoint()
 		switch {
