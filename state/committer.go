@@ -148,10 +148,18 @@ func (s *BadgerStore) launch(b *batch, next *batch, done chan<- error) {
 	seq, reqs := s.commitSeq+1, b.reqs
 	go func() { logged <- s.clog.append(seq, hwm, reqs) }()
 	txn.CommitWith(func(err error) {
+		lerr := <-logged
 		if err != nil {
 			err = fmt.Errorf("state: commit: %w", err)
+			if lerr == nil {
+				// The log holds a batch Badger refused: the next batch
+				// must not reuse its sequence number, and what Badger
+				// holds is in doubt. No more writes until reopened (the
+				// replay then applies it: a failed write may survive).
+				s.clog.broken = fmt.Errorf("%w (the store refuses writes until it is reopened)", err)
+			}
 		}
-		done <- errors.Join(<-logged, err)
+		done <- errors.Join(lerr, err)
 	})
 }
 

@@ -400,6 +400,26 @@ func TestBadgerReplaysTheCommitLogOverATruncatedWriteAheadLog(t *testing.T) {
 	}
 }
 
+// A store left by a crash with the commit log, opened without it
+// (NoCommitLog, the way back): the log is still replayed, then removed.
+func TestBadgerReplaysTheCommitLogWhenOpenedWithoutIt(t *testing.T) {
+	dir := t.TempDir()
+	crash(t, dir)
+	commitLogs(t, dir)
+	cutMemtableLogs(t, dir)
+	s, err := state.OpenBadger(state.BadgerOptions{Path: dir, NoCommitLog: true})
+	if err != nil {
+		t.Fatalf("OpenBadger(NoCommitLog) = %v", err)
+	}
+	if segs := filesMatching(t, dir, "commit-*.log"); len(segs) != 0 {
+		t.Errorf("commit log segments after an open without the log = %v, want none", segs)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	assertAllRecords(t, dir)
+}
+
 // A commit log whose tail is torn (a crash in the middle of appending a
 // batch, which was therefore never acknowledged) is cut at its last whole
 // batch: the store opens with every acknowledged write.
