@@ -289,14 +289,9 @@ func OpenBadger(opts BadgerOptions) (*BadgerStore, error) {
 		_ = db.Close()
 		return nil, err
 	}
-	if !opts.InMemory {
-		if err := s.startCommitLog(!opts.NoCommitLog); err != nil {
-			_ = db.Close()
-			return nil, err
-		}
-		if s.clog != nil && opts.commitLogRotate > 0 {
-			s.clog.rotate = opts.commitLogRotate
-		}
+	if err := s.startCommitLog(opts); err != nil {
+		_ = db.Close()
+		return nil, err
 	}
 	s.refreshSnapshot()
 	go s.commitLoop()

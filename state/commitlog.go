@@ -519,8 +519,12 @@ func replayInto(db *badger.DB, dir string, ds *dirState, log *slog.Logger) error
 
 // startCommitLog runs at open, once the replayed store has been found
 // whole: it makes everything Badger holds durable, removes the replayed
-// segments and, when enabled, starts a new one for the next commit.
-func (s *BadgerStore) startCommitLog(enabled bool) error {
+// segments and, unless NoCommitLog, starts a new one for the next commit.
+func (s *BadgerStore) startCommitLog(opts BadgerOptions) error {
+	if opts.InMemory {
+		return nil
+	}
+	enabled := !opts.NoCommitLog
 	segs, err := listSegments(s.path)
 	if err != nil {
 		return err
@@ -539,8 +543,13 @@ func (s *BadgerStore) startCommitLog(enabled bool) error {
 	if !enabled {
 		return nil
 	}
-	s.clog, err = openCommitLog(s.path, s.commitSeq+1, nil)
-	return err
+	if s.clog, err = openCommitLog(s.path, s.commitSeq+1, nil); err != nil {
+		return err
+	}
+	if opts.commitLogRotate > 0 {
+		s.clog.rotate = opts.commitLogRotate
+	}
+	return nil
 }
 
 // closeDB closes Badger (which flushes its memtables into synced tables)
