@@ -148,8 +148,11 @@ type BadgerStats struct {
 // goroutine, which gathers what arrives while Badger writes and syncs the
 // previous transaction (at most one is in Badger's hands) into the next
 // one: up to MaxBatch requests, and what Badger takes in one transaction.
-// Each transaction is committed with SyncWrites, and only then (and after
-// the snapshot is renewed) are its waiters released. If a commit fails,
+// Each batch is made durable by the store's commit log (commitlog.go: one
+// write and one fdatasync per batch, while Badger applies the batch
+// without syncing its own log), or, with NoCommitLog, by Badger's
+// SyncWrites; only then, and once Badger has applied it and the snapshot
+// is renewed, are its waiters released. If a commit fails,
 // every request of it, and of the batch being gathered (which may have
 // been decided on its writes), gets the (wrapped) error and must be
 // treated as not written. As with any failed fsync that is all a caller

@@ -38,6 +38,12 @@ import (
 //     power loss, HWMFile may be stale and commits made in the last
 //     CheckpointInterval before it are not covered.
 //
+// The commit log (commitlog.go) is replayed into Badger before the
+// marker and the high-water mark are read: its batches count as present
+// (each carries its commit's high-water mark). A log that starts after
+// the commits Badger holds, or whose older segment is damaged, lost
+// commits: refused the same way.
+//
 // ForceEmpty skips the refusals: a damaged MANIFEST or table is moved,
 // with every table, into damaged-<time> inside the directory (quarantine;
 // kept for an investigation or a restore) and Badger starts from what is
