@@ -49,8 +49,10 @@ const (
 	commitLogPrefix = "commit-"
 	commitLogSuffix = ".log"
 	// commitLogRotate: a segment that reaches this size is closed and a
-	// new one started; a checkpoint may then remove it.
-	commitLogRotate = 32 << 20
+	// new one started; the checkpoint goroutine then removes it (within
+	// a second, once Badger holds it durably). It bounds the replay at
+	// open: 16 MiB of batches replay in ~0.6 s here.
+	commitLogRotate = 16 << 20
 	// maxCommitRecord bounds one record (a batch is at most 15% of a
 	// memtable; this leaves room for any memtable size Badger accepts).
 	maxCommitRecord = 1 << 30
