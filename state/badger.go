@@ -77,6 +77,22 @@ type BadgerOptions struct {
 	IndexCacheSize int64
 	ValueThreshold int64
 
+	// NoCommitLog turns the store's own commit log off: Badger then
+	// syncs its memtable log on every commit, as before the log existed
+	// (kept for one release, as a way back). With the log (commitlog.go),
+	// each batch is appended to a log file with one write and one
+	// fdatasync, and Badger applies it without syncing its memtable log
+	// (whose msync costs several times as much); the log is replayed at
+	// open and trimmed at checkpoints once Badger holds its batches
+	// durably. Every value then stays in Badger's tree (ValueThreshold is
+	// raised to Badger's maximum): its value log is not synced per
+	// commit. A log left by an earlier run is replayed at open either way.
+	// Ignored InMemory.
+	NoCommitLog bool
+
+	// commitLogRotate (tests in this package) replaces the size at
+	// which a commit log segment is closed and a new one started.
+	commitLogRotate int64
 	// unlimitedBatch (tests in this package) ends batches at MaxBatch
 	// only, so that a batch can exceed one Badger transaction.
 	unlimitedBatch bool
@@ -132,8 +148,11 @@ type BadgerStats struct {
 // goroutine, which gathers what arrives while Badger writes and syncs the
 // previous transaction (at most one is in Badger's hands) into the next
 // one: up to MaxBatch requests, and what Badger takes in one transaction.
-// Each transaction is committed with SyncWrites, and only then (and after
-// the snapshot is renewed) are its waiters released. If a commit fails,
+// Each batch is made durable by the store's commit log (commitlog.go: one
+// write and one fdatasync per batch, while Badger applies the batch
+// without syncing its own log), or, with NoCommitLog, by Badger's
+// SyncWrites; only then, and once Badger has applied it and the snapshot
+// is renewed, are its waiters released. If a commit fails,
 // every request of it, and of the batch being gathered (which may have
 // been decided on its writes), gets the (wrapped) error and must be
 // treated as not written. As with any failed fsync that is all a caller
@@ -182,6 +201,7 @@ type BadgerStore struct {
 	lostCommits  uint64        // found missing at open (ForceEmpty)
 	hwm          *hwmFile      // committer only (after open); nil in memory
 	hwmFailing   bool          // committer only: the last HWMFile write failed
+	clog         *commitLog    // nil without BadgerOptions.CommitLog
 
 	stripes    [nStripes]sync.Mutex // record-key locks (lockKey)
 	seed       maphash.Seed
@@ -272,10 +292,18 @@ func OpenBadger(opts BadgerOptions) (*BadgerStore, error) {
 		_ = db.Close()
 		return nil, err
 	}
+	if err := s.startCommitLog(opts); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
 	s.refreshSnapshot()
 	go s.commitLoop()
-	if mark != nil && opts.CheckpointInterval > 0 {
-		go s.checkpointLoop(opts.CheckpointInterval)
+	if mark != nil && (opts.CheckpointInterval > 0 || s.clog != nil) {
+		every := opts.CheckpointInterval
+		if every <= 0 {
+			every = time.Second // the commit log is trimmed even so
+		}
+		go s.checkpointLoop(every, opts.CheckpointInterval > 0)
 	} else {
 		close(s.checkpointDone)
 	}
@@ -291,7 +319,7 @@ func OpenBadger(opts BadgerOptions) (*BadgerStore, error) {
 func badgerOptions(opts BadgerOptions, log *slog.Logger) badger.Options {
 	bo := badger.DefaultOptions(opts.Path).
 		WithInMemory(opts.InMemory).
-		WithSyncWrites(true).
+		WithSyncWrites(opts.NoCommitLog || opts.InMemory).
 		WithLogger(badgerLogger{log}).
 		WithMetricsEnabled(false).
 		// The committer is the only writer: there is nothing to detect.
@@ -317,6 +345,11 @@ func badgerOptions(opts BadgerOptions, log *slog.Logger) badger.Options {
 		bo.Dir, bo.ValueDir = "", ""
 	}
 	bo.TableSizeMultiplier = 1
+	if !opts.NoCommitLog && !opts.InMemory {
+		// No value in the value log, which is synced only at a checkpoint
+		// (and whose older files not even then).
+		bo.ValueThreshold = min(1<<20, opts.MemtableSize*15/100)
+	}
 	if opts.tune != nil {
 		bo = opts.tune(bo)
 	}
@@ -428,6 +461,10 @@ func openChecked(bo badger.Options, opts BadgerOptions, log *slog.Logger) (db *b
 	}
 	if opts.InMemory {
 		return db, nil, 0, nil
+	}
+	if err := replayInto(db, opts.Path, &ds, log); err != nil {
+		_ = db.Close()
+		return nil, nil, 0, err
 	}
 	mark, lost, err = settle(db, opts.Path, ds, opts.ForceEmpty, log)
 	if err != nil {
@@ -661,9 +698,7 @@ func (s *BadgerStore) Close() error {
 		if s.hwm != nil {
 			_ = s.hwm.f.Close()
 		}
-		if err := s.db.Close(); err != nil {
-			s.closeErr = fmt.Errorf("state: close badger: %w", err)
-		}
+		s.closeErr = s.closeDB()
 	})
 	return s.closeErr
 }

@@ -102,7 +102,12 @@ func reportCommits(b *testing.B, s *state.BadgerStore) {
 }
 
 func openBench(b *testing.B) *state.BadgerStore {
-	s, err := state.OpenBadger(state.BadgerOptions{Path: b.TempDir(), GCInterval: -1})
+	return openBenchWith(b, state.BadgerOptions{})
+}
+
+func openBenchWith(b *testing.B, opts state.BadgerOptions) *state.BadgerStore {
+	opts.Path, opts.GCInterval = b.TempDir(), -1
+	s, err := state.OpenBadger(opts)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -131,9 +136,31 @@ func BenchmarkBadgerSubmits(b *testing.B) {
 	}
 }
 
+// The submit shape with the store's commit log (default) and without it
+// (NoCommitLog: Badger syncs its own memtable log per commit), side by
+// side: the before/after of the commit log in one run.
+func BenchmarkBadgerSubmitsCommitLog(b *testing.B) {
+	for _, g := range []int{64, 256} {
+		for _, wal := range []string{"badger", "log"} {
+			b.Run(fmt.Sprintf("%s/g%d", wal, g), func(b *testing.B) {
+				s := openBenchWith(b, state.BadgerOptions{NoCommitLog: wal == "badger"})
+				benchSubmits(b, s, g, false)
+				reportCommits(b, s)
+			})
+		}
+	}
+}
+
 // One writer at a time: every create pays a whole sync.
 func BenchmarkBadgerCreateSerial(b *testing.B) {
-	s := openBench(b)
+	for _, wal := range []string{"badger", "log"} {
+		b.Run(wal, func(b *testing.B) {
+			benchCreateSerial(b, openBenchWith(b, state.BadgerOptions{NoCommitLog: wal == "badger"}))
+		})
+	}
+}
+
+func benchCreateSerial(b *testing.B, s *state.BadgerStore) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	start := time.Now()

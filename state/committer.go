@@ -110,8 +110,10 @@ func (s *BadgerStore) launch(b *batch, next *batch, done chan<- error) {
 		return
 	}
 	txn := s.db.NewTransaction(true)
+	var hwm write
 	if s.mark != nil {
-		if err := txn.Set([]byte(keyHWM), encodeHWM(s.commitSeq+1, time.Now())); err != nil {
+		hwm = write{key: []byte(keyHWM), val: encodeHWM(s.commitSeq+1, time.Now())}
+		if err := txn.Set(hwm.key, hwm.val); err != nil {
 			s.log.Error("state: high-water mark not staged", "err", err)
 		}
 	}
@@ -131,11 +133,33 @@ func (s *BadgerStore) launch(b *batch, next *batch, done chan<- error) {
 			return
 		}
 	}
+	if s.clog == nil {
+		txn.CommitWith(func(err error) {
+			if err != nil {
+				err = fmt.Errorf("state: commit: %w", err)
+			}
+			done <- err
+		})
+		return
+	}
+	// The commit log: its append (write + fdatasync) and Badger's
+	// (unsynced) apply run side by side; the batch is done when both are.
+	logged := make(chan error, 1)
+	seq, reqs := s.commitSeq+1, b.reqs
+	go func() { logged <- s.clog.append(seq, hwm, reqs) }()
 	txn.CommitWith(func(err error) {
+		lerr := <-logged
 		if err != nil {
 			err = fmt.Errorf("state: commit: %w", err)
+			if lerr == nil {
+				// The log holds a batch Badger refused: the next batch
+				// must not reuse its sequence number, and what Badger
+				// holds is in doubt. No more writes until reopened (the
+				// replay then applies it: a failed write may survive).
+				s.clog.broken = fmt.Errorf("%w (the store refuses writes until it is reopened)", err)
+			}
 		}
-		done <- err
+		done <- errors.Join(lerr, err)
 	})
 }
 

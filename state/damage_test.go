@@ -261,8 +261,12 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// crashNoLogEnv makes the crash writer run without the commit log
+// (BadgerOptions.NoCommitLog).
+const crashNoLogEnv = "STATE_TEST_CRASH_NO_COMMIT_LOG"
+
 func crashWriter(dir string) int {
-	s, err := state.OpenBadger(state.BadgerOptions{Path: dir, CheckpointInterval: -1})
+	s, err := state.OpenBadger(state.BadgerOptions{Path: dir, CheckpointInterval: -1, NoCommitLog: os.Getenv(crashNoLogEnv) != ""})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
@@ -274,7 +278,17 @@ func crashWriter(dir string) int {
 			return 2
 		}
 	}
-	return 0 // no Close, no checkpoint: the memtable's log is all there is
+	return 0 // no Close, no checkpoint: the logs are all there is
+}
+
+// crash runs the crash writer on dir (with extra environment env).
+func crash(t *testing.T, dir string, env ...string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(append(os.Environ(), crashEnv+"="+dir), env...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("crash writer: %v\n%s", err, out)
+	}
 }
 
 // lastNonZero returns the offset after the last non-zero byte of path
@@ -288,19 +302,10 @@ func lastNonZero(t *testing.T, path string) int64 {
 	return int64(len(bytes.TrimRight(b, "\x00")))
 }
 
-// Records lost with the tail of the write-ahead log after a crash are
-// detected, even when the crash came before any periodic checkpoint of
-// the marker file: the store refuses to open saying how many commits are missing
-// (a record lost that way would let a retry be forwarded again), and a
-// forced start counts them in Stats (the smppproxy_store_lost_commits
-// metric).
-func TestBadgerDetectsCommitsLostWithATruncatedWriteAheadLog(t *testing.T) {
-	dir := t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), crashEnv+"="+dir)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("crash writer: %v\n%s", err, out)
-	}
+// cutMemtableLogs cuts Badger's memtable logs in half: the unsynced
+// tail an OS crash loses.
+func cutMemtableLogs(t *testing.T, dir string) {
+	t.Helper()
 	logs := filesMatching(t, dir, "*.mem")
 	if len(logs) == 0 {
 		t.Fatalf("no memtable log after the crash")
@@ -312,11 +317,27 @@ func TestBadgerDetectsCommitsLostWithATruncatedWriteAheadLog(t *testing.T) {
 			}
 		}
 	}
+}
+
+// commitLogs returns the commit log segments of dir.
+func commitLogs(t *testing.T, dir string) []string {
+	t.Helper()
+	segs := filesMatching(t, dir, "commit-*.log")
+	if len(segs) == 0 {
+		t.Fatalf("no commit log after the crash")
+	}
+	return segs
+}
+
+// assertLossReported: dir is refused saying how much was lost, and a
+// forced start counts the lost commits in Stats and in the
+// smppproxy_store_lost_commits metric.
+func assertLossReported(t *testing.T, dir string) {
+	t.Helper()
 	msg := openDamaged(t, dir)
 	if !strings.Contains(msg, "commits") {
 		t.Errorf("error %q does not say how much was lost", msg)
 	}
-
 	s, err := state.OpenBadger(state.BadgerOptions{Path: dir, ForceEmpty: true})
 	if err != nil {
 		t.Fatalf("OpenBadger(ForceEmpty) = %v", err)
@@ -332,14 +353,131 @@ func TestBadgerDetectsCommitsLostWithATruncatedWriteAheadLog(t *testing.T) {
 	}
 }
 
+// assertAllRecords: dir opens without a loss flagged and holds the 300
+// records of the crash writer.
+func assertAllRecords(t *testing.T, dir string) {
+	t.Helper()
+	s := openBadger(t, dir, nil)
+	defer s.Close()
+	for i := range 300 {
+		k := state.Key{Account: "acme", Key: fmt.Sprintf("k%d", i)}
+		if _, err := s.Get(context.Background(), k); err != nil {
+			t.Fatalf("Get(%v) after the crash = %v: an acknowledged write is lost", k, err)
+		}
+	}
+	if got := s.Stats().LostCommits; got != 0 {
+		t.Errorf("Stats().LostCommits = %d, want 0", got)
+	}
+}
+
+// Without the commit log (NoCommitLog), records lost with the tail of
+// Badger's write-ahead log after a crash are detected, even when the
+// crash came before any periodic checkpoint of the marker file: the store
+// refuses to open saying how many commits are missing (a record lost that
+// way would let a retry be forwarded again), and a forced start counts
+// them in Stats (the smppproxy_store_lost_commits metric).
+func TestBadgerDetectsCommitsLostWithATruncatedWriteAheadLog(t *testing.T) {
+	dir := t.TempDir()
+	crash(t, dir, crashNoLogEnv+"=1")
+	if segs := filesMatching(t, dir, "commit-*.log"); len(segs) > 0 {
+		t.Fatalf("commit log %v written with NoCommitLog", segs)
+	}
+	cutMemtableLogs(t, dir)
+	assertLossReported(t, dir)
+}
+
+// With the commit log, what Badger's unsynced write-ahead log loses in
+// an OS crash is replayed from the commit log: every acknowledged write
+// is there and no loss is reported.
+func TestBadgerReplaysTheCommitLogOverATruncatedWriteAheadLog(t *testing.T) {
+	dir := t.TempDir()
+	crash(t, dir)
+	commitLogs(t, dir)
+	cutMemtableLogs(t, dir)
+	assertAllRecords(t, dir)
+	if segs := filesMatching(t, dir, "commit-*.log"); len(segs) != 0 {
+		t.Errorf("commit log segments after a clean Close = %v, want none (Badger holds everything)", segs)
+	}
+}
+
+// A store left by a crash with the commit log, opened without it
+// (NoCommitLog, the way back): the log is still replayed, then removed.
+func TestBadgerReplaysTheCommitLogWhenOpenedWithoutIt(t *testing.T) {
+	dir := t.TempDir()
+	crash(t, dir)
+	commitLogs(t, dir)
+	cutMemtableLogs(t, dir)
+	s, err := state.OpenBadger(state.BadgerOptions{Path: dir, NoCommitLog: true})
+	if err != nil {
+		t.Fatalf("OpenBadger(NoCommitLog) = %v", err)
+	}
+	if segs := filesMatching(t, dir, "commit-*.log"); len(segs) != 0 {
+		t.Errorf("commit log segments after an open without the log = %v, want none", segs)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	assertAllRecords(t, dir)
+}
+
+// A commit log whose tail is torn (a crash in the middle of appending a
+// batch, which was therefore never acknowledged) is cut at its last whole
+// batch: the store opens with every acknowledged write.
+func TestBadgerCutsATornCommitLogTail(t *testing.T) {
+	for name, tail := range map[string][]byte{
+		"half a header": {0, 0, 1},
+		"short body":    {0, 0, 0, 40, 1, 2, 3, 4, 0, 0, 0, 0, 0, 0, 1, 45},
+		"bad checksum":  append([]byte{0, 0, 0, 10, 0xde, 0xad, 0xbe, 0xef}, make([]byte, 10)...),
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			crash(t, dir)
+			segs := commitLogs(t, dir)
+			last := segs[len(segs)-1]
+			f, err := os.OpenFile(last, os.O_WRONLY|os.O_APPEND, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.Write(tail); err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+			cutMemtableLogs(t, dir)
+			assertAllRecords(t, dir)
+		})
+	}
+}
+
+// A commit log cut inside an acknowledged batch, over a Badger
+// write-ahead log that lost it too, is a loss: reported as before.
+func TestBadgerDetectsCommitsLostWithACutCommitLog(t *testing.T) {
+	dir := t.TempDir()
+	crash(t, dir)
+	segs := commitLogs(t, dir)
+	truncateHalf(t, segs[len(segs)-1])
+	cutMemtableLogs(t, dir)
+	assertLossReported(t, dir)
+}
+
+// A commit log lost entirely, with the unsynced tail of Badger's
+// write-ahead log lost too: the marker/high-water-mark check reports the
+// loss as before.
+func TestBadgerDetectsCommitsLostWithTheCommitLogGone(t *testing.T) {
+	dir := t.TempDir()
+	crash(t, dir)
+	for _, f := range commitLogs(t, dir) {
+		if err := os.Remove(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cutMemtableLogs(t, dir)
+	assertLossReported(t, dir)
+}
+
 // A crash without damage loses nothing: the store opens without a flag.
 func TestBadgerOpensAfterACrashThatLostNothing(t *testing.T) {
 	dir := t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), crashEnv+"="+dir)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("crash writer: %v\n%s", err, out)
-	}
+	crash(t, dir)
 	s := openBadger(t, dir, nil)
 	defer s.Close()
 	if _, err := s.Get(context.Background(), state.Key{Account: "acme", Key: "k299"}); err != nil {

@@ -174,6 +174,7 @@ func settle(db *badger.DB, path string, ds dirState, force bool, log *slog.Logge
 	if file != nil && (ms.marker == nil || ms.marker.Instance == file.Instance) && file.Commits > ms.commits {
 		lost = file.Commits - ms.commits
 	}
+
 	switch {
 	case ms.marker == nil && file != nil:
 		problems = append(problems, fmt.Sprintf("its marker file names store %s, which Badger opens without (%d commits lost)", file.Instance, lost))
@@ -181,10 +182,11 @@ func settle(db *badger.DB, path string, ds dirState, force bool, log *slog.Logge
 		problems = append(problems, "it holds data files but opens empty and without a marker")
 	case ms.marker != nil && file != nil && file.Instance != ms.marker.Instance:
 		problems = append(problems, fmt.Sprintf("its marker file names store %s but its data is store %s", file.Instance, ms.marker.Instance))
-	case lost > 0:
+	case lost > 0 && file != nil:
 		problems = append(problems, fmt.Sprintf("it opens with %d commits (the last at %s) but had made %d by %s: %d commits (each of one or more writes) were lost with the tail of its write-ahead log",
 			ms.commits, ms.at.Format(time.RFC3339), file.Commits, file.At.Format(time.RFC3339), lost))
 	}
+	lost = max(lost, ds.logLost)
 	if len(problems) > 0 && !force {
 		return nil, lost, damaged(path, problems)
 	}
@@ -212,6 +214,9 @@ func settle(db *badger.DB, path string, ds dirState, force bool, log *slog.Logge
 			}
 			return txn.Set([]byte(keyMarker), b)
 		})
+		if err == nil {
+			err = db.Sync() // Badger may not sync its log itself (CommitLog)
+		}
 		if err != nil {
 			return nil, lost, fmt.Errorf("state: write marker: %w", err)
 		}
@@ -274,18 +279,33 @@ func (s *BadgerStore) checkpoint() error {
 	return nil
 }
 
-// checkpointLoop calls checkpoint every period until stopCheckpoint is
+// checkpointLoop calls checkpoint (when marker is set) and trims the
+// commit log (when there is one) every period until stopCheckpoint is
 // closed; it logs a failure once, and again when it recovers.
-func (s *BadgerStore) checkpointLoop(every time.Duration) {
+func (s *BadgerStore) checkpointLoop(every time.Duration, marker bool) {
 	defer close(s.checkpointDone)
 	t := time.NewTicker(every)
 	defer t.Stop()
-	failing := false
+	failing, trimFailing := false, false
 	for {
 		select {
 		case <-s.stopCheckpoint:
 			return
 		case <-t.C:
+		}
+		if s.clog != nil {
+			err := s.truncateCommitLog()
+			if (err != nil) != trimFailing {
+				if err != nil {
+					s.log.Error("state: commit log not trimmed; it grows until this recovers", "err", err)
+				} else {
+					s.log.Info("state: commit log trimmed again")
+				}
+			}
+			trimFailing = err != nil
+		}
+		if !marker {
+			continue
 		}
 		err := s.checkpoint()
 		switch {

@@ -38,6 +38,12 @@ import (
 //     power loss, HWMFile may be stale and commits made in the last
 //     CheckpointInterval before it are not covered.
 //
+// The commit log (commitlog.go) is replayed into Badger before the
+// marker and the high-water mark are read: its batches count as present
+// (each carries its commit's high-water mark). A log that starts after
+// the commits Badger holds, or whose older segment is damaged, lost
+// commits: refused the same way.
+//
 // ForceEmpty skips the refusals: a damaged MANIFEST or table is moved,
 // with every table, into damaged-<time> inside the directory (quarantine;
 // kept for an investigation or a restore) and Badger starts from what is
@@ -73,6 +79,9 @@ type dirState struct {
 	tables bool
 	// unlisted: table files the MANIFEST does not list.
 	unlisted []string
+	// logLost: commits found missing by the commit log's replay (its
+	// problems are in damage).
+	logLost uint64
 }
 
 // inspectDir checks a store directory before Badger opens it (see the
@@ -100,6 +109,10 @@ func inspectDir(path string, bo badger.Options) (dirState, error) {
 			ds.hasData = true
 		case strings.HasSuffix(name, ".vlog"), strings.HasSuffix(name, ".mem"):
 			ds.hasData = true
+		default:
+			if _, ok := parseCommitLogName(name); ok {
+				ds.hasData = true
+			}
 		}
 	}
 	if ds.marker, err = readMarkerFile(path); err != nil {

@@ -1,0 +1,581 @@
+package state
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// The commit log (BadgerOptions.NoCommitLog) is the store's own write-ahead
+// log. Each committed batch, already encoded (puts with their TTL,
+// deletes, and the commit's high-water mark), is appended to the current
+// segment file of the store directory with one write and one fdatasync;
+// Badger applies the same batch without syncing its own log; the
+// batch's writers are released once both are done. Badger's memtable
+// log is then only synced at a checkpoint: a segment is removed once
+// Badger's active memtable log and value log are synced and every older
+// memtable is flushed into a (synced) table, which is when Badger alone
+// holds everything the segment holds.
+//
+// At open, before anything reads the store (and before the marker and
+// high-water-mark checks), every segment is replayed into Badger in
+// order: blind puts and deletes, so a batch Badger already holds is
+// harmless to apply again. A segment ends at its last whole batch: a
+// torn tail (a crash during an append, never acknowledged) is cut off.
+//
+// Segment files are named commit-<first sequence number, 20 digits>.log.
+// A batch record is
+//
+//	4 bytes length of what follows the checksum (big-endian)
+//	4 bytes CRC-32C of it
+//	8 bytes sequence number (the commit count after this commit)
+//	uvarint number of entries, then each entry:
+//	  1 byte kind (0 put, 1 delete)
+//	  uvarint key length, key
+//	  put only: uvarint value length, value, uvarint expiresAt (Unix s, 0 none)
+
+const (
+	commitLogPrefix = "commit-"
+	commitLogSuffix = ".log"
+	// commitLogRotate: a segment that reaches this size is closed and a
+	// new one started; the checkpoint goroutine then removes it (within
+	// a second, once Badger holds it durably). It bounds the replay at
+	// open: 16 MiB of batches replay in ~0.6 s here.
+	commitLogRotate = 16 << 20
+	// maxCommitRecord bounds one record (a batch is at most 15% of a
+	// memtable; this leaves room for any memtable size Badger accepts).
+	maxCommitRecord = 1 << 30
+	commitHeader    = 8
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+func commitLogName(first uint64) string {
+	return fmt.Sprintf("%s%020d%s", commitLogPrefix, first, commitLogSuffix)
+}
+
+// parseCommitLogName returns the first sequence number of a segment name.
+func parseCommitLogName(name string) (uint64, bool) {
+	if !strings.HasPrefix(name, commitLogPrefix) || !strings.HasSuffix(name, commitLogSuffix) {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimPrefix(name, commitLogPrefix), commitLogSuffix), 10, 64)
+	return n, err == nil
+}
+
+// appendCommitRecord appends the record of batch seq (writes ws, in
+// order) to b.
+func appendCommitRecord(b []byte, seq uint64, ws [][]write) []byte {
+	start := len(b)
+	b = append(b, make([]byte, commitHeader)...)
+	b = binary.BigEndian.AppendUint64(b, seq)
+	n := 0
+	for _, w := range ws {
+		n += len(w)
+	}
+	b = binary.AppendUvarint(b, uint64(n))
+	for _, w := range ws {
+		for i := range w {
+			b = appendCommitEntry(b, &w[i])
+		}
+	}
+	body := b[start+commitHeader:]
+	binary.BigEndian.PutUint32(b[start:], uint32(len(body)))
+	binary.BigEndian.PutUint32(b[start+4:], crc32.Checksum(body, castagnoli))
+	return b
+}
+
+func appendCommitEntry(b []byte, w *write) []byte {
+	if w.del {
+		b = append(b, 1)
+		b = binary.AppendUvarint(b, uint64(len(w.key)))
+		return append(b, w.key...)
+	}
+	b = append(b, 0)
+	b = binary.AppendUvarint(b, uint64(len(w.key)))
+	b = append(b, w.key...)
+	b = binary.AppendUvarint(b, uint64(len(w.val)))
+	b = append(b, w.val...)
+	return binary.AppendUvarint(b, w.expiresAt)
+}
+
+var errCommitRecord = errors.New("bad commit log record")
+
+// readCommitLog decodes the whole records at the start of b and calls fn
+// with each one's sequence number and writes (their keys and values
+// alias b). It returns the length of the whole records read: anything
+// after it is a torn or damaged tail. An error from fn stops it.
+func readCommitLog(b []byte, fn func(seq uint64, ws []write) error) (int, error) {
+	off := 0
+	var ws []write
+	for len(b)-off >= commitHeader {
+		n := binary.BigEndian.Uint32(b[off:])
+		if n > maxCommitRecord || uint64(len(b)-off-commitHeader) < uint64(n) {
+			return off, nil
+		}
+		body := b[off+commitHeader : off+commitHeader+int(n)]
+		if crc32.Checksum(body, castagnoli) != binary.BigEndian.Uint32(b[off+4:]) {
+			return off, nil
+		}
+		seq, got, err := decodeCommitBody(body, ws[:0])
+		if err != nil {
+			return off, nil
+		}
+		ws = got
+		if err := fn(seq, ws); err != nil {
+			return off, err
+		}
+		off += commitHeader + int(n)
+	}
+	return off, nil
+}
+
+func decodeCommitBody(b []byte, ws []write) (uint64, []write, error) {
+	if len(b) < 8 {
+		return 0, ws, errCommitRecord
+	}
+	seq := binary.BigEndian.Uint64(b)
+	b = b[8:]
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n > uint64(len(b)) {
+		return 0, ws, errCommitRecord
+	}
+	b = b[k:]
+	for range n {
+		if len(b) < 1 || b[0] > 1 {
+			return 0, ws, errCommitRecord
+		}
+		w := write{del: b[0] == 1}
+		b = b[1:]
+		var ok bool
+		if w.key, b, ok = uvarintBytes(b); !ok {
+			return 0, ws, errCommitRecord
+		}
+		if !w.del {
+			if w.val, b, ok = uvarintBytes(b); !ok {
+				return 0, ws, errCommitRecord
+			}
+			if w.val == nil {
+				w.val = []byte{}
+			}
+			var k int
+			if w.expiresAt, k = binary.Uvarint(b); k <= 0 {
+				return 0, ws, errCommitRecord
+			}
+			b = b[k:]
+		}
+		ws = append(ws, w)
+	}
+	if len(b) != 0 {
+		return 0, ws, errCommitRecord
+	}
+	return seq, ws, nil
+}
+
+func uvarintBytes(b []byte) (v, rest []byte, ok bool) {
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n > uint64(len(b)-k) {
+		return nil, nil, false
+	}
+	return b[k : k+int(n) : k+int(n)], b[k+int(n):], true
+}
+
+// segment is one commit log file.
+type segment struct {
+	first uint64
+	path  string
+}
+
+// listSegments returns the commit log segments of dir, oldest first.
+func listSegments(dir string) ([]segment, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("state: read store directory: %w", err)
+	}
+	var segs []segment
+	for _, e := range ents {
+		if first, ok := parseCommitLogName(e.Name()); ok && e.Type().IsRegular() {
+			segs = append(segs, segment{first: first, path: filepath.Join(dir, e.Name())})
+		}
+	}
+	slices.SortFunc(segs, func(a, b segment) int { return cmpUint(a.first, b.first) })
+	return segs, nil
+}
+
+func cmpUint(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// replayResult is what replaying the commit log found.
+type replayResult struct {
+	last    uint64   // sequence number of the last batch replayed (0: none)
+	batches int      // batches replayed
+	damage  []string // problems that lost acknowledged commits
+	lost    uint64   // commits known lost by them
+}
+
+// replayCommitLog applies the commit log of dir to db, oldest batch
+// first, cutting a torn tail off the last segment. base is the
+// high-water mark Badger held before the replay: a log that starts after
+// base+1 means commits are missing from both.
+func replayCommitLog(db *badger.DB, dir string, base uint64) (replayResult, error) {
+	var res replayResult
+	segs, err := listSegments(dir)
+	if err != nil || len(segs) == 0 {
+		return res, err
+	}
+	next := segs[0].first // the sequence number the log continues with
+	if next > base+1 {
+		res.damage = append(res.damage, fmt.Sprintf("its commit log starts at commit %d but the store holds %d commits: %d commits lost",
+			next, base, next-base-1))
+		res.lost = next - base - 1
+	}
+	for i, sg := range segs {
+		if sg.first != next {
+			res.damage = append(res.damage, fmt.Sprintf("commit log segment %s does not continue the one before (commit %d expected)", filepath.Base(sg.path), next))
+			return res, nil
+		}
+		b, err := os.ReadFile(sg.path)
+		if err != nil {
+			return res, fmt.Errorf("state: read commit log: %w", err)
+		}
+		end, err := readCommitLog(b, func(seq uint64, ws []write) error {
+			if seq != next {
+				return fmt.Errorf("batch %d where %d was expected", seq, next)
+			}
+			if err := applyBatch(db, ws); err != nil {
+				return err
+			}
+			res.last, next = seq, seq+1
+			res.batches++
+			return nil
+		})
+		if err != nil {
+			return res, fmt.Errorf("state: replay commit log %s: %w", filepath.Base(sg.path), err)
+		}
+		if end == len(b) {
+			continue
+		}
+		if i < len(segs)-1 {
+			res.damage = append(res.damage, fmt.Sprintf("commit log segment %s is damaged at byte %d of %d (and is not the last)", filepath.Base(sg.path), end, len(b)))
+			return res, nil
+		}
+		// A torn tail: the batch being appended when the process or
+		// the machine stopped. It was never acknowledged.
+		if err := truncateSync(sg.path, int64(end)); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+func truncateSync(path string, size int64) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return fmt.Errorf("state: cut the torn tail of the commit log: %w", err)
+	}
+	defer f.Close()
+	if err := f.Truncate(size); err != nil {
+		return fmt.Errorf("state: cut the torn tail of the commit log: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("state: cut the torn tail of the commit log: %w", err)
+	}
+	return nil
+}
+
+// applyBatch writes ws to db in one transaction, as it was committed;
+// should it no longer fit (Badger's limits follow MemtableSize, which may
+// have shrunk since), in consecutive ones.
+func applyBatch(db *badger.DB, ws []write) error {
+	txn := db.NewTransaction(true)
+	defer func() { txn.Discard() }()
+	for i := 0; i < len(ws); i++ {
+		err := setWrites(txn, ws[i:i+1])
+		if errors.Is(err, badger.ErrTxnTooBig) {
+			if err = txn.Commit(); err == nil {
+				txn = db.NewTransaction(true)
+				err = setWrites(txn, ws[i:i+1])
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return txn.Commit()
+}
+
+// commitLog is the open commit log: the segment being appended to and
+// the older ones a checkpoint may remove. append runs on one goroutine at
+// a time (the committer keeps one batch in flight).
+type commitLog struct {
+	dir    string
+	rotate int64
+
+	f      *os.File
+	size   int64
+	buf    []byte
+	broken error // a failed append: the log's tail is unknown
+
+	mu   sync.Mutex
+	segs []segment // every segment, oldest first; the last is f
+}
+
+// openCommitLog starts a new segment whose first batch will be next;
+// old lists the segments already there (replayed).
+func openCommitLog(dir string, next uint64, old []segment) (*commitLog, error) {
+	l := &commitLog{dir: dir, rotate: commitLogRotate, segs: old}
+	if err := l.startSegment(next); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+func (l *commitLog) startSegment(first uint64) error {
+	path := filepath.Join(l.dir, commitLogName(first))
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("state: start commit log segment: %w", err)
+	}
+	if err := syncDir(l.dir); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("state: start commit log segment: %w", err)
+	}
+	if l.f != nil {
+		_ = l.f.Close()
+	}
+	l.f, l.size = f, 0
+	l.mu.Lock()
+	if n := len(l.segs); n > 0 && l.segs[n-1].first == first {
+		l.segs = l.segs[:n-1] // an empty segment of the same name, truncated
+	}
+	l.segs = append(l.segs, segment{first: first, path: path})
+	l.mu.Unlock()
+	return nil
+}
+
+// append writes batch seq (the requests' writes after hwm, the
+// high-water mark's write) and syncs it. After a failure every later
+// append fails: what the segment's tail holds is unknown.
+func (l *commitLog) append(seq uint64, hwm write, reqs []*request) error {
+	if l.broken != nil {
+		return l.broken
+	}
+	if l.size >= l.rotate {
+		if err := l.startSegment(seq); err != nil {
+			return err
+		}
+	}
+	ws := make([][]write, 0, len(reqs)+1)
+	ws = append(ws, []write{hwm})
+	for _, r := range reqs {
+		ws = append(ws, r.writes)
+	}
+	l.buf = appendCommitRecord(l.buf[:0], seq, ws)
+	_, err := l.f.Write(l.buf)
+	if err == nil {
+		err = fdatasync(l.f)
+	}
+	if err != nil {
+		l.broken = fmt.Errorf("state: commit log: %w (the store refuses writes until it is reopened)", err)
+		return l.broken
+	}
+	l.size += int64(len(l.buf))
+	if cap(l.buf) > 4<<20 {
+		l.buf = nil
+	}
+	return nil
+}
+
+// removable returns the segments whose batches are all at or below
+// applied (never the current one).
+func (l *commitLog) removable(applied uint64) []segment {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []segment
+	for i := 0; i+1 < len(l.segs); i++ {
+		if l.segs[i+1].first-1 > applied {
+			break
+		}
+		out = append(out, l.segs[i])
+	}
+	return out
+}
+
+// removed forgets segments (removed from the disk).
+func (l *commitLog) removed(segs []segment) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.segs = slices.DeleteFunc(l.segs, func(s segment) bool {
+		return slices.ContainsFunc(segs, func(r segment) bool { return r.path == s.path })
+	})
+}
+
+func (l *commitLog) close() error {
+	if l.f == nil {
+		return nil
+	}
+	return l.f.Close()
+}
+
+// truncateCommitLog removes the segments of the commit log whose batches
+// Badger holds durably: it syncs Badger's active memtable log and value
+// log, and proceeds only when no older memtable waits for its flush
+// (their logs are not synced; a flushed one is a synced table). It runs
+// on the checkpoint goroutine (the segments before the current one).
+func (s *BadgerStore) truncateCommitLog() error {
+	segs := s.clog.removable(s.committed.Load())
+	if len(segs) == 0 {
+		return nil
+	}
+	ok, err := s.syncBadger()
+	if err != nil || !ok {
+		return err
+	}
+	for _, sg := range segs {
+		if err := os.Remove(sg.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("state: remove commit log segment: %w", err)
+		}
+	}
+	s.clog.removed(segs)
+	return nil
+}
+
+// syncBadger syncs Badger's active memtable log and value log and
+// reports whether that made everything Badger holds durable: no older
+// memtable (whose log is not synced) waits for its flush.
+func (s *BadgerStore) syncBadger() (bool, error) {
+	if err := s.db.Sync(); err != nil {
+		return false, fmt.Errorf("state: sync badger: %w", err)
+	}
+	n, err := countMemLogs(s.path)
+	return n <= 1, err
+}
+
+// syncBadgerAll is syncBadger, waiting (up to a minute) for the older
+// memtables to be flushed.
+func (s *BadgerStore) syncBadgerAll() error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		ok, err := s.syncBadger()
+		if err != nil || ok {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return errors.New("state: badger did not flush its memtables within a minute")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func countMemLogs(dir string) (int, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, fmt.Errorf("state: read store directory: %w", err)
+	}
+	n := 0
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), ".mem") {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// replayInto replays the commit log of dir into db (whatever
+// BadgerOptions.NoCommitLog says: a log left by a run with it must be
+// applied) and adds what it found lost to ds, for settle.
+func replayInto(db *badger.DB, dir string, ds *dirState, log *slog.Logger) error {
+	ms, err := readMarks(db)
+	if err != nil {
+		return err
+	}
+	res, err := replayCommitLog(db, dir, ms.commits)
+	if err != nil {
+		return err
+	}
+	ds.damage = append(ds.damage, res.damage...)
+	ds.logLost = res.lost
+	if res.batches > 0 {
+		log.Info("state: commit log replayed", "path", dir, "batches", res.batches, "last_commit", res.last, "badger_had", ms.commits)
+	}
+	return nil
+}
+
+// startCommitLog runs at open, once the replayed store has been found
+// whole: it makes everything Badger holds durable, removes the replayed
+// segments and, unless NoCommitLog, starts a new one for the next commit.
+func (s *BadgerStore) startCommitLog(opts BadgerOptions) error {
+	if opts.InMemory {
+		return nil
+	}
+	enabled := !opts.NoCommitLog
+	segs, err := listSegments(s.path)
+	if err != nil {
+		return err
+	}
+	if !enabled && len(segs) == 0 {
+		return nil
+	}
+	if err := s.syncBadgerAll(); err != nil {
+		return err
+	}
+	for _, sg := range segs {
+		if err := os.Remove(sg.path); err != nil {
+			return fmt.Errorf("state: remove commit log segment: %w", err)
+		}
+	}
+	if !enabled {
+		return nil
+	}
+	if s.clog, err = openCommitLog(s.path, s.commitSeq+1, nil); err != nil {
+		return err
+	}
+	if opts.commitLogRotate > 0 {
+		s.clog.rotate = opts.commitLogRotate
+	}
+	return nil
+}
+
+// closeDB closes Badger (which flushes its memtables into synced tables)
+// and then removes the commit log, which it no longer needs.
+func (s *BadgerStore) closeDB() error {
+	if s.clog != nil {
+		if _, err := s.syncBadger(); err != nil {
+			s.log.Error("state: sync at close", "err", err)
+		}
+		_ = s.clog.close()
+	}
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("state: close badger: %w", err)
+	}
+	if s.clog == nil {
+		return nil
+	}
+	s.clog.mu.Lock()
+	segs := s.clog.segs
+	s.clog.mu.Unlock()
+	for _, sg := range segs {
+		if err := os.Remove(sg.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("state: remove commit log segment: %w", err)
+		}
+	}
+	return nil
+}
