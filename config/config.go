@@ -95,6 +95,10 @@ type Store struct {
 	BlockCacheSize Bytes `yaml:"block_cache_size"` // cache of table blocks read from disk
 	IndexCacheSize Bytes `yaml:"index_cache_size"` // cache of table indexes and bloom filters
 	ValueThreshold Bytes `yaml:"value_threshold"`  // larger values go to the value log
+	// CommitLog: the store syncs each group commit to its own log (one
+	// write and fdatasync) and replays it at start, instead of Badger's
+	// own sync; default true (the switch is kept for one release).
+	CommitLog *bool `yaml:"commit_log"`
 }
 
 // Log configures the process logger.

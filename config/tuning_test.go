@@ -95,3 +95,12 @@ accounts:
 		t.Errorf("throughput warnings = %q, want one for accounts[0] naming the route's 150/s", got)
 	}
 }
+
+func TestCommitLogIsOnUnlessTurnedOff(t *testing.T) {
+	if c := mustParse(t, base); c.Store.CommitLog != nil {
+		t.Errorf("commit_log absent = %v, want unset (on)", *c.Store.CommitLog)
+	}
+	if c := mustParse(t, base+"store:\n  commit_log: false\n"); c.Store.CommitLog == nil || *c.Store.CommitLog {
+		t.Error("commit_log: false was not kept")
+	}
+}

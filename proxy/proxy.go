@@ -212,6 +212,7 @@ func openStore(opts Options, log *slog.Logger) (state.Store, *state.Secret, erro
 			MemtableSize: int64(cfg.Store.MemtableSize), NumMemtables: cfg.Store.NumMemtables,
 			BlockCacheSize: int64(cfg.Store.BlockCacheSize), IndexCacheSize: int64(cfg.Store.IndexCacheSize),
 			ValueThreshold: int64(cfg.Store.ValueThreshold),
+			NoCommitLog:    cfg.Store.CommitLog != nil && !*cfg.Store.CommitLog,
 		})
 		if err != nil {
 			return nil, nil, fmt.Errorf("proxy: open store %s: %w", cfg.Store.Path, err)
