@@ -327,7 +327,9 @@ func (st *stager) completed(b, next *batch, err error) {
 		s.finish(next.reqs, err)
 		*next = batch{id: next.id}
 	}
-	if fn := s.commitObserver.Load(); fn != nil {
+	// Only commits that count in Stats().Commits are observed, so that the
+	// commit histograms and smppproxy_store_commits_total agree.
+	if fn := s.commitObserver.Load(); fn != nil && err == nil {
 		(*fn)(len(b.reqs), time.Since(b.first))
 	}
 }

@@ -62,7 +62,7 @@ func NewMetrics(s Store) *Metrics {
 		store: s,
 		writes: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: "smppproxy", Subsystem: "store", Name: "write_seconds",
-			Help:    "Durable write latency (Create, Update) as callers see it: queueing, group commit and fsync.",
+			Help:    "Durable write latency (Create, Update, Replace) as callers see it: queueing, group commit and fsync.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14), // 0.5ms … 4s
 		}, []string{"op"}),
 		commitSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -72,11 +72,11 @@ func NewMetrics(s Store) *Metrics {
 		}),
 		commitBatch: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: "smppproxy", Subsystem: "store", Name: "commit_batch_size",
-			Help:    "Write requests committed together in one group commit.",
-			Buckets: prometheus.ExponentialBuckets(1, 2, 10), // 1 … 512
+			Help:    "Write requests committed together in one group commit (successful commits only, as smppproxy_store_commits_total counts them).",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 14), // 1 … 8192 (the committer's cap)
 		}),
 		ops: prometheus.NewDesc("smppproxy_store_write_ops_total",
-			"Write requests (Create, Update) handled by the committer.", nil, nil),
+			"Write requests (Create, Update, Replace, queue operations) handled by the committer.", nil, nil),
 		commits: prometheus.NewDesc("smppproxy_store_commits_total",
 			"Transactions committed, one fsync each; write_ops_total / commits_total is the mean batch size.", nil, nil),
 		failed: prometheus.NewDesc("smppproxy_store_failed_writes_total",

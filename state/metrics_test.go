@@ -58,7 +58,7 @@ smppproxy_store_records{state="unknown"} 2
 # HELP smppproxy_store_records_scan_complete 1 if the last scan visited every record, 0 if it stopped at the scan cap.
 # TYPE smppproxy_store_records_scan_complete gauge
 smppproxy_store_records_scan_complete 1
-# HELP smppproxy_store_write_ops_total Write requests (Create, Update) handled by the committer.
+# HELP smppproxy_store_write_ops_total Write requests (Create, Update, Replace, queue operations) handled by the committer.
 # TYPE smppproxy_store_write_ops_total counter
 smppproxy_store_write_ops_total 5
 `
