@@ -49,7 +49,7 @@ var layers = map[string][]string{
 	"smppserver":      {"smpp", "logx"},
 	"smppclient":      {"smpp", "logx"},
 	"state":           {"smpp", "logx"},
-	"state/storetest": {"state", "smpp"},
+	"state/storetest": {"state", "smpp", "internal/testkit"},
 	"session":         {"smpp", "logx"},
 	// pgstore is the PostgreSQL backend of state.Store and state.Queue.
 	"pgstore": {"state"},

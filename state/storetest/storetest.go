@@ -10,10 +10,10 @@ import (
 	"crypto/sha256"
 	"errors"
 	"reflect"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/smppproxy/smppproxy/internal/testkit"
 	"github.com/smppproxy/smppproxy/state"
 )
 
@@ -74,28 +74,11 @@ func Run(t *testing.T, open Opener) {
 	}
 }
 
-// Clock is a manual clock for tests.
-type Clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+// Clock is a manual clock for tests (the one of internal/testkit).
+type Clock = testkit.Clock
 
 // NewClock returns a Clock standing at t.
-func NewClock(t time.Time) *Clock { return &Clock{t: t} }
-
-// Now returns the clock's time.
-func (c *Clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-// Advance moves the clock forward by d.
-func (c *Clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
+func NewClock(t time.Time) *Clock { return testkit.NewClock(t) }
 
 var bg = context.Background()
 
