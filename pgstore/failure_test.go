@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"github.com/smppproxy/smppproxy/internal/pgtest"
-	"net/url"
 	"testing"
 	"time"
 
@@ -13,16 +12,10 @@ import (
 	"github.com/smppproxy/smppproxy/state"
 )
 
-// viaProxy returns dsn pointed at the proxy's address.
-func viaProxy(t *testing.T, dsn string) (*tcpProxy, string) {
+// viaProxy returns a relay in front of the database and dsn pointed at it.
+func viaProxy(t *testing.T, dsn string) (*pgtest.Relay, string) {
 	t.Helper()
-	u, err := url.Parse(dsn)
-	if err != nil || u.Host == "" {
-		t.Skipf("%s is not a URL DSN with a host (%v): cannot put a proxy in front", pgtest.EnvDSN, err)
-	}
-	p := newTCPProxy(t, u.Host)
-	u.Host = p.addr()
-	return p, u.String()
+	return pgtest.ThroughRelay(t, dsn)
 }
 
 // When the database goes away, operations fail promptly with
@@ -42,7 +35,7 @@ func TestDatabaseGoneFailsPromptlyThenRecovers(t *testing.T) {
 	now := time.Now()
 	mustCreate(t, s, sentRecord(now, "before", "test-1/1", 1))
 
-	proxy.cut()
+	proxy.Cut()
 	ops := map[string]func() error{
 		"Create": func() error { _, _, err := s.Create(bg, sentRecord(now, "during", "test-1/2", 2)); return err },
 		"Get":    func() error { _, err := s.Get(bg, state.Key{Account: "acme", Key: "before"}); return err },
@@ -67,7 +60,7 @@ func TestDatabaseGoneFailsPromptlyThenRecovers(t *testing.T) {
 		}
 	}
 
-	proxy.heal()
+	proxy.Heal()
 	testkit.Eventually(t, 15*time.Second, func() bool {
 		_, created, err := s.Create(bg, sentRecord(now, "after", "test-1/3", 3))
 		return err == nil && created
@@ -92,7 +85,7 @@ func TestStalledDatabaseIsBoundedByTimeout(t *testing.T) {
 	proxy, pdsn := viaProxy(t, dsn)
 	const timeout = time.Second
 	s := openTest(t, Options{DSN: pdsn, Schema: schema, Timeout: timeout})
-	proxy.stall()
+	proxy.Stall()
 	start := time.Now()
 	_, _, err := s.Create(context.Background(), sentRecord(time.Now(), "stalled", "test-1/1", 1))
 	if took := time.Since(start); err == nil || took > 3*timeout {

@@ -2,9 +2,6 @@ package pgstore
 
 import (
 	"context"
-	"io"
-	"net"
-	"sync"
 	"testing"
 	"time"
 
@@ -72,85 +69,3 @@ func exec(t testing.TB, dsn, sql string, args ...any) pgconnTag {
 }
 
 type pgconnTag struct{ rows int64 }
-
-// tcpProxy forwards 127.0.0.1 connections to PostgreSQL; cut closes every
-// connection and refuses new ones (the database is gone), heal lets them
-// through again.
-type tcpProxy struct {
-	ln     net.Listener
-	target string
-
-	mu      sync.Mutex
-	down    bool // refuse connections
-	stalled bool // accept connections and never answer
-	conns   []net.Conn
-}
-
-func newTCPProxy(t *testing.T, target string) *tcpProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &tcpProxy{ln: ln, target: target}
-	t.Cleanup(func() { ln.Close(); p.cut() })
-	go p.serve()
-	return p
-}
-
-func (p *tcpProxy) addr() string { return p.ln.Addr().String() }
-
-func (p *tcpProxy) serve() {
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		p.mu.Lock()
-		if p.down {
-			p.mu.Unlock()
-			c.Close()
-			continue
-		}
-		if p.stalled {
-			p.conns = append(p.conns, c)
-			p.mu.Unlock()
-			continue
-		}
-		up, err := net.Dial("tcp", p.target)
-		if err != nil {
-			p.mu.Unlock()
-			c.Close()
-			continue
-		}
-		p.conns = append(p.conns, c, up)
-		p.mu.Unlock()
-		go func() { io.Copy(up, c); up.Close(); c.Close() }()
-		go func() { io.Copy(c, up); up.Close(); c.Close() }()
-	}
-}
-
-func (p *tcpProxy) cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.down = true
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.conns = nil
-}
-
-func (p *tcpProxy) heal() {
-	p.mu.Lock()
-	p.down, p.stalled = false, false
-	p.mu.Unlock()
-}
-
-// stall closes every connection and then accepts new ones without ever
-// answering.
-func (p *tcpProxy) stall() {
-	p.cut()
-	p.mu.Lock()
-	p.down, p.stalled = false, true
-	p.mu.Unlock()
-}

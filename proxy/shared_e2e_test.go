@@ -168,3 +168,40 @@ func TestReceiptsCrossInstancesAndAreDeliveredOnce(t *testing.T) {
 	}
 	t.Logf("receipts delivered by instance: %v", byInstance)
 }
+
+// The shared database goes away: submits are refused with ESME_RSYSERR and
+// nothing reaches the SMSC, the instance reports not ready once its lease
+// has run out, and when the database is back it serves again by itself.
+func TestDatabaseGoneRefusesSubmitsAndForwardsNothingThenRecovers(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	schema := pgtest.Schema(t, dsn, "proxy_test_")
+	relay, rdsn := pgtest.ThroughRelay(t, dsn)
+	smsc := startSim(t, sim.Config{})
+	cfg := testConfig(t, smsc.Addr(), t.TempDir())
+	cfg.Store.Backend, cfg.Store.DSN, cfg.Store.Schema, cfg.Store.InstanceID = config.BackendPostgres, rdsn, schema, "solo"
+	cfg.Store.Lease = config.Duration(2 * time.Second)
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	app := startProxy(t, cfg)
+	c := dialBound(t, app.Addr(), smpp.CmdBindTransceiver)
+	if r := c.submit(2, keyed("db-1", "before")); r.Status != smpp.StatusOK {
+		t.Fatalf("submit with the database up = %v, want 0", r.Status)
+	}
+
+	relay.Cut()
+	for i := range 5 {
+		if r := c.submit(uint32(3+i), keyed(fmt.Sprintf("db-down-%d", i), "during")); r.Status != smpp.StatusSysErr {
+			t.Errorf("submit with the database gone = %v, want ESME_RSYSERR", r.Status)
+		}
+	}
+	wantSMSCTotal(t, smsc, 1)
+	testkit.Eventually(t, 15*time.Second, func() bool { return app.Ready() != nil }, "not ready once the lease ran out")
+
+	relay.Heal()
+	testkit.Eventually(t, 30*time.Second, func() bool { return app.Ready() == nil }, "ready again once the database is back")
+	if r := c.submit(20, keyed("db-down-0", "during")); r.Status != smpp.StatusOK {
+		t.Errorf("retry of a submit refused while the database was gone = %v, want 0 (it was never sent)", r.Status)
+	}
+	wantSMSCTotal(t, smsc, 2)
+}
