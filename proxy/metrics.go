@@ -140,9 +140,10 @@ func (a *App) Ready() error {
 	if _, err := a.store.Get(context.Background(), state.Key{Account: "\x00readyz"}); err != nil && !errors.Is(err, state.ErrNotFound) {
 		return fmt.Errorf("%w: store: %w", ErrNotReady, err)
 	}
-	up := make(map[string]int, len(a.pools))
-	for _, p := range a.pools {
-		up[p.Name()] = p.Up()
+	pools := a.poolList()
+	up := make(map[string]int, len(pools))
+	for _, p := range pools {
+		up[p.Name()] += p.Up() // during a reload an upstream may have two pools
 	}
 	for _, acc := range a.config().Accounts {
 		n := 0

@@ -3,9 +3,11 @@ package proxy
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/smppproxy/smppproxy/session"
+	"github.com/smppproxy/smppproxy/smppclient"
 )
 
 // Errors of the operator actions; compare with errors.Is.
@@ -21,7 +23,7 @@ func (a *App) Upstreams() []session.Upstream {
 	for _, u := range a.config().Upstreams {
 		s := session.Upstream{Name: u.Name, Address: u.Address, Weight: u.Weight, Binds: u.Binds,
 			Drained: r.Drained(u.Name), Healthy: r.Healthy(u.Name)}
-		if p := a.byName[u.Name]; p != nil {
+		if p := a.poolsByName()[u.Name]; p != nil {
 			s.Up = p.Up()
 			for _, si := range p.Sessions() {
 				s.InFlight += si.InFlight
@@ -111,4 +113,18 @@ func (a *App) EnableAccount(name string) (changed bool, err error) {
 		a.log.Warn("account enabled by an operator", "account", name)
 	}
 	return was, nil
+}
+
+// poolList returns the upstream pools in force.
+func (a *App) poolList() []*smppclient.Pool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.pools)
+}
+
+// poolsByName returns the upstream pools in force by name.
+func (a *App) poolsByName() map[string]*smppclient.Pool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return maps.Clone(a.byName)
 }

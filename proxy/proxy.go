@@ -70,8 +70,9 @@ type App struct {
 	pools     []*smppclient.Pool
 	server    *smppserver.Server
 	receipts  *dlr.Service
-	instr     *instruments // metrics in the request path (metrics.go)
-	instance  string       // Options.InstanceID: this process among those sharing a store
+	instr     *instruments     // metrics in the request path (metrics.go)
+	instance  string           // Options.InstanceID: this process among those sharing a store
+	now       func() time.Time // Options.Now, for the pools a reload builds
 	auth      *accountAuth
 	throttles *throttles
 	ids       *msgid.IDs
@@ -79,9 +80,11 @@ type App struct {
 	metrics   *Metrics
 	Sessions  session.Registry
 
-	mu        sync.Mutex // guards cfg (see config) and listeners
+	mu        sync.Mutex // guards cfg (see config), listeners, pools and byName
 	listeners []net.Listener
-	reloadMu  sync.Mutex // serialises Reload
+	reloadMu  sync.Mutex     // serialises Reload
+	bg        sync.WaitGroup // a reload's pool swaps (completeSwaps)
+	stopBG    chan struct{}  // closed at Shutdown or Close: swaps stop waiting
 	wg        sync.WaitGroup
 	closeOnce sync.Once
 }
@@ -99,7 +102,7 @@ func New(opts Options) (*App, error) {
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
-	a := &App{cfg: cfg, log: log}
+	a := &App{cfg: cfg, log: log, stopBG: make(chan struct{})}
 	if cfg.Store.Backend == config.BackendPostgres && opts.InstanceID == "" {
 		opts.InstanceID = InstanceID(cfg) // the store's and the engine's owner ids agree
 	}
@@ -119,7 +122,7 @@ func New(opts Options) (*App, error) {
 		_ = st.Close()
 		return nil, err
 	}
-	a.ids, a.byName = ids, byName
+	a.ids, a.byName, a.now = ids, byName, opts.Now
 	a.instr = newInstruments(a.pools, st)
 	a.instr.router = route.New(route.Config{Routes: a.routes(byName, upCfg), Logger: log, Now: opts.Now})
 	a.engine = dedup.New(dedup.Config{Store: a.instr.engineStore(st), Forwarder: a.instr.router, Logger: log, Metrics: dedup.NewMetrics(reg), InstanceID: opts.InstanceID, IDs: ids, Secret: secret, Now: opts.Now})
@@ -236,25 +239,33 @@ func (a *App) newPools(opts Options, onDeliver func(context.Context, smppclient.
 	byName := map[string]*smppclient.Pool{}
 	upCfg := map[string]config.Upstream{}
 	for _, u := range a.cfg.Upstreams {
-		tc, err := upstreamTLS(u)
+		p, err := a.newPool(u, opts.InstanceID, opts.Now)
 		if err != nil {
 			return nil, nil, err
 		}
-		bind, receivers := u.Bind.Sessions()
-		p := smppclient.New(smppclient.Config{
-			Name: u.Name, Address: u.Address, TLS: tc,
-			SystemID: u.SystemID, Password: u.Password, SystemType: u.SystemType,
-			Bind: bind, Receivers: receivers, Binds: u.Binds, Window: u.Window, DeliverWindow: u.DeliverWindow, Throughput: float64(u.Throughput),
-			ResponseTimeout: u.ResponseTimeout.Std(), RouteWait: u.RouteWait.Std(), EnquireLink: u.EnquireLink.Std(),
-			InstanceID: opts.InstanceID, Logger: a.log, Now: opts.Now,
-			OnDeliver: onDeliver,
-		})
 		a.pools = append(a.pools, p)
 		byName[u.Name] = p
 		upCfg[u.Name] = u
 		a.Sessions.Add(poolSource{p})
 	}
 	return byName, upCfg, nil
+}
+
+// newPool builds the pool of upstream u (not started).
+func (a *App) newPool(u config.Upstream, instance string, now func() time.Time) (*smppclient.Pool, error) {
+	tc, err := upstreamTLS(u)
+	if err != nil {
+		return nil, err
+	}
+	bind, receivers := u.Bind.Sessions()
+	return smppclient.New(smppclient.Config{
+		Name: u.Name, Address: u.Address, TLS: tc,
+		SystemID: u.SystemID, Password: u.Password, SystemType: u.SystemType,
+		Bind: bind, Receivers: receivers, Binds: u.Binds, Window: u.Window, DeliverWindow: u.DeliverWindow, Throughput: float64(u.Throughput),
+		ResponseTimeout: u.ResponseTimeout.Std(), RouteWait: u.RouteWait.Std(), EnquireLink: u.EnquireLink.Std(),
+		InstanceID: instance, Logger: a.log, Now: now,
+		OnDeliver: a.onDeliver,
+	}), nil
 }
 
 // upstreamTLS is the client TLS configuration of an upstream (nil for
@@ -387,7 +398,7 @@ func (a *App) Store() state.Store { return a.store }
 // opens only once the store is open (it is, since New).
 func (a *App) Start() error {
 	a.receipts.Start()
-	for _, p := range a.pools {
+	for _, p := range a.poolList() {
 		p.Start()
 	}
 	l, err := net.Listen("tcp", a.cfg.Listen.Address)
@@ -447,7 +458,7 @@ func (a *App) TLSAddr() string {
 func (a *App) WaitUpstreams(ctx context.Context) error {
 	for {
 		ready := true
-		for _, p := range a.pools {
+		for _, p := range a.poolList() {
 			if p.Up() == 0 {
 				ready = false
 			}
@@ -469,19 +480,21 @@ func (a *App) WaitUpstreams(ctx context.Context) error {
 func (a *App) Shutdown(ctx context.Context) error {
 	var err error
 	a.closeOnce.Do(func() {
+		close(a.stopBG)
+		a.bg.Wait()
 		// Past the deadline, requests still waiting for an upstream answer
 		// must not hold the exit for another response_timeout: closing the
 		// pools fails them as session lost, so they are persisted unknown
 		// while the store is still open.
 		stop := context.AfterFunc(ctx, func() {
-			for _, p := range a.pools {
+			for _, p := range a.poolList() {
 				_ = p.Close(ctx)
 			}
 		})
 		err = a.server.Shutdown(ctx)
 		stop()
 		a.wg.Wait()
-		for _, p := range a.pools {
+		for _, p := range a.poolList() {
 			if e := p.Close(ctx); e != nil && err == nil {
 				err = e
 			}
@@ -499,11 +512,13 @@ func (a *App) Shutdown(ctx context.Context) error {
 // except that the store is closed cleanly).
 func (a *App) Close() {
 	a.closeOnce.Do(func() {
+		close(a.stopBG)
+		a.bg.Wait()
 		_ = a.server.Close()
 		a.wg.Wait()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		for _, p := range a.pools {
+		for _, p := range a.poolList() {
 			_ = p.Close(ctx)
 		}
 		a.receipts.Close()

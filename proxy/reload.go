@@ -1,7 +1,11 @@
 package proxy
 
 import (
+	"context"
 	"fmt"
+	"time"
+
+	"github.com/smppproxy/smppproxy/smppclient"
 	"reflect"
 	"slices"
 	"strings"
@@ -21,19 +25,23 @@ type Reloaded struct {
 	// Applied lists the changes now in force, one line each.
 	Applied []string `json:"applied"`
 	// Restart lists the changes that take effect only after a restart
-	// (the listeners, the admin endpoint, the store, the upstream
-	// connections); they were not applied.
+	// (the listeners, the admin endpoint, the store, an upstream's
+	// echo_tlv); they were not applied.
 	Restart []string `json:"restart,omitempty"`
 }
 
 // Reload puts a new, validated configuration in force without a restart:
 // accounts (added, removed, credentials, networks, throughput, window and
 // max_binds for the binds that follow, routes, idempotency policy, message
-// ids, receipt settings), MO routes and the default account, and the
-// routing weights and retry bounds of upstreams. A removed account's
-// sessions are closed. A change Reload cannot apply (see
-// Reloaded.Restart) is reported, not applied; the rest still is. The log
-// level is the caller's (it owns the logger). Reloads are serialised.
+// ids, receipt settings), MO routes and the default account, the routing
+// weights and retry bounds of upstreams, and upstreams added, removed or
+// with new connection settings: a new pool binds first, routes move to it
+// once its binds are up, and the pool it replaces drains its in-flight
+// submits and closes (in the background). A removed account's sessions
+// are closed. A change Reload cannot apply (see Reloaded.Restart: the
+// listeners, the admin endpoint, the store, log format, an upstream's
+// echo_tlv) is reported, not applied; the rest still is. The log level is
+// the caller's (it owns the logger). Reloads are serialised.
 func (a *App) Reload(cfg *config.Config) (Reloaded, error) {
 	a.reloadMu.Lock()
 	defer a.reloadMu.Unlock()
@@ -59,7 +67,12 @@ func (a *App) Reload(cfg *config.Config) (Reloaded, error) {
 	for _, u := range cfg.Upstreams {
 		upCfg[u.Name] = u
 	}
-	a.instr.router.SetRoutes(a.routes(a.byName, upCfg))
+	a.instr.router.SetRoutes(a.routes(a.poolsByName(), upCfg))
+	swapped, err := a.reloadUpstreams(old, cfg)
+	r.Applied = append(r.Applied, swapped...)
+	if err != nil {
+		return r, fmt.Errorf("proxy: reload: %w", err)
+	}
 
 	r.Applied = append(r.Applied, accountChanges(old, cfg)...)
 	r.Applied = append(r.Applied, routingChanges(old, cfg)...)
@@ -70,6 +83,138 @@ func (a *App) Reload(cfg *config.Config) (Reloaded, error) {
 		r.Applied = append(r.Applied, fmt.Sprintf("closed %d session(s) of removed accounts", n))
 	}
 	return r, nil
+}
+
+// upstreamSwapWait bounds how long a reload waits for the binds of a new
+// or changed upstream before its routes move to it anyway.
+const upstreamSwapWait = 30 * time.Second
+
+// poolSwap is an upstream pool a reload puts in place of another: next is
+// nil for a removed upstream, prev for an added one.
+type poolSwap struct {
+	name       string
+	next, prev *smppclient.Pool
+}
+
+// reloadUpstreams starts a pool for every upstream added, or whose
+// connection settings changed (address, credentials, binds, window,
+// limits, timeouts, TLS); once its binds are up (or after
+// upstreamSwapWait) routes move to it, and then the pool it replaces, or
+// that of a removed upstream, drains its in-flight submits and closes —
+// in the background, so Reload does not wait for it.
+func (a *App) reloadUpstreams(old, cfg *config.Config) ([]string, error) {
+	var swaps []poolSwap
+	var out []string
+	byName := a.poolsByName()
+	for _, u := range cfg.Upstreams {
+		prev := old.Upstream(u.Name)
+		if prev != nil && len(connectionChanges(*prev, u)) == 0 {
+			continue
+		}
+		p, err := a.newPool(u, a.instance, a.now)
+		if err != nil {
+			return out, err
+		}
+		if prev == nil {
+			out = append(out, "upstream "+u.Name+" added: binding, routes use it once bound")
+		} else {
+			out = append(out, "upstream "+u.Name+" changed: "+strings.Join(connectionChanges(*prev, u), ", ")+": new binds come up, then the old ones drain")
+		}
+		swaps = append(swaps, poolSwap{name: u.Name, next: p, prev: byName[u.Name]})
+	}
+	for _, u := range old.Upstreams {
+		if cfg.Upstream(u.Name) == nil {
+			out = append(out, "upstream "+u.Name+" removed: its binds drain and close")
+			swaps = append(swaps, poolSwap{name: u.Name, prev: byName[u.Name]})
+		}
+	}
+	if len(swaps) == 0 {
+		return out, nil
+	}
+	a.mu.Lock()
+	for _, sw := range swaps {
+		if sw.next != nil {
+			// In the list at once, so that a shutdown closes it too.
+			a.pools = append(a.pools, sw.next)
+		}
+	}
+	a.mu.Unlock()
+	for _, sw := range swaps {
+		if sw.next != nil {
+			a.instr.upstreams.Add(sw.next)
+			a.Sessions.Add(poolSource{sw.next})
+			sw.next.Start()
+		}
+	}
+	a.bg.Add(1)
+	go func() {
+		defer a.bg.Done()
+		a.completeSwaps(swaps)
+	}()
+	return out, nil
+}
+
+// completeSwaps waits for the new pools' binds (bounded), moves the
+// routes to them and closes the pools they replace.
+func (a *App) completeSwaps(swaps []poolSwap) {
+	deadline := time.NewTimer(upstreamSwapWait)
+	defer deadline.Stop()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+wait:
+	for _, sw := range swaps {
+		for sw.next != nil && sw.next.Up() == 0 {
+			select {
+			case <-a.stopBG:
+				return // shutting down: Shutdown closes every pool
+			case <-deadline.C:
+				a.log.Warn("upstream reloaded: new binds not up yet; routes use them anyway", "upstream", sw.name, "waited", upstreamSwapWait)
+				break wait
+			case <-tick.C:
+			}
+		}
+	}
+	a.mu.Lock()
+	for _, sw := range swaps {
+		if sw.next != nil {
+			a.byName[sw.name] = sw.next
+		} else {
+			delete(a.byName, sw.name)
+		}
+	}
+	a.mu.Unlock()
+	cfg := a.config()
+	upCfg := map[string]config.Upstream{}
+	for _, u := range cfg.Upstreams {
+		upCfg[u.Name] = u
+	}
+	a.instr.router.SetRoutes(a.routes(a.poolsByName(), upCfg))
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout.Std()+time.Second)
+	defer cancel()
+	for _, sw := range swaps {
+		if sw.prev == nil {
+			continue
+		}
+		_ = sw.prev.Close(ctx) // in-flight submits finish first
+		a.instr.upstreams.Remove(sw.prev)
+		a.Sessions.Remove(poolSource{sw.prev})
+		a.mu.Lock()
+		a.pools = slices.DeleteFunc(a.pools, func(p *smppclient.Pool) bool { return p == sw.prev })
+		a.mu.Unlock()
+		a.log.Info("upstream reloaded: the old binds drained and closed", "upstream", sw.name)
+	}
+}
+
+// connectionChanges names the settings of an upstream that its pool holds
+// (all but routing weights and retries, id formats and echo_tlv, which
+// apply without new binds).
+func connectionChanges(prev, next config.Upstream) []string {
+	clear := func(u config.Upstream) config.Upstream {
+		u.Weight, u.ForwardKeyTLV, u.Retry = 0, false, config.Retry{}
+		u.RespIDFormat, u.ReceiptIDFormat, u.EchoTLV = "", "", 0
+		return u
+	}
+	return diffFields(clear(prev), clear(next))
 }
 
 // closeRemovedAccounts closes the ESME sessions whose account cfg no
@@ -145,21 +290,8 @@ func restartOnly(old, cfg *config.Config) []string {
 		}
 	}
 	for _, u := range cfg.Upstreams {
-		prev := old.Upstream(u.Name)
-		if prev == nil {
-			out = append(out, "upstream "+u.Name+" added")
-			continue
-		}
-		a, b := *prev, u
-		a.Weight, a.ForwardKeyTLV, a.Retry = 0, false, config.Retry{}
-		b.Weight, b.ForwardKeyTLV, b.Retry = 0, false, config.Retry{}
-		if fs := diffFields(a, b); len(fs) > 0 {
-			out = append(out, "upstream "+u.Name+": "+strings.Join(fs, ", "))
-		}
-	}
-	for _, u := range old.Upstreams {
-		if cfg.Upstream(u.Name) == nil {
-			out = append(out, "upstream "+u.Name+" removed")
+		if prev := old.Upstream(u.Name); prev != nil && prev.EchoTLV != u.EchoTLV {
+			out = append(out, "upstream "+u.Name+": echo_tlv")
 		}
 	}
 	slices.Sort(out)

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/smppproxy/smppproxy/config"
+	"github.com/smppproxy/smppproxy/esme"
+	"github.com/smppproxy/smppproxy/internal/testkit"
 	"github.com/smppproxy/smppproxy/sim"
 	"github.com/smppproxy/smppproxy/smpp"
 )
@@ -102,5 +104,41 @@ func TestReloadAppliesAnAccountsNewIdempotencyPolicyToBoundSessions(t *testing.T
 	}
 	if got := shop.submit(3, keyed("", "no key")); got.Status != smpp.StatusMissingTLV {
 		t.Errorf("submit without a key after missing_key: reject = %v, want ESME_RMISSINGTLV on the session bound before the reload", got.Status)
+	}
+}
+
+func TestReloadMovesAnUpstreamToItsNewAddressAfterTheNewBindsAreUp(t *testing.T) {
+	oldSMSC := startSim(t, sim.Config{Fault: func(c sim.Call) sim.Action {
+		if c.Key == "slow" {
+			return sim.Action{Delay: 300 * time.Millisecond}
+		}
+		return sim.Action{}
+	}})
+	newSMSC := startSim(t, sim.Config{})
+	cfg := testConfig(t, oldSMSC.Addr(), t.TempDir())
+	cfg.Upstreams[0].ForwardKeyTLV = true // the simulators count by key
+	app := startProxy(t, cfg)
+	shop := dialBound(t, app.Addr(), smpp.CmdBindTransceiver)
+	inFlight := shop.SubmitAsync(t.Context(), esme.Submit{Src: "S", Dst: "1", Key: "slow", Text: []byte("x")})
+	testkit.Eventually(t, 5*time.Second, func() bool { return oldSMSC.Total() == 1 }, "the slow submit at the old SMSC")
+
+	oldPool := app.poolsByName()["smsc"]
+	next := reloaded(t, cfg, func(c *config.Config) { c.Upstreams[0].Address = newSMSC.Addr() })
+	r, err := app.Reload(next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !hasLine(r.Applied, "upstream smsc changed: address") || slices.ContainsFunc(r.Restart, func(l string) bool { return strings.Contains(l, "smsc") }) {
+		t.Errorf("Reload = %+v, want the address change applied, no restart asked for it", r)
+	}
+	if res := <-inFlight; res.Err != nil || res.Resp.Status != smpp.StatusOK {
+		t.Errorf("the submit in flight on the old binds = %+v, want answered 0 (they drain)", res)
+	}
+	testkit.Eventually(t, 10*time.Second, func() bool { return app.poolsByName()["smsc"] != oldPool }, "routes moved to the new binds")
+	if got := shop.submit(10, keyed("after", "x")); got.Status != smpp.StatusOK || newSMSC.Total() != 1 {
+		t.Errorf("submit after the swap = %v with %d at the new SMSC, want 0 and 1", got.Status, newSMSC.Total())
+	}
+	if n := oldSMSC.Total(); n != 1 {
+		t.Errorf("the old SMSC got %d submits, want only the one in flight before the reload", n)
 	}
 }

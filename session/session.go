@@ -7,6 +7,7 @@ package session
 
 import (
 	"errors"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -90,6 +91,13 @@ func (r *Registry) Add(s Source) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.sources = append(r.sources, s)
+}
+
+// Remove unregisters a source added before (compared with ==).
+func (r *Registry) Remove(s Source) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.sources = slices.DeleteFunc(r.sources, func(x Source) bool { return x == s })
 }
 
 func (r *Registry) list() []Source {

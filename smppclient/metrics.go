@@ -2,6 +2,8 @@ package smppclient
 
 import (
 	"context"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -15,6 +17,7 @@ import (
 // status are observed by the pools returned by Instrument. Register it on
 // an injected Registerer.
 type Metrics struct {
+	mu    sync.Mutex // guards pools (Add, Remove)
 	pools []*Pool
 
 	latency   *prometheus.HistogramVec
@@ -113,6 +116,21 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
+// Add exports p too (an upstream added by a configuration reload).
+func (m *Metrics) Add(p *Pool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.pools = append(m.pools, p)
+}
+
+// Remove stops exporting p (an upstream replaced or removed by a reload,
+// once closed).
+func (m *Metrics) Remove(p *Pool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.pools = slices.DeleteFunc(m.pools, func(q *Pool) bool { return q == p })
+}
+
 // Collect implements prometheus.Collector.
 func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	m.latency.Collect(ch)
@@ -120,7 +138,10 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 	}
-	for _, p := range m.pools {
+	m.mu.Lock()
+	pools := slices.Clone(m.pools)
+	m.mu.Unlock()
+	for _, p := range pools {
 		name := p.Name()
 		type group struct{ bind, state string }
 		n := map[group]int{}

@@ -32,7 +32,8 @@ func serveCommand() *cli.Command {
 		Usage: "run the proxy",
 		Description: "Runs until SIGTERM or SIGINT (a graceful drain; a second signal cuts it short).\n" +
 			"SIGHUP, `smppproxy reload` and POST /api/v1/reload re-read the configuration file and apply\n" +
-			"accounts, MO routes, upstream weights and retries, and log.level; what needs a restart is\n" +
+			"accounts, MO routes, upstreams (a changed one binds anew, then its old binds drain) and\n" +
+			"log.level; what needs a restart is\n" +
 			"logged and not applied. A file that does not parse or validate changes nothing.\n" +
 			"Under systemd (Type=notify, $NOTIFY_SOCKET) it sends READY=1 once the listener and the\n" +
 			"store are up, RELOADING=1 … READY=1 around a reload, and STOPPING=1 at shutdown.",
