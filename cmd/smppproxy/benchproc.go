@@ -9,9 +9,11 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/urfave/cli/v2"
 )
 
@@ -25,6 +27,7 @@ func benchProcessFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "pprof", Usage: "with --processes: serve /debug/pprof/ on the proxy's admin API (its address is printed)"},
 		&cli.StringFlag{Name: "serve-log-level", Value: "info", Usage: "with --processes: the proxy's log level (info logs every submit decided)"},
 		&cli.BoolFlag{Name: "keep", Usage: "with --processes: keep the temporary directory (configuration, store, child logs); it is always kept on failure"},
+		&cli.StringFlag{Name: "postgres", Usage: "with --processes: run the proxy on the shared PostgreSQL store at this `DSN` (a schema of the bench's own, dropped at the end) instead of Badger"},
 	}
 }
 
@@ -48,6 +51,10 @@ type procBenchOptions struct {
 	LogLevel string
 	// Keep keeps the directory (it is kept on failure anyway).
 	Keep bool
+	// Postgres, when set, is the DSN of a PostgreSQL database the proxy
+	// stores in (store.backend: postgres), in a schema of the bench's
+	// own that is dropped at the end.
+	Postgres string
 	// TempDir is where the bench's directory is made ("" = os.TempDir()).
 	TempDir string
 	// Exe is the smppproxy executable run as `Exe ExeArgs... sim|serve
@@ -73,6 +80,7 @@ func processBenchAction(c *cli.Context, load benchOptions) error {
 	o := procBenchOptions{
 		Load: load, Rounds: c.Int("rounds"), Rate: load.Rate, Preload: c.Int("preload"),
 		DLRDelay: c.Duration("dlr-delay"), Pprof: c.Bool("pprof"), LogLevel: c.String("serve-log-level"), Keep: c.Bool("keep"), Exe: exe,
+		Postgres: c.String("postgres"),
 		Progress: c.App.ErrWriter,
 	}
 	if o.Rate == 0 {
@@ -197,7 +205,7 @@ admin:
   address: %q
   pprof: %t
 store:
-  path: %q
+%s
 log:
   level: %s
 shutdown_timeout: 10s
@@ -221,8 +229,43 @@ upstreams:
     route_wait: 10s
     response_timeout: 10s
     forward_key_tlv: true
-`, h.listen, h.admin, h.o.Pprof, filepath.Join(h.dir, "store"), cmp.Or(h.o.LogLevel, "info"), benchAccount, benchPassword, max(8, 2*l.Binds), l.Window,
+`, h.listen, h.admin, h.o.Pprof, h.storeYAML(), cmp.Or(h.o.LogLevel, "info"), benchAccount, benchPassword, max(8, 2*l.Binds), l.Window,
 		l.KeyTag, h.smsc, benchSMSCUser, benchSMSCPass, l.Binds, l.Window)
+}
+
+// storeYAML is the store section's body: Badger in the bench's directory,
+// or the PostgreSQL database of --postgres in the bench's schema.
+func (h *procHarness) storeYAML() string {
+	if h.o.Postgres == "" {
+		return fmt.Sprintf("  path: %q", filepath.Join(h.dir, "store"))
+	}
+	return fmt.Sprintf("  backend: postgres\n  dsn: %q\n  schema: %s", h.o.Postgres, h.pgSchema())
+}
+
+// pgSchema is the bench's own PostgreSQL schema (named after its
+// directory, so that two benches do not share one).
+func (h *procHarness) pgSchema() string {
+	return "bench_" + strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			return r
+		}
+		return '_'
+	}, strings.ToLower(filepath.Base(h.dir)))
+}
+
+// dropSchema drops the bench's PostgreSQL schema.
+func (h *procHarness) dropSchema() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, h.o.Postgres)
+	if err != nil {
+		return fmt.Errorf("bench: dropping schema %s: %w", h.pgSchema(), err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{h.pgSchema()}.Sanitize()+" CASCADE"); err != nil {
+		return fmt.Errorf("bench: dropping schema %s: %w", h.pgSchema(), err)
+	}
+	return nil
 }
 
 func (h *procHarness) progress(format string, args ...any) {
@@ -281,6 +324,9 @@ func (h *procHarness) close(failed bool) error {
 		}
 	}
 	h.progress("children stopped")
+	if h.o.Postgres != "" && !h.o.Keep {
+		errs = append(errs, h.dropSchema())
+	}
 	err := errors.Join(errs...)
 	if failed || err != nil || h.o.Keep {
 		w := h.o.Progress

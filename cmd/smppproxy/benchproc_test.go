@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/jackc/pgx/v5"
+	"github.com/smppproxy/smppproxy/internal/pgtest"
 	"os"
 	"strings"
 	"sync"
@@ -146,4 +148,39 @@ func TestCancelledProcessBenchStopsItsChildren(t *testing.T) {
 		t.Errorf("child pids %v, want the simulator's and the proxy's", rep.Invariants.ChildPIDs)
 	}
 	assertChildrenGone(t, rep.Invariants.ChildPIDs)
+}
+
+// With --postgres the proxy runs on the shared store in a schema of the
+// bench's own, which is gone once the bench returns; the invariants hold.
+func TestProcessBenchOnPostgresHoldsItsInvariantsAndDropsItsSchema(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	if testing.Short() {
+		t.Skip("subprocess test")
+	}
+	const count = 500
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	o := testProcOptions(t, count, 0)
+	o.Postgres = dsn
+	rep, err := runProcessBench(ctx, o)
+	if err != nil {
+		t.Fatalf("runProcessBench: %v", err)
+	}
+	assertChildrenGone(t, rep.Invariants.ChildPIDs)
+	inv := rep.Invariants
+	if inv.DuplicatesAtSMSC != 0 || inv.ChangedIDs != 0 || inv.ProxiedAnswered != inv.ProxiedSubmits || inv.ProxiedSubmits == 0 {
+		t.Errorf("invariants %+v: want every proxied submit answered, none twice at the SMSC, no changed id", inv)
+	}
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var left int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'bench\_%'`).Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	if left != 0 {
+		t.Errorf("%d bench schemas left in the database, want 0", left)
+	}
 }
