@@ -23,7 +23,7 @@ import (
 	"github.com/smppproxy/smppproxy/state"
 )
 
-// The status page (issue 13): GET / is an HTML page, GET /api/v1/status
+// The status page: GET / is an HTML page, GET /api/v1/status
 // the same data as JSON, GET /static/ the page's script and style sheet,
 // all embedded in the binary. With Config.Token set, / is only a shell
 // without data: its script asks for the token once, keeps it in the

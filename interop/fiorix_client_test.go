@@ -157,7 +157,7 @@ func TestFiorixLongMessageSegments(t *testing.T) {
 // rewritten to them — in the TLV and in the text, so the short_message
 // changes length — and still decodes in fiorix; retries replay the proxy
 // id.
-func TestFiorixProxyIssuedIDs(t *testing.T) {
+func TestFiorixClientGetsProxyIDsAndReceiptsRewrittenToThem(t *testing.T) {
 	smsc := startFiorixSMSC(t, smscOptions{receipts: true})
 	cfg := testConfig(t, smsc.Addr())
 	cfg.Accounts[0].MessageID = config.MessageIDProxy

@@ -93,7 +93,7 @@ func TestNewProxyID(t *testing.T) {
 	}
 }
 
-func TestIDsIssueAndNormalize(t *testing.T) {
+func TestProxyIDsAreMadeOnlyForProxyAccountsAndIDsNormalizeByFormat(t *testing.T) {
 	x, err := New(map[string]Upstream{"h2d": {RespIDFormat: Hex, ReceiptIDFormat: Dec}}, map[string]ProxyIDStyle{"p": {}})
 	if err != nil {
 		t.Fatal(err)

@@ -1,5 +1,5 @@
 // Package pgstore is the PostgreSQL backend of state.Store and
-// state.Queue: several proxy instances share one store (issue 12).
+// state.Queue: several proxy instances share one store.
 //
 // A record is one row of table records: the key and everything an index
 // matches are columns (bytea, so any bytes round-trip), the rest is the

@@ -285,7 +285,7 @@ func TestProtocolErrorsDoNotDisturbOtherSessions(t *testing.T) {
 
 // message_id: proxy issues ids of the configured format and length, and
 // replays them to retries.
-func TestProxyIssuedIDsFollowTheConfiguredStyle(t *testing.T) {
+func TestProxyMessageIDsFollowTheConfiguredFormatAndLengthAndReplay(t *testing.T) {
 	_, cfg := simConfig(t, sim.Config{})
 	cfg.Accounts[0].MessageID = config.MessageIDProxy
 	cfg.Accounts[0].ProxyID = config.ProxyIDStyle{Format: config.IDDec, Length: 12}
