@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"encoding/hex"
+	"github.com/smppproxy/smppproxy/internal/varcodec"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -218,7 +219,7 @@ func queueReplaces(b *pgx.Batch, ops []*replaceOp) {
 	var added []string
 	var later []*replaceOp
 	for _, op := range ops {
-		k := string(appendString(appendString(appendString(nil, string(op.args[0].([]byte))), string(op.args[1].([]byte))), string(op.args[2].([]byte))))
+		k := string(varcodec.AppendString(varcodec.AppendString(varcodec.AppendString(nil, string(op.args[0].([]byte))), string(op.args[1].([]byte))), string(op.args[2].([]byte))))
 		if seen[k] {
 			later = append(later, op)
 			continue

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/smppproxy/smppproxy/internal/varcodec"
 	"math"
 	"strings"
 	"time"
@@ -44,29 +45,29 @@ const codecVersion1 = 1
 var errCorrupt = errors.New("pgstore: corrupt row")
 
 // maxHistory is the most events a stored history keeps: the first and the
-// latest maxHistory-1 (state.MaxHistory once the state package has it).
-const maxHistory = 64
+// latest maxHistory-1, as the embedded store.
+const maxHistory = state.MaxHistory
 
 func encodeBody(r *state.Record) []byte {
 	b := make([]byte, 0, 128+len(r.Owner)+len(r.Upstream)+len(r.Session)+len(r.MessageID)+len(r.NormID)+len(r.ProxyID))
 	b = append(b, codecVersion1)
 	b = append(b, r.Fingerprint[:]...)
 	b = append(b, r.FingerprintVersion)
-	b = appendString(b, r.Owner)
-	b = appendString(b, r.Upstream)
-	b = appendString(b, r.Session)
+	b = varcodec.AppendString(b, r.Owner)
+	b = varcodec.AppendString(b, r.Upstream)
+	b = varcodec.AppendString(b, r.Session)
 	b = binary.AppendUvarint(b, uint64(r.Sequence))
-	b = appendString(b, r.MessageID)
-	b = appendString(b, r.NormID)
-	b = appendString(b, r.ProxyID)
+	b = varcodec.AppendString(b, r.MessageID)
+	b = varcodec.AppendString(b, r.NormID)
+	b = varcodec.AppendString(b, r.ProxyID)
 	b = append(b, r.AddrHash[:]...)
-	b = appendString(b, string(r.Delivery))
-	b = appendTime(b, r.DeliveryAt)
+	b = varcodec.AppendString(b, string(r.Delivery))
+	b = varcodec.AppendTime(b, r.DeliveryAt)
 	b = binary.AppendUvarint(b, uint64(r.Status))
 	b = binary.AppendVarint(b, int64(r.Attempts))
-	b = appendTime(b, r.Created)
-	b = appendTime(b, r.Updated)
-	b = appendTime(b, r.Expires)
+	b = varcodec.AppendTime(b, r.Created)
+	b = varcodec.AppendTime(b, r.Updated)
+	b = varcodec.AppendTime(b, r.Expires)
 	return binary.AppendVarint(b, int64(r.Resends))
 }
 
@@ -75,25 +76,25 @@ func decodeRecord(k state.Key, st string, body []byte, history [][]byte) (*state
 	if len(body) == 0 || body[0] != codecVersion1 {
 		return nil, fmt.Errorf("%w: record %v: bad version", errCorrupt, k)
 	}
-	d := decoder{b: body[1:]}
+	d := varcodec.Decoder{Corrupt: errCorrupt, B: body[1:]}
 	r := &state.Record{Key: k, State: state.SubmitState(st)}
-	d.bytes(r.Fingerprint[:])
-	r.FingerprintVersion = d.byte()
-	r.Owner, r.Upstream, r.Session = d.str(), d.str(), d.str()
-	r.Sequence = uint32(d.uvarint())
-	r.MessageID, r.NormID, r.ProxyID = d.str(), d.str(), d.str()
-	d.bytes(r.AddrHash[:])
-	r.Delivery = state.DeliveryState(d.str())
-	r.DeliveryAt = d.time()
-	r.Status = uint32(d.uvarint())
-	r.Attempts = int(d.varint())
-	r.Created, r.Updated, r.Expires = d.time(), d.time(), d.time()
-	r.Resends = int(d.varint())
-	if d.err == nil && len(d.b) != 0 {
-		d.fail("%d trailing bytes", len(d.b))
+	d.Bytes(r.Fingerprint[:])
+	r.FingerprintVersion = d.Byte()
+	r.Owner, r.Upstream, r.Session = d.Str(), d.Str(), d.Str()
+	r.Sequence = uint32(d.Uvarint())
+	r.MessageID, r.NormID, r.ProxyID = d.Str(), d.Str(), d.Str()
+	d.Bytes(r.AddrHash[:])
+	r.Delivery = state.DeliveryState(d.Str())
+	r.DeliveryAt = d.Time()
+	r.Status = uint32(d.Uvarint())
+	r.Attempts = int(d.Varint())
+	r.Created, r.Updated, r.Expires = d.Time(), d.Time(), d.Time()
+	r.Resends = int(d.Varint())
+	if d.Err == nil && len(d.B) != 0 {
+		d.Fail("%d trailing bytes", len(d.B))
 	}
-	if d.err != nil {
-		return nil, fmt.Errorf("record %v: %w", k, d.err)
+	if d.Err != nil {
+		return nil, fmt.Errorf("record %v: %w", k, d.Err)
 	}
 	if len(history) > 0 {
 		r.History = make([]state.Event, len(history))
@@ -108,28 +109,28 @@ func decodeRecord(k state.Key, st string, body []byte, history [][]byte) (*state
 
 func encodeEvent(e *state.Event) []byte {
 	b := make([]byte, 0, 24+len(e.State)+len(e.Session)+len(e.MessageID)+len(e.Note))
-	b = appendTime(b, e.At)
-	b = appendString(b, string(e.State))
+	b = varcodec.AppendTime(b, e.At)
+	b = varcodec.AppendString(b, string(e.State))
 	b = binary.AppendUvarint(b, uint64(e.Status))
-	b = appendString(b, e.Session)
+	b = varcodec.AppendString(b, e.Session)
 	b = binary.AppendUvarint(b, uint64(e.Sequence))
-	b = appendString(b, e.MessageID)
-	return appendString(b, e.Note)
+	b = varcodec.AppendString(b, e.MessageID)
+	return varcodec.AppendString(b, e.Note)
 }
 
 func decodeEvent(b []byte, e *state.Event) error {
-	d := decoder{b: b}
-	e.At = d.time()
-	e.State = state.SubmitState(d.str())
-	e.Status = uint32(d.uvarint())
-	e.Session = d.str()
-	e.Sequence = uint32(d.uvarint())
-	e.MessageID = d.str()
-	e.Note = d.str()
-	if d.err == nil && len(d.b) != 0 {
-		d.fail("%d trailing bytes", len(d.b))
+	d := varcodec.Decoder{Corrupt: errCorrupt, B: b}
+	e.At = d.Time()
+	e.State = state.SubmitState(d.Str())
+	e.Status = uint32(d.Uvarint())
+	e.Session = d.Str()
+	e.Sequence = uint32(d.Uvarint())
+	e.MessageID = d.Str()
+	e.Note = d.Str()
+	if d.Err == nil && len(d.B) != 0 {
+		d.Fail("%d trailing bytes", len(d.B))
 	}
-	return d.err
+	return d.Err
 }
 
 func encodeEvents(h []state.Event) [][]byte {
@@ -202,125 +203,37 @@ func storedHistory(old, next [][]byte) [][]byte {
 func encodeEntry(e *state.QueueEntry) []byte {
 	b := make([]byte, 0, 40+len(e.DedupKey)+len(e.Kind)+len(e.Upstream)+len(e.MessageID)+len(e.Stat)+len(e.Body))
 	b = append(b, codecVersion1)
-	b = appendString(b, e.DedupKey)
-	b = appendString(b, e.Kind)
-	b = appendString(b, e.Upstream)
-	b = appendString(b, e.MessageID)
-	b = appendString(b, e.Stat)
+	b = varcodec.AppendString(b, e.DedupKey)
+	b = varcodec.AppendString(b, e.Kind)
+	b = varcodec.AppendString(b, e.Upstream)
+	b = varcodec.AppendString(b, e.MessageID)
+	b = varcodec.AppendString(b, e.Stat)
 	b = binary.AppendUvarint(b, uint64(e.Command))
 	b = binary.AppendUvarint(b, uint64(len(e.Body)))
 	b = append(b, e.Body...)
-	b = appendTime(b, e.Enqueued)
-	return appendTime(b, e.Expires)
+	b = varcodec.AppendTime(b, e.Enqueued)
+	return varcodec.AppendTime(b, e.Expires)
 }
 
 func decodeEntry(queue []byte, seq int64, b []byte) (*state.QueueEntry, error) {
 	if len(b) == 0 || b[0] != codecVersion1 {
 		return nil, fmt.Errorf("%w: queue entry %d: bad version", errCorrupt, seq)
 	}
-	d := decoder{b: b[1:]}
+	d := varcodec.Decoder{Corrupt: errCorrupt, B: b[1:]}
 	e := &state.QueueEntry{Queue: string(queue), Seq: uint64(seq)}
-	e.DedupKey, e.Kind, e.Upstream, e.MessageID, e.Stat = d.str(), d.str(), d.str(), d.str(), d.str()
-	e.Command = uint32(d.uvarint())
-	if body := d.str(); body != "" {
+	e.DedupKey, e.Kind, e.Upstream, e.MessageID, e.Stat = d.Str(), d.Str(), d.Str(), d.Str(), d.Str()
+	e.Command = uint32(d.Uvarint())
+	if body := d.Str(); body != "" {
 		e.Body = []byte(body)
 	}
-	e.Enqueued, e.Expires = d.time(), d.time()
-	if d.err == nil && len(d.b) != 0 {
-		d.fail("%d trailing bytes", len(d.b))
+	e.Enqueued, e.Expires = d.Time(), d.Time()
+	if d.Err == nil && len(d.B) != 0 {
+		d.Fail("%d trailing bytes", len(d.B))
 	}
-	if d.err != nil {
-		return nil, fmt.Errorf("queue entry %d: %w", seq, d.err)
+	if d.Err != nil {
+		return nil, fmt.Errorf("queue entry %d: %w", seq, d.Err)
 	}
 	return e, nil
-}
-
-func appendString(dst []byte, s string) []byte {
-	dst = binary.AppendUvarint(dst, uint64(len(s)))
-	return append(dst, s...)
-}
-
-func appendTime(dst []byte, t time.Time) []byte {
-	if t.IsZero() {
-		return append(dst, 0)
-	}
-	dst = binary.AppendUvarint(dst, uint64(t.Nanosecond())+1)
-	return binary.AppendVarint(dst, t.Unix())
-}
-
-type decoder struct {
-	b   []byte
-	err error
-}
-
-func (d *decoder) fail(format string, args ...any) {
-	if d.err == nil {
-		d.err = fmt.Errorf("%w: "+format, append([]any{errCorrupt}, args...)...)
-	}
-	d.b = nil
-}
-
-func (d *decoder) uvarint() uint64 {
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.fail("bad uvarint")
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) varint() int64 {
-	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.fail("bad varint")
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) byte() byte {
-	if len(d.b) < 1 {
-		d.fail("short")
-		return 0
-	}
-	c := d.b[0]
-	d.b = d.b[1:]
-	return c
-}
-
-func (d *decoder) bytes(dst []byte) {
-	if len(d.b) < len(dst) {
-		d.fail("short")
-		return
-	}
-	copy(dst, d.b)
-	d.b = d.b[len(dst):]
-}
-
-func (d *decoder) str() string {
-	n := d.uvarint()
-	if n > uint64(len(d.b)) {
-		d.fail("string of %d bytes past the end", n)
-		return ""
-	}
-	s := string(d.b[:n])
-	d.b = d.b[n:]
-	return s
-}
-
-func (d *decoder) time() time.Time {
-	n := d.uvarint()
-	if n == 0 || d.err != nil {
-		return time.Time{}
-	}
-	if n > 1e9 {
-		d.fail("bad nanoseconds")
-		return time.Time{}
-	}
-	sec := d.varint()
-	return time.Unix(sec, int64(n-1)).UTC()
 }
 
 // Column helpers.

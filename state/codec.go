@@ -4,8 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/smppproxy/smppproxy/internal/varcodec"
 	"strings"
-	"time"
 )
 
 // Record encoding, shared by every backend that stores bytes.
@@ -113,19 +113,19 @@ func encodeRecord(dst []byte, r *Record) []byte {
 // events logged for it.
 func encodeHot(dst []byte, r *Record, histN uint32) []byte {
 	dst = append(dst, recordVersion4)
-	dst = appendString(dst, r.Key.Account)
-	dst = appendString(dst, r.Key.Key)
-	dst = appendString(dst, r.Key.Segment)
+	dst = varcodec.AppendString(dst, r.Key.Account)
+	dst = varcodec.AppendString(dst, r.Key.Key)
+	dst = varcodec.AppendString(dst, r.Key.Segment)
 	dst = append(dst, r.Fingerprint[:]...)
 	dst = append(dst, r.FingerprintVersion)
 	dst = appendCode(dst, string(r.State), stateCodes[:], 0)
-	dst = appendString(dst, r.Owner)
-	dst = appendString(dst, r.Upstream)
-	dst = appendString(dst, r.Session)
+	dst = varcodec.AppendString(dst, r.Owner)
+	dst = varcodec.AppendString(dst, r.Upstream)
+	dst = varcodec.AppendString(dst, r.Session)
 	dst = binary.AppendUvarint(dst, uint64(r.Sequence))
-	dst = appendString(dst, r.MessageID)
-	dst = appendString(dst, r.NormID)
-	dst = appendString(dst, r.ProxyID)
+	dst = varcodec.AppendString(dst, r.MessageID)
+	dst = varcodec.AppendString(dst, r.NormID)
+	dst = varcodec.AppendString(dst, r.ProxyID)
 	if r.AddrHash == ([16]byte{}) {
 		dst = append(dst, 0)
 	} else {
@@ -133,13 +133,13 @@ func encodeHot(dst []byte, r *Record, histN uint32) []byte {
 		dst = append(dst, r.AddrHash[:]...)
 	}
 	dst = appendCode(dst, string(r.Delivery), deliveryCodes[:], 0xff)
-	dst = appendTime(dst, r.DeliveryAt)
+	dst = varcodec.AppendTime(dst, r.DeliveryAt)
 	dst = binary.AppendUvarint(dst, uint64(r.Status))
 	dst = binary.AppendVarint(dst, int64(r.Attempts))
 	dst = binary.AppendVarint(dst, int64(r.Resends))
-	dst = appendTime(dst, r.Created)
-	dst = appendTime(dst, r.Updated)
-	dst = appendTime(dst, r.Expires)
+	dst = varcodec.AppendTime(dst, r.Created)
+	dst = varcodec.AppendTime(dst, r.Updated)
+	dst = varcodec.AppendTime(dst, r.Expires)
 	dst = binary.AppendUvarint(dst, uint64(histN))
 	if len(r.History) == 0 {
 		return append(dst, 0)
@@ -155,21 +155,21 @@ func appendCode[T ~string](dst []byte, v string, codes []T, escape byte) []byte 
 		}
 	}
 	dst = append(dst, escape)
-	return appendString(dst, v)
+	return varcodec.AppendString(dst, v)
 }
 
 // code reads what appendCode wrote.
-func code[T ~string](d *decoder, codes []T, escape byte) T {
+func code[T ~string](d *varcodec.Decoder, codes []T, escape byte) T {
 	var c [1]byte
-	d.bytes(c[:])
-	if d.err != nil {
+	d.Bytes(c[:])
+	if d.Err != nil {
 		return ""
 	}
 	if c[0] == escape {
-		return T(d.str())
+		return T(d.Str())
 	}
 	if int(c[0]) >= len(codes) || (c[0] == 0 && escape == 0) {
-		d.fail("unknown code %d", c[0])
+		d.Fail("unknown code %d", c[0])
 		return ""
 	}
 	return codes[c[0]]
@@ -177,56 +177,56 @@ func code[T ~string](d *decoder, codes []T, escape byte) T {
 
 // decodeHot decodes a version 4 record (b without its version byte).
 func decodeHot(b []byte) (*Record, uint32, error) {
-	d := decoder{b: b}
+	d := varcodec.Decoder{Corrupt: errCorrupt, B: b}
 	r := &Record{}
-	r.Key.Account = d.str()
-	r.Key.Key = d.str()
-	r.Key.Segment = d.str()
-	d.bytes(r.Fingerprint[:])
+	r.Key.Account = d.Str()
+	r.Key.Key = d.Str()
+	r.Key.Segment = d.Str()
+	d.Bytes(r.Fingerprint[:])
 	var fv [1]byte
-	d.bytes(fv[:])
+	d.Bytes(fv[:])
 	r.FingerprintVersion = fv[0]
 	r.State = code(&d, stateCodes[:], 0)
-	r.Owner = d.str()
-	r.Upstream = d.str()
-	r.Session = d.str()
-	r.Sequence = d.u32()
-	r.MessageID = d.str()
-	r.NormID = d.str()
-	r.ProxyID = d.str()
+	r.Owner = d.Str()
+	r.Upstream = d.Str()
+	r.Session = d.Str()
+	r.Sequence = d.U32()
+	r.MessageID = d.Str()
+	r.NormID = d.Str()
+	r.ProxyID = d.Str()
 	var flag [1]byte
-	d.bytes(flag[:])
+	d.Bytes(flag[:])
 	switch {
-	case d.err != nil:
+	case d.Err != nil:
 	case flag[0] == 1:
-		d.bytes(r.AddrHash[:])
+		d.Bytes(r.AddrHash[:])
 	case flag[0] != 0:
-		d.fail("address flag %d", flag[0])
+		d.Fail("address flag %d", flag[0])
 	}
 	r.Delivery = code(&d, deliveryCodes[:], 0xff)
-	r.DeliveryAt = d.time()
-	r.Status = d.u32()
-	r.Attempts = d.int()
-	r.Resends = d.int()
-	r.Created = d.time()
-	r.Updated = d.time()
-	r.Expires = d.time()
-	n := d.u32()
+	r.DeliveryAt = d.Time()
+	r.Status = d.U32()
+	r.Attempts = d.Int()
+	r.Resends = d.Int()
+	r.Created = d.Time()
+	r.Updated = d.Time()
+	r.Expires = d.Time()
+	n := d.U32()
 	var first [1]byte
-	d.bytes(first[:])
+	d.Bytes(first[:])
 	switch {
-	case d.err != nil:
+	case d.Err != nil:
 	case first[0] == 1:
 		r.History = make([]Event, 1)
-		d.event(&r.History[0])
+		readEvent(&d, &r.History[0])
 	case first[0] != 0:
-		d.fail("first event flag %d", first[0])
+		d.Fail("first event flag %d", first[0])
 	}
-	if d.err == nil && len(d.b) != 0 {
-		d.fail("%d trailing bytes", len(d.b))
+	if d.Err == nil && len(d.B) != 0 {
+		d.Fail("%d trailing bytes", len(d.B))
 	}
-	if d.err != nil {
-		return nil, 0, d.err
+	if d.Err != nil {
+		return nil, 0, d.Err
 	}
 	return r, n, nil
 }
@@ -238,23 +238,24 @@ func encodeEvent(dst []byte, e *Event) []byte {
 }
 
 func appendEventBody(dst []byte, e *Event) []byte {
-	dst = appendTime(dst, e.At)
-	dst = appendString(dst, string(e.State))
+	dst = varcodec.AppendTime(dst, e.At)
+	dst = varcodec.AppendString(dst, string(e.State))
 	dst = binary.AppendUvarint(dst, uint64(e.Status))
-	dst = appendString(dst, e.Session)
+	dst = varcodec.AppendString(dst, e.Session)
 	dst = binary.AppendUvarint(dst, uint64(e.Sequence))
-	dst = appendString(dst, e.MessageID)
-	return appendString(dst, e.Note)
+	dst = varcodec.AppendString(dst, e.MessageID)
+	return varcodec.AppendString(dst, e.Note)
 }
 
-func (d *decoder) event(e *Event) {
-	e.At = d.time()
-	e.State = SubmitState(d.str())
-	e.Status = d.u32()
-	e.Session = d.str()
-	e.Sequence = d.u32()
-	e.MessageID = d.str()
-	e.Note = d.str()
+// readEvent reads the body of an event (appendEventBody) from d.
+func readEvent(d *varcodec.Decoder, e *Event) {
+	e.At = d.Time()
+	e.State = SubmitState(d.Str())
+	e.Status = d.U32()
+	e.Session = d.Str()
+	e.Sequence = d.U32()
+	e.MessageID = d.Str()
+	e.Note = d.Str()
 }
 
 // decodeEvent decodes what encodeEvent wrote.
@@ -263,13 +264,13 @@ func decodeEvent(b []byte) (Event, error) {
 	if len(b) == 0 || b[0] != eventVersion1 {
 		return e, fmt.Errorf("%w: event version", errCorrupt)
 	}
-	d := decoder{b: b[1:]}
-	d.event(&e)
-	if d.err == nil && len(d.b) != 0 {
-		d.fail("%d trailing bytes", len(d.b))
+	d := varcodec.Decoder{Corrupt: errCorrupt, B: b[1:]}
+	readEvent(&d, &e)
+	if d.Err == nil && len(d.B) != 0 {
+		d.Fail("%d trailing bytes", len(d.B))
 	}
-	if d.err != nil {
-		return Event{}, d.err
+	if d.Err != nil {
+		return Event{}, d.Err
 	}
 	return e, nil
 }
@@ -278,21 +279,21 @@ func decodeEvent(b []byte) (Event, error) {
 // versions are written by tests only, to check that they still decode).
 func encodeRecordVersion(dst []byte, r *Record, v byte) []byte {
 	dst = append(dst, v)
-	dst = appendString(dst, r.Key.Account)
-	dst = appendString(dst, r.Key.Key)
-	dst = appendString(dst, r.Key.Segment)
+	dst = varcodec.AppendString(dst, r.Key.Account)
+	dst = varcodec.AppendString(dst, r.Key.Key)
+	dst = varcodec.AppendString(dst, r.Key.Segment)
 	dst = append(dst, r.Fingerprint[:]...)
-	dst = appendString(dst, string(r.State))
-	dst = appendString(dst, r.Owner)
-	dst = appendString(dst, r.Upstream)
-	dst = appendString(dst, r.Session)
+	dst = varcodec.AppendString(dst, string(r.State))
+	dst = varcodec.AppendString(dst, r.Owner)
+	dst = varcodec.AppendString(dst, r.Upstream)
+	dst = varcodec.AppendString(dst, r.Session)
 	dst = binary.AppendUvarint(dst, uint64(r.Sequence))
-	dst = appendString(dst, r.MessageID)
+	dst = varcodec.AppendString(dst, r.MessageID)
 	dst = binary.AppendUvarint(dst, uint64(r.Status))
 	dst = binary.AppendVarint(dst, int64(r.Attempts))
-	dst = appendTime(dst, r.Created)
-	dst = appendTime(dst, r.Updated)
-	dst = appendTime(dst, r.Expires)
+	dst = varcodec.AppendTime(dst, r.Created)
+	dst = varcodec.AppendTime(dst, r.Updated)
+	dst = varcodec.AppendTime(dst, r.Expires)
 	dst = binary.AppendUvarint(dst, uint64(len(r.History)))
 	for i := range r.History {
 		dst = appendEventBody(dst, &r.History[i])
@@ -300,11 +301,11 @@ func encodeRecordVersion(dst []byte, r *Record, v byte) []byte {
 	if v < recordVersion2 {
 		return dst
 	}
-	dst = appendString(dst, r.NormID)
-	dst = appendString(dst, r.ProxyID)
+	dst = varcodec.AppendString(dst, r.NormID)
+	dst = varcodec.AppendString(dst, r.ProxyID)
 	dst = append(dst, r.AddrHash[:]...)
-	dst = appendString(dst, string(r.Delivery))
-	dst = appendTime(dst, r.DeliveryAt)
+	dst = varcodec.AppendString(dst, string(r.Delivery))
+	dst = varcodec.AppendTime(dst, r.DeliveryAt)
 	if v < recordVersion3 {
 		return dst
 	}
@@ -345,56 +346,56 @@ func decodeInline(b []byte) (*Record, error) {
 	if version < recordVersion1 || version > recordVersion3 {
 		return nil, fmt.Errorf("%w: unknown version %d", errCorrupt, b[0])
 	}
-	d := decoder{b: b[1:]}
+	d := varcodec.Decoder{Corrupt: errCorrupt, B: b[1:]}
 	r := &Record{}
-	r.Key.Account = d.str()
-	r.Key.Key = d.str()
-	r.Key.Segment = d.str()
-	d.bytes(r.Fingerprint[:])
-	r.State = SubmitState(d.str())
-	r.Owner = d.str()
-	r.Upstream = d.str()
-	r.Session = d.str()
-	r.Sequence = d.u32()
-	r.MessageID = d.str()
-	r.Status = d.u32()
-	r.Attempts = d.int()
-	r.Created = d.time()
-	r.Updated = d.time()
-	r.Expires = d.time()
-	n := d.uvarint()
+	r.Key.Account = d.Str()
+	r.Key.Key = d.Str()
+	r.Key.Segment = d.Str()
+	d.Bytes(r.Fingerprint[:])
+	r.State = SubmitState(d.Str())
+	r.Owner = d.Str()
+	r.Upstream = d.Str()
+	r.Session = d.Str()
+	r.Sequence = d.U32()
+	r.MessageID = d.Str()
+	r.Status = d.U32()
+	r.Attempts = d.Int()
+	r.Created = d.Time()
+	r.Updated = d.Time()
+	r.Expires = d.Time()
+	n := d.Uvarint()
 	// Every event takes at least 7 bytes: a cheap bound that keeps a
 	// corrupt count from allocating gigabytes.
-	if d.err == nil && n > uint64(len(d.b)/7) {
-		d.fail("history length %d", n)
+	if d.Err == nil && n > uint64(len(d.B)/7) {
+		d.Fail("history length %d", n)
 	}
-	if d.err == nil && n > 0 {
+	if d.Err == nil && n > 0 {
 		r.History = make([]Event, n)
 		for i := range r.History {
-			d.event(&r.History[i])
+			readEvent(&d, &r.History[i])
 		}
 	}
 	if version >= recordVersion2 {
-		r.NormID = d.str()
-		r.ProxyID = d.str()
-		d.bytes(r.AddrHash[:])
-		r.Delivery = DeliveryState(d.str())
-		r.DeliveryAt = d.time()
+		r.NormID = d.Str()
+		r.ProxyID = d.Str()
+		d.Bytes(r.AddrHash[:])
+		r.Delivery = DeliveryState(d.Str())
+		r.DeliveryAt = d.Time()
 	}
 	if version >= recordVersion3 {
-		r.Resends = d.int()
+		r.Resends = d.Int()
 		var fv [1]byte
-		d.bytes(fv[:])
+		d.Bytes(fv[:])
 		r.FingerprintVersion = fv[0]
 	} else {
 		r.FingerprintVersion = FingerprintSHA256
 		r.Resends = legacyResends(r.History)
 	}
-	if d.err == nil && len(d.b) != 0 {
-		d.fail("%d trailing bytes", len(d.b))
+	if d.Err == nil && len(d.B) != 0 {
+		d.Fail("%d trailing bytes", len(d.B))
 	}
-	if d.err != nil {
-		return nil, d.err
+	if d.Err != nil {
+		return nil, d.Err
 	}
 	return r, nil
 }
@@ -409,115 +410,6 @@ func legacyResends(h []Event) int {
 		}
 	}
 	return n
-}
-
-func appendString(dst []byte, s string) []byte {
-	dst = binary.AppendUvarint(dst, uint64(len(s)))
-	return append(dst, s...)
-}
-
-func appendTime(dst []byte, t time.Time) []byte {
-	if t.IsZero() {
-		return append(dst, 0)
-	}
-	dst = binary.AppendUvarint(dst, uint64(t.Nanosecond())+1)
-	return binary.AppendVarint(dst, t.Unix())
-}
-
-// decoder reads fields from b; the first error sticks and every later
-// read returns a zero value.
-type decoder struct {
-	b   []byte
-	err error
-}
-
-func (d *decoder) fail(format string, args ...any) {
-	if d.err == nil {
-		d.err = fmt.Errorf("%w: "+format, append([]any{errCorrupt}, args...)...)
-	}
-}
-
-func (d *decoder) uvarint() uint64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.fail("bad uvarint")
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) varint() int64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.fail("bad varint")
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) u32() uint32 {
-	v := d.uvarint()
-	if v > 1<<32-1 {
-		d.fail("%d overflows uint32", v)
-		return 0
-	}
-	return uint32(v)
-}
-
-func (d *decoder) int() int {
-	v := d.varint()
-	if int64(int(v)) != v {
-		d.fail("%d overflows int", v)
-		return 0
-	}
-	return int(v)
-}
-
-func (d *decoder) str() string {
-	n := d.uvarint()
-	if d.err != nil {
-		return ""
-	}
-	if n > uint64(len(d.b)) {
-		d.fail("string length %d beyond end", n)
-		return ""
-	}
-	s := string(d.b[:n])
-	d.b = d.b[n:]
-	return s
-}
-
-func (d *decoder) bytes(dst []byte) {
-	if d.err != nil {
-		return
-	}
-	if len(d.b) < len(dst) {
-		d.fail("truncated")
-		return
-	}
-	copy(dst, d.b)
-	d.b = d.b[len(dst):]
-}
-
-func (d *decoder) time() time.Time {
-	ns := d.uvarint()
-	if ns == 0 || d.err != nil {
-		return time.Time{}
-	}
-	sec := d.varint()
-	if ns-1 >= uint64(time.Second) {
-		d.fail("nanoseconds %d out of range", ns-1)
-		return time.Time{}
-	}
-	return time.Unix(sec, int64(ns-1)).UTC()
 }
 
 // Key layout of byte-oriented backends (Badger). Every component is

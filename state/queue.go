@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/smppproxy/smppproxy/internal/varcodec"
 	"time"
 )
 
@@ -111,43 +112,43 @@ const entryVersion1 = 1
 
 func encodeEntry(dst []byte, e *QueueEntry) []byte {
 	dst = append(dst, entryVersion1)
-	dst = appendString(dst, e.Queue)
+	dst = varcodec.AppendString(dst, e.Queue)
 	dst = binary.AppendUvarint(dst, e.Seq)
-	dst = appendString(dst, e.DedupKey)
-	dst = appendString(dst, e.Kind)
-	dst = appendString(dst, e.Upstream)
-	dst = appendString(dst, e.MessageID)
-	dst = appendString(dst, e.Stat)
+	dst = varcodec.AppendString(dst, e.DedupKey)
+	dst = varcodec.AppendString(dst, e.Kind)
+	dst = varcodec.AppendString(dst, e.Upstream)
+	dst = varcodec.AppendString(dst, e.MessageID)
+	dst = varcodec.AppendString(dst, e.Stat)
 	dst = binary.AppendUvarint(dst, uint64(e.Command))
-	dst = appendString(dst, string(e.Body))
-	dst = appendTime(dst, e.Enqueued)
-	return appendTime(dst, e.Expires)
+	dst = varcodec.AppendString(dst, string(e.Body))
+	dst = varcodec.AppendTime(dst, e.Enqueued)
+	return varcodec.AppendTime(dst, e.Expires)
 }
 
 func decodeEntry(b []byte) (*QueueEntry, error) {
 	if len(b) == 0 || b[0] != entryVersion1 {
 		return nil, fmt.Errorf("%w: queue entry: bad version", errCorrupt)
 	}
-	d := decoder{b: b[1:]}
+	d := varcodec.Decoder{Corrupt: errCorrupt, B: b[1:]}
 	e := &QueueEntry{}
-	e.Queue = d.str()
-	e.Seq = d.uvarint()
-	e.DedupKey = d.str()
-	e.Kind = d.str()
-	e.Upstream = d.str()
-	e.MessageID = d.str()
-	e.Stat = d.str()
-	e.Command = d.u32()
-	if body := d.str(); body != "" {
+	e.Queue = d.Str()
+	e.Seq = d.Uvarint()
+	e.DedupKey = d.Str()
+	e.Kind = d.Str()
+	e.Upstream = d.Str()
+	e.MessageID = d.Str()
+	e.Stat = d.Str()
+	e.Command = d.U32()
+	if body := d.Str(); body != "" {
 		e.Body = []byte(body)
 	}
-	e.Enqueued = d.time()
-	e.Expires = d.time()
-	if d.err == nil && len(d.b) != 0 {
-		d.fail("%d trailing bytes", len(d.b))
+	e.Enqueued = d.Time()
+	e.Expires = d.Time()
+	if d.Err == nil && len(d.B) != 0 {
+		d.Fail("%d trailing bytes", len(d.B))
 	}
-	if d.err != nil {
-		return nil, d.err
+	if d.Err != nil {
+		return nil, d.Err
 	}
 	return e, nil
 }
@@ -158,16 +159,16 @@ type dedupMarker struct {
 }
 
 func encodeMarker(seq uint64, expires time.Time) []byte {
-	return appendTime(binary.AppendUvarint(nil, seq), expires)
+	return varcodec.AppendTime(binary.AppendUvarint(nil, seq), expires)
 }
 
 func decodeMarker(b []byte) (dedupMarker, error) {
-	d := decoder{b: b}
-	m := dedupMarker{seq: d.uvarint(), expires: d.time()}
-	if d.err == nil && len(d.b) != 0 {
-		d.fail("marker: %d trailing bytes", len(d.b))
+	d := varcodec.Decoder{Corrupt: errCorrupt, B: b}
+	m := dedupMarker{seq: d.Uvarint(), expires: d.Time()}
+	if d.Err == nil && len(d.B) != 0 {
+		d.Fail("marker: %d trailing bytes", len(d.B))
 	}
-	return m, d.err
+	return m, d.Err
 }
 
 func (m dedupMarker) live(now time.Time) bool {

@@ -36,6 +36,8 @@ var layers = map[string][]string{
 	"logx": nil,
 	// buildinfo reads the binary's version (--version, the build_info metric).
 	"internal/buildinfo": nil,
+	// varcodec is the stores' binary encoding (varints, strings, times).
+	"internal/varcodec": nil,
 	// sdnotify tells systemd the service's state (READY=1, STOPPING=1…).
 	"internal/sdnotify": nil,
 	// msgid reads and issues message ids for dedup (submit) and dlr
@@ -48,11 +50,11 @@ var layers = map[string][]string{
 
 	"smppserver":      {"smpp", "logx"},
 	"smppclient":      {"smpp", "logx"},
-	"state":           {"smpp", "logx"},
+	"state":           {"smpp", "logx", "internal/varcodec"},
 	"state/storetest": {"state", "smpp", "internal/testkit"},
 	"session":         {"smpp", "logx"},
 	// pgstore is the PostgreSQL backend of state.Store and state.Queue.
-	"pgstore": {"state"},
+	"pgstore": {"state", "internal/varcodec"},
 
 	// dedup is a middleware of smppserver's handler chain and forwards
 	// through its own Forwarder interface, so it needs no smppclient.
