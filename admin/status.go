@@ -279,24 +279,14 @@ func (p *statusPage) build(ctx context.Context) (*Status, error) {
 // accounts lists the configured accounts (or those seen) with their
 // sessions and counters.
 func (p *statusPage) accounts(sessions []session.Info, st *Stats) ([]StatusAccount, bool) {
-	var out []StatusAccount
 	known := p.h.cfg.Status != nil
-	index := map[string]int{}
+	list := newNamed(func(name string) StatusAccount { return StatusAccount{Name: name} })
 	if known {
 		for _, a := range p.h.cfg.Status.Accounts() {
-			index[a.Name] = len(out)
-			out = append(out, StatusAccount{Name: a.Name, Disabled: a.Disabled, MaxBinds: a.MaxBinds, Throughput: a.Throughput, Route: a.Route})
+			*list.get(a.Name) = StatusAccount{Name: a.Name, Disabled: a.Disabled, MaxBinds: a.MaxBinds, Throughput: a.Throughput, Route: a.Route}
 		}
 	}
-	get := func(name string) *StatusAccount {
-		i, ok := index[name]
-		if !ok {
-			i = len(out)
-			index[name] = i
-			out = append(out, StatusAccount{Name: name})
-		}
-		return &out[i]
-	}
+	get := list.get
 	for _, si := range sessions {
 		if si.Side == session.SideESME && si.Owner != "" {
 			a := get(si.Owner)
@@ -309,6 +299,9 @@ func (p *statusPage) accounts(sessions []session.Info, st *Stats) ([]StatusAccou
 				get(name)
 			}
 		}
+	}
+	out := list.items
+	if !known {
 		sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	}
 	for i := range out {
@@ -332,24 +325,14 @@ func (p *statusPage) accounts(sessions []session.Info, st *Stats) ([]StatusAccou
 // upstreams lists the configured upstreams (or those seen) with their
 // binds and counters.
 func (p *statusPage) upstreams(sessions []session.Info, st *Stats) ([]StatusUpstream, bool) {
-	var out []StatusUpstream
 	known := p.h.cfg.Status != nil
-	index := map[string]int{}
+	list := newNamed(func(name string) StatusUpstream { return StatusUpstream{Name: name, Healthy: true} })
 	if known {
 		for _, u := range p.h.cfg.Status.Upstreams() {
-			index[u.Name] = len(out)
-			out = append(out, StatusUpstream{Name: u.Name, Address: u.Address, Binds: u.Binds, Drained: u.Drained, Healthy: u.Healthy})
+			*list.get(u.Name) = StatusUpstream{Name: u.Name, Address: u.Address, Binds: u.Binds, Drained: u.Drained, Healthy: u.Healthy}
 		}
 	}
-	get := func(name string) *StatusUpstream {
-		i, ok := index[name]
-		if !ok {
-			i = len(out)
-			index[name] = i
-			out = append(out, StatusUpstream{Name: name, Healthy: true})
-		}
-		return &out[i]
-	}
+	get := list.get
 	for _, si := range sessions {
 		if si.Side == session.SideUpstream {
 			u := get(si.Owner)
@@ -372,6 +355,7 @@ func (p *statusPage) upstreams(sessions []session.Info, st *Stats) ([]StatusUpst
 			u.Errors += v
 		}
 	}
+	out := list.items
 	for i := range out {
 		u := &out[i]
 		if u.Sessions == nil {
@@ -383,6 +367,28 @@ func (p *statusPage) upstreams(sessions []session.Info, st *Stats) ([]StatusUpst
 		u.State = upstreamState(u)
 	}
 	return out, known
+}
+
+// named is a list kept in first-seen order whose items are found by name;
+// get adds a new one (made by mk) for a name not seen yet.
+type named[T any] struct {
+	items []T
+	index map[string]int
+	mk    func(name string) T
+}
+
+func newNamed[T any](mk func(name string) T) *named[T] {
+	return &named[T]{index: map[string]int{}, mk: mk}
+}
+
+func (n *named[T]) get(name string) *T {
+	i, ok := n.index[name]
+	if !ok {
+		i = len(n.items)
+		n.index[name] = i
+		n.items = append(n.items, n.mk(name))
+	}
+	return &n.items[i]
 }
 
 // upstreamState says in a word how an upstream is.
