@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -67,15 +66,8 @@ func TestKill9DuringLoadNeverDuplicates(t *testing.T) {
 			}
 		}()
 	}
-	testkit.Eventually(t, 30*time.Second, func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(acked) >= keys/3
-	}, "a third of the keys acknowledged before the crash")
-	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	_, _ = p.cmd.Process.Wait()
+	waitAcked(t, &mu, acked, keys/3, "a third of the keys acknowledged before the crash")
+	p.kill9(t)
 	close(killed)
 	wg.Wait()
 	c.Close()
@@ -155,10 +147,7 @@ func TestKill9WithQueuedReceiptsLosesNone(t *testing.T) {
 			t.Fatalf("receipt %s before the kill: %v, %v", id, st, err)
 		}
 	}
-	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	_, _ = p.cmd.Process.Wait()
+	p.kill9(t)
 
 	// The rest is produced while the proxy is down (the SMSC no longer
 	// sees its bind): the SMSC resends them until the proxy is back.

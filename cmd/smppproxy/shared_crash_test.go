@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -87,15 +86,8 @@ func TestKill9OfOneOfTwoInstancesNeverDuplicates(t *testing.T) {
 			}
 		}()
 	}
-	testkit.Eventually(t, 30*time.Second, func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(acked) >= keys/4
-	}, "a quarter of the keys acknowledged on A before the crash")
-	if err := a.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	_, _ = a.cmd.Process.Wait()
+	waitAcked(t, &mu, acked, keys/4, "a quarter of the keys acknowledged on A before the crash")
+	a.kill9(t)
 	onA.Close()
 	wg.Wait()
 

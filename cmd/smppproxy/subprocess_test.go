@@ -9,6 +9,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -215,4 +217,24 @@ func waitExit(t *testing.T, p *proxyProcess, d time.Duration) int {
 		t.Fatalf("the proxy did not exit within %v", d)
 		return -1
 	}
+}
+
+// kill9 kills the child (SIGKILL: what a crash looks like) and reaps it.
+func (p *proxyProcess) kill9(t *testing.T) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = p.cmd.Process.Wait()
+}
+
+// waitAcked waits until at least n keys of acked (guarded by mu) were
+// acknowledged.
+func waitAcked(t *testing.T, mu *sync.Mutex, acked map[int]string, n int, what string) {
+	t.Helper()
+	testkit.Eventually(t, 30*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(acked) >= n
+	}, what)
 }
