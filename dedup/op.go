@@ -134,17 +134,11 @@ func (o *op) storeErr() Answer {
 // create is also the journal, see attempt), so a fresh submit costs two
 // durable writes, and a duplicate of a settled key costs a read.
 func (o *op) decide(ctx context.Context) Answer {
-	e, sub := o.e, o.c.sub
+	e := o.e
 	o.shown = e.logKey(o.k.Key)
 	o.sess = sessionOf(ctx)
 	now := e.now()
 	o.owner = e.owner()
-	rec := &state.Record{
-		Key: o.k, Fingerprint: o.c.fp, FingerprintVersion: state.FingerprintHMAC, State: state.Sent, Owner: o.owner,
-		Created: now, Updated: now, Expires: now.Add(max(o.retention, flightGuard)), Attempts: 1,
-		ProxyID:  e.issueID(ctx, o.account),
-		AddrHash: state.HashAddrs(sub.SrcAddr, sub.DstAddr),
-	}
 	for i := range 4 {
 		if i > 0 {
 			e.finals.forget(o.k) // moved meanwhile: read the store
@@ -152,7 +146,7 @@ func (o *op) decide(ctx context.Context) Answer {
 		existing, err := o.lookup(ctx)
 		switch {
 		case errors.Is(err, state.ErrNotFound):
-			a, raced := o.forwardNew(ctx, rec)
+			a, raced := o.forwardNew(ctx, o.newRecord(ctx, now))
 			if raced {
 				continue // created meanwhile by another instance: decide by it
 			}
@@ -162,6 +156,7 @@ func (o *op) decide(ctx context.Context) Answer {
 			return o.storeErr()
 		}
 		if o.window > 0 && existing.State != state.Sent && !e.now().Before(existing.Created.Add(o.window)) {
+			rec := o.newRecord(ctx, now)
 			rec.History = []state.Event{{At: now, State: state.Sent, Note: "created"}}
 			e.finals.forget(o.k) // replaced, or about to be
 			if full, err := e.cfg.Store.Get(ctx, o.k); err == nil {
@@ -184,6 +179,19 @@ func (o *op) decide(ctx context.Context) Answer {
 		}
 	}
 	return Answer{Status: smpp.StatusThrottled, Outcome: OutThrottled, Key: o.k}
+}
+
+// newRecord is the record of this submit as a new operation of its key,
+// owned by it, made only when the key has none (a duplicate needs no
+// proxy id or address hash).
+func (o *op) newRecord(ctx context.Context, now time.Time) *state.Record {
+	sub := o.c.sub
+	return &state.Record{
+		Key: o.k, Fingerprint: o.c.fp, FingerprintVersion: state.FingerprintHMAC, State: state.Sent, Owner: o.owner,
+		Created: now, Updated: now, Expires: now.Add(max(o.retention, flightGuard)), Attempts: 1,
+		ProxyID:  o.e.issueID(ctx, o.account),
+		AddrHash: state.HashAddrs(sub.SrcAddr, sub.DstAddr),
+	}
 }
 
 // lookup returns the live record under the key: a settled one this
@@ -210,7 +218,9 @@ func (o *op) lookup(ctx context.Context) (*state.Record, error) {
 // the first journal write (see attempt). raced=true: another writer
 // created the key first, nothing was sent; decide again.
 func (o *op) forwardNew(ctx context.Context, rec *state.Record) (a Answer, raced bool) {
-	o.pending = rec
+	// A new attempt: what an earlier one (lost to another writer) found
+	// does not carry over.
+	o.pending, o.created, o.lost, o.createErr, o.held = rec, false, false, nil, nil
 	a = o.forward(ctx, rec.Created)
 	switch {
 	case o.lost:

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smppproxy/smppproxy/internal/testkit"
 	"github.com/smppproxy/smppproxy/state"
 )
 
@@ -143,5 +144,44 @@ func TestFinalsForgetTheOldestBeyondTheirCapacity(t *testing.T) {
 	}
 	if r.History != nil || len(f.m) != 2 {
 		t.Errorf("kept history %v, %d entries; want no history, 2 entries", r.History, len(f.m))
+	}
+}
+
+// vanishing answers the engine's first two lookups "not found", and
+// before the second one moves the store's clock past the expiry of the
+// record another writer created meanwhile (lateCreator): the engine's
+// first create loses the race, its second attempt finds the key free.
+type vanishing struct {
+	lateCreator
+	clk  *testkit.Clock
+	hide atomic.Int32 // Gets still to answer ErrNotFound
+}
+
+func (s *vanishing) Get(ctx context.Context, k state.Key) (*state.Record, error) {
+	switch n := s.hide.Add(-1); {
+	case n == 0:
+		s.clk.Advance(time.Minute) // the other writer's record expires
+		fallthrough
+	case n > 0:
+		return nil, state.ErrNotFound
+	}
+	return s.lateCreator.Get(ctx, k)
+}
+
+func (s *vanishing) GetHot(ctx context.Context, k state.Key) (*state.Record, error) {
+	return s.Get(ctx, k)
+}
+
+func TestASecondNewAttemptAfterALostCreateRaceForwards(t *testing.T) {
+	sub := submit(t, "k-again", "hello")
+	clk := testkit.NewClock(time.Now())
+	other := &state.Record{Owner: "elsewhere", State: state.Accepted, Created: clk.Now(), Expires: clk.Now().Add(time.Second)}
+	st := &vanishing{lateCreator: lateCreator{Store: state.NewMem(clk.Now), other: other}, clk: clk}
+	st.hide.Store(2)
+	f := &fakeForwarder{}
+	e := newTestEngine(t, Config{Store: st, Forwarder: f, InstanceID: "A", Now: clk.Now})
+	a := e.Submit(ctx, "shop", Policy{}, sub)
+	if a.Outcome != OutForwarded || f.count() != 1 {
+		t.Errorf("answer = %s with %d forwards, want forwarded once (the second attempt won its create)", a.Outcome, f.count())
 	}
 }
