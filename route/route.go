@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -96,7 +97,8 @@ type Router struct {
 	// shrunk); drained, the upstreams taking no new submits.
 	routes  atomic.Pointer[map[string][]Member]
 	healths atomic.Pointer[map[string]*health]
-	drained sync.Map // upstream name → struct{}
+	drained atomic.Pointer[map[string]bool] // nil when none is drained
+	drainMu sync.Mutex                      // serialises Drain and Resume
 	// warn rate-limits the per-submit lines about temporary errors (by
 	// upstream, status and what was done).
 	warn *logx.Limiter
@@ -168,12 +170,17 @@ func (r *Router) SetRoutes(routes map[string][]Member) {
 	r.routes.Store(&cp)
 }
 
-// members is account's route without the drained upstreams.
+// members is account's route without the drained upstreams (the route
+// itself, not a copy, while none is drained: the common case, per submit).
 func (r *Router) members(account string) []Member {
 	all := (*r.routes.Load())[account]
-	out := all[:0:0]
+	drained := r.drained.Load()
+	if drained == nil {
+		return all
+	}
+	out := make([]Member, 0, len(all))
 	for _, m := range all {
-		if !r.Drained(m.Upstream.Name()) {
+		if !(*drained)[m.Upstream.Name()] {
 			out = append(out, m)
 		}
 	}
@@ -184,21 +191,40 @@ func (r *Router) members(account string) []Member {
 // down (a segment of a message that went there goes elsewhere); submits
 // already written to it finish, and its binds stay up (receipts keep
 // coming). It reports whether the upstream was not drained already.
-func (r *Router) Drain(name string) bool {
-	_, was := r.drained.LoadOrStore(name, struct{}{})
-	return !was
-}
+func (r *Router) Drain(name string) bool { return r.setDrained(name, true) }
 
 // Resume undoes Drain; it reports whether the upstream was drained.
-func (r *Router) Resume(name string) bool {
-	_, was := r.drained.LoadAndDelete(name)
-	return was
+func (r *Router) Resume(name string) bool { return r.setDrained(name, false) }
+
+// setDrained replaces the drained set (nil when empty) and reports
+// whether name's membership changed.
+func (r *Router) setDrained(name string, drained bool) bool {
+	r.drainMu.Lock()
+	defer r.drainMu.Unlock()
+	set := map[string]bool{}
+	if cur := r.drained.Load(); cur != nil {
+		maps.Copy(set, *cur)
+	}
+	if set[name] == drained {
+		return false
+	}
+	if drained {
+		set[name] = true
+	} else {
+		delete(set, name)
+	}
+	if len(set) == 0 {
+		r.drained.Store(nil)
+	} else {
+		r.drained.Store(&set)
+	}
+	return true
 }
 
 // Drained reports whether upstream name is drained.
 func (r *Router) Drained(name string) bool {
-	_, ok := r.drained.Load(name)
-	return ok
+	set := r.drained.Load()
+	return set != nil && (*set)[name]
 }
 
 // DefaultBackoff is 50ms doubling per retry, capped at 1s, with ±50% jitter.
