@@ -186,17 +186,19 @@ func (s *session) connect(ctx context.Context) error {
 // firstBytes is a connection that keeps the first bytes the peer sent.
 type firstBytes struct {
 	net.Conn
-	mu  sync.Mutex
-	buf []byte
+	full atomic.Bool // buf holds all it keeps: later reads pass straight through
+	mu   sync.Mutex
+	buf  []byte
 }
 
 func (f *firstBytes) Read(b []byte) (int, error) {
 	n, err := f.Conn.Read(b)
-	if n > 0 {
+	if n > 0 && !f.full.Load() {
 		f.mu.Lock()
 		if room := 16 - len(f.buf); room > 0 {
 			f.buf = append(f.buf, b[:min(n, room)]...)
 		}
+		f.full.Store(len(f.buf) == 16)
 		f.mu.Unlock()
 	}
 	return n, err
