@@ -20,10 +20,11 @@ var (
 func (a *App) Upstreams() []session.Upstream {
 	var out []session.Upstream
 	r := a.instr.router
+	pools := a.poolsByName()
 	for _, u := range a.config().Upstreams {
 		s := session.Upstream{Name: u.Name, Address: u.Address, Weight: u.Weight, Binds: u.Binds,
 			Drained: r.Drained(u.Name), Healthy: r.Healthy(u.Name)}
-		if p := a.poolsByName()[u.Name]; p != nil {
+		if p := pools[u.Name]; p != nil {
 			s.Up = p.Up()
 			for _, si := range p.Sessions() {
 				s.InFlight += si.InFlight
