@@ -13,7 +13,7 @@ import (
 
 	"github.com/smppproxy/smppproxy/admin"
 	"github.com/smppproxy/smppproxy/config"
-	"github.com/smppproxy/smppproxy/esme"
+	"github.com/smppproxy/smppproxy/internal/peer/esme"
 	"github.com/smppproxy/smppproxy/internal/proxytest"
 	"github.com/smppproxy/smppproxy/smpp"
 	"github.com/smppproxy/smppproxy/state"

@@ -13,11 +13,11 @@ import (
 	"github.com/smppproxy/smppproxy/admin"
 	"github.com/smppproxy/smppproxy/config"
 	"github.com/smppproxy/smppproxy/dlr"
-	"github.com/smppproxy/smppproxy/esme"
+	"github.com/smppproxy/smppproxy/internal/peer/esme"
+	"github.com/smppproxy/smppproxy/internal/peer/sim"
 	"github.com/smppproxy/smppproxy/internal/proxytest"
 	"github.com/smppproxy/smppproxy/proxy"
 	"github.com/smppproxy/smppproxy/session"
-	"github.com/smppproxy/smppproxy/sim"
 	"github.com/smppproxy/smppproxy/state"
 )
 

@@ -18,9 +18,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/smppproxy/smppproxy/config"
+	"github.com/smppproxy/smppproxy/internal/peer/sim"
 	"github.com/smppproxy/smppproxy/internal/proxytest"
 	"github.com/smppproxy/smppproxy/proxy"
-	"github.com/smppproxy/smppproxy/sim"
 )
 
 // notExported are metrics the dashboard or the alert rules may query

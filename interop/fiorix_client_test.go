@@ -11,8 +11,8 @@ import (
 	"github.com/fiorix/go-smpp/smpp/pdu/pdutlv"
 
 	"github.com/smppproxy/smppproxy/config"
+	"github.com/smppproxy/smppproxy/internal/peer/sim"
 	"github.com/smppproxy/smppproxy/internal/testkit"
-	"github.com/smppproxy/smppproxy/sim"
 )
 
 // Test 1: a fiorix Transceiver is the ESME, the project's simulator the

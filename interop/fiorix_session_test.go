@@ -11,9 +11,9 @@ import (
 	"github.com/fiorix/go-smpp/smpp/pdu/pdutext"
 
 	"github.com/smppproxy/smppproxy/config"
+	"github.com/smppproxy/smppproxy/internal/peer/sim"
 	"github.com/smppproxy/smppproxy/internal/testkit"
 	"github.com/smppproxy/smppproxy/session"
-	"github.com/smppproxy/smppproxy/sim"
 )
 
 // A fiorix bind with a wrong password is refused with ESME_RBINDFAIL,

@@ -19,9 +19,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/smppproxy/smppproxy/config"
+	"github.com/smppproxy/smppproxy/internal/peer/sim"
 	"github.com/smppproxy/smppproxy/internal/proxytest"
 	"github.com/smppproxy/smppproxy/proxy"
-	"github.com/smppproxy/smppproxy/sim"
 )
 
 // keyTag is the proxy's default idempotency key TLV.

@@ -10,7 +10,7 @@ import (
 	"github.com/fiorix/go-smpp/smpp/pdu/pdutlv"
 
 	"github.com/smppproxy/smppproxy/config"
-	"github.com/smppproxy/smppproxy/esme"
+	"github.com/smppproxy/smppproxy/internal/peer/esme"
 	"github.com/smppproxy/smppproxy/internal/testkit"
 	"github.com/smppproxy/smppproxy/session"
 	"github.com/smppproxy/smppproxy/smpp"

@@ -6,7 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/smppproxy/smppproxy/internal/buildinfo"
-	"github.com/smppproxy/smppproxy/sim"
+	"github.com/smppproxy/smppproxy/internal/peer/sim"
 )
 
 func TestBuildInfoMetricNamesTheRunningBuild(t *testing.T) {

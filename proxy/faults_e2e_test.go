@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/smppproxy/smppproxy/config"
+	"github.com/smppproxy/smppproxy/internal/peer/sim"
 	"github.com/smppproxy/smppproxy/internal/testkit"
-	"github.com/smppproxy/smppproxy/sim"
 	"github.com/smppproxy/smppproxy/smpp"
 	"github.com/smppproxy/smppproxy/state"
 	"github.com/smppproxy/smppproxy/state/storetest"

@@ -12,7 +12,7 @@ import (
 	"github.com/smppproxy/smppproxy/internal/testkit"
 
 	"github.com/smppproxy/smppproxy/config"
-	"github.com/smppproxy/smppproxy/sim"
+	"github.com/smppproxy/smppproxy/internal/peer/sim"
 	"github.com/smppproxy/smppproxy/smpp"
 )
 

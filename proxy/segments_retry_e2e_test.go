@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/smppproxy/smppproxy/esme"
-	"github.com/smppproxy/smppproxy/sim"
+	"github.com/smppproxy/smppproxy/internal/peer/esme"
+	"github.com/smppproxy/smppproxy/internal/peer/sim"
 	"github.com/smppproxy/smppproxy/smpp"
 )
 

@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/smppproxy/smppproxy/config"
-	"github.com/smppproxy/smppproxy/esme"
+	"github.com/smppproxy/smppproxy/internal/peer/esme"
+	"github.com/smppproxy/smppproxy/internal/peer/sim"
 	"github.com/smppproxy/smppproxy/internal/testkit"
-	"github.com/smppproxy/smppproxy/sim"
 	"github.com/smppproxy/smppproxy/smpp"
 )
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/smppproxy/smppproxy/sim"
+	"github.com/smppproxy/smppproxy/internal/peer/sim"
 	"github.com/smppproxy/smppproxy/smpp"
 )
 

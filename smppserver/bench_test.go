@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	esmeclient "github.com/smppproxy/smppproxy/esme"
+	esmeclient "github.com/smppproxy/smppproxy/internal/peer/esme"
 	"github.com/smppproxy/smppproxy/smpp"
 )
 

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	esmeclient "github.com/smppproxy/smppproxy/esme"
+	esmeclient "github.com/smppproxy/smppproxy/internal/peer/esme"
 	"github.com/smppproxy/smppproxy/internal/testkit"
 	"github.com/smppproxy/smppproxy/smpp"
 )

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/smppproxy/smppproxy/config"
+	"github.com/smppproxy/smppproxy/internal/peer/sim"
 	"github.com/smppproxy/smppproxy/proxy"
-	"github.com/smppproxy/smppproxy/sim"
 )
 
 const (

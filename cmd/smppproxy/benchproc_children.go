@@ -15,7 +15,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/smppproxy/smppproxy/esme"
+	"github.com/smppproxy/smppproxy/internal/peer/esme"
 	"github.com/smppproxy/smppproxy/smpp"
 )
 

@@ -17,7 +17,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/time/rate"
 
-	"github.com/smppproxy/smppproxy/esme"
+	"github.com/smppproxy/smppproxy/internal/peer/esme"
 	"github.com/smppproxy/smppproxy/smpp"
 )
 

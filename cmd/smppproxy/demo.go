@@ -16,9 +16,9 @@ import (
 
 	"github.com/smppproxy/smppproxy/config"
 	"github.com/smppproxy/smppproxy/dedup"
-	"github.com/smppproxy/smppproxy/esme"
+	"github.com/smppproxy/smppproxy/internal/peer/esme"
+	"github.com/smppproxy/smppproxy/internal/peer/sim"
 	"github.com/smppproxy/smppproxy/proxy"
-	"github.com/smppproxy/smppproxy/sim"
 	"github.com/smppproxy/smppproxy/smpp"
 )
 

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/smppproxy/smppproxy/sim"
+	"github.com/smppproxy/smppproxy/internal/peer/sim"
 )
 
 // send through the proxy: the answer's status and message id, the receipt

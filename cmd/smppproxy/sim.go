@@ -14,7 +14,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/smppproxy/smppproxy/sim"
+	"github.com/smppproxy/smppproxy/internal/peer/sim"
 	"github.com/smppproxy/smppproxy/smpp"
 )
 

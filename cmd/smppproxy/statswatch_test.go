@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/smppproxy/smppproxy/admin"
+	"github.com/smppproxy/smppproxy/internal/peer/sim"
 	"github.com/smppproxy/smppproxy/internal/testkit"
-	"github.com/smppproxy/smppproxy/sim"
 	"github.com/smppproxy/smppproxy/smpp"
 )
 

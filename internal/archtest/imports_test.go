@@ -23,8 +23,8 @@ const module = "github.com/smppproxy/smppproxy"
 //	session
 //	dedup, route, dlr, querycancel      the middle: decide, forward, receipts,
 //	                                    query_sm/cancel_sm
-//	esme, sim, internal/proxytest       test and tool support (clients, SMSC,
-//	                                    a proxy on loopback)
+//	internal/peer/{esme,sim},           test and tool support (a client, an
+//	internal/proxytest                  SMSC, a proxy on loopback)
 //	proxy, admin                        wiring and the operator surface
 //	cmd/smppproxy                       the command, on top
 //
@@ -64,18 +64,20 @@ var layers = map[string][]string{
 	// querycancel is the query_sm/cancel_sm link of smppserver's chain.
 	"querycancel": {"smpp", "msgid", "smppserver", "smppclient", "state"},
 
-	"esme": {"smpp", "logx"},
-	"sim":  {"smpp", "logx", "smppserver"},
+	// The SMPP peers the proxy is tested and benchmarked against (and the
+	// CLI's send, sim and bench tools): a client and an SMSC simulator.
+	"internal/peer/esme": {"smpp", "logx"},
+	"internal/peer/sim":  {"smpp", "logx", "smppserver"},
 	// proxytest starts a sim SMSC and a proxy for tests; it takes the
 	// proxy's constructor, so proxy's own tests can use it.
-	"internal/proxytest": {"config", "sim"},
+	"internal/proxytest": {"config", "internal/peer/sim"},
 
 	"proxy": {"internal/buildinfo", "pgstore", "smpp", "logx", "msgid", "config", "smppserver", "smppclient", "state", "session", "dedup", "route", "dlr", "querycancel"},
 	"admin": {"smpp", "logx", "config", "state", "session", "dedup", "route", "dlr"},
 
 	// The command wires everything; bench, demo and sim are tools built
 	// on the test-support packages.
-	"cmd/smppproxy": {"internal/buildinfo", "internal/sdnotify", "pgstore", "smpp", "logx", "msgid", "config", "smppserver", "smppclient", "state", "session", "dedup", "route", "dlr", "querycancel", "proxy", "admin", "esme", "sim"},
+	"cmd/smppproxy": {"internal/buildinfo", "internal/sdnotify", "pgstore", "smpp", "logx", "msgid", "config", "smppserver", "smppclient", "state", "session", "dedup", "route", "dlr", "querycancel", "proxy", "admin", "internal/peer/esme", "internal/peer/sim"},
 
 	// Packages of tests only: their non-test files import nothing.
 	// deploy checks the packaging files (dashboard, alert rules, example

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/smppproxy/smppproxy/config"
-	"github.com/smppproxy/smppproxy/sim"
+	"github.com/smppproxy/smppproxy/internal/peer/sim"
 )
 
 // Account and upstream credentials of Config.

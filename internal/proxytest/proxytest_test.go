@@ -7,10 +7,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/smppproxy/smppproxy/config"
-	"github.com/smppproxy/smppproxy/esme"
+	"github.com/smppproxy/smppproxy/internal/peer/esme"
+	"github.com/smppproxy/smppproxy/internal/peer/sim"
 	"github.com/smppproxy/smppproxy/internal/proxytest"
 	"github.com/smppproxy/smppproxy/proxy"
-	"github.com/smppproxy/smppproxy/sim"
 	"github.com/smppproxy/smppproxy/smpp"
 )
 

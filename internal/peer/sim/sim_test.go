@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/smppproxy/smppproxy/esme"
+	"github.com/smppproxy/smppproxy/internal/peer/esme"
 	"github.com/smppproxy/smppproxy/internal/testkit"
 )
 
