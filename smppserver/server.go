@@ -113,13 +113,16 @@ type Server struct {
 	connWG    sync.WaitGroup
 	nextID    atomic.Uint64
 	panics    atomic.Uint64
-	closedBy  [len(reasonNames)]atomic.Uint64
-	unwritten atomic.Uint64
-	conns     int
-	perIP     map[netip.Addr]int
-	refused   [len(refuseNames)]atomic.Uint64
-	refuseLog *logx.Limiter
-	bindLog   *logx.Limiter
+	// handlerIdle is how long a session's handler goroutine waits for the
+	// next request before it ends (default workerIdle; tests set it).
+	handlerIdle time.Duration
+	closedBy    [len(reasonNames)]atomic.Uint64
+	unwritten   atomic.Uint64
+	conns       int
+	perIP       map[netip.Addr]int
+	refused     [len(refuseNames)]atomic.Uint64
+	refuseLog   *logx.Limiter
+	bindLog     *logx.Limiter
 }
 
 // OpenConnections is the number of connections being served (bound or
@@ -131,6 +134,7 @@ func (s *Server) OpenConnections() int {
 }
 
 func (s *Server) bindTimeout() time.Duration  { return durOr(s.BindTimeout, 10*time.Second) }
+func (s *Server) idleHandler() time.Duration  { return durOr(s.handlerIdle, workerIdle) }
 func (s *Server) enquireLink() time.Duration  { return durOr(s.EnquireLink, 30*time.Second) }
 func (s *Server) writeTimeout() time.Duration { return durOr(s.WriteTimeout, 10*time.Second) }
 func (s *Server) maxPDU() int {

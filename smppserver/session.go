@@ -42,9 +42,14 @@ type Session struct {
 	done      chan struct{}
 	closeOnce sync.Once
 	handlers  sync.WaitGroup
-	sem       chan struct{}
-	ctx       context.Context
-	cancel    context.CancelFunc
+	// work hands a request to a parked handler goroutine of this session
+	// (unbuffered: a send succeeds only if one is waiting); workers counts
+	// them, so run can wait for them after close.
+	work    chan *exchange
+	workers sync.WaitGroup
+	sem     chan struct{}
+	ctx     context.Context
+	cancel  context.CancelFunc
 
 	seq       atomic.Uint32
 	pendMu    sync.Mutex
@@ -70,6 +75,7 @@ func newSession(srv *Server, c net.Conn) *Session {
 		out:         make(chan outFrame, 64),
 		done:        make(chan struct{}),
 		pending:     make(map[uint32]chan []byte),
+		work:        make(chan *exchange),
 		ctx:         ctx,
 		cancel:      cancel,
 	}
@@ -177,6 +183,7 @@ func (s *Session) run() {
 	}
 	<-writerDone
 	s.handlers.Wait()
+	s.workers.Wait()
 	if s.Principal() == nil {
 		// Never bound: a refused bind was logged (rate-limited) already,
 		// and a line per connection would let any client flood the log.
@@ -308,8 +315,42 @@ func (s *Session) dispatch(frame []byte) (unbound bool) {
 	s.requests.Add(1)
 	s.inflight.Add(1)
 	x := &exchange{w: respWriter{s: s, h: h}, r: Request{Header: h, Frame: frame, Session: s}}
-	go x.serve()
+	select {
+	case s.work <- x:
+	default:
+		s.workers.Add(1)
+		go s.worker(x)
+	}
 	return false
+}
+
+// workerIdle is how long a handler goroutine waits for the session's next
+// request before it ends (Server.handlerIdle overrides it).
+const workerIdle = time.Second
+
+// worker serves x, then the session's next requests, until it has waited
+// the server's idle time for one or the session closes. Handler goroutines are kept
+// while requests keep coming rather than started per request: a request's
+// handler runs deep (decide, store, forward), and a new goroutine would
+// grow its stack again for every request. There are never more of them
+// than the window, since each serves one request at a time and a request
+// holds a window slot, and a session that goes quiet keeps none.
+func (s *Session) worker(x *exchange) {
+	defer s.workers.Done()
+	wait := s.srv.idleHandler()
+	idle := time.NewTimer(wait)
+	defer idle.Stop()
+	for {
+		x.serve()
+		idle.Reset(wait)
+		select {
+		case x = <-s.work:
+		case <-idle.C:
+			return
+		case <-s.ctx.Done():
+			return
+		}
+	}
 }
 
 // exchange is a request being handled and its response writer, in one
