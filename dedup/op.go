@@ -259,7 +259,7 @@ func (o *op) answerExisting(ctx context.Context, existing *state.Record) (Answer
 		}
 		return o.takeover(ctx, state.Unknown, why)
 	case state.Sent:
-		return o.waitOther(ctx), false
+		return o.waitOther(ctx, existing.Owner), false
 	case state.Retryable:
 		return o.takeover(ctx, state.Retryable, noteRetake)
 	default:
@@ -411,9 +411,13 @@ func (o *op) releaseUnsent(ctx context.Context, note string) {
 
 // waitOther waits (bounded by inflight_wait) for an owner in another
 // process, or one that was already deciding when this submit arrived with
-// different timing, by polling the store.
-func (o *op) waitOther(ctx context.Context) Answer {
+// different timing, by polling the store. An owner in another instance
+// that is presumed dead (owners.go) is not waited for.
+func (o *op) waitOther(ctx context.Context, owner string) Answer {
 	p, k := o.p, o.k
+	if o.e.owners.dead(ctx, owner) {
+		return o.ownerDead()
+	}
 	bound := time.NewTimer(p.InflightWait)
 	defer bound.Stop()
 	delay := 5 * time.Millisecond
@@ -433,12 +437,25 @@ func (o *op) waitOther(ctx context.Context) Answer {
 			if a, ok := o.settledByOther(r); ok {
 				return a
 			}
+			owner = r.Owner
 			continue
 		}
 		break
 	}
+	if ctx.Err() == nil && o.e.owners.dead(ctx, owner) {
+		return o.ownerDead() // it died while this submit waited
+	}
 	o.logger().Debug("duplicate still in flight; throttled")
 	return Answer{Status: smpp.StatusThrottled, Outcome: OutThrottled, Key: k}
+}
+
+// ownerDead is the answer to a duplicate of a record still sent by an
+// instance presumed dead: ESME_RSYSERR, a system condition (not
+// throttling) until the owner's lease runs out and the record becomes
+// unknown. Nothing is forwarded: the owner may have written it upstream.
+func (o *op) ownerDead() Answer {
+	o.logger().Debug("duplicate of a record sent by an instance presumed dead; not forwarded", "status", smpp.StatusSysErr.String())
+	return Answer{Status: smpp.StatusSysErr, Outcome: OutOwnerDead, Key: o.k}
 }
 
 // settledByOther is the answer to a duplicate once the record's owner has
