@@ -50,7 +50,8 @@ type Options struct {
 	Metrics MetricsOptions
 	// Store overrides the configured backend (tests).
 	Store state.Store
-	// InstanceID distinguishes this process run; empty = random.
+	// InstanceID distinguishes this process run; empty = store.instance_id,
+	// else the host name with a random suffix (InstanceID).
 	InstanceID string
 	// ForceEmptyStore opens a Badger store that lost data instead of
 	// refusing it (state.BadgerOptions.ForceEmpty; serve
@@ -103,8 +104,10 @@ func New(opts Options) (*App, error) {
 		reg = prometheus.NewRegistry()
 	}
 	a := &App{cfg: cfg, log: log, stopBG: make(chan struct{})}
-	if cfg.Store.Backend == config.BackendPostgres && opts.InstanceID == "" {
-		opts.InstanceID = InstanceID(cfg) // the store's and the engine's owner ids agree
+	if opts.InstanceID == "" {
+		// The store's, the engine's and the upstream sessions' ids agree,
+		// and smppproxy_build_info names it.
+		opts.InstanceID = InstanceID(cfg)
 	}
 	a.instance = opts.InstanceID
 	st, secret, err := openStore(opts, log)
