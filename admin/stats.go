@@ -38,7 +38,8 @@ const (
 // glance, summed from the metrics registry.
 type Stats struct {
 	// Submits by outcome (forwarded, replayed, joined, conflict, unknown,
-	// rejected, throttled, untracked, retryable, invalid, store_error).
+	// rejected, throttled, untracked, retryable, invalid, store_error,
+	// owner_dead).
 	Submits map[string]float64 `json:"submits"`
 	// SubmitsByAccount: account → outcome → count.
 	SubmitsByAccount map[string]map[string]float64 `json:"submits_by_account"`

@@ -386,26 +386,36 @@ func (o *op) retake(r *state.Record, from state.SubmitState, note string) (expir
 }
 
 // releaseUnsent is the compensation for a store error on create, takeover
-// or renewal: a failed Badger commit is ambiguous (the write may be visible
-// all the same), and a record left `sent` without an owner would throttle
-// every retry until a restart (and be held `unknown` after it). Best
-// effort: if the record is ours, sent and not journaled by us (so nothing
-// was written upstream), it becomes retryable. A new record carries its
-// journal from the create, but a create the store refused was never
-// followed by the write.
+// or renewal: a failed commit is ambiguous (the write may be visible all
+// the same), and a record left `sent` without an owner would throttle
+// every retry until a restart (and be held `unknown` after it). If the
+// record is ours, sent and not journaled by us (so nothing was written
+// upstream), it becomes retryable. A new record carries its journal from
+// the create, but a create the store refused was never followed by the
+// write. When the store refuses the release too (a database that is still
+// away), it is retried in the background like an outcome (persistLater).
 func (o *op) releaseUnsent(ctx context.Context, note string) {
-	_, err := o.e.cfg.Store.Update(context.WithoutCancel(ctx), o.k, func(r *state.Record) error {
-		if r.Owner != o.owner || r.State != state.Sent || (r.Session != "" && o.createErr == nil) {
-			return state.ErrAbort
+	createErr := o.createErr
+	release := func(r *state.Record) error {
+		if r.Owner != o.owner || r.State != state.Sent || (r.Session != "" && createErr == nil) {
+			return errNotOwned
 		}
 		now := o.e.now()
 		r.State, r.Status, r.Updated = state.Retryable, uint32(smpp.StatusSysErr), now
 		r.Expires = expiresAfterAnswer(r, o.retention, now)
 		addEvent(r, state.Event{At: now, State: state.Retryable, Status: r.Status, Note: note})
 		return nil
-	})
-	if err == nil {
+	}
+	_, err := o.e.cfg.Store.Update(context.WithoutCancel(ctx), o.k, release)
+	switch {
+	case err == nil:
 		o.logger().Warn("record left by a failed store write released as retryable")
+	case errors.Is(err, errNotOwned), errors.Is(err, state.ErrNotFound), errors.Is(err, state.ErrClosed):
+	default:
+		log := o.logger()
+		if !o.e.goBackground(func() { o.e.persistLater(log, o.k, release) }) {
+			log.Warn(msgNotWrittenAtClose)
+		}
 	}
 }
 
