@@ -1,47 +1,33 @@
 package main
 
 import (
-	"fmt"
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/smppproxy/smppproxy/config"
 	"github.com/smppproxy/smppproxy/internal/peer/sim"
 	"github.com/smppproxy/smppproxy/internal/pgtest"
 	"github.com/smppproxy/smppproxy/smpp"
 )
 
 // sharedOps is a `serve` child on the shared PostgreSQL store, as instance
-// id, with its admin API.
+// id (writeSharedConfig), with its admin API.
 func sharedOps(t *testing.T, dsn, schema, id, smsc string) *opsProxy {
 	t.Helper()
-	dir := t.TempDir()
-	p := &opsProxy{dir: dir, listen: freePort(t), logPath: filepath.Join(dir, "proxy.log")}
-	adminAddr := freePort(t)
-	p.adminURL = "http://" + adminAddr
-	cfg := fmt.Sprintf(`listen:
-  address: %q
-  bind_timeout: 5s
-admin:
-  address: %q
-store:
-  backend: postgres
-  dsn: %q
-  schema: %s
-  instance_id: %s
-log: {level: warn}
-shutdown_timeout: 5s
-`, p.listen, adminAddr, dsn, schema, id) + routeYAML("secret", smsc, "pw", "binds: 1\nwindow: 50")
-	cfgPath := filepath.Join(dir, "proxy.yaml")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+	p := &opsProxy{listen: freePort(t)}
+	path := writeSharedConfig(t, dsn, schema, id, p.listen, smsc)
+	cfg, err := config.Load(path)
+	if err != nil {
 		t.Fatal(err)
 	}
-	p.proxyProcess = startServe(t, cfgPath, p.logPath)
+	p.dir, p.adminURL = filepath.Dir(path), "http://"+cfg.Admin.Address
+	p.logPath = filepath.Join(p.dir, "proxy.log")
+	p.proxyProcess = startServe(t, path, p.logPath)
 	waitReady(t, p.adminURL, p.logPath)
 	return p
 }
@@ -91,7 +77,7 @@ func TestCLIShowsTheOwnerInstanceAndTheSessionsInstance(t *testing.T) {
 			t.Errorf("sessions list of %s does not start with INSTANCE %s:\n%s", on.adminURL, id, out)
 		}
 		noDSN("sessions list", out)
-		metrics := get(t, on.adminURL+"/metrics")
+		metrics := scrape(t, on.adminURL, "")
 		if !strings.Contains(metrics, `instance_id="`+id+`"`) || !strings.Contains(metrics, "smppproxy_build_info{") {
 			t.Errorf("/metrics of %s: smppproxy_build_info has no instance_id=%q", on.adminURL, id)
 		}
