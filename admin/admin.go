@@ -355,13 +355,13 @@ func (h *handler) sessions(w http.ResponseWriter, _ *http.Request) {
 	if list == nil {
 		list = []session.Info{}
 	}
-	depths, err := receiptQueueDepths(h.cfg.Gatherer)
+	depths, instance, err := sessionGauges(h.cfg.Gatherer)
 	if err != nil {
 		// The sessions are still worth listing.
 		h.log.Warn("admin: receipt queue depths not read; sessions listed without receipts pending", "err", err)
 	}
 	fillReceiptsPending(list, depths)
-	writeJSON(w, http.StatusOK, SessionList{Sessions: list})
+	writeJSON(w, http.StatusOK, SessionList{InstanceID: instance, Sessions: list})
 }
 
 // fillReceiptsPending sets ReceiptsPending of every receiving ESME session

@@ -55,6 +55,14 @@ func (c *Client) Sessions(ctx context.Context) ([]session.Info, error) {
 	return out.Sessions, err
 }
 
+// SessionList returns the live sessions and the instance they are bound
+// to.
+func (c *Client) SessionList(ctx context.Context) (SessionList, error) {
+	var out SessionList
+	err := c.do(ctx, http.MethodGet, "/api/v1/sessions", nil, nil, &out)
+	return out, err
+}
+
 // Kick closes the session with id.
 func (c *Client) Kick(ctx context.Context, id string) error {
 	return c.do(ctx, http.MethodPost, "/api/v1/sessions/kick", nil, map[string]string{"id": id}, &KickResult{})

@@ -30,6 +30,7 @@ const (
 	// Receipts (SPEC §9): registered by the receipt engine.
 	metricReceipts     = "smppproxy_receipts_total"            // {account, upstream, outcome}
 	metricReceiptQueue = "smppproxy_receipts_queue_depth"      // {account}
+	metricBuildInfo    = "smppproxy_build_info"                // {version, revision, goversion, instance_id}
 	metricDeliveries   = "smppproxy_receipts_deliveries_total" // {account, outcome}
 )
 
@@ -37,7 +38,8 @@ const (
 // glance, summed from the metrics registry.
 type Stats struct {
 	// Submits by outcome (forwarded, replayed, joined, conflict, unknown,
-	// rejected, throttled, untracked, retryable, invalid, store_error).
+	// rejected, throttled, untracked, retryable, invalid, store_error,
+	// owner_dead).
 	Submits map[string]float64 `json:"submits"`
 	// SubmitsByAccount: account → outcome → count.
 	SubmitsByAccount map[string]map[string]float64 `json:"submits_by_account"`
@@ -163,20 +165,22 @@ func BuildStats(g prometheus.Gatherer) (*Stats, error) {
 	return s, nil
 }
 
-// receiptQueueDepths gathers g and returns the receipt queue depth per
-// account; nil when the receipt service exports no depths.
-func receiptQueueDepths(g prometheus.Gatherer) (map[string]float64, error) {
+// sessionGauges gathers g and returns the receipt queue depth per
+// account and this instance's id (smppproxy_build_info's instance_id).
+func sessionGauges(g prometheus.Gatherer) (depths map[string]float64, instance string, err error) {
 	mfs, err := g.Gather()
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	var out map[string]float64
+	fams := families{}
 	for _, mf := range mfs {
-		if mf.GetName() == metricReceiptQueue {
-			families{metricReceiptQueue: mf}.each(metricReceiptQueue, func(l labels, v float64) { add(&out, l["account"], v) })
+		if name := mf.GetName(); name == metricReceiptQueue || name == metricBuildInfo {
+			fams[name] = mf
 		}
 	}
-	return out, nil
+	fams.each(metricReceiptQueue, func(l labels, v float64) { add(&depths, l["account"], v) })
+	fams.each(metricBuildInfo, func(l labels, _ float64) { instance = l["instance_id"] })
+	return depths, instance, nil
 }
 
 type labels map[string]string

@@ -69,6 +69,9 @@ type Status struct {
 	// empty when the metric is not registered.
 	Version  string `json:"version,omitempty"`
 	Revision string `json:"revision,omitempty"`
+	// InstanceID is this instance's id among those sharing a store
+	// (store.instance_id; smppproxy_build_info's instance_id label).
+	InstanceID string `json:"instance_id,omitempty"`
 	// Started is the process's start (process_start_time_seconds, else
 	// when the admin handler was made).
 	Started       time.Time `json:"started"`
@@ -250,7 +253,9 @@ func (p *statusPage) build(ctx context.Context) (*Status, error) {
 	}
 	s := &Status{Now: now.UTC(), Started: p.created.UTC(), Ready: "ready", TokenRequired: p.h.cfg.Token != "",
 		Records: st.Records, RecordsScannedAt: st.RecordsScannedAt, Unknown: []Record{}}
-	fams.each("smppproxy_build_info", func(l labels, _ float64) { s.Version, s.Revision = l["version"], l["revision"] })
+	fams.each("smppproxy_build_info", func(l labels, _ float64) {
+		s.Version, s.Revision, s.InstanceID = l["version"], l["revision"], l["instance_id"]
+	})
 	fams.each("process_start_time_seconds", func(_ labels, v float64) {
 		s.Started = time.Unix(0, int64(v*1e9)).UTC()
 	})

@@ -15,7 +15,10 @@ import (
 
 // SessionList is the answer of GET /api/v1/sessions.
 type SessionList struct {
-	Sessions []session.Info `json:"sessions"`
+	// InstanceID is the instance every session listed is bound to (each
+	// instance sharing a store lists its own); "" when not known.
+	InstanceID string         `json:"instance_id,omitempty"`
+	Sessions   []session.Info `json:"sessions"`
 }
 
 // Record is a stored record as the API shows it: hashes and ids only, never
@@ -55,6 +58,10 @@ type Record struct {
 	StatusName string    `json:"status_name"`
 	Attempts   int       `json:"attempts,omitempty"`
 	Owner      string    `json:"owner,omitempty"`
+	// OwnerInstance is the proxy instance that owns the record (Owner up
+	// to its last "/"): the one that forwarded it, or, while it is sent,
+	// the one waiting for the SMSC's answer.
+	OwnerInstance string `json:"owner_instance,omitempty"`
 	// FingerprintTag stands for the record's content fingerprint, which
 	// is never shown: 8 hex digits of an HMAC under the install's secret
 	// (dedup.Engine.Tag). Two records with the same tag were, almost
@@ -152,6 +159,15 @@ func displayKey(stored string, t Tagger) (key, kind string) {
 	return stored, "other"
 }
 
+// ownerInstance is the instance part of a record owner "instance/n" (""
+// when it has none).
+func ownerInstance(owner string) string {
+	if i := strings.LastIndexByte(owner, '/'); i >= 0 {
+		return owner[:i]
+	}
+	return ""
+}
+
 // NewRecord converts a stored record for the API, its fingerprint (and
 // the fingerprint a fingerprint key embeds) shown by t's tag only; nil t
 // shows none.
@@ -166,7 +182,7 @@ func NewRecord(r *state.Record, t Tagger) Record {
 		MessageID: r.MessageID, ProxyID: r.ProxyID,
 		Delivery: string(r.Delivery), DeliveryAt: r.DeliveryAt,
 		Status: r.Status, StatusName: smpp.Status(r.Status).String(),
-		Attempts: r.Attempts, Owner: r.Owner, FingerprintTag: t.Tag(r.Fingerprint),
+		Attempts: r.Attempts, Owner: r.Owner, OwnerInstance: ownerInstance(r.Owner), FingerprintTag: t.Tag(r.Fingerprint),
 		Created: r.Created, Updated: r.Updated, Expires: r.Expires,
 	}
 	if r.State == state.Accepted {

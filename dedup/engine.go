@@ -43,6 +43,10 @@ type Config struct {
 	// see instead of them: the install's secret (state.FileSecret). nil: a
 	// random secret of this Engine only (unit tests).
 	Secret *state.Secret
+	// Owners tells whether the instance owning a record still `sent` is
+	// alive (a store shared by several instances). nil: the Store's, when
+	// it implements state.OwnerLeases; else every owner is alive.
+	Owners state.OwnerLeases
 }
 
 // Engine applies the submit decision table. Safe for concurrent use.
@@ -61,6 +65,9 @@ type Engine struct {
 	count   [numOutcomes]atomic.Uint64
 	// finals answers retries of recently settled keys without a read.
 	finals *finals
+	// owners says whether another instance owning a sent record is
+	// presumed dead (owners.go).
+	owners *owners
 
 	// bgCtx is the context of the background goroutines (persistLater):
 	// Close cancels it (stop) and waits for them (bg).
@@ -93,6 +100,11 @@ func New(cfg Config) *Engine {
 	if e.cfg.InstanceID == "" {
 		e.cfg.InstanceID = randomID()
 	}
+	leases := cfg.Owners
+	if leases == nil {
+		leases, _ = cfg.Store.(state.OwnerLeases)
+	}
+	e.owners = newOwners(leases, e.cfg.InstanceID, e.now)
 	if e.cfg.Secret == nil {
 		var b [32]byte
 		_, _ = rand.Read(b[:])

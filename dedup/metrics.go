@@ -14,7 +14,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		submits: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "smppproxy", Subsystem: "dedup", Name: "submits_total",
-			Help: "submit_sm decisions by account and outcome (forwarded, replayed, joined, conflict, unknown, rejected, throttled, untracked, retryable, invalid, store_error).",
+			Help: "submit_sm decisions by account and outcome (forwarded, replayed, joined, conflict, unknown, rejected, throttled, untracked, retryable, invalid, store_error, owner_dead).",
 		}, []string{"account", "outcome"}),
 	}
 	m.resolved = prometheus.NewCounterVec(prometheus.CounterOpts{

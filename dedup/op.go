@@ -259,7 +259,7 @@ func (o *op) answerExisting(ctx context.Context, existing *state.Record) (Answer
 		}
 		return o.takeover(ctx, state.Unknown, why)
 	case state.Sent:
-		return o.waitOther(ctx), false
+		return o.waitOther(ctx, existing.Owner), false
 	case state.Retryable:
 		return o.takeover(ctx, state.Retryable, noteRetake)
 	default:
@@ -386,34 +386,48 @@ func (o *op) retake(r *state.Record, from state.SubmitState, note string) (expir
 }
 
 // releaseUnsent is the compensation for a store error on create, takeover
-// or renewal: a failed Badger commit is ambiguous (the write may be visible
-// all the same), and a record left `sent` without an owner would throttle
-// every retry until a restart (and be held `unknown` after it). Best
-// effort: if the record is ours, sent and not journaled by us (so nothing
-// was written upstream), it becomes retryable. A new record carries its
-// journal from the create, but a create the store refused was never
-// followed by the write.
+// or renewal: a failed commit is ambiguous (the write may be visible all
+// the same), and a record left `sent` without an owner would throttle
+// every retry until a restart (and be held `unknown` after it). If the
+// record is ours, sent and not journaled by us (so nothing was written
+// upstream), it becomes retryable. A new record carries its journal from
+// the create, but a create the store refused was never followed by the
+// write. When the store refuses the release too (a database that is still
+// away), it is retried in the background like an outcome (persistLater).
 func (o *op) releaseUnsent(ctx context.Context, note string) {
-	_, err := o.e.cfg.Store.Update(context.WithoutCancel(ctx), o.k, func(r *state.Record) error {
-		if r.Owner != o.owner || r.State != state.Sent || (r.Session != "" && o.createErr == nil) {
-			return state.ErrAbort
+	createErr := o.createErr
+	release := func(r *state.Record) error {
+		if r.Owner != o.owner || r.State != state.Sent || (r.Session != "" && createErr == nil) {
+			return errNotOwned
 		}
 		now := o.e.now()
 		r.State, r.Status, r.Updated = state.Retryable, uint32(smpp.StatusSysErr), now
 		r.Expires = expiresAfterAnswer(r, o.retention, now)
 		addEvent(r, state.Event{At: now, State: state.Retryable, Status: r.Status, Note: note})
 		return nil
-	})
-	if err == nil {
+	}
+	_, err := o.e.cfg.Store.Update(context.WithoutCancel(ctx), o.k, release)
+	switch {
+	case err == nil:
 		o.logger().Warn("record left by a failed store write released as retryable")
+	case errors.Is(err, errNotOwned), errors.Is(err, state.ErrNotFound), errors.Is(err, state.ErrClosed):
+	default:
+		log := o.logger()
+		if !o.e.goBackground(func() { o.e.persistLater(log, o.k, release) }) {
+			log.Warn(msgNotWrittenAtClose)
+		}
 	}
 }
 
 // waitOther waits (bounded by inflight_wait) for an owner in another
 // process, or one that was already deciding when this submit arrived with
-// different timing, by polling the store.
-func (o *op) waitOther(ctx context.Context) Answer {
+// different timing, by polling the store. An owner in another instance
+// that is presumed dead (owners.go) is not waited for.
+func (o *op) waitOther(ctx context.Context, owner string) Answer {
 	p, k := o.p, o.k
+	if o.e.owners.dead(ctx, owner) {
+		return o.ownerDead()
+	}
 	bound := time.NewTimer(p.InflightWait)
 	defer bound.Stop()
 	delay := 5 * time.Millisecond
@@ -433,12 +447,25 @@ func (o *op) waitOther(ctx context.Context) Answer {
 			if a, ok := o.settledByOther(r); ok {
 				return a
 			}
+			owner = r.Owner
 			continue
 		}
 		break
 	}
+	if ctx.Err() == nil && o.e.owners.dead(ctx, owner) {
+		return o.ownerDead() // it died while this submit waited
+	}
 	o.logger().Debug("duplicate still in flight; throttled")
 	return Answer{Status: smpp.StatusThrottled, Outcome: OutThrottled, Key: k}
+}
+
+// ownerDead is the answer to a duplicate of a record still sent by an
+// instance presumed dead: ESME_RSYSERR, a system condition (not
+// throttling) until the owner's lease runs out and the record becomes
+// unknown. Nothing is forwarded: the owner may have written it upstream.
+func (o *op) ownerDead() Answer {
+	o.logger().Debug("duplicate of a record sent by an instance presumed dead; not forwarded", "status", smpp.StatusSysErr.String())
+	return Answer{Status: smpp.StatusSysErr, Outcome: OutOwnerDead, Key: o.k}
 }
 
 // settledByOther is the answer to a duplicate once the record's owner has

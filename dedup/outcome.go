@@ -20,6 +20,7 @@ const (
 	OutRetryable
 	OutInvalid
 	OutStoreErr
+	OutOwnerDead
 
 	numOutcomes = iota + 1 // size of tables indexed by Outcome
 )
@@ -36,6 +37,7 @@ var outcomeNames = [numOutcomes]string{
 	OutRetryable: "retryable",
 	OutInvalid:   "invalid",
 	OutStoreErr:  "store_error",
+	OutOwnerDead: "owner_dead",
 }
 
 // Outcomes returns every outcome, in the order of SPEC §9.

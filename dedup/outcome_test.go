@@ -9,7 +9,7 @@ import (
 // The outcome names are the submits metric's label values, the admin
 // stats' keys and the log's outcome field (SPEC §9): they do not change.
 func TestOutcomesAreNamedAsTheMetricLabels(t *testing.T) {
-	want := []string{"forwarded", "replayed", "joined", "conflict", "unknown", "rejected", "throttled", "untracked", "retryable", "invalid", "store_error"}
+	want := []string{"forwarded", "replayed", "joined", "conflict", "unknown", "rejected", "throttled", "untracked", "retryable", "invalid", "store_error", "owner_dead"}
 	var got []string
 	for _, o := range Outcomes() {
 		txt, err := o.MarshalText()

@@ -30,6 +30,40 @@ func (s *Store) LeaseUntil() time.Time {
 	return time.Time{}
 }
 
+var _ state.OwnerLeases = (*Store)(nil)
+
+// InstanceLive implements state.OwnerLeases: instance is presumed alive
+// while it has a lease with at least half of it left. A live instance
+// renews every Lease/3, so its lease never has less than two thirds left
+// but for a slow renewal; with less than half left it has missed a
+// renewal and then some (a sixth of the lease, for a slow renewal and
+// clock skew): it is presumed dead, well before its lease runs out and
+// its sent records become unknown. An instance without a row, or whose
+// lease ran out or was given up, is dead. Every instance is assumed to
+// run with the same lease as this one. This instance is always alive to
+// itself.
+func (s *Store) InstanceLive(ctx context.Context, instance string) (bool, error) {
+	if instance == s.opts.InstanceID {
+		return true, nil
+	}
+	if err := s.enter(ctx); err != nil {
+		return false, err
+	}
+	defer s.exit()
+	ctx, cancel := s.opCtx(ctx)
+	defer cancel()
+	var until time.Time
+	err := s.pool.QueryRow(ctx, `SELECT lease_until FROM instances WHERE id = $1`, textCol(instance)).Scan(&until)
+	s.reportRead(ctx, err)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return false, nil
+	case err != nil:
+		return false, wrapErr(err)
+	}
+	return until.Sub(s.now()) >= s.opts.Lease/2, nil
+}
+
 // claim registers the instance at Open. An instance row whose lease is
 // still held by another process is refused (unless Options.TakeOver ends
 // that lease first); one whose

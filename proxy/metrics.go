@@ -78,7 +78,7 @@ func (a *App) registerMetrics(reg prometheus.Registerer, o MetricsOptions) error
 	}
 	in := a.instr
 	in.store.ScanCap = o.RecordsCap
-	cs := []prometheus.Collector{smppserver.NewMetrics(a.server), in.upstreams, in.store, route.NewMetrics(in.router), buildInfoMetric(), a.throttles.count}
+	cs := []prometheus.Collector{smppserver.NewMetrics(a.server), in.upstreams, in.store, route.NewMetrics(in.router), buildInfoMetric(a.instance), a.throttles.count}
 	if l, ok := a.store.(leaser); ok {
 		cs = append(cs, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "smppproxy_store_lease_held",
@@ -100,14 +100,16 @@ func (a *App) registerMetrics(reg prometheus.Registerer, o MetricsOptions) error
 }
 
 // buildInfoMetric is smppproxy_build_info: always 1, labelled with the
-// running build (the way Prometheus' own *_build_info metrics are).
-func buildInfoMetric() prometheus.Collector {
+// running build (the way Prometheus' own *_build_info metrics are) and
+// this instance's id among those sharing a store (one series per
+// process: join it to other series on the scrape's instance label).
+func buildInfoMetric(instance string) prometheus.Collector {
 	in := buildinfo.Read()
 	g := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "smppproxy_build_info",
-		Help: "Always 1; the labels say which build of smppproxy is running.",
+		Help: "Always 1; the labels say which build of smppproxy is running, and instance_id which instance it is among those sharing a store.",
 		ConstLabels: prometheus.Labels{
-			"version": in.Version, "revision": in.ShortRevision(), "goversion": in.GoVersion,
+			"version": in.Version, "revision": in.ShortRevision(), "goversion": in.GoVersion, "instance_id": instance,
 		},
 	})
 	g.Set(1)

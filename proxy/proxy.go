@@ -50,7 +50,8 @@ type Options struct {
 	Metrics MetricsOptions
 	// Store overrides the configured backend (tests).
 	Store state.Store
-	// InstanceID distinguishes this process run; empty = random.
+	// InstanceID distinguishes this process run; empty = store.instance_id,
+	// else the host name with a random suffix (InstanceID).
 	InstanceID string
 	// ForceEmptyStore opens a Badger store that lost data instead of
 	// refusing it (state.BadgerOptions.ForceEmpty; serve
@@ -103,8 +104,10 @@ func New(opts Options) (*App, error) {
 		reg = prometheus.NewRegistry()
 	}
 	a := &App{cfg: cfg, log: log, stopBG: make(chan struct{})}
-	if cfg.Store.Backend == config.BackendPostgres && opts.InstanceID == "" {
-		opts.InstanceID = InstanceID(cfg) // the store's and the engine's owner ids agree
+	if opts.InstanceID == "" {
+		// The store's, the engine's and the upstream sessions' ids agree,
+		// and smppproxy_build_info names it.
+		opts.InstanceID = InstanceID(cfg)
 	}
 	a.instance = opts.InstanceID
 	st, secret, err := openStore(opts, log)
@@ -125,7 +128,7 @@ func New(opts Options) (*App, error) {
 	a.ids, a.byName, a.now = ids, byName, opts.Now
 	a.instr = newInstruments(a.pools, st)
 	a.instr.router = route.New(route.Config{Routes: a.routes(byName, upCfg), Logger: log, Now: opts.Now})
-	a.engine = dedup.New(dedup.Config{Store: a.instr.engineStore(st), Forwarder: a.instr.router, Logger: log, Metrics: dedup.NewMetrics(reg), InstanceID: opts.InstanceID, IDs: ids, Secret: secret, Now: opts.Now})
+	a.engine = dedup.New(dedup.Config{Store: a.instr.engineStore(st), Forwarder: a.instr.router, Logger: log, Metrics: dedup.NewMetrics(reg), InstanceID: opts.InstanceID, IDs: ids, Secret: secret, Now: opts.Now, Owners: ownerLeases(st)})
 	if err := a.recover(); err != nil {
 		_ = st.Close()
 		return nil, err

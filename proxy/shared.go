@@ -13,11 +13,19 @@ import (
 	"github.com/smppproxy/smppproxy/pgstore"
 	"github.com/smppproxy/smppproxy/smpp"
 	"github.com/smppproxy/smppproxy/smppserver"
+	"github.com/smppproxy/smppproxy/state"
 )
 
 // leaser is a store shared by several instances: it holds a lease that
 // says this instance is alive (pgstore.Store).
 type leaser interface{ Lease() bool }
+
+// ownerLeases is st's state.OwnerLeases (a shared store), or nil. The
+// engine gets it apart from its store, which the metrics wrap.
+func ownerLeases(st state.Store) state.OwnerLeases {
+	l, _ := st.(state.OwnerLeases)
+	return l
+}
 
 // openPostgres opens the shared store of cfg as instance id.
 func openPostgres(cfg *config.Config, id string, log *slog.Logger) (*pgstore.Store, error) {

@@ -123,6 +123,7 @@ func printRecord(w io.Writer, r admin.Record) {
 	fmt.Fprintf(tw, "upstream\t%s\n", dash(r.Upstream))
 	fmt.Fprintf(tw, "journal\tsession %s sequence %d\n", dash(r.Session), r.Sequence)
 	fmt.Fprintf(tw, "attempts\t%d\n", r.Attempts)
+	fmt.Fprintf(tw, "owner instance\t%s\n", dash(r.OwnerInstance))
 	fmt.Fprintf(tw, "created\t%s\n", r.Created.Local().Format(timeLayout))
 	fmt.Fprintf(tw, "updated\t%s\n", r.Updated.Local().Format(timeLayout))
 	fmt.Fprintf(tw, "expires\t%s\n", r.Expires.Local().Format(timeLayout))

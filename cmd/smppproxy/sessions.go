@@ -24,9 +24,15 @@ func sessionsCommand() *cli.Command {
 				Usage: "list every ESME session and upstream bind (RECEIPTS PENDING: receipts and MO queued for the session's account, not yet acknowledged)",
 				Flags: adminFlags(),
 				Action: adminAction(0, "", func(c *cli.Context, cl *admin.Client, _ []string) (admin.SessionList, error) {
-					list, err := cl.Sessions(c.Context)
-					return admin.SessionList{Sessions: nonNil(list)}, err
-				}, func(w io.Writer, l admin.SessionList) { printSessions(w, l.Sessions, time.Now()) }),
+					list, err := cl.SessionList(c.Context)
+					list.Sessions = nonNil(list.Sessions)
+					return list, err
+				}, func(w io.Writer, l admin.SessionList) {
+					if l.InstanceID != "" {
+						fmt.Fprintf(w, "INSTANCE %s (every session below is bound to it)\n\n", l.InstanceID)
+					}
+					printSessions(w, l.Sessions, time.Now())
+				}),
 			},
 			{
 				Name:      "kick",
