@@ -95,7 +95,8 @@ func TestKill9OfOneOfTwoInstancesNeverDuplicates(t *testing.T) {
 	for i := range keys {
 		var r esme.Resp
 		// A key A had in flight is `sent` under A's lease: B throttles it
-		// until the lease runs out and the key is unknown.
+		// (0x58) while A may still be alive, then answers 0x08, once A has
+		// missed its lease renewals and, after the lease ran out, as unknown.
 		testkit.Eventually(t, 20*time.Second, func() bool {
 			var err error
 			r, err = send(onB, i)
