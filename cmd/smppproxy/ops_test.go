@@ -160,20 +160,11 @@ func submit(t *testing.T, c *esme.Client, key, text string) esme.Resp {
 // scrape returns the /metrics text.
 func scrape(t *testing.T, adminURL, token string) string {
 	t.Helper()
-	req, _ := http.NewRequest("GET", adminURL+"/metrics", nil)
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	resp, b := testkit.Get(t, adminURL+"/metrics", token)
 	if resp.StatusCode != 200 {
 		t.Fatalf("GET /metrics = %d %s", resp.StatusCode, b)
 	}
-	return string(b)
+	return b
 }
 
 // sample returns the value of one exposition line (name{labels} value),
