@@ -4,50 +4,12 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
-	"strings"
 	"testing"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/smppproxy/smppproxy/internal/testkit"
 	"github.com/smppproxy/smppproxy/smpp"
 )
-
-// Statuses outside the SMPP status table (vendor codes, garbage) share the
-// label value "other", so a misbehaving SMSC cannot grow the label set of
-// responses_total; known statuses keep their name.
-func TestUnknownUpstreamStatusesShareOneMetricLabel(t *testing.T) {
-	f := startFake(t)
-	f.onSubmit = func(c *fakeConn, h smpp.Header, _ []byte) {
-		st := smpp.Status(0x0400_0000 + h.Sequence) // a new vendor status each time
-		if h.Sequence == 1 {
-			st = smpp.StatusThrottled
-		}
-		c.answer(h, st)
-	}
-	p := newPool(t, f.addr, nil)
-	waitUp(t, p, 1)
-	m := NewMetrics(p)
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(m)
-	ip := m.Instrument(p)
-	for range 20 {
-		if _, err := ip.Submit(context.Background(), "", submitFrame, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want := `
-# HELP smppproxy_upstream_responses_total Responses to forwarded requests by upstream and SMPP status name ("other" for a status outside the SMPP status table).
-# TYPE smppproxy_upstream_responses_total counter
-smppproxy_upstream_responses_total{status="ESME_RTHROTTLED",upstream="up"} 1
-smppproxy_upstream_responses_total{status="other",upstream="up"} 19
-`
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "smppproxy_upstream_responses_total"); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // Per-PDU warnings about what an upstream sends — responses nobody waits
 // for, deliveries beyond the delivery window, requests the proxy does not

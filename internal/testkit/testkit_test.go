@@ -131,3 +131,25 @@ func TestGetSendsTheTokenAndReadsTheBody(t *testing.T) {
 		}
 	}
 }
+
+// An open Gate lets Pass through; a held one keeps it, tells entered, and
+// lets it through on release.
+func TestGateHoldsPassUntilRelease(t *testing.T) {
+	var g Gate
+	g.Pass() // open: returns at once
+	entered, release := g.Hold()
+	passed := make(chan struct{})
+	go func() {
+		g.Pass()
+		close(passed)
+	}()
+	<-entered
+	select {
+	case <-passed:
+		t.Fatal("Pass returned while the gate was held")
+	default:
+	}
+	release()
+	<-passed
+	g.Pass() // open again after the release
+}
