@@ -214,11 +214,22 @@ func (c *esme) expectClosed(what string) {
 }
 
 // expectOpen checks that the connection is still served: an enquire_link
-// is answered.
+// is answered. The server's own enquire_links (a server with EnquireLink
+// set sends them when it likes) are answered and passed over meanwhile.
 func (c *esme) expectOpen(what string) {
 	c.t.Helper()
 	seq := c.send(smpp.CmdEnquireLink, nil)
-	c.expect(what+": enquire_link", smpp.CmdEnquireLink|smpp.RespBit, seq, smpp.StatusOK)
+	for {
+		h, _ := c.read()
+		if h.ID == smpp.CmdEnquireLink {
+			c.write(smpp.EncodeSimple(smpp.CmdEnquireLink|smpp.RespBit, smpp.StatusOK, h.Sequence, nil))
+			continue
+		}
+		if h.ID != smpp.CmdEnquireLink|smpp.RespBit || h.Sequence != seq || h.Status != smpp.StatusOK {
+			c.t.Fatalf("%s: enquire_link: got %s, want %s", what, fmtHeader(h), fmtHeader(smpp.Header{ID: smpp.CmdEnquireLink | smpp.RespBit, Sequence: seq}))
+		}
+		return
+	}
 }
 
 // isClosedErr reports a connection the server closed between frames: the
