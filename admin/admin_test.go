@@ -2,12 +2,12 @@ package admin_test
 
 import (
 	"errors"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/smppproxy/smppproxy/admin"
+	"github.com/smppproxy/smppproxy/internal/testkit"
 	"github.com/smppproxy/smppproxy/smpp"
 	"github.com/smppproxy/smppproxy/state"
 )
@@ -38,12 +38,7 @@ func TestWrongOrMissingTokenIs401AndChangesNothing(t *testing.T) {
 			if auth != "" {
 				req.Header.Set("Authorization", auth)
 			}
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
+			resp, body := testkit.Do(t, req)
 			if resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") == "" {
 				t.Errorf("%s %s with Authorization %q = %d %s, want 401 with WWW-Authenticate", rq.method, rq.path, auth, resp.StatusCode, body)
 			}
@@ -55,12 +50,7 @@ func TestWrongOrMissingTokenIs401AndChangesNothing(t *testing.T) {
 	s.wantUnchanged(t, "unauthenticated kick and resolve")
 	// The probes need no token; the right token opens everything.
 	for _, p := range []string{"/healthz", "/readyz"} {
-		resp, err := http.Get(s.admin.URL + p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
+		if resp, _ := testkit.Get(t, s.admin.URL+p, ""); resp.StatusCode != http.StatusOK {
 			t.Errorf("GET %s without token = %d, want 200", p, resp.StatusCode)
 		}
 	}

@@ -11,9 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/smppproxy/smppproxy/internal/testkit"
-
 	"github.com/smppproxy/smppproxy/admin"
+	"github.com/smppproxy/smppproxy/internal/testkit"
 	"github.com/smppproxy/smppproxy/smpp"
 	"github.com/smppproxy/smppproxy/state"
 )
@@ -31,13 +30,8 @@ func post(t *testing.T, url, contentType, origin, body string) (int, string) {
 	if origin != "" {
 		req.Header.Set("Origin", origin)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	resp, b := testkit.Do(t, req)
+	return resp.StatusCode, b
 }
 
 // Without a token, what a web page can send (a form or text/plain POST, or

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/hex"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -15,6 +14,7 @@ import (
 	"github.com/smppproxy/smppproxy/config"
 	"github.com/smppproxy/smppproxy/internal/peer/esme"
 	"github.com/smppproxy/smppproxy/internal/proxytest"
+	"github.com/smppproxy/smppproxy/internal/testkit"
 	"github.com/smppproxy/smppproxy/smpp"
 	"github.com/smppproxy/smppproxy/state"
 )
@@ -101,14 +101,9 @@ func bruteForceOTP(t *testing.T, answers string, code int) {
 
 func get(t *testing.T, u string) string {
 	t.Helper()
-	resp, err := http.Get(u)
-	if err != nil {
-		t.Fatal(err)
+	resp, b := testkit.Get(t, u, "")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s = %d %s", u, resp.StatusCode, b)
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s = %d %s, %v", u, resp.StatusCode, b, err)
-	}
-	return string(b)
+	return b
 }

@@ -1,13 +1,13 @@
 package admin_test
 
 import (
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/smppproxy/smppproxy/admin"
+	"github.com/smppproxy/smppproxy/internal/testkit"
 	"github.com/smppproxy/smppproxy/state"
 )
 
@@ -25,20 +25,8 @@ func pprofServer(t *testing.T, on bool, token string) *httptest.Server {
 // the status and body.
 func getPprof(t *testing.T, srv *httptest.Server, path, token string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, srv.URL+path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(body)
+	resp, body := testkit.Get(t, srv.URL+path, token)
+	return resp.StatusCode, body
 }
 
 var pprofPaths = []string{"/debug/pprof/", "/debug/pprof/heap?debug=1", "/debug/pprof/goroutine?debug=1", "/debug/pprof/cmdline"}

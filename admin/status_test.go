@@ -3,7 +3,6 @@ package admin_test
 import (
 	"encoding/hex"
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -23,20 +22,8 @@ import (
 // status, the headers and the body.
 func getStatus(t *testing.T, url, token string) (int, http.Header, string) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, resp.Header, string(b)
+	resp, body := testkit.Get(t, url, token)
+	return resp.StatusCode, resp.Header, body
 }
 
 func decodeStatus(t *testing.T, body string) admin.Status {

@@ -23,7 +23,7 @@ func newEngineWithStuckOutcome(t *testing.T) (*Engine, *clock, *testkit.LogLines
 	f := accepting(func(int) { mem.FailWrites(errors.New("no space left on device")) })
 	lines := testkit.NewLogLines()
 	e := newTestEngine(t, Config{Store: mem, Forwarder: f, Now: clk.now, InstanceID: "stuck", Logger: slog.New(lines)})
-	if a := e.Submit(ctx, "shop", Policy{}, ambSubmit(t, "k1")); a.Outcome != OutStoreErr {
+	if a := e.Submit(ctx, "shop", Policy{}, submit(t, "k1", "hello")); a.Outcome != OutStoreErr {
 		t.Fatalf("submit whose outcome could not be stored = %v %s, want store_error", a.Status, a.Outcome)
 	}
 	return e, clk, lines
@@ -75,7 +75,7 @@ func TestOutcomeWriteFailingAfterCloseStartsNoRetry(t *testing.T) {
 		mem.FailWrites(errors.New("no space left on device"))
 	})
 	e = newTestEngine(t, Config{Store: mem, Forwarder: f, Now: clk.now, InstanceID: "closing", Logger: slog.New(lines)})
-	if a := e.Submit(ctx, "shop", Policy{}, ambSubmit(t, "k1")); a.Outcome != OutStoreErr {
+	if a := e.Submit(ctx, "shop", Policy{}, submit(t, "k1", "hello")); a.Outcome != OutStoreErr {
 		t.Fatalf("submit whose outcome could not be stored = %v %s, want store_error", a.Status, a.Outcome)
 	}
 	if left := testkit.LeftRunning(0, "dedup.(*Engine).persistLater"); left != "" {

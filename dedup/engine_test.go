@@ -3,9 +3,7 @@ package dedup
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,89 +13,6 @@ import (
 	"github.com/smppproxy/smppproxy/state"
 	"github.com/smppproxy/smppproxy/state/storetest"
 )
-
-// fakeForwarder answers from a script and counts forwards. It journals
-// before "writing", as the real router does.
-type fakeForwarder struct {
-	mu      sync.Mutex
-	calls   int
-	sent    int // calls whose journal succeeded: written upstream
-	answer  func(n int) Result
-	release chan struct{} // if non-nil, Forward blocks until closed
-	written chan struct{} // if non-nil, closed at the first "write" (after the journal)
-	ids     atomic.Int64
-}
-
-func (f *fakeForwarder) Forward(ctx context.Context, a *Attempt) Result {
-	f.mu.Lock()
-	f.calls++
-	n := f.calls
-	f.mu.Unlock()
-	if err := a.Journal("up", "up/s1", uint32(n)); err != nil {
-		return Result{Kind: NotSent, Status: smpp.StatusSysErr, Err: err}
-	}
-	f.mu.Lock()
-	f.sent++
-	f.mu.Unlock()
-	if f.written != nil && n == 1 {
-		close(f.written)
-	}
-	if f.release != nil {
-		<-f.release
-	}
-	if f.answer != nil {
-		r := f.answer(n)
-		r.Upstream, r.Session, r.Sequence = "up", "up/s1", uint32(n)
-		return r
-	}
-	return Result{Kind: Answered, Status: smpp.StatusOK, MessageID: fmt.Sprintf("m%d", f.ids.Add(1)), Upstream: "up"}
-}
-
-// count is the number of forwards written upstream (journaled first).
-func (f *fakeForwarder) count() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.sent
-}
-
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
-
-func newEngine(t *testing.T, f *fakeForwarder) (*Engine, *state.MemStore, *clock) {
-	t.Helper()
-	c := &clock{t: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
-	st := state.NewMem(c.now)
-	return newTestEngine(t, Config{Store: st, Forwarder: f, Now: c.now, InstanceID: "test"}), st, c
-}
-
-// newTestEngine returns New(cfg), closed when the test ends.
-func newTestEngine(t *testing.T, cfg Config) *Engine {
-	t.Helper()
-	e := New(cfg)
-	t.Cleanup(e.Close)
-	return e
-}
-
-func submit(t testing.TB, key, text string, extra ...smpp.TLV) *smpp.Submit {
-	t.Helper()
-	f := smpptest.SubmitFields{Src: "SHOP", Dst: "447700900123", ShortMessage: []byte(text)}
-	if key != "" {
-		f.TLVs = append(f.TLVs, smpp.TLV{Tag: smpp.DefaultIdempotencyTag, Value: []byte(key)})
-	}
-	f.TLVs = append(f.TLVs, extra...)
-	s, err := smpp.ParseSubmit(smpptest.EncodeSubmit(1, f))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
-var ctx = context.Background()
 
 func TestDecisionTable(t *testing.T) {
 	unknownSt := smpp.Status(0x08)
@@ -122,22 +37,12 @@ func TestDecisionTable(t *testing.T) {
 			want:  Answer{Status: unknownSt, Outcome: OutUnknown}, wantFwd: 1, wantRec: state.Unknown,
 		},
 		"retryable (temporary upstream error) → forwarded again": {
-			first: func(n int) Result {
-				if n == 1 {
-					return Result{Kind: Answered, Status: smpp.StatusMsgQFul}
-				}
-				return Result{Kind: Answered, Status: 0, MessageID: "m-retry"}
-			},
-			want: Answer{Status: 0, MessageID: "m-retry", Outcome: OutForwarded}, wantFwd: 2, wantRec: state.Accepted,
+			first: firstThen(Result{Kind: Answered, Status: smpp.StatusMsgQFul}, Result{Kind: Answered, Status: 0, MessageID: "m-retry"}),
+			want:  Answer{Status: 0, MessageID: "m-retry", Outcome: OutForwarded}, wantFwd: 2, wantRec: state.Accepted,
 		},
 		"retryable (no bind) → forwarded again": {
-			first: func(n int) Result {
-				if n == 1 {
-					return Result{Kind: NotSent, Status: smpp.StatusSysErr}
-				}
-				return Result{Kind: Answered, Status: 0, MessageID: "m2"}
-			},
-			want: Answer{Status: 0, MessageID: "m2", Outcome: OutForwarded}, wantFwd: 2, wantRec: state.Accepted,
+			first: firstThen(Result{Kind: NotSent, Status: smpp.StatusSysErr}, Result{Kind: Answered, Status: 0, MessageID: "m2"}),
+			want:  Answer{Status: 0, MessageID: "m2", Outcome: OutForwarded}, wantFwd: 2, wantRec: state.Accepted,
 		},
 		"fingerprint differs → conflict, nothing forwarded": {
 			dupText: "other text",

@@ -10,12 +10,9 @@ import (
 	"github.com/smppproxy/smppproxy/state"
 )
 
-func ambiguousFirst(n int) Result {
-	if n == 1 {
-		return Result{Kind: Ambiguous, Err: errors.New("session lost")}
-	}
-	return Result{Kind: Answered, Status: 0, MessageID: "m-resent"}
-}
+// ambiguousFirst loses the first forward's answer (the session dropped)
+// and accepts the next ones as m-resent.
+var ambiguousFirst = firstThen(Result{Kind: Ambiguous, Err: errors.New("session lost")}, Result{Kind: Answered, Status: 0, MessageID: "m-resent"})
 
 func TestOnUnknownPolicies(t *testing.T) {
 	tests := map[string]struct {

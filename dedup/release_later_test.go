@@ -44,7 +44,7 @@ func TestReleaseOfAnAppliedCreateIsRetriedWhileTheStoreIsDown(t *testing.T) {
 	p := Policy{InflightWait: 20 * time.Millisecond}
 	bg := context.Background()
 
-	if a := e.Submit(bg, "shop", p, ambSubmit(t, "k3")); a.Status != smpp.StatusSysErr || sent.Load() != 0 {
+	if a := e.Submit(bg, "shop", p, submit(t, "k3", "hello")); a.Status != smpp.StatusSysErr || sent.Load() != 0 {
 		t.Fatalf("submit whose create was reported failed = %v with %d forwards, want ESME_RSYSERR and none", a.Status, sent.Load())
 	}
 	st.FailWrites(nil) // the store is back
@@ -53,7 +53,7 @@ func TestReleaseOfAnAppliedCreateIsRetriedWhileTheStoreIsDown(t *testing.T) {
 		r, err := st.Get(bg, k)
 		return err == nil && r.State == state.Retryable
 	}, "the record released as retryable once the store is back")
-	if a := e.Submit(bg, "shop", p, ambSubmit(t, "k3")); a.Status != smpp.StatusOK || sent.Load() != 1 {
+	if a := e.Submit(bg, "shop", p, submit(t, "k3", "hello")); a.Status != smpp.StatusOK || sent.Load() != 1 {
 		t.Errorf("retry once the store is back = %v with %d forwards, want accepted with one forward", a.Status, sent.Load())
 	}
 }

@@ -13,12 +13,7 @@ import (
 // receipt index at the wrong record (and the receipts of one account to
 // another's ESME): refused, naming the record that holds the id.
 func TestResolveRefusesAMessageIDAnotherRecordHolds(t *testing.T) {
-	f := &fakeForwarder{answer: func(n int) Result {
-		if n == 1 {
-			return Result{Kind: Answered, Status: 0, MessageID: "smsc-1"}
-		}
-		return Result{Kind: Ambiguous}
-	}}
+	f := &fakeForwarder{answer: firstThen(Result{Kind: Answered, Status: 0, MessageID: "smsc-1"}, Result{Kind: Ambiguous})}
 	e, st, _ := newEngine(t, f)
 	e.Submit(ctx, "bank", Policy{}, submit(t, "otp-9", "x"))
 	e.Submit(ctx, "shop", Policy{}, submit(t, "lost-1", "y"))

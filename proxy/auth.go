@@ -13,6 +13,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/smppproxy/smppproxy/config"
+	"github.com/smppproxy/smppproxy/internal/clock"
 	"github.com/smppproxy/smppproxy/logx"
 	"github.com/smppproxy/smppproxy/smpp"
 	"github.com/smppproxy/smppproxy/smppserver"
@@ -70,7 +71,7 @@ func newAccountAuth(log *slog.Logger, accts []config.Account, now func() time.Ti
 		logLimit: logx.NewLimiter(bindLogInterval, bindBackoffKeys, now),
 		checks:   make(chan struct{}, 2*runtime.GOMAXPROCS(0)),
 		compare:  bcrypt.CompareHashAndPassword,
-		sleep:    sleepCtx,
+		sleep:    clock.Sleep,
 	}
 	a.setAccounts(accts)
 	return a
@@ -217,18 +218,6 @@ func (a *accountAuth) logRefusal(ip, msg string, r smppserver.BindRequest, delay
 	}
 	a.log.Warn(msg, "system_id", r.SystemID, "remote", r.Remote.String(), "bind", r.Type.String(),
 		"delay", delay, "suppressed", suppressed)
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) {
-	if d <= 0 {
-		return
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
 }
 
 // bindBackoff counts recent bind failures per source address and per

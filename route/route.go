@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/smppproxy/smppproxy/dedup"
+	"github.com/smppproxy/smppproxy/internal/clock"
 	"github.com/smppproxy/smppproxy/logx"
 	"github.com/smppproxy/smppproxy/smpp"
 	"github.com/smppproxy/smppproxy/smppclient"
@@ -115,14 +116,7 @@ func New(cfg Config) *Router {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Sleep == nil {
-		cfg.Sleep = func(ctx context.Context, d time.Duration) {
-			t := time.NewTimer(d)
-			defer t.Stop()
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-			}
-		}
+		cfg.Sleep = clock.Sleep
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

@@ -55,7 +55,7 @@ func goSubmits(p *Pool, n int) <-chan error {
 // release lets the writer go on.
 func blockWriterAndQueue(t *testing.T, p *Pool, c *countingConn, n int) (first, rest <-chan error, release func()) {
 	t.Helper()
-	entered, release := c.hold()
+	entered, release := c.gate.Hold()
 	first = goSubmits(p, 1)
 	select {
 	case <-entered:

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/smppproxy/smppproxy/internal/clock"
 	"github.com/smppproxy/smppproxy/smpp"
 )
 
@@ -252,7 +253,7 @@ func (c Config) withDefaults() Config {
 		c.Now = time.Now
 	}
 	if c.Sleep == nil {
-		c.Sleep = sleep
+		c.Sleep = clock.Sleep
 	}
 	if c.Backoff == nil {
 		lo, hi := c.RebindMin, c.RebindMax
@@ -273,16 +274,6 @@ func backoff(lo, hi time.Duration, attempt int) time.Duration {
 	}
 	d = min(d, hi)
 	return d/2 + rand.N(d/2+1)
-}
-
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
 }
 
 // burst is the token bucket burst for a rate: 10% of it, at least 1.

@@ -5,6 +5,8 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+
+	"github.com/smppproxy/smppproxy/internal/testkit"
 )
 
 // countingConn counts the Write calls made on a connection (each one is a
@@ -15,28 +17,13 @@ type countingConn struct {
 	writes atomic.Int64
 	frames atomic.Int64 // whole PDUs handed to Write
 
+	gate testkit.Gate // each Write passes it
+
 	mu      sync.Mutex
-	gate    chan struct{} // not nil: each Write waits until it is closed
-	entered chan struct{} // told (without blocking) when a Write waits at the gate
-	failAt  int64         // the Write with this number (1-based) fails…
-	failN   int           // …having written this many bytes
+	failAt  int64 // the Write with this number (1-based) fails…
+	failN   int   // …having written this many bytes
 	failErr error
 	lastLen int // frames in the last Write
-}
-
-// hold makes the next Writes wait until the returned function is called;
-// entered is told when one is waiting.
-func (c *countingConn) hold() (entered <-chan struct{}, release func()) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	gate, ent := make(chan struct{}), make(chan struct{}, 1)
-	c.gate, c.entered = gate, ent
-	return ent, func() {
-		c.mu.Lock()
-		c.gate = nil
-		c.mu.Unlock()
-		close(gate)
-	}
 }
 
 // failWrite makes the k-th Write from now write n bytes and return err.
@@ -47,16 +34,7 @@ func (c *countingConn) failWrite(k int64, n int, err error) {
 }
 
 func (c *countingConn) Write(b []byte) (int, error) {
-	c.mu.Lock()
-	gate, entered := c.gate, c.entered
-	c.mu.Unlock()
-	if gate != nil {
-		select {
-		case entered <- struct{}{}:
-		default:
-		}
-		<-gate
-	}
+	c.gate.Pass()
 	k := c.writes.Add(1)
 	frames := countFrames(b)
 	c.frames.Add(int64(frames))

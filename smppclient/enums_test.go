@@ -1,14 +1,14 @@
 package smppclient
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/smppproxy/smppproxy/internal/testkit"
 )
 
 // named is an enumeration written by name.
@@ -67,28 +67,11 @@ func TestStateNamesRoundTrip(t *testing.T) {
 	}
 }
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 // A JSON log line of a session close carries the reason's name, never its
 // number.
 func TestSessionCloseLogsReasonByName(t *testing.T) {
 	f := startFake(t)
-	var buf lockedBuffer
+	var buf testkit.Buffer
 	p := New(Config{
 		Name: "up", Address: f.addr, SystemID: "sys", Password: "pw", InstanceID: "test",
 		Logger: slog.New(slog.NewJSONHandler(&buf, nil)),

@@ -3,9 +3,9 @@ package smppclient
 import (
 	"net"
 	"strings"
-	"sync"
 	"testing"
 
+	"github.com/smppproxy/smppproxy/internal/testkit"
 	"github.com/smppproxy/smppproxy/smpp"
 )
 
@@ -18,30 +18,15 @@ func TestBindAnsweredWithAnUndecodablePDUFailsTheBindOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var wg sync.WaitGroup
-	t.Cleanup(func() { _ = ln.Close(); wg.Wait() })
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer c.Close()
-				frame, err := smpp.ReadFrame(c, 0)
-				if err != nil {
-					return
-				}
-				body := []byte{'1', 0, 0, 0, 0, 0x14, 0x00, 0x00, 0x01, 'k'}
-				_, _ = c.Write(smpp.EncodeSimple(smpp.CmdQuerySM, smpp.StatusOK, smpp.ParseHeader(frame).Sequence, body))
-				_, _ = smpp.ReadFrame(c, 0) // until the client hangs up
-			}()
+	testkit.Serve(t, ln, func(c net.Conn) {
+		frame, err := smpp.ReadFrame(c, 0)
+		if err != nil {
+			return
 		}
-	}()
+		body := []byte{'1', 0, 0, 0, 0, 0x14, 0x00, 0x00, 0x01, 'k'}
+		_, _ = c.Write(smpp.EncodeSimple(smpp.CmdQuerySM, smpp.StatusOK, smpp.ParseHeader(frame).Sequence, body))
+		_, _ = smpp.ReadFrame(c, 0) // until the client hangs up
+	})
 	p := newPool(t, ln.Addr().String(), nil)
 	eventually(t, "a failed bind naming the undecodable PDU", func() bool {
 		ss := p.Sessions()

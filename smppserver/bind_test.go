@@ -10,38 +10,27 @@ import (
 
 func TestBindWithGoodCredentials(t *testing.T) {
 	t.Parallel()
-	tests := map[string]struct {
-		cmd  uint32
-		want smpp.BindType
-	}{
-		"bind_transmitter": {smpp.CmdBindTransmitter, smpp.BindTransmitter},
-		"bind_receiver":    {smpp.CmdBindReceiver, smpp.BindReceiver},
-		"bind_transceiver": {smpp.CmdBindTransceiver, smpp.BindTransceiver},
-	}
 	srv, addr := startServer(t, nil)
-	for name, tt := range tests {
-		t.Run(name, func(t *testing.T) {
-			c := dialESME(t, addr)
-			h, sid := c.bind(tt.cmd, "shop", password)
-			if h.Status != smpp.StatusOK {
-				t.Fatalf("%s: status = %v, want %v", name, h.Status.String(), smpp.StatusOK.String())
-			}
-			if sid != sysID {
-				t.Errorf("%s: system_id = %q, want %q", name, sid, sysID)
-			}
-			s := sessionOf(t, srv, c)
-			if got := s.BindType(); got != tt.want {
-				t.Errorf("%s: BindType() = %v, want %v", name, got, tt.want)
-			}
-			if got := s.Account(); got != "shop" {
-				t.Errorf("%s: Account() = %q, want %q", name, got, "shop")
-			}
-			if s.BoundAt().IsZero() {
-				t.Errorf("%s: BoundAt() is zero after bind", name)
-			}
-			c.expectOpen(name)
-		})
-	}
+	eachBindType(t, addr, func(t *testing.T, name string, tt bindType, c *esme) {
+		h, sid := c.bind(tt.cmd, "shop", password)
+		if h.Status != smpp.StatusOK {
+			t.Fatalf("%s: status = %v, want %v", name, h.Status.String(), smpp.StatusOK.String())
+		}
+		if sid != sysID {
+			t.Errorf("%s: system_id = %q, want %q", name, sid, sysID)
+		}
+		s := sessionOf(t, srv, c)
+		if got := s.BindType(); got != tt.bind {
+			t.Errorf("%s: BindType() = %v, want %v", name, got, tt.bind)
+		}
+		if got := s.Account(); got != "shop" {
+			t.Errorf("%s: Account() = %q, want %q", name, got, "shop")
+		}
+		if s.BoundAt().IsZero() {
+			t.Errorf("%s: BoundAt() is zero after bind", name)
+		}
+		c.expectOpen(name)
+	})
 }
 
 func TestBindRefusedClosesConnection(t *testing.T) {

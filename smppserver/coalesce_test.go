@@ -15,11 +15,10 @@ import (
 // whole PDUs in each) and can be held at a gate.
 type gatedListener struct {
 	net.Listener
-	mu      sync.Mutex
-	gate    chan struct{} // not nil: Writes wait until it is closed
-	entered chan struct{} // told when a Write waits at the gate
-	writes  int
-	frames  []int // whole PDUs in each Write
+	gate   testkit.Gate // each Write passes it
+	mu     sync.Mutex
+	writes int
+	frames []int // whole PDUs in each Write
 }
 
 func (l *gatedListener) Accept() (net.Conn, error) {
@@ -28,21 +27,6 @@ func (l *gatedListener) Accept() (net.Conn, error) {
 		return nil, err
 	}
 	return &gatedConn{Conn: c, l: l}, nil
-}
-
-// hold makes the next Writes wait until release is called; entered is told
-// when one waits.
-func (l *gatedListener) hold() (entered <-chan struct{}, release func()) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	gate, ent := make(chan struct{}), make(chan struct{}, 1)
-	l.gate, l.entered = gate, ent
-	return ent, func() {
-		l.mu.Lock()
-		l.gate = nil
-		l.mu.Unlock()
-		close(gate)
-	}
 }
 
 // counts returns the number of Writes so far and the PDUs in the last one.
@@ -61,16 +45,7 @@ type gatedConn struct {
 }
 
 func (c *gatedConn) Write(b []byte) (int, error) {
-	c.l.mu.Lock()
-	gate, entered := c.l.gate, c.l.entered
-	c.l.mu.Unlock()
-	if gate != nil {
-		select {
-		case entered <- struct{}{}:
-		default:
-		}
-		<-gate
-	}
+	c.l.gate.Pass()
 	n := 0
 	for p := b; len(p) >= smpp.HeaderLen && int(binary.BigEndian.Uint32(p)) <= len(p); p = p[binary.BigEndian.Uint32(p):] {
 		n++
@@ -95,7 +70,7 @@ func TestFramesQueuedWhileTheWriterIsBlockedGoOutInOneWrite(t *testing.T) {
 	c := dialBound(t, addr, smpp.CmdBindTransceiver)
 	before, _ := gl.counts()
 
-	entered, release := gl.hold()
+	entered, release := gl.gate.Hold()
 	first := c.send(smpp.CmdEnquireLink, nil)
 	select {
 	case <-entered:

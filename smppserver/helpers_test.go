@@ -214,11 +214,22 @@ func (c *esme) expectClosed(what string) {
 }
 
 // expectOpen checks that the connection is still served: an enquire_link
-// is answered.
+// is answered. The server's own enquire_links (a server with EnquireLink
+// set sends them when it likes) are answered and passed over meanwhile.
 func (c *esme) expectOpen(what string) {
 	c.t.Helper()
 	seq := c.send(smpp.CmdEnquireLink, nil)
-	c.expect(what+": enquire_link", smpp.CmdEnquireLink|smpp.RespBit, seq, smpp.StatusOK)
+	for {
+		h, _ := c.read()
+		if h.ID == smpp.CmdEnquireLink {
+			c.write(smpp.EncodeSimple(smpp.CmdEnquireLink|smpp.RespBit, smpp.StatusOK, h.Sequence, nil))
+			continue
+		}
+		if h.ID != smpp.CmdEnquireLink|smpp.RespBit || h.Sequence != seq || h.Status != smpp.StatusOK {
+			c.t.Fatalf("%s: enquire_link: got %s, want %s", what, fmtHeader(h), fmtHeader(smpp.Header{ID: smpp.CmdEnquireLink | smpp.RespBit, Sequence: seq}))
+		}
+		return
+	}
 }
 
 // isClosedErr reports a connection the server closed between frames: the
@@ -365,6 +376,18 @@ func runRecorded(t testing.TB) (*Server, *recorder, string) {
 	return srv, rec, RunLocalServer(t, srv)
 }
 
+// boundRecorded is runRecorded with one transceiver session bound on it
+// and its OnBound call taken.
+func boundRecorded(t testing.TB) (*Server, *recorder, *esme) {
+	t.Helper()
+	srv, rec, addr := runRecorded(t)
+	c := dialBound(t, addr, smpp.CmdBindTransceiver)
+	if ev := rec.next(t); !ev.up {
+		t.Fatalf("first hook call = %+v, want OnBound", ev)
+	}
+	return srv, rec, c
+}
+
 // attach sets srv's OnBound and OnClosed hooks to record into r.
 func (r *recorder) attach(srv *Server) {
 	srv.OnBound = func(s *Session) { r.hook(s, true) }
@@ -414,6 +437,29 @@ func awaitErrOr(t testing.TB, errc <-chan error, want error, what, late string, 
 			abort()
 		}
 		t.Fatal(late)
+	}
+}
+
+// bindType is one kind of bind: the command, the bind type the session
+// gets, and the answer to a submit_sm on it (a receiver may not submit).
+type bindType struct {
+	cmd    uint32
+	bind   smpp.BindType
+	submit smpp.Status
+}
+
+// bindTypes are the three binds, by name.
+var bindTypes = map[string]bindType{
+	"TX":  {smpp.CmdBindTransmitter, smpp.BindTransmitter, smpp.StatusOK},
+	"RX":  {smpp.CmdBindReceiver, smpp.BindReceiver, smpp.StatusInvBndSts},
+	"TRX": {smpp.CmdBindTransceiver, smpp.BindTransceiver, smpp.StatusOK},
+}
+
+// eachBindType runs f as a subtest per bind type, on a new connection to
+// addr that is not bound yet.
+func eachBindType(t *testing.T, addr string, f func(t *testing.T, name string, b bindType, c *esme)) {
+	for name, b := range bindTypes {
+		t.Run(name, func(t *testing.T) { f(t, name, b, dialESME(t, addr)) })
 	}
 }
 

@@ -1,6 +1,7 @@
 package smppserver
 
 import (
+	"context"
 	"net"
 	"testing"
 	"time"
@@ -107,5 +108,35 @@ func TestOnBoundHookMayKick(t *testing.T) {
 	}
 	if ev := rec.next(t); ev.up || ev.reason != ReasonKicked {
 		t.Errorf("second hook call = %+v, want OnClosed with %v", ev, ReasonKicked)
+	}
+}
+
+// A client that unbinds and hangs up at once (many do, without waiting
+// for the unbind_resp) ended its session by unbinding, not by going away:
+// the close is counted and logged as unbind.
+func TestUnbindFollowedByAnImmediateHangUpClosesAsUnbind(t *testing.T) {
+	t.Parallel()
+	_, rec, c := boundRecorded(t)
+	c.write(smpp.EncodeSimple(smpp.CmdUnbind, 0, c.nextSeq(), nil))
+	_ = c.conn.Close()
+	if ev := rec.next(t); ev.up || ev.reason != ReasonUnbind {
+		t.Errorf("hook call = %+v, want OnClosed with %v", ev, ReasonUnbind)
+	}
+}
+
+// At shutdown the server unbinds a session; a client that answers and hangs
+// up at once was closed by the shutdown, not by itself.
+func TestShutdownUnbindAnsweredWithAHangUpClosesAsServerShutdown(t *testing.T) {
+	t.Parallel()
+	srv, rec, c := boundRecorded(t)
+	go func() { _ = srv.Shutdown(context.Background()) }()
+	h, _, err := c.tryRead(ioTimeout)
+	if err != nil || h.ID != smpp.CmdUnbind {
+		t.Fatalf("after Shutdown got %s, %v; want an unbind", fmtHeader(h), err)
+	}
+	c.write(smpp.EncodeSimple(smpp.CmdUnbind|smpp.RespBit, smpp.StatusOK, h.Sequence, nil))
+	_ = c.conn.Close()
+	if ev := rec.next(t); ev.up || ev.reason != ReasonServerShutdown {
+		t.Errorf("hook call = %+v, want OnClosed with %v", ev, ReasonServerShutdown)
 	}
 }

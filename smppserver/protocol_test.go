@@ -9,20 +9,16 @@ import (
 
 func TestUnknownCommandID(t *testing.T) {
 	t.Parallel()
-	tests := map[string]struct {
-		bind uint32 // 0: stay unbound
-	}{
-		"unbound": {0},
-		"TX":      {smpp.CmdBindTransmitter},
-		"RX":      {smpp.CmdBindReceiver},
-		"TRX":     {smpp.CmdBindTransceiver},
+	binds := map[string]uint32{"unbound": 0} // 0: stay unbound
+	for name, tt := range bindTypes {
+		binds[name] = tt.cmd
 	}
 	_, addr := startServer(t, nil)
-	for name, tt := range tests {
+	for name, bind := range binds {
 		t.Run(name, func(t *testing.T) {
 			c := dialESME(t, addr)
-			if tt.bind != 0 {
-				c.mustBind(tt.bind, "shop")
+			if bind != 0 {
+				c.mustBind(bind, "shop")
 			}
 			for _, id := range []uint32{0x00000777, 0x00000000, 0x0000FFFF, 0x7FFFFFFF} {
 				seq := c.send(id, []byte("whatever"))
@@ -110,21 +106,10 @@ func TestTruncatedStreamIsJustClosed(t *testing.T) {
 
 func TestSubmitByBindType(t *testing.T) {
 	t.Parallel()
-	tests := map[string]struct {
-		bind uint32
-		want smpp.Status
-	}{
-		"TX":  {smpp.CmdBindTransmitter, smpp.StatusOK},
-		"RX":  {smpp.CmdBindReceiver, smpp.StatusInvBndSts},
-		"TRX": {smpp.CmdBindTransceiver, smpp.StatusOK},
-	}
 	_, addr := startServer(t, nil)
-	for name, tt := range tests {
-		t.Run(name, func(t *testing.T) {
-			c := dialESME(t, addr)
-			c.mustBind(tt.bind, "shop")
-			c.submit("submit_sm on "+name, tt.want)
-			c.expectOpen(name + ": after submit")
-		})
-	}
+	eachBindType(t, addr, func(t *testing.T, name string, tt bindType, c *esme) {
+		c.mustBind(tt.cmd, "shop")
+		c.submit("submit_sm on "+name, tt.submit)
+		c.expectOpen(name + ": after submit")
+	})
 }

@@ -19,22 +19,6 @@ import (
 	"github.com/smppproxy/smppproxy/state"
 )
 
-// gauge returns the value of the unlabelled gauge name in reg.
-func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
-			return mf.GetMetric()[0].GetGauge().GetValue()
-		}
-	}
-	t.Fatalf("no gauge %s", name)
-	return 0
-}
-
 // fillStore writes n records into a new store in dir and closes it: what
 // a store looks like after a clean shutdown (Badger flushes its memtable
 // into a table file on Close).
@@ -348,7 +332,7 @@ func assertLossReported(t *testing.T, dir string) {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(state.NewMetrics(s))
-	if got := gauge(t, reg, "smppproxy_store_lost_commits"); got != float64(s.Stats().LostCommits) {
+	if got := value(t, reg, "smppproxy_store_lost_commits"); got != float64(s.Stats().LostCommits) {
 		t.Errorf("smppproxy_store_lost_commits = %v, want %d", got, s.Stats().LostCommits)
 	}
 }

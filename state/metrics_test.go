@@ -86,7 +86,7 @@ smppproxy_store_write_ops_total 5
 	}
 }
 
-// value returns the one sample named name in reg.
+// value returns the one sample of the unlabelled gauge name in reg.
 func value(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()

@@ -5,8 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/jackc/pgx/v5"
-	"github.com/smppproxy/smppproxy/internal/pgtest"
 	"os"
 	"strings"
 	"sync"
@@ -14,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/smppproxy/smppproxy/internal/pgtest"
 	"github.com/smppproxy/smppproxy/smpp"
 )
 

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -21,7 +22,7 @@ import (
 )
 
 // Subprocess tests of operations (admin CLI, metrics, logs): `smppproxy
-// serve` runs as a child (the crash_test.go pattern) on real TCP and a
+// serve` runs as a child (see subprocess_test.go) on real TCP and a
 // real Badger directory; the admin commands run in process against its
 // admin API.
 
@@ -160,20 +161,11 @@ func submit(t *testing.T, c *esme.Client, key, text string) esme.Resp {
 // scrape returns the /metrics text.
 func scrape(t *testing.T, adminURL, token string) string {
 	t.Helper()
-	req, _ := http.NewRequest("GET", adminURL+"/metrics", nil)
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	resp, b := testkit.Get(t, adminURL+"/metrics", token)
 	if resp.StatusCode != 200 {
 		t.Fatalf("GET /metrics = %d %s", resp.StatusCode, b)
 	}
-	return string(b)
+	return b
 }
 
 // sample returns the value of one exposition line (name{labels} value),
@@ -427,4 +419,83 @@ func TestMetricsCountEachOutcomeExactly(t *testing.T) {
 		t.Errorf("stats --json: receipt queue %v, want shop 0", st.ReceiptQueue)
 	}
 	t.Logf("smppproxy stats:\n%s", mustCLI(t, "stats", "--admin", p.adminURL))
+}
+
+// A submit whose text is an OTP code, at debug level in
+// JSON: neither the code, nor any password (account, upstream, a wrong one
+// tried in a bind), nor the admin token, nor the full phone number appears
+// in any log line. Decisions are logged with their key.
+func TestLogsNeverCarryTextPasswordsOrNumbers(t *testing.T) {
+	const (
+		otp       = "482915"
+		password  = "Pw9137xq"
+		upstream  = "Up5521zk"
+		wrongPass = "Wr4410qq"
+		token     = "adm-tok-66120"
+		number    = "447700900123"
+	)
+	smsc := subprocessSMSC(t, sim.Config{SystemID: "proxy", Password: upstream})
+	p := startOps(t, smsc.Addr(), opsOptions{logFormat: "json", logLevel: "debug", password: password, upstreamPass: upstream, token: token})
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if c, err := esme.Dial(ctx, p.listen, esme.Options{SystemID: "shop", Password: wrongPass, Timeout: 5 * time.Second}); err == nil {
+		c.Close()
+		t.Fatal("a bind with a wrong password succeeded")
+	}
+	c := dialAs(t, p.listen, password, smpp.BindTransceiver)
+	for range 2 { // forwarded, then replayed
+		r, err := c.Submit(ctx, esme.Submit{Src: "BANK", Dst: number, Key: "login-7", Text: []byte("Your code is " + otp)})
+		if err != nil || r.Status != 0 {
+			t.Fatalf("submit: %+v, %v", r, err)
+		}
+	}
+	mustCLI(t, "keys", "show", "shop", "login-7", "--admin", p.adminURL, "--token-file", p.tokenFile)
+	// SIGHUP reloads the configuration (unchanged) without dropping the
+	// session; the reload's lines carry no secret either.
+	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	var b []byte
+	if !testkit.Poll(5*time.Second, func() bool {
+		b, _ = os.ReadFile(p.logPath)
+		return strings.Contains(string(b), `"msg":"configuration reloaded","by":"SIGHUP"`)
+	}) {
+		t.Fatalf("no SIGHUP answer in the log:\n%s", tail(string(b), 10))
+	}
+	if r, err := c.Submit(ctx, esme.Submit{Src: "BANK", Dst: number, Key: "login-7", Text: []byte("Your code is " + otp)}); err != nil || r.Status != 0 {
+		t.Fatalf("submit after SIGHUP: %+v, %v", r, err)
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := waitExit(t, p.proxyProcess, 10*time.Second); code != 0 {
+		t.Errorf("exit code %d", code)
+	}
+	raw, err := os.ReadFile(p.logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logText := string(raw)
+	lines := strings.Split(strings.TrimSpace(logText), "\n")
+	for _, secret := range []string{otp, password, upstream, wrongPass, token, number} {
+		for _, l := range lines {
+			if strings.Contains(l, secret) {
+				t.Errorf("log line carries %q: %s", secret, l)
+			}
+		}
+	}
+	for _, want := range []string{`"key":"k:login-7"`, `"outcome":"forwarded"`, "duplicate replayed", "bind refused: wrong password"} {
+		if !strings.Contains(logText, want) {
+			t.Errorf("log lacks %s; %d lines:\n%s", want, len(lines), tail(logText, 30))
+		}
+	}
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
 }

@@ -2,12 +2,10 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"math"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -45,24 +43,6 @@ func TestWatchRatesAreIncreasesPerSecond(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for a writer and a reader.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // stats --watch --json against a running proxy streams one object per
 // interval; the rates times the intervals add up to the submits sent, and
 // it stops when its context ends. The table form draws a sparkline.
@@ -71,7 +51,7 @@ func TestStatsWatchStreamsRatesUntilCancelled(t *testing.T) {
 	p := startOps(t, smsc.Addr(), opsOptions{})
 	c := dialAs(t, p.listen, "secret", smpp.BindTransceiver)
 	for _, asJSON := range []bool{true, false} {
-		var out syncBuffer
+		var out testkit.Buffer
 		app := newApp()
 		app.Writer = &out
 		ctx, cancel := context.WithCancel(context.Background())

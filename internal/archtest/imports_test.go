@@ -16,8 +16,8 @@ const module = "github.com/smppproxy/smppproxy"
 // module root), the project packages its non-test files may import. It
 // draws the layering of STYLE.md, bottom to top:
 //
-//	smpp, logx, msgid                   leaves: wire format, log helpers,
-//	                                    message ids
+//	smpp, logx, msgid, internal/clock   leaves: wire format, log helpers,
+//	                                    message ids, the pause
 //	config                              the schema, on smpp (its enums)
 //	smppserver, smppclient, state,      the edges, on smpp
 //	session
@@ -40,6 +40,8 @@ var layers = map[string][]string{
 	"internal/varcodec": nil,
 	// sdnotify tells systemd the service's state (READY=1, STOPPING=1…).
 	"internal/sdnotify": nil,
+	// clock is the one pause that a context's end cuts short.
+	"internal/clock": nil,
 	// msgid reads and issues message ids for dedup (submit) and dlr
 	// (receipts).
 	"msgid": nil,
@@ -49,7 +51,7 @@ var layers = map[string][]string{
 	"config": {"smpp"},
 
 	"smppserver":      {"smpp", "logx"},
-	"smppclient":      {"smpp", "logx"},
+	"smppclient":      {"smpp", "logx", "internal/clock"},
 	"state":           {"smpp", "logx", "internal/varcodec"},
 	"state/storetest": {"state", "smpp", "internal/testkit"},
 	"session":         {"smpp", "logx"},
@@ -59,7 +61,7 @@ var layers = map[string][]string{
 	// dedup is a middleware of smppserver's handler chain and forwards
 	// through its own Forwarder interface, so it needs no smppclient.
 	"dedup": {"smpp", "logx", "smppserver", "state"},
-	"route": {"smpp", "logx", "smppclient", "state"},
+	"route": {"smpp", "logx", "internal/clock", "smppclient", "state"},
 	"dlr":   {"smpp", "logx", "msgid", "smppserver", "smppclient", "state"},
 	// querycancel is the query_sm/cancel_sm link of smppserver's chain.
 	"querycancel": {"smpp", "msgid", "smppserver", "smppclient", "state"},
@@ -72,7 +74,7 @@ var layers = map[string][]string{
 	// proxy's constructor, so proxy's own tests can use it.
 	"internal/proxytest": {"config", "internal/peer/sim"},
 
-	"proxy": {"internal/buildinfo", "pgstore", "smpp", "logx", "msgid", "config", "smppserver", "smppclient", "state", "session", "dedup", "route", "dlr", "querycancel"},
+	"proxy": {"internal/buildinfo", "internal/clock", "pgstore", "smpp", "logx", "msgid", "config", "smppserver", "smppclient", "state", "session", "dedup", "route", "dlr", "querycancel"},
 	"admin": {"smpp", "logx", "config", "state", "session", "dedup", "route", "dlr"},
 
 	// The command wires everything; bench, demo and sim are tools built

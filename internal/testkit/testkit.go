@@ -2,8 +2,9 @@
 // each is written once: Eventually, the one poll with a deadline;
 // Goroutines/CheckLeaks, the one goroutine-leak check (in the spirit of
 // tailscale's tstest); Clock, the hand-moved clock; LogLines and Buffer for
-// log capture; CA, a throw-away certificate authority; and Serve, an
-// accept loop that cleans up after itself. It imports no project package
+// log capture; CA, a throw-away certificate authority; Serve, an accept
+// loop that cleans up after itself; Gate, which holds a fake's writes
+// while a test wants; and Get/Do, an HTTP request with its body read. It imports no project package
 // and is imported only by tests.
 package testkit
 

@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -112,4 +114,42 @@ func TestServeWithACertificateOfTheTestCA(t *testing.T) {
 	if _, err := tls.Dial("tcp", l.Addr().String(), &tls.Config{}); !errors.As(err, &unknown) {
 		t.Errorf("dial without the CA = %v, want x509.UnknownAuthorityError", err)
 	}
+}
+
+// Get sends the bearer token only when there is one, and returns the
+// status and the whole body.
+func TestGetSendsTheTokenAndReadsTheBody(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusTeapot)
+		_, _ = io.WriteString(w, "auth="+r.Header.Get("Authorization"))
+	}))
+	defer srv.Close()
+	for token, want := range map[string]string{"": "auth=", "tok": "auth=Bearer tok"} {
+		resp, body := Get(t, srv.URL, token)
+		if resp.StatusCode != http.StatusTeapot || body != want {
+			t.Errorf("Get(token %q) = %d %q, want 418 %q", token, resp.StatusCode, body, want)
+		}
+	}
+}
+
+// An open Gate lets Pass through; a held one keeps it, tells entered, and
+// lets it through on release.
+func TestGateHoldsPassUntilRelease(t *testing.T) {
+	var g Gate
+	g.Pass() // open: returns at once
+	entered, release := g.Hold()
+	passed := make(chan struct{})
+	go func() {
+		g.Pass()
+		close(passed)
+	}()
+	<-entered
+	select {
+	case <-passed:
+		t.Fatal("Pass returned while the gate was held")
+	default:
+	}
+	release()
+	<-passed
+	g.Pass() // open again after the release
 }
