@@ -22,7 +22,6 @@ func answerPipelined(t *testing.T, c *esme, n int) {
 	}
 }
 
-
 // A session keeps the goroutines that ran its handlers for its next
 // requests; once the session ends, none of them is left, though they had
 // answered and were only waiting (and would wait far longer for work).
