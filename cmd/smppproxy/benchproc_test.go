@@ -163,6 +163,7 @@ func TestProcessBenchOnPostgresHoldsItsInvariantsAndDropsItsSchema(t *testing.T)
 	defer cancel()
 	o := testProcOptions(t, count, 0)
 	o.Postgres = dsn
+	before := benchSchemas(ctx, t, dsn) // other benches' schemas are not this one's
 	rep, err := runProcessBench(ctx, o)
 	if err != nil {
 		t.Fatalf("runProcessBench: %v", err)
@@ -172,16 +173,32 @@ func TestProcessBenchOnPostgresHoldsItsInvariantsAndDropsItsSchema(t *testing.T)
 	if inv.DuplicatesAtSMSC != 0 || inv.ChangedIDs != 0 || inv.ProxiedAnswered != inv.ProxiedSubmits || inv.ProxiedSubmits == 0 {
 		t.Errorf("invariants %+v: want every proxied submit answered, none twice at the SMSC, no changed id", inv)
 	}
+	for name := range benchSchemas(ctx, t, dsn) {
+		if !before[name] {
+			t.Errorf("bench schema %s left in the database, want it dropped", name)
+		}
+	}
+}
+
+// benchSchemas is the set of the bench's schemas in the database at dsn.
+func benchSchemas(ctx context.Context, t *testing.T, dsn string) map[string]bool {
+	t.Helper()
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	var left int
-	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'bench\_%'`).Scan(&left); err != nil {
+	rows, err := conn.Query(ctx, `SELECT nspname FROM pg_namespace WHERE nspname LIKE 'bench\_%'`)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if left != 0 {
-		t.Errorf("%d bench schemas left in the database, want 0", left)
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
 	}
+	set := make(map[string]bool, len(names))
+	for _, n := range names {
+		set[n] = true
+	}
+	return set
 }
