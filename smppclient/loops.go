@@ -138,20 +138,24 @@ func (s *session) flush(b *batch) bool {
 		_ = s.conn.SetWriteDeadline(time.Now().Add(s.p.cfg.ResponseTimeout))
 		n, err = s.conn.Write(b.buf)
 	}
-	var after CloseReason
-	var written uint64
-	for _, req := range b.reqs {
-		if req.done != nil {
-			if err == nil {
+	// Counted before any request hears of its write: its response may
+	// come, and its caller read the counters, before this loop ends.
+	if err == nil {
+		var written uint64
+		for _, req := range b.reqs {
+			if req.done != nil {
 				written++
 			}
+		}
+		s.submits.Add(written)
+		s.p.stats.written.Add(written)
+	}
+	var after CloseReason
+	for _, req := range b.reqs {
+		if req.done != nil {
 			req.done <- writeResult{n: n, err: err}
 		}
 		after = req.after
-	}
-	if written > 0 {
-		s.submits.Add(written)
-		s.p.stats.written.Add(written)
 	}
 	if cap(b.buf) > 4*writeBufSize { // a large PDU went out: do not keep its buffer
 		b.buf = make([]byte, 0, writeBufSize)
