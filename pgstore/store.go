@@ -107,6 +107,8 @@ type Store struct {
 
 	reqs        chan *request
 	batches     chan []*request
+	reads       chan *keyRead
+	readBatches chan []*keyRead
 	commitDone  sync.WaitGroup
 	stop        chan struct{}
 	listen      listeners // Subscribe's functions and its LISTEN loop
@@ -180,6 +182,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	s := &Store{
 		pool: pool, opts: opts, now: opts.Now, log: opts.Logger.With("store", "postgres", "schema", opts.Schema),
 		token: randomToken(), reqs: make(chan *request, queueSize), batches: make(chan []*request), stop: make(chan struct{}),
+		reads: make(chan *keyRead, queueSize), readBatches: make(chan []*keyRead),
 	}
 	s.host, _ = os.Hostname()
 	if err := s.start(ctx); err != nil {
@@ -198,10 +201,20 @@ func (s *Store) start(ctx context.Context) error {
 	if err := s.claim(ctx); err != nil {
 		return err
 	}
-	s.commitDone.Add(1 + committers)
-	go s.gather()
+	s.commitDone.Add(1 + committers + 1 + readers)
+	go func() {
+		defer s.commitDone.Done()
+		gatherBatches(s.reqs, s.batches, maxBatch)
+	}()
 	for range committers {
 		go s.commitLoop()
+	}
+	go func() {
+		defer s.commitDone.Done()
+		gatherBatches(s.reads, s.readBatches, maxBatch)
+	}()
+	for range readers {
+		go s.readLoop()
 	}
 	s.maintenance.Add(1)
 	go s.maintain()
@@ -275,6 +288,7 @@ func (s *Store) Close() error {
 	s.mu.Unlock()
 	s.inflight.Wait()
 	close(s.reqs)
+	close(s.reads)
 	s.commitDone.Wait()
 	close(s.stop)
 	s.maintenance.Wait()
