@@ -9,10 +9,11 @@
 // the requests waiting are sent as one pipelined batch (the Creates as one
 // multi-row statement, the Replaces as another) that PostgreSQL runs as
 // one implicit transaction with one WAL flush (synchronous_commit stays
-// on), while the next batch gathers. Update reads the record, calls fn and
-// writes the result in the batch on condition that nobody wrote the record
-// since; otherwise it runs again in a transaction of its own that locks
-// the row (SELECT … FOR UPDATE).
+// on), while the next batch gathers. Reads by key (Get, and Update's) are
+// grouped the same way, one statement per group. Update reads the record,
+// calls fn and writes the result in the batch on condition that nobody
+// wrote the record since; otherwise it runs again in a transaction of its
+// own that locks the row (SELECT … FOR UPDATE).
 //
 // Every instance holds a lease in table instances, renewed every Lease/3;
 // ExpireDeadOwners turns the sent records of instances whose lease ran
