@@ -1,6 +1,7 @@
 package dlr
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -295,10 +296,7 @@ func (d *dispatcher) assignLocked(listed []*state.QueueEntry, ready []Receiver, 
 // session writes its deliver_sm in queue order while several await their
 // response.
 func (d *dispatcher) start(sends []assignment) {
-	for _, a := range sends {
-		if !d.claim(a) {
-			continue
-		}
+	for _, a := range d.claim(sends) {
 		queued := make(chan struct{})
 		d.s.wg.Add(1)
 		go func() {
@@ -313,31 +311,62 @@ func (d *dispatcher) start(sends []assignment) {
 	}
 }
 
-// claim claims a's entry for this process when the queue is shared with
-// other processes (state.Claimer), for twice dlr_redelivery: the send, its
-// answer and the Ack. An entry another process holds is given back (left
-// pending: listed again by a later pump, delivered by the other process
-// or once its claim ran out).
-func (d *dispatcher) claim(a assignment) bool {
+// manyClaimer is a state.Claimer that claims several entries in one
+// round trip.
+type manyClaimer interface {
+	ClaimMany(ctx context.Context, queue string, seqs []uint64, owner string, until time.Time) ([]uint64, error)
+}
+
+// claim claims the entries of sends for this process when the queue is
+// shared with other processes (state.Claimer), all at once where the
+// queue can, for twice dlr_redelivery: the send, its answer and the Ack.
+// It returns the sends claimed. An entry another process holds is given
+// back (left pending: listed again by a later pump, delivered by the other
+// process or once its claim ran out).
+func (d *dispatcher) claim(sends []assignment) []assignment {
 	c, ok := d.s.q.(state.Claimer)
-	if !ok {
-		return true
+	if !ok || len(sends) == 0 {
+		return sends
 	}
 	until := d.s.now().Add(2 * d.s.account(d.account).Redelivery)
-	got, err := c.Claim(d.s.ctx, d.queue, a.e.Seq, d.s.cfg.Instance, until)
+	seqs := make([]uint64, len(sends))
+	for i, a := range sends {
+		seqs[i] = a.e.Seq
+	}
+	var got []uint64
+	var err error
+	if mc, ok := c.(manyClaimer); ok {
+		got, err = mc.ClaimMany(d.s.ctx, d.queue, seqs, d.s.cfg.Instance, until)
+	} else {
+		for _, seq := range seqs {
+			ok, cerr := c.Claim(d.s.ctx, d.queue, seq, d.s.cfg.Instance, until)
+			if ok && cerr == nil {
+				got = append(got, seq)
+			}
+			err = cmp.Or(err, cerr)
+		}
+	}
 	if err != nil && d.s.ctx.Err() == nil {
-		d.s.warnPDU(d.s.log, slog.LevelWarn, d.account, "claim", "dlr: claiming a queued entry", "account", d.account, "seq", a.e.Seq, "err", err)
+		d.s.warnPDU(d.s.log, slog.LevelWarn, d.account, "claim", "dlr: claiming queued entries", "account", d.account, "entries", len(seqs), "err", err)
 	}
-	if got && err == nil {
-		return true
+	claimed := make(map[uint64]bool, len(got))
+	for _, seq := range got {
+		claimed[seq] = true
 	}
+	var out []assignment
 	d.mu.Lock()
-	delete(d.entries, a.e.Seq)
-	if d.perSess[a.r.ID()]--; d.perSess[a.r.ID()] <= 0 {
-		delete(d.perSess, a.r.ID())
+	defer d.mu.Unlock()
+	for _, a := range sends {
+		if claimed[a.e.Seq] {
+			out = append(out, a)
+			continue
+		}
+		delete(d.entries, a.e.Seq)
+		if d.perSess[a.r.ID()]--; d.perSess[a.r.ID()] <= 0 {
+			delete(d.perSess, a.r.ID())
+		}
 	}
-	d.mu.Unlock()
-	return false
+	return out
 }
 
 // retryAcks writes again, with back-off, the due Acks of entries the ESME

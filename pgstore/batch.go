@@ -14,10 +14,10 @@ import (
 // one statement per kind instead of one per request is what lets a batch
 // of hundreds of writes cost little more than one.
 
-// createOp is one Create in a batch. Its outcome: created, or existing
-// (the live record that holds the key), or neither when the record that
-// holds the key was committed by another transaction while this one ran
-// (Create then reads it after the commit).
+// createOp is one Create in a batch. Its outcome: created, or neither
+// when a live record holds the key (Create then reads it after the
+// commit); a second Create of a key in the batch gets the first one's
+// record as existing when the first created it.
 type createOp struct {
 	rec  *state.Record
 	args []any // recordArgs
@@ -25,7 +25,6 @@ type createOp struct {
 
 	created  bool
 	existing *state.Record
-	err      error
 	// dupOf: an earlier Create of the same key in the same batch, whose
 	// outcome decides this one's.
 	dupOf *createOp
@@ -49,21 +48,15 @@ const inputRows = `SELECT * FROM unnest($1::bytea[], $2::bytea[], $3::bytea[], $
 	$13::bytea[], $14::text[]) WITH ORDINALITY AS t(` + inputColumns + `, n)`
 
 // sqlCreateMany inserts the records whose keys no live record holds (an
-// expired one is replaced) and returns, per input row n, created or the
-// live record the statement's snapshot shows under the key.
-const sqlCreateMany = `WITH input AS (` + inputRows + `),
-	ins AS (
-		INSERT INTO records AS r (` + recordColumns + `)
-		SELECT account, key, segment, state, owner_instance, expires_ns, upstream, match_id, session, seq,
-			proxy_id, addr_hash, body, history::bytea[], nextval('record_wseq') FROM input ORDER BY n
-		ON CONFLICT (account, key, segment) DO UPDATE SET ` + recordSet + `, history = EXCLUDED.history
-		WHERE r.expires_ns <= $15
-		RETURNING r.account, r.key, r.segment)
-	SELECT i.n, true, NULL::text, NULL::bytea, NULL::bytea[] FROM input i JOIN ins USING (account, key, segment)
-	UNION ALL
-	SELECT i.n, false, r.state, r.body, r.history FROM input i JOIN records r USING (account, key, segment)
-	WHERE r.expires_ns > $15
-		AND NOT EXISTS (SELECT 1 FROM ins WHERE (ins.account, ins.key, ins.segment) = (i.account, i.key, i.segment))`
+// expired one is replaced) and returns the keys it wrote. A key it does
+// not return is held by a live record, which Create reads after the
+// commit: the common case, a fresh key, costs the insert alone.
+const sqlCreateMany = `INSERT INTO records AS r (` + recordColumns + `)
+	SELECT account, key, segment, state, owner_instance, expires_ns, upstream, match_id, session, seq,
+		proxy_id, addr_hash, body, history::bytea[], nextval('record_wseq') FROM (` + inputRows + `) i ORDER BY n
+	ON CONFLICT (account, key, segment) DO UPDATE SET ` + recordSet + `, history = EXCLUDED.history
+	WHERE r.expires_ns <= $15
+	RETURNING r.account, r.key, r.segment`
 
 // sqlReplaceMany updates the records (the history grows by added, capped,
 // unless rewrite) and inserts those whose row is gone.
@@ -143,7 +136,7 @@ func queueCreates(b *pgx.Batch, ops []*createOp) {
 	var uniq []*createOp
 	var rows [][]any
 	for _, op := range ops {
-		op.created, op.existing, op.err, op.dupOf = false, nil, nil, nil
+		op.created, op.existing, op.dupOf = false, nil, nil
 		if f, ok := first[op.rec.Key]; ok {
 			op.dupOf = f
 			continue
@@ -159,44 +152,25 @@ func queueCreates(b *pgx.Batch, ops []*createOp) {
 	b.Queue(sqlCreateMany, args...).Query(func(rs pgx.Rows) error {
 		defer rs.Close()
 		for rs.Next() {
-			var (
-				n       int64
-				created bool
-				st      *string
-				body    []byte
-				hist    [][]byte
-			)
-			if err := rs.Scan(&n, &created, &st, &body, &hist); err != nil {
+			var account, key, segment []byte
+			if err := rs.Scan(&account, &key, &segment); err != nil {
 				return err
 			}
-			op := uniq[n-1]
-			if created {
+			if op := first[state.Key{Account: string(account), Key: string(key), Segment: string(segment)}]; op != nil {
 				op.created = true
-				continue
 			}
-			op.existing, op.err = decodeRecord(op.rec.Key, *st, body, hist)
 		}
 		return rs.Err()
 	})
 }
 
 // settle gives a second Create of a key in a batch its outcome: the first
-// one's record (a copy) when the first created it, else what the first
-// found.
+// one's record (a copy) when the first created it, else neither (Create
+// reads the holder).
 func (op *createOp) settle() {
-	f := op.dupOf
-	if f == nil {
-		return
-	}
-	switch {
-	case f.created:
+	if f := op.dupOf; f != nil && f.created {
 		op.existing = f.rec.Clone()
 		op.existing.History = cappedHistory(op.existing.History)
-	default:
-		op.existing, op.err = f.existing, f.err
-		if f.existing != nil {
-			op.existing = f.existing.Clone()
-		}
 	}
 }
 

@@ -32,15 +32,8 @@ func BenchmarkCreateReplaceParallel(b *testing.B) {
 				Created:  now, Updated: now, Expires: now.Add(time.Hour),
 				History: []state.Event{{At: now, State: state.Sent, Session: "smsc/1", Sequence: uint32(i)}},
 			}
-			if _, created, err := s.Create(bg, rec); err != nil || !created {
-				b.Errorf("Create = %v, %v", created, err)
-				return
-			}
-			out := rec.Clone()
-			out.State, out.MessageID = state.Accepted, fmt.Sprintf("m-%d", i)
-			out.History = append(out.History, state.Event{At: now, State: state.Accepted, MessageID: out.MessageID})
-			if err := s.Replace(bg, rec, out); err != nil {
-				b.Errorf("Replace = %v", err)
+			if err := createAndAccept(s, rec, now); err != nil {
+				b.Error(err)
 				return
 			}
 		}

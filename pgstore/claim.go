@@ -3,7 +3,7 @@ package pgstore
 import (
 	"context"
 	"fmt"
-
+	"slices"
 	"time"
 
 	"github.com/smppproxy/smppproxy/state"
@@ -11,22 +11,65 @@ import (
 
 var _ state.Claimer = (*Store)(nil)
 
+// sqlClaim claims, of entries $2 of queue $1, those on which no other
+// owner's claim is still running, for owner $3 until $4 ($5 is now), in
+// one statement. An entry that another transaction holds locked at that
+// moment (being claimed, acknowledged or swept) is skipped rather than
+// waited for: it is not claimed now, and the caller lists it again later.
+// The claim condition is checked again on the latest version of each row
+// it locks, so two claimers never both get an entry.
+const sqlClaim = `WITH c AS (
+		SELECT seq FROM queue_entries
+		WHERE queue = $1 AND seq = ANY($2::int8[])
+			AND (claimed_by IS NULL OR claimed_by = $3 OR claimed_until_ns <= $5)
+		ORDER BY seq
+		FOR UPDATE SKIP LOCKED)
+	UPDATE queue_entries q SET claimed_by = $3, claimed_until_ns = $4
+	FROM c WHERE q.seq = c.seq
+	RETURNING q.seq`
+
 // Claim implements state.Claimer: entry seq of queue is this owner's to
 // deliver until until, unless another owner's claim on it is still
 // running. Claiming again extends one's own claim. An entry that is gone
-// (acknowledged, expired) is not claimed.
+// (acknowledged, expired), or locked by another transaction at that
+// moment, is not claimed.
 func (s *Store) Claim(ctx context.Context, queue string, seq uint64, owner string, until time.Time) (bool, error) {
+	got, err := s.ClaimMany(ctx, queue, []uint64{seq}, owner, until)
+	return len(got) == 1, err
+}
+
+// ClaimMany is Claim of several entries of queue in one statement: it
+// returns the seqs claimed, in order.
+func (s *Store) ClaimMany(ctx context.Context, queue string, seqs []uint64, owner string, until time.Time) ([]uint64, error) {
 	if err := s.enter(ctx); err != nil {
-		return false, err
+		return nil, err
 	}
 	defer s.exit()
+	if len(seqs) == 0 {
+		return nil, nil
+	}
 	ctx, cancel := s.opCtx(ctx)
 	defer cancel()
-	tag, err := s.pool.Exec(ctx, `UPDATE queue_entries SET claimed_by = $3, claimed_until_ns = $4
-		WHERE queue = $1 AND seq = $2 AND (claimed_by IS NULL OR claimed_by = $3 OR claimed_until_ns <= $5)`,
-		col(queue), seqArg(seq), owner, unixNano(until), unixNano(s.now()))
-	if err != nil {
-		return false, fmt.Errorf("pgstore: claim: %w", wrapErr(err))
+	args := make([]int64, len(seqs))
+	for i, seq := range seqs {
+		args[i] = seqArg(seq)
 	}
-	return tag.RowsAffected() == 1, nil
+	rows, err := s.pool.Query(ctx, sqlClaim, col(queue), args, owner, unixNano(until), unixNano(s.now()))
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: claim: %w", wrapErr(err))
+	}
+	defer rows.Close()
+	var got []uint64
+	for rows.Next() {
+		var seq int64
+		if err := rows.Scan(&seq); err != nil {
+			return nil, fmt.Errorf("pgstore: claim: %w", wrapErr(err))
+		}
+		got = append(got, uint64(seq))
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("pgstore: claim: %w", wrapErr(err))
+	}
+	slices.Sort(got)
+	return got, nil
 }

@@ -106,36 +106,6 @@ func (s *Store) submit(ctx context.Context, r *request) error {
 	}
 }
 
-// gather collects the waiting requests into batches and hands a batch to
-// the first free committer: while committers are busy, the next batch
-// grows. It ends once Close closed s.reqs and every request is handed on.
-func (s *Store) gather() {
-	defer s.commitDone.Done()
-	defer close(s.batches)
-	in := s.reqs
-	var pending []*request
-	for in != nil || len(pending) > 0 {
-		var out chan []*request
-		if len(pending) > 0 {
-			out = s.batches
-		}
-		recv := in
-		if len(pending) >= maxBatch {
-			recv = nil
-		}
-		select {
-		case r, ok := <-recv:
-			if !ok {
-				in = nil
-				continue
-			}
-			pending = append(pending, r)
-		case out <- pending:
-			pending = nil
-		}
-	}
-}
-
 func (s *Store) commitLoop() {
 	defer s.commitDone.Done()
 	for batch := range s.batches {
@@ -210,6 +180,9 @@ func (s *Store) exec(reqs []*request) error {
 		case r.cas != nil:
 			cas = append(cas, r.cas)
 		}
+	}
+	if len(replaces)+len(cas) > 0 {
+		b.Queue(sqlIndexProbes)
 	}
 	queueCreates(b, creates)
 	queueReplaces(b, replaces)

@@ -24,11 +24,10 @@ const (
 	byKey       = `account = $1 AND key = $2 AND segment = $3`
 )
 
-// sqlReadKey reads the record under a key; sqlReplace writes one whatever
-// is stored, its history growing by $16 (capped) unless $15 says the
-// writer replaced it ($14): the second Replace of a key in a batch.
+// sqlReplace writes a record whatever is stored, its history growing by
+// $16 (capped) unless $15 says the writer replaced it ($14): the second
+// Replace of a key in a batch.
 const (
-	sqlReadKey = `SELECT state, body, history FROM records WHERE ` + byKey
 	sqlReplace = `INSERT INTO records AS r (` + recordColumns + `) VALUES (` + recordValues + `)
 		ON CONFLICT (account, key, segment) DO UPDATE SET ` + recordSet + `,
 		history = CASE WHEN $15 THEN EXCLUDED.history ELSE cap_history(r.history || $16::bytea[], 64) END`
@@ -67,8 +66,8 @@ func keyOrder(k state.Key) lockOrder {
 }
 
 // Create implements state.Store: the batch's Creates are one statement
-// that inserts each record unless a live one holds its key, and returns
-// the holder.
+// that inserts each record unless a live one holds its key; that holder is
+// then read and returned.
 func (s *Store) Create(ctx context.Context, rec *state.Record) (*state.Record, bool, error) {
 	if rec == nil {
 		return nil, false, errNilRecord
@@ -79,15 +78,13 @@ func (s *Store) Create(ctx context.Context, rec *state.Record) (*state.Record, b
 			return nil, false, err
 		}
 		switch {
-		case op.err != nil:
-			return nil, false, fmt.Errorf("pgstore: Create(%v): reading the existing record: %w", rec.Key, op.err)
 		case op.created:
 			return nil, true, nil
 		case op.existing != nil:
 			return op.existing, false, nil
 		}
-		// Another transaction committed the key's holder while this one
-		// ran: read it (and, should it have expired since, try again).
+		// A live record holds the key: read it (and, should it have
+		// expired since, try again).
 		existing, err := s.Get(ctx, rec.Key)
 		if !errors.Is(err, state.ErrNotFound) {
 			return existing, false, err
@@ -96,18 +93,6 @@ func (s *Store) Create(ctx context.Context, rec *state.Record) (*state.Record, b
 			return nil, false, fmt.Errorf("pgstore: Create(%v): the key's holder keeps changing", rec.Key)
 		}
 	}
-}
-
-func scanKeyRow(row pgx.Row, k state.Key) (*state.Record, error) {
-	var (
-		st   string
-		body []byte
-		hist [][]byte
-	)
-	if err := row.Scan(&st, &body, &hist); err != nil {
-		return nil, err
-	}
-	return decodeRecord(k, st, body, hist)
 }
 
 // Replace implements state.Store: rec is written over whatever is stored
@@ -136,35 +121,18 @@ func (s *Store) Replace(ctx context.Context, old, rec *state.Record) error {
 // UPDATE). fn may therefore be called twice; only the last call's result
 // is stored.
 func (s *Store) Update(ctx context.Context, k state.Key, fn func(*state.Record) error) (*state.Record, error) {
-	var (
-		cur   *state.Record
-		hist  [][]byte
-		wseq  int64
-		found = true
-	)
-	err := s.read(ctx, func(ctx context.Context) error {
-		var (
-			st      string
-			body    []byte
-			expires int64
-		)
-		err := s.pool.QueryRow(ctx, sqlReadVersion, col(k.Account), col(k.Key), col(k.Segment)).Scan(&st, &body, &hist, &expires, &wseq)
-		if errors.Is(err, pgx.ErrNoRows) || err == nil && expires <= unixNano(s.now()) {
-			found = false
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		cur, err = decodeRecord(k, st, body, hist)
-		return err
-	})
-	switch {
-	case err != nil:
+	r, err := s.readKey(ctx, k)
+	if err != nil {
 		return nil, err
-	case !found:
+	}
+	if !r.live(s.now()) {
 		return nil, state.ErrNotFound
 	}
+	cur, err := decodeRecord(k, r.st, r.body, r.hist)
+	if err != nil {
+		return nil, err
+	}
+	hist, wseq := r.hist, r.wseq
 	next, err := runUpdate(cur, fn)
 	if err != nil {
 		return cur, err
@@ -180,8 +148,6 @@ func (s *Store) Update(ctx context.Context, k state.Key, fn func(*state.Record) 
 	next.History, err = decodeHistory(h)
 	return next, err
 }
-
-const sqlReadVersion = `SELECT state, body, history, expires_ns, wseq FROM records WHERE ` + byKey
 
 // lockedUpdate is Update in a transaction of its own that locks the row.
 func (s *Store) lockedUpdate(ctx context.Context, k state.Key, fn func(*state.Record) error) (*state.Record, error) {
@@ -273,16 +239,17 @@ func runUpdate(cur *state.Record, fn func(*state.Record) error) (next *state.Rec
 	return next, nil
 }
 
-// Get implements state.Store.
+// Get implements state.Store. The reads waiting at a moment are one
+// statement.
 func (s *Store) Get(ctx context.Context, k state.Key) (*state.Record, error) {
-	var rec *state.Record
-	err := s.read(ctx, func(ctx context.Context) error {
-		row := s.pool.QueryRow(ctx, sqlReadKey+` AND expires_ns > $4`, col(k.Account), col(k.Key), col(k.Segment), unixNano(s.now()))
-		var err error
-		rec, err = scanKeyRow(row, k)
-		return err
-	})
-	return rec, err
+	r, err := s.readKey(ctx, k)
+	if err != nil {
+		return nil, err
+	}
+	if !r.live(s.now()) {
+		return nil, state.ErrNotFound
+	}
+	return decodeRecord(k, r.st, r.body, r.hist)
 }
 
 // read runs a read bounded by Options.Timeout, after the back-off gate;

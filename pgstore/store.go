@@ -9,10 +9,11 @@
 // the requests waiting are sent as one pipelined batch (the Creates as one
 // multi-row statement, the Replaces as another) that PostgreSQL runs as
 // one implicit transaction with one WAL flush (synchronous_commit stays
-// on), while the next batch gathers. Update reads the record, calls fn and
-// writes the result in the batch on condition that nobody wrote the record
-// since; otherwise it runs again in a transaction of its own that locks
-// the row (SELECT … FOR UPDATE).
+// on), while the next batch gathers. Reads by key (Get, and Update's) are
+// grouped the same way, one statement per group. Update reads the record,
+// calls fn and writes the result in the batch on condition that nobody
+// wrote the record since; otherwise it runs again in a transaction of its
+// own that locks the row (SELECT … FOR UPDATE).
 //
 // Every instance holds a lease in table instances, renewed every Lease/3;
 // ExpireDeadOwners turns the sent records of instances whose lease ran
@@ -107,6 +108,8 @@ type Store struct {
 
 	reqs        chan *request
 	batches     chan []*request
+	reads       chan *keyRead
+	readBatches chan []*keyRead
 	commitDone  sync.WaitGroup
 	stop        chan struct{}
 	listen      listeners // Subscribe's functions and its LISTEN loop
@@ -180,6 +183,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	s := &Store{
 		pool: pool, opts: opts, now: opts.Now, log: opts.Logger.With("store", "postgres", "schema", opts.Schema),
 		token: randomToken(), reqs: make(chan *request, queueSize), batches: make(chan []*request), stop: make(chan struct{}),
+		reads: make(chan *keyRead, queueSize), readBatches: make(chan []*keyRead),
 	}
 	s.host, _ = os.Hostname()
 	if err := s.start(ctx); err != nil {
@@ -198,10 +202,20 @@ func (s *Store) start(ctx context.Context) error {
 	if err := s.claim(ctx); err != nil {
 		return err
 	}
-	s.commitDone.Add(1 + committers)
-	go s.gather()
+	s.commitDone.Add(1 + committers + 1 + readers)
+	go func() {
+		defer s.commitDone.Done()
+		gatherBatches(s.reqs, s.batches, maxBatch)
+	}()
 	for range committers {
 		go s.commitLoop()
+	}
+	go func() {
+		defer s.commitDone.Done()
+		gatherBatches(s.reads, s.readBatches, maxBatch)
+	}()
+	for range readers {
+		go s.readLoop()
 	}
 	s.maintenance.Add(1)
 	go s.maintain()
@@ -275,6 +289,7 @@ func (s *Store) Close() error {
 	s.mu.Unlock()
 	s.inflight.Wait()
 	close(s.reqs)
+	close(s.reads)
 	s.commitDone.Wait()
 	close(s.stop)
 	s.maintenance.Wait()

@@ -123,7 +123,10 @@ func benchRuns(c *cli.Context, o benchOptions) ([]benchResult, error) {
 
 // benchOptions configure one runBench.
 type benchOptions struct {
-	Target             string
+	Target string
+	// Targets, when set, are the addresses the binds are spread over
+	// round-robin (several proxy instances); Target is then the first.
+	Targets            []string
 	SystemID, Password string
 	Binds, Window      int
 	Count              int

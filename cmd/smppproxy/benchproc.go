@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -28,6 +29,7 @@ func benchProcessFlags() []cli.Flag {
 		&cli.StringFlag{Name: "serve-log-level", Value: "info", Usage: "with --processes: the proxy's log level (info logs every submit decided)"},
 		&cli.BoolFlag{Name: "keep", Usage: "with --processes: keep the temporary directory (configuration, store, child logs); it is always kept on failure"},
 		&cli.StringFlag{Name: "postgres", Usage: "with --processes: run the proxy on the shared PostgreSQL store at this `DSN` (a schema of the bench's own, dropped at the end) instead of Badger"},
+		&cli.IntFlag{Name: "instances", Value: 1, Usage: "with --processes --postgres: run this many `smppproxy serve` on the one store (each with the upstream binds, the simulator shared); the proxied load's binds are spread over them and the proxied rows are their sum"},
 	}
 }
 
@@ -55,6 +57,9 @@ type procBenchOptions struct {
 	// stores in (store.backend: postgres), in a schema of the bench's
 	// own that is dropped at the end.
 	Postgres string
+	// Instances of `smppproxy serve` sharing the PostgreSQL store (0 or 1:
+	// one); the proxied load's binds are spread over them round-robin.
+	Instances int
 	// TempDir is where the bench's directory is made ("" = os.TempDir()).
 	TempDir string
 	// Exe is the smppproxy executable run as `Exe ExeArgs... sim|serve
@@ -80,7 +85,7 @@ func processBenchAction(c *cli.Context, load benchOptions) error {
 	o := procBenchOptions{
 		Load: load, Rounds: c.Int("rounds"), Rate: load.Rate, Preload: c.Int("preload"),
 		DLRDelay: c.Duration("dlr-delay"), Pprof: c.Bool("pprof"), LogLevel: c.String("serve-log-level"), Keep: c.Bool("keep"), Exe: exe,
-		Postgres: c.String("postgres"),
+		Postgres: c.String("postgres"), Instances: c.Int("instances"),
 		Progress: c.App.ErrWriter,
 	}
 	if o.Rate == 0 {
@@ -105,10 +110,12 @@ func processBenchAction(c *cli.Context, load benchOptions) error {
 // children.
 type procHarness struct {
 	o              procBenchOptions
-	dir, cfgPath   string
+	dir            string
 	smsc, simStats string
-	listen, admin  string
-	sim, serve     *childProc
+	sim            *childProc
+	// serves are the proxy instances; the first is the one preloaded,
+	// restarted, profiled and measured.
+	serves []*procServe
 	// pids of every child started, a restarted proxy's too.
 	pids []int
 	inv  procInvariants
@@ -136,8 +143,10 @@ func runProcessBench(ctx context.Context, o procBenchOptions) (rep procReport, e
 	if err := h.startSim(ctx); err != nil {
 		return rep, err
 	}
-	if _, err := h.startServe(ctx); err != nil {
-		return rep, err
+	for _, sv := range h.serves {
+		if _, err := h.startServe(ctx, sv); err != nil {
+			return rep, err
+		}
 	}
 	rep = newProcReport(o)
 	if o.Preload > 0 {
@@ -167,27 +176,53 @@ func (o *procBenchOptions) validate() error {
 		return fmt.Errorf("bench: --preload %d: must not be negative", o.Preload)
 	case o.Exe == "":
 		return fmt.Errorf("bench: no executable to run the children with")
+	case o.Instances > 1 && o.Postgres == "":
+		return fmt.Errorf("bench: --instances %d: several instances share a PostgreSQL store (--postgres)", o.Instances)
+	case o.Instances > o.Load.Binds:
+		return fmt.Errorf("bench: --instances %d: at least one bind each (--binds %d)", o.Instances, o.Load.Binds)
+	case o.Instances > 1 && o.Preload > 0:
+		return fmt.Errorf("bench: --instances %d: --preload measures one instance", o.Instances)
 	}
 	return o.Load.validate()
 }
 
+// procServe is one `smppproxy serve` of the bench: its configuration,
+// addresses and process.
+type procServe struct {
+	name, id, cfgPath string // id: store.instance_id ("" = the default)
+	listen, admin     string
+	p                 *childProc
+}
+
 // newProcHarness makes the directory and picks the addresses, and writes
-// the proxy's configuration.
+// the proxies' configurations.
 func newProcHarness(o procBenchOptions) (*procHarness, error) {
 	dir, err := os.MkdirTemp(o.TempDir, "smppproxy-bench-")
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
-	h := &procHarness{o: o, dir: dir, cfgPath: filepath.Join(dir, "proxy.yaml")}
-	for _, a := range []*string{&h.smsc, &h.simStats, &h.listen, &h.admin} {
+	h := &procHarness{o: o, dir: dir}
+	addrs := []*string{&h.smsc, &h.simStats}
+	for i := range max(1, o.Instances) {
+		sv := &procServe{name: "serve", cfgPath: filepath.Join(dir, "proxy.yaml")}
+		if o.Instances > 1 {
+			n := strconv.Itoa(i + 1)
+			sv.name, sv.id, sv.cfgPath = "serve-"+n, "bench-"+n, filepath.Join(dir, "proxy-"+n+".yaml")
+		}
+		h.serves = append(h.serves, sv)
+		addrs = append(addrs, &sv.listen, &sv.admin)
+	}
+	for _, a := range addrs {
 		if *a, err = freeLoopbackAddr(); err != nil {
 			os.RemoveAll(dir)
 			return nil, err
 		}
 	}
-	if err := os.WriteFile(h.cfgPath, []byte(h.proxyConfig()), 0o600); err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("bench: %w", err)
+	for _, sv := range h.serves {
+		if err := os.WriteFile(sv.cfgPath, []byte(h.proxyConfig(sv)), 0o600); err != nil {
+			os.RemoveAll(dir)
+			return nil, fmt.Errorf("bench: %w", err)
+		}
 	}
 	return h, nil
 }
@@ -197,7 +232,7 @@ const benchDirectUser = "direct"
 // proxyConfig is the YAML configuration of the proxy: one account, one
 // upstream (the simulator) with the load's binds and window, no
 // throughput cap, waits long enough not to shed load on a busy machine.
-func (h *procHarness) proxyConfig() string {
+func (h *procHarness) proxyConfig(sv *procServe) string {
 	l := h.o.Load
 	return fmt.Sprintf(`listen:
   address: %q
@@ -229,17 +264,22 @@ upstreams:
     route_wait: 10s
     response_timeout: 10s
     forward_key_tlv: true
-`, h.listen, h.admin, h.o.Pprof, h.storeYAML(), cmp.Or(h.o.LogLevel, "info"), benchAccount, benchPassword, max(8, 2*l.Binds), l.Window,
+`, sv.listen, sv.admin, h.o.Pprof, h.storeYAML(sv), cmp.Or(h.o.LogLevel, "info"), benchAccount, benchPassword, max(8, 2*l.Binds), l.Window,
 		l.KeyTag, h.smsc, benchSMSCUser, benchSMSCPass, l.Binds, l.Window)
 }
 
 // storeYAML is the store section's body: Badger in the bench's directory,
-// or the PostgreSQL database of --postgres in the bench's schema.
-func (h *procHarness) storeYAML() string {
+// or the PostgreSQL database of --postgres in the bench's schema (with
+// the instance's id when there are several).
+func (h *procHarness) storeYAML(sv *procServe) string {
 	if h.o.Postgres == "" {
 		return fmt.Sprintf("  path: %q", filepath.Join(h.dir, "store"))
 	}
-	return fmt.Sprintf("  backend: postgres\n  dsn: %q\n  schema: %s", h.o.Postgres, h.pgSchema())
+	y := fmt.Sprintf("  backend: postgres\n  dsn: %q\n  schema: %s", h.o.Postgres, h.pgSchema())
+	if sv.id != "" {
+		y += "\n  instance_id: " + sv.id
+	}
+	return y
 }
 
 // pgSchema is the bench's own PostgreSQL schema (named after its
@@ -289,24 +329,37 @@ func (h *procHarness) startSim(ctx context.Context) error {
 	})
 }
 
-// startServe runs `smppproxy serve` and returns how long it took until
-// /readyz answered 200 (the store open, an upstream bind up) and an SMPP
-// bind of the bench account succeeded.
-func (h *procHarness) startServe(ctx context.Context) (time.Duration, error) {
+// startServe runs `smppproxy serve` as sv and returns how long it took
+// until /readyz answered 200 (the store open, an upstream bind up) and an
+// SMPP bind of the bench account succeeded.
+func (h *procHarness) startServe(ctx context.Context, sv *procServe) (time.Duration, error) {
 	start := time.Now()
-	p, err := startChild(h.o, h.dir, "serve", "serve", "--config", h.cfgPath)
+	p, err := startChild(h.o, h.dir, sv.name, "serve", "--config", sv.cfgPath)
 	if err != nil {
 		return 0, err
 	}
-	h.serve = p
+	sv.p = p
 	h.pids = append(h.pids, p.pid())
 	err = pollUntil(ctx, p, 5*time.Minute, "never ready", func(ctx context.Context) bool {
-		return httpOK(ctx, "http://"+h.admin+"/readyz") && smppBinds(ctx, h.listen, benchAccount, benchPassword)
+		return httpOK(ctx, "http://"+sv.admin+"/readyz") && smppBinds(ctx, sv.listen, benchAccount, benchPassword)
 	})
 	if err == nil && h.o.Pprof {
-		h.progress("proxy profiler: http://%s/debug/pprof/", h.admin)
+		h.progress("%s profiler: http://%s/debug/pprof/", sv.name, sv.admin)
 	}
 	return time.Since(start), err
+}
+
+// serve is the first proxy instance's process.
+func (h *procHarness) serve() *childProc { return h.serves[0].p }
+
+// children are the processes started, the proxies first (they drain into
+// the simulator).
+func (h *procHarness) children() []*childProc {
+	var out []*childProc
+	for _, sv := range h.serves {
+		out = append(out, sv.p)
+	}
+	return append(out, h.sim)
 }
 
 // close stops the children (serve first: it drains into the simulator)
@@ -314,7 +367,7 @@ func (h *procHarness) startServe(ctx context.Context) (time.Duration, error) {
 // did not stop cleanly on SIGTERM is an error (and keeps the directory).
 func (h *procHarness) close(failed bool) error {
 	var errs []error
-	for _, p := range []*childProc{h.serve, h.sim} {
+	for _, p := range h.children() {
 		if p == nil {
 			continue
 		}
@@ -333,7 +386,7 @@ func (h *procHarness) close(failed bool) error {
 		if w == nil {
 			w = os.Stderr
 		}
-		fmt.Fprintf(w, "bench: kept %s (proxy.yaml, store/, sim.log, serve.log)\n", h.dir)
+		fmt.Fprintf(w, "bench: kept %s (proxy*.yaml, store/, sim.log, serve*.log)\n", h.dir)
 		return err
 	}
 	_ = os.RemoveAll(h.dir)

@@ -65,6 +65,10 @@ type procReport struct {
 	Rate     float64 `json:"rate"`
 	DLRDelay string  `json:"dlr_delay"`
 	LogLevel string  `json:"serve_log_level"`
+	// Store is the proxies' store (badger, postgres); Instances how many
+	// shared it (the proxied rows are their sum).
+	Store     string `json:"store"`
+	Instances int    `json:"instances"`
 	// Rows are the table: medians over the rounds.
 	Rows       []procRow      `json:"rows"`
 	Invariants procInvariants `json:"invariants"`
@@ -77,6 +81,10 @@ func newProcReport(o procBenchOptions) procReport {
 		Date: time.Now().UTC().Format(time.RFC3339), Machine: machine(),
 		Rounds: o.Rounds, Count: o.Load.Count, Binds: o.Load.Binds, Window: o.Load.Window, Rate: o.Rate,
 		DLRDelay: o.DLRDelay.String(), LogLevel: cmp.Or(o.LogLevel, "info"),
+		Store: "badger", Instances: max(1, o.Instances),
+	}
+	if o.Postgres != "" {
+		r.Store = "postgres"
 	}
 	if o.Load.Duration > 0 {
 		r.Duration = o.Load.Duration.String()
@@ -214,7 +222,13 @@ func printProcReport(w io.Writer, r procReport) {
 	}
 	fmt.Fprintf(w, "smppproxy bench --processes: load generator, `smppproxy serve` and `smppproxy sim` as separate processes on 127.0.0.1\n")
 	fmt.Fprintf(w, "%s; %s\n", r.Machine, r.Date)
-	fmt.Fprintf(w, "%d binds x window %d on each side; %s per run; median of %d rounds; proxy log level %s\n\n", r.Binds, r.Window, load, r.Rounds, r.LogLevel)
+	fmt.Fprintf(w, "%d binds x window %d on each side; %s per run; median of %d rounds; proxy log level %s\n", r.Binds, r.Window, load, r.Rounds, r.LogLevel)
+	if r.Instances > 1 {
+		fmt.Fprintf(w, "%d proxy instances on one %s store, the proxied binds spread over them: proxied rows are their sum; memory rows the first's\n", r.Instances, r.Store)
+	} else {
+		fmt.Fprintf(w, "one proxy instance, %s store\n", r.Store)
+	}
+	fmt.Fprintln(w)
 	fmt.Fprintf(w, "  %-40s %10s %10s %12s  %s\n", "", "direct", "proxied", "proxy", "target")
 	for _, row := range r.Rows {
 		name := row.Name

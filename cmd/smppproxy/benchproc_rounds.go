@@ -48,7 +48,7 @@ func (h *procHarness) direct() benchTarget {
 }
 
 func (h *procHarness) proxied() benchTarget {
-	return benchTarget{"proxied", h.listen, benchAccount, benchPassword}
+	return benchTarget{"proxied", h.serves[0].listen, benchAccount, benchPassword}
 }
 
 // run sends the load to t: fresh keys under a new prefix, no cap, no
@@ -62,18 +62,24 @@ func (h *procHarness) run(ctx context.Context, t benchTarget, adjust func(*bench
 		adjust(&o)
 	}
 	o.Label = cmp.Or(o.Label, t.Label)
+	proxied := t.Addr == h.serves[0].listen
+	if proxied && len(h.serves) > 1 {
+		for _, sv := range h.serves {
+			o.Targets = append(o.Targets, sv.listen)
+		}
+	}
 	r, err := runBench(ctx, o)
 	if err != nil {
 		return r, err
 	}
-	for _, p := range []*childProc{h.sim, h.serve} {
+	for _, p := range h.children() {
 		select {
 		case <-p.exited:
 			return r, p.exitError()
 		default:
 		}
 	}
-	if t.Addr == h.listen {
+	if proxied {
 		h.countProxied(r)
 	}
 	return r, nil
@@ -158,22 +164,22 @@ func (h *procHarness) preload(ctx context.Context) (*procPreload, error) {
 		return nil, fmt.Errorf("preload: %w", err)
 	}
 	p := &procPreload{Keys: h.o.Preload, Accepted: r.Statuses[smpp.StatusOK.String()], Seconds: r.Seconds, PerSecond: r.Throughput}
-	pid := h.serve.pid()
+	pid := h.serve().pid()
 	p.PeakRSSKB, p.RSSKB = procStatusKB(pid, "VmHWM"), procStatusKB(pid, "VmRSS")
 	h.progress("preload: restarting the proxy with %d keys in its store", h.o.Preload)
-	if err := h.serve.stop(syscall.SIGTERM, time.Minute); err != nil {
-		return p, fmt.Errorf("bench: stopping the proxy for the restart: %w (its log: %s)", err, h.serve.logPath)
+	if err := h.serve().stop(syscall.SIGTERM, time.Minute); err != nil {
+		return p, fmt.Errorf("bench: stopping the proxy for the restart: %w (its log: %s)", err, h.serve().logPath)
 	}
-	d, err := h.startServe(ctx)
+	d, err := h.startServe(ctx, h.serves[0])
 	p.StartupSeconds = d.Seconds()
-	p.RestartRSSKB = procStatusKB(h.serve.pid(), "VmRSS")
+	p.RestartRSSKB = procStatusKB(h.serve().pid(), "VmRSS")
 	return p, err
 }
 
 // finish reads what is measured once at the end: the proxy's memory and
 // the keys the simulator received twice.
 func (h *procHarness) finish(ctx context.Context, rep *procReport) error {
-	pid := h.serve.pid()
+	pid := h.serve().pid()
 	h.inv.ServePeakRSSKB, h.inv.ServeRSSKB = procStatusKB(pid, "VmHWM"), procStatusKB(pid, "VmRSS")
 	st, err := fetchSimStats(ctx, h.simStats)
 	if err != nil {

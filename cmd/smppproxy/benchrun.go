@@ -149,8 +149,12 @@ func dialBenchClients(ctx context.Context, o benchOptions) ([]*esme.Client, erro
 	errs := make([]error, o.Binds)
 	var g sync.WaitGroup
 	for i := range clients {
+		addr := o.Target
+		if len(o.Targets) > 0 {
+			addr = o.Targets[i%len(o.Targets)]
+		}
 		g.Go(func() {
-			clients[i], errs[i] = esme.Dial(ctx, o.Target, esme.Options{
+			clients[i], errs[i] = esme.Dial(ctx, addr, esme.Options{
 				SystemID: o.SystemID, Password: o.Password, Bind: smpp.BindTransceiver, Window: o.Window, Timeout: o.Timeout,
 			})
 		})
