@@ -19,6 +19,9 @@ import (
 // retryMax. maxScan bounds the entries read per upstream and pass.
 const (
 	retryFirst = 200 * time.Millisecond
+	// retryYoung bounds the delay between the tries of a receipt kept for
+	// less than its upstream's settle delay.
+	retryYoung = 500 * time.Millisecond
 	retryMax   = 5 * time.Minute
 	maxScan    = 5000
 	scanPage   = 500
@@ -288,6 +291,12 @@ func (c *reconciler) try(ctx context.Context, up string, e *state.QueueEntry, cy
 	}
 	r.delay = min(2*r.delay, retryMax)
 	next := r.delay
+	if now.Sub(e.Enqueued) < c.settle(up) {
+		// Its submit_sm_resp may still be on its way (the record is
+		// written accepted at most response_timeout after the submit):
+		// looked at again soon, not after a back-off grown meanwhile.
+		next = min(next, retryYoung)
+	}
 	if hold > 0 {
 		next = min(next, max(hold, 10*time.Millisecond)) // when it may settle an unknown record
 	}

@@ -110,3 +110,50 @@ func TestKeptReceiptsOfOneMessageKeepTheirOrder(t *testing.T) {
 		}
 	}
 }
+
+// A receipt kept while its submit_sm_resp may still be on its way (kept
+// for less than the upstream's response_timeout + 1s) is looked at again
+// at least every retryYoung, however many tries found nothing: once its
+// record is accepted it is matched within that, not after a back-off that
+// grew meanwhile. Later the back-off grows again.
+func TestYoungKeptReceiptIsTriedOftenUntilItsRecordComes(t *testing.T) {
+	clock := newClock()
+	e := newEnv(t, func(c *Config) {
+		c.Now = clock.Now
+		c.Upstreams = map[string]Upstream{"smsc": {ResponseTimeout: 10 * time.Second}}
+	})
+	if st := e.deliver(t, dlrFrame("100", "DELIVRD")); st != 0 {
+		t.Fatal(st)
+	}
+	e.waitTried(t, clock.Now())
+	// Tries that find nothing for 3.25s: by the back-off alone the last
+	// one (at 3.1s) would be followed by the next at 6.3s.
+	for range 13 {
+		clock.Advance(250 * time.Millisecond)
+		e.svc.rec.kick()
+		e.waitTried(t, clock.Now())
+	}
+	e.accepted(t, "shop", "k0", "64")
+	clock.Advance(retryYoung)
+	e.svc.rec.kick()
+	waitFor(t, "matched", func() bool { return e.svc.Count(OutMatchedLater) == 1 })
+
+	// Past the settle delay a receipt that matches nothing waits longer.
+	if st := e.deliver(t, dlrFrame("101", "DELIVRD")); st != 0 {
+		t.Fatal(st)
+	}
+	e.waitTried(t, clock.Now())
+	for range 6 {
+		clock.Advance(2 * time.Second)
+		e.svc.rec.kick()
+		e.waitTried(t, clock.Now())
+	}
+	c := e.svc.rec
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, r := range c.next {
+		if wait := r.at.Sub(clock.Now()); wait <= retryYoung {
+			t.Errorf("a receipt kept 12s (settle delay 11s) is tried again in %v; want the grown back-off", wait)
+		}
+	}
+}

@@ -40,7 +40,7 @@ func BenchmarkReceiptsThroughProxy(b *testing.B) {
 
 	b.ResetTimer()
 	start := time.Now()
-	parallelDo(len(ids), 1000, func(i int) {
+	limited(len(ids), 1000, func(i int) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		if st, err := smsc.SendReceipt(ctx, ids[i], "DELIVRD"); err != nil || st != 0 {
@@ -95,7 +95,7 @@ func benchSubmits(b *testing.B, tx *esme.Client, n int) []string {
 	b.Helper()
 	ids := make([]string, n)
 	prefix := strconv.FormatInt(time.Now().UnixNano(), 36)
-	parallelDo(n, 100, func(i int) {
+	limited(n, 100, func(i int) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		key := fmt.Sprintf("%s-%d", prefix, i)
@@ -109,14 +109,15 @@ func benchSubmits(b *testing.B, tx *esme.Client, n int) []string {
 	return ids
 }
 
-// parallelDo runs fn(i) for i in [0, n) on workers goroutines.
-func parallelDo(n, workers int, fn func(i int)) {
+// limited runs fn(i) for i in [0, n) in goroutines, at most limit at once.
+func limited(n, limit int, fn func(i int)) {
+	sem := make(chan struct{}, limit)
 	var wg sync.WaitGroup
-	for w := range workers {
+	for i := range n {
+		sem <- struct{}{}
 		wg.Go(func() {
-			for i := w; i < n; i += workers {
-				fn(i)
-			}
+			defer func() { <-sem }()
+			fn(i)
 		})
 	}
 	wg.Wait()
