@@ -134,6 +134,7 @@ type Account struct {
 	ProxyID         ProxyIDStyle  `yaml:"proxy_id"`         // what proxy-issued ids look like (message_id: proxy)
 	DLRRetention    Duration      `yaml:"dlr_retention"`    // how long undelivered receipts are queued; default 72h
 	DLRRedelivery   Duration      `yaml:"dlr_redelivery"`   // redelivery of an unacknowledged receipt; default 10s
+	DLRWindow       int           `yaml:"dlr_window"`       // deliver_sm awaiting their response per receiving session; default 10
 	Idempotency     Idempotency   `yaml:"idempotency"`
 }
 
@@ -315,6 +316,7 @@ func AccountDefaults() Account {
 		MessageID:     MessageIDPassthrough,
 		DLRRetention:  Duration(72 * time.Hour),
 		DLRRedelivery: Duration(10 * time.Second),
+		DLRWindow:     10,
 		Idempotency: Idempotency{
 			Key:               KeyTLV,
 			TLVTag:            0x1400,

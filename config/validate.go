@@ -302,6 +302,7 @@ func (k *checker) account(c *Config, i int, ids map[string]int, used map[string]
 	}
 	k.positive(p+".dlr_retention", a.DLRRetention)
 	k.positive(p+".dlr_redelivery", a.DLRRedelivery)
+	k.atLeast(p+".dlr_window", a.DLRWindow, 1)
 	k.idempotency(p+".idempotency", &a.Idempotency)
 }
 

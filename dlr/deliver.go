@@ -88,6 +88,17 @@ type dispatcher struct {
 	entries map[uint64]*entry
 	perSess map[string]int // deliver_sm awaiting a response, per session id
 	rr      int
+	// The queue is read from a cursor, not from its head: a queue whose
+	// acknowledged entries are deletions (tombstones until compacted)
+	// would otherwise be walked from its first deletion on every pump.
+	// next is the highest seq a pump has dealt with (sent, or found being
+	// handled); the next List starts after it. redo is the lowest seq that
+	// went back to pending at or below next (0 = none): the next List
+	// starts before it. fullAt is when the next List from the head is due,
+	// the safety net for an entry that became visible after one with a
+	// higher seq (a store shared by several processes).
+	next, redo uint64
+	fullAt     time.Time
 }
 
 // entryState is where one queue entry stands in its delivery.
@@ -182,13 +193,13 @@ func (d *dispatcher) pump() time.Duration {
 	if len(ready) == 0 {
 		return sleep
 	}
-	win := d.s.cfg.DeliverWindow
+	win := d.window()
 	d.mu.Lock()
 	free := 0
 	for _, r := range ready {
 		free += max(0, win-d.perSess[r.ID()])
 	}
-	limit := len(d.entries) + free
+	c := d.cursorLocked(now, free)
 	// Entries deleted before this List are not in it: they can be
 	// forgotten afterwards. Those deleted while it runs may be in it and
 	// are skipped by their state.
@@ -197,7 +208,7 @@ func (d *dispatcher) pump() time.Duration {
 	if free == 0 {
 		return sleep
 	}
-	entries, err := d.s.q.List(d.s.ctx, d.queue, 0, limit)
+	entries, err := d.s.q.List(d.s.ctx, d.queue, c.after, c.limit)
 	if err != nil {
 		if d.s.ctx.Err() == nil {
 			d.s.log.Warn("dlr: reading the queue", "account", d.account, "err", err)
@@ -208,11 +219,77 @@ func (d *dispatcher) pump() time.Duration {
 	for _, seq := range prune {
 		delete(d.entries, seq)
 	}
-	d.forgetExpiredLocked(entries, limit)
-	sends, wait := d.assignLocked(entries, ready, now)
+	d.forgetExpiredLocked(entries, c.after, c.limit)
+	if d.redo == c.redo {
+		d.redo = 0 // covered by this List (one noted meanwhile is kept)
+	}
+	if c.full {
+		d.fullAt = now.Add(fullListEvery)
+	}
+	sends, stop, wait := d.assignLocked(entries, ready, win, now)
+	// What this pump did not get to below the cursor is listed again by
+	// the next one.
+	switch {
+	case stop < len(entries) && entries[stop].Seq <= d.next:
+		d.redoLocked(entries[stop].Seq)
+	case stop == len(entries) && stop > 0 && stop == c.limit && entries[stop-1].Seq < d.next:
+		d.redoLocked(entries[stop-1].Seq + 1)
+	}
 	d.mu.Unlock()
 	d.start(sends)
 	return min(sleep, wait)
+}
+
+// window is the account's window of deliver_sm awaiting their response
+// per session (Account.Window, else Config.DeliverWindow).
+func (d *dispatcher) window() int {
+	if w := d.s.account(d.account).Window; w > 0 {
+		return w
+	}
+	return d.s.cfg.DeliverWindow
+}
+
+// fullListEvery: how often a dispatcher reads its queue from the head
+// rather than from its cursor (see dispatcher.next).
+const fullListEvery = time.Second
+
+// listing is where a pump reads the queue from and how much of it.
+type listing struct {
+	after uint64
+	limit int
+	full  bool   // from the head
+	redo  uint64 // dispatcher.redo when it was chosen
+}
+
+// cursorLocked chooses the List of a pump with free window slots: from
+// the head when one is due, before the lowest entry that went back to
+// pending or whose refusal has run out, else after the last entry dealt
+// with (then only the free slots' worth is read).
+func (d *dispatcher) cursorLocked(now time.Time, free int) listing {
+	for seq, e := range d.entries {
+		if e.state == entryRefused && !now.Before(e.at) {
+			d.redoLocked(seq)
+		}
+	}
+	c := listing{after: d.next, limit: free, redo: d.redo}
+	switch {
+	case !now.Before(d.fullAt):
+		c.after, c.full = 0, true
+	case d.redo != 0:
+		c.after = min(d.next, d.redo-1)
+	}
+	if c.after != d.next {
+		c.limit += len(d.entries) // the entries in hand are listed again
+	}
+	return c
+}
+
+// redoLocked notes that entry seq is to be sent again (pending, or its
+// refusal ran out) though the cursor may have passed it.
+func (d *dispatcher) redoLocked(seq uint64) {
+	if d.redo == 0 || seq < d.redo {
+		d.redo = seq
+	}
 }
 
 // readySessions returns the account's receiving sessions bound for at
@@ -246,16 +323,16 @@ func (d *dispatcher) seqsLocked(st entryState) []uint64 {
 
 // forgetExpiredLocked forgets the entries held back (refused, or
 // acknowledged with the Ack still to write) that a List of limit entries
-// should have returned and did not: they are gone (expired). List covers
-// every seq below the last one it returned, and all of them when it
-// returned fewer than limit.
-func (d *dispatcher) forgetExpiredLocked(listed []*state.QueueEntry, limit int) {
+// after seq after should have returned and did not: they are gone
+// (expired). List covers every seq from after to the last one it
+// returned, and all of them past after when it returned fewer than limit.
+func (d *dispatcher) forgetExpiredLocked(listed []*state.QueueEntry, after uint64, limit int) {
 	in := make(map[uint64]bool, len(listed))
 	for _, e := range listed {
 		in[e.Seq] = true
 	}
 	for seq, e := range d.entries {
-		if e.state != entryRefused && e.state != entryAckPending || in[seq] {
+		if e.state != entryRefused && e.state != entryAckPending || in[seq] || seq <= after {
 			continue
 		}
 		if len(listed) < limit || seq < listed[len(listed)-1].Seq {
@@ -266,29 +343,31 @@ func (d *dispatcher) forgetExpiredLocked(listed []*state.QueueEntry, limit int) 
 
 // assignLocked gives the listed entries that may be sent now to the
 // ready sessions, round-robin within each session's window, and returns
-// them with how long until a refused one may be sent again.
-func (d *dispatcher) assignLocked(listed []*state.QueueEntry, ready []Receiver, now time.Time) ([]assignment, time.Duration) {
+// them, the index of the first listed entry it did not get to (the
+// windows were full), and how long until a refused one may be sent again.
+func (d *dispatcher) assignLocked(listed []*state.QueueEntry, ready []Receiver, win int, now time.Time) ([]assignment, int, time.Duration) {
 	sleep := idleTick
 	var sends []assignment
-	for _, qe := range listed {
-		if e, ok := d.entries[qe.Seq]; ok {
-			if e.state != entryRefused {
-				continue // being sent, acknowledged or deleted
-			}
-			if now.Before(e.at) {
+	for i, qe := range listed {
+		if e, ok := d.entries[qe.Seq]; ok && (e.state != entryRefused || now.Before(e.at)) {
+			if e.state == entryRefused {
 				sleep = min(sleep, e.at.Sub(now))
-				continue
 			}
+			// Being sent, acknowledged, deleted, or refused for now (listed
+			// again once due: cursorLocked): the cursor passes it.
+			d.next = max(d.next, qe.Seq)
+			continue
 		}
-		r := d.pickLocked(ready, d.s.cfg.DeliverWindow)
+		r := d.pickLocked(ready, win)
 		if r == nil {
-			break
+			return sends, i, sleep
 		}
 		d.entries[qe.Seq] = &entry{state: entrySending, session: r.ID()}
 		d.perSess[r.ID()]++
+		d.next = max(d.next, qe.Seq)
 		sends = append(sends, assignment{r, qe})
 	}
-	return sends, sleep
+	return sends, len(listed), sleep
 }
 
 // start sends the assigned entries one at a time, in queue order, each
@@ -362,6 +441,7 @@ func (d *dispatcher) claim(sends []assignment) []assignment {
 			continue
 		}
 		delete(d.entries, a.e.Seq)
+		d.redoLocked(a.e.Seq)
 		if d.perSess[a.r.ID()]--; d.perSess[a.r.ID()] <= 0 {
 			delete(d.perSess, a.r.ID())
 		}
@@ -489,6 +569,7 @@ func (d *dispatcher) send(r Receiver, e *state.QueueEntry, queued chan<- struct{
 		d.entries[e.Seq] = &entry{state: entryRefused, at: d.s.now().Add(d.s.account(d.account).Redelivery)}
 	default:
 		delete(d.entries, e.Seq) // pending: sent again by the next pump
+		d.redoLocked(e.Seq)
 	}
 	d.mu.Unlock()
 	if outcome == DelAcked {

@@ -21,10 +21,12 @@
 //
 // Delivery: one dispatcher per account sends the queue in order to the
 // account's bound RX/TRX sessions (Config.Receivers), round-robin, up to a
-// window of deliver_sm outstanding per session (Config.DeliverWindow)
-// written in queue order, so an ESME with one receiving session gets its
-// queue in order, and deletes an entry only once the ESME answered
-// deliver_sm_resp status 0. Each entry it has sent has one state (sending,
+// window of deliver_sm outstanding per session (Account.Window, dlr_window,
+// else Config.DeliverWindow) written in queue order, so an ESME with one
+// receiving session gets its queue in order, and deletes an entry only
+// once the ESME answered deliver_sm_resp status 0. It reads the queue on
+// from the last entry it sent (a cursor), from before an entry that went
+// back to pending, and from the head once a second. Each entry it has sent has one state (sending,
 // deleting, deleted, refused, ack_pending). An entry not acknowledged
 // within dlr_redelivery, refused by the ESME or caught by a disconnect is
 // sent again (at once on the next bind, or after dlr_redelivery for a

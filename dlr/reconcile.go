@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"slices"
 	"sync"
 	"time"
@@ -18,6 +19,9 @@ import (
 // retryMax. maxScan bounds the entries read per upstream and pass.
 const (
 	retryFirst = 200 * time.Millisecond
+	// retryYoung bounds the delay between the tries of a receipt kept for
+	// less than its upstream's settle delay.
+	retryYoung = 500 * time.Millisecond
 	retryMax   = 5 * time.Minute
 	maxScan    = 5000
 	scanPage   = 500
@@ -170,10 +174,10 @@ func (c *reconciler) passUpstream(up string) time.Duration {
 			return time.Second
 		}
 		read += len(es)
-		for _, e := range es {
-			after = e.Seq
-			c.try(ctx, up, e, cyc)
+		if len(es) > 0 {
+			after = es[len(es)-1].Seq
 		}
+		c.tryPage(ctx, up, es, cyc)
 		if len(es) < scanPage { // the end of the queue
 			end = true
 			break
@@ -220,6 +224,44 @@ func (c *reconciler) passUpstream(up string) time.Duration {
 	return wait
 }
 
+// tryWorkers bounds the kept receipts a pass tries at once: each try
+// waits for durable writes (the receipt queued for its account, the kept
+// entry deleted), which the store commits together when they come
+// together.
+const tryWorkers = 64
+
+// tryPage tries the entries of one page, up to tryWorkers at once; the
+// receipts of one message id one after the other, in queue order (so an
+// intermediate receipt is still queued before the final one).
+func (c *reconciler) tryPage(ctx context.Context, up string, es []*state.QueueEntry, cyc uint64) {
+	n := min(tryWorkers, len(es))
+	if n <= 1 {
+		for _, e := range es {
+			c.try(ctx, up, e, cyc)
+		}
+		return
+	}
+	shards := make([][]*state.QueueEntry, n)
+	for _, e := range es {
+		h := fnv.New32a()
+		_, _ = h.Write([]byte(e.MessageID))
+		i := h.Sum32() % uint32(n)
+		shards[i] = append(shards[i], e)
+	}
+	var wg sync.WaitGroup
+	for _, shard := range shards {
+		if len(shard) == 0 {
+			continue
+		}
+		wg.Go(func() {
+			for _, e := range shard {
+				c.try(ctx, up, e, cyc)
+			}
+		})
+	}
+	wg.Wait()
+}
+
 // try attempts one entry of cycle cyc if it is due and schedules its next
 // try unless it settled.
 func (c *reconciler) try(ctx context.Context, up string, e *state.QueueEntry, cyc uint64) {
@@ -249,6 +291,12 @@ func (c *reconciler) try(ctx context.Context, up string, e *state.QueueEntry, cy
 	}
 	r.delay = min(2*r.delay, retryMax)
 	next := r.delay
+	if now.Sub(e.Enqueued) < c.settle(up) {
+		// Its submit_sm_resp may still be on its way (the record is
+		// written accepted at most response_timeout after the submit):
+		// looked at again soon, not after a back-off grown meanwhile.
+		next = min(next, retryYoung)
+	}
 	if hold > 0 {
 		next = min(next, max(hold, 10*time.Millisecond)) // when it may settle an unknown record
 	}
@@ -288,7 +336,7 @@ func (c *reconciler) attempt(ctx context.Context, up string, e *state.QueueEntry
 	}
 	s.bound.removed(up)
 	s.m.received(rec.Key.Account, up, out)
-	s.log.Info("dlr: kept receipt matched", "upstream", up, "receipt_id", r.id, "stat", r.stat, "outcome", out,
+	s.log.Debug("dlr: kept receipt matched", "upstream", up, "receipt_id", r.id, "stat", r.stat, "outcome", out,
 		"account", rec.Key.Account, "key", s.cfg.LogKey(rec.Key.Key), "segment", rec.Key.Segment, "message_id", rec.ClientMessageID())
 	return true, 0, nil
 }

@@ -66,8 +66,9 @@ type Config struct {
 	// tried. Without a submit date, records created up to the account's
 	// retention before the receipt qualify.
 	ReconcileWindow time.Duration
-	// DeliverWindow: deliver_sm outstanding per ESME session (10). They
-	// are written in queue order (see dispatcher.pump).
+	// DeliverWindow: deliver_sm outstanding per ESME session (10) of an
+	// account without a Window of its own. They are written in queue
+	// order (see dispatcher.start).
 	DeliverWindow int
 	// BindSettle: a newly bound session gets its first deliver_sm no
 	// earlier than this long after its bind (default 0: the server
@@ -113,6 +114,9 @@ type Keys struct {
 type Account struct {
 	// Retention is dlr_retention (72h); Redelivery is dlr_redelivery (10s).
 	Retention, Redelivery time.Duration
+	// Window is dlr_window: deliver_sm awaiting their response per
+	// receiving session (0: Config.DeliverWindow).
+	Window int
 	// Route lists the account's upstreams (echo_tlv candidates).
 	Route []string
 }

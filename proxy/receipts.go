@@ -45,7 +45,7 @@ func idTables(cfg *config.Config) (map[string]msgid.Upstream, map[string]msgid.P
 }
 
 // newReceipts builds the receipt and MO service (package dlr) from the
-// configuration: per account dlr_retention, dlr_redelivery and route; per
+// configuration: per account dlr_retention, dlr_redelivery, dlr_window and route; per
 // upstream echo_tlv and response_timeout; mo_routes and default_account.
 // Ids are read with ids; ESME sessions come from the server; the engine
 // settles unknown records named by kept receipts. Log lines show
@@ -77,13 +77,14 @@ func (a *App) newReceipts(ids *msgid.IDs, secret *state.Secret, reg prometheus.R
 }
 
 // receiptAccounts is the receipt configuration of cfg's accounts (per
-// account dlr_retention, dlr_redelivery and route) and its mo_routes.
+// account dlr_retention, dlr_redelivery, dlr_window and route) and its mo_routes.
 func receiptAccounts(cfg *config.Config) (map[string]dlr.Account, []dlr.MORoute) {
 	accts := map[string]dlr.Account{}
 	for _, a := range cfg.Accounts {
 		accts[a.SystemID] = dlr.Account{
 			Retention:  a.DLRRetention.Std(),
 			Redelivery: a.DLRRedelivery.Std(),
+			Window:     a.DLRWindow,
 			Route:      a.Route,
 		}
 	}
