@@ -249,6 +249,7 @@ accounts:
     password: %s
     max_binds: %d
     window: %d
+    dlr_window: %d
     route: [smsc]
     idempotency:
       tlv_tag: 0x%04x
@@ -264,7 +265,7 @@ upstreams:
     route_wait: 10s
     response_timeout: 10s
     forward_key_tlv: true
-`, sv.listen, sv.admin, h.o.Pprof, h.storeYAML(sv), cmp.Or(h.o.LogLevel, "info"), benchAccount, benchPassword, max(8, 2*l.Binds), l.Window,
+`, sv.listen, sv.admin, h.o.Pprof, h.storeYAML(sv), cmp.Or(h.o.LogLevel, "info"), benchAccount, benchPassword, max(8, 2*l.Binds), l.Window, l.Window,
 		l.KeyTag, h.smsc, benchSMSCUser, benchSMSCPass, l.Binds, l.Window)
 }
 
