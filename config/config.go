@@ -174,8 +174,12 @@ type KeyPolicy string
 const (
 	KeyTLV         KeyPolicy = "tlv"
 	KeyFingerprint KeyPolicy = "fingerprint"
-	// KeyReference: user_message_reference (TLV 0x0204) plus the
-	// fingerprint, deduplicating within fingerprint_window.
+	// KeyReference keys a submit by its user_message_reference TLV
+	// (0x0204, which many client libraries can set) together with its
+	// fingerprint, within fingerprint_window: the reference is 16 bits and
+	// wraps, so a reused reference with other content is a new message,
+	// not a conflict, and the same content with another reference is a
+	// message the client meant to send again.
 	KeyReference KeyPolicy = "reference"
 	KeyNone      KeyPolicy = "none"
 )
@@ -195,9 +199,14 @@ type UnknownPolicy string
 
 // Unknown-outcome policies.
 const (
-	UnknownHold        UnknownPolicy = "hold"
+	// UnknownHold answers unknown_status until the record is resolved.
+	UnknownHold UnknownPolicy = "hold"
+	// UnknownResendAfter lets one client retry forward again once the
+	// record has been unknown for unknown_timeout (at-least-once opt-in).
 	UnknownResendAfter UnknownPolicy = "resend_after"
-	UnknownResend      UnknownPolicy = "resend"
+	// UnknownResend lets every client retry forward again at once: for an
+	// upstream that deduplicates by the forwarded key TLV itself.
+	UnknownResend UnknownPolicy = "resend"
 )
 
 // Upstream is an SMSC the proxy binds to.

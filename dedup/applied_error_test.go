@@ -17,6 +17,7 @@ package dedup
 import (
 	"context"
 	"errors"
+	"github.com/smppproxy/smppproxy/config"
 	"sync"
 	"testing"
 	"time"
@@ -118,7 +119,7 @@ func TestFailedButAppliedTakeoverOfARetryableRecordLeavesItRetryable(t *testing.
 func TestFailedButAppliedRenewalOfAFingerprintRecordLeavesItRetryable(t *testing.T) {
 	f := &fakeForwarder{}
 	e, st, clk := newAppliedThenFailedEngine(t, f)
-	p := Policy{Key: KeyFingerprint, FingerprintWindow: time.Minute, InflightWait: 50 * time.Millisecond}
+	p := Policy{Key: config.KeyFingerprint, FingerprintWindow: time.Minute, InflightWait: 50 * time.Millisecond}
 	first := e.Submit(ctx, "shop", p, submit(t, "", "hello"))
 	if first.Status != smpp.StatusOK {
 		t.Fatalf("first submit = %v %s, want accepted", first.Status, first.Outcome)

@@ -3,6 +3,7 @@ package dedup
 import (
 	"context"
 	"errors"
+	"github.com/smppproxy/smppproxy/config"
 	"sync"
 	"testing"
 	"time"
@@ -225,10 +226,10 @@ func TestKeyPolicies(t *testing.T) {
 	}{
 		"tlv key dedups":               {Policy{}, "a", 0, OutReplayed, 1},
 		"missing key, forward":         {Policy{}, "", 0, OutUntracked, 2},
-		"missing key, reject":          {Policy{MissingKey: MissingReject}, "", smpp.StatusMissingTLV, OutInvalid, 0},
-		"missing key, fingerprint":     {Policy{MissingKey: MissingFingerprint}, "", 0, OutReplayed, 1},
-		"fingerprint policy":           {Policy{Key: KeyFingerprint}, "", 0, OutReplayed, 1},
-		"none policy":                  {Policy{Key: KeyNone}, "a", 0, OutUntracked, 2},
+		"missing key, reject":          {Policy{MissingKey: config.MissingReject}, "", smpp.StatusMissingTLV, OutInvalid, 0},
+		"missing key, fingerprint":     {Policy{MissingKey: config.MissingFingerprint}, "", 0, OutReplayed, 1},
+		"fingerprint policy":           {Policy{Key: config.KeyFingerprint}, "", 0, OutReplayed, 1},
+		"none policy":                  {Policy{Key: config.KeyNone}, "a", 0, OutUntracked, 2},
 		"key of 256 octets is refused": {Policy{}, string(long), smpp.StatusInvTLVVal, OutInvalid, 0},
 		"key of NULs only is refused":  {Policy{}, "\x00", smpp.StatusInvTLVVal, OutInvalid, 0},
 		"trailing NUL trimmed, dedups": {Policy{}, "abc\x00", 0, OutReplayed, 1},
@@ -252,7 +253,7 @@ func TestKeyPolicies(t *testing.T) {
 func TestFingerprintWindow(t *testing.T) {
 	f := &fakeForwarder{}
 	e, _, clk := newEngine(t, f)
-	p := Policy{Key: KeyFingerprint, FingerprintWindow: time.Minute}
+	p := Policy{Key: config.KeyFingerprint, FingerprintWindow: time.Minute}
 	e.Submit(ctx, "shop", p, submit(t, "", "same text"))
 	clk.add(30 * time.Second)
 	e.Submit(ctx, "shop", p, submit(t, "", "same text"))

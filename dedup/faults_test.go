@@ -2,6 +2,7 @@ package dedup
 
 import (
 	"errors"
+	"github.com/smppproxy/smppproxy/config"
 	"testing"
 	"time"
 
@@ -27,15 +28,15 @@ func TestOnUnknownPolicies(t *testing.T) {
 			wantLast: Answer{Status: smpp.StatusSysErr, Outcome: OutUnknown},
 		},
 		"resend_after before the timeout holds": {
-			p: Policy{OnUnknown: OnUnknownResendAfter, UnknownTimeout: time.Minute}, advance: 30 * time.Second, retries: 2, wantFwd: 1,
+			p: Policy{OnUnknown: config.UnknownResendAfter, UnknownTimeout: time.Minute}, advance: 30 * time.Second, retries: 2, wantFwd: 1,
 			wantLast: Answer{Status: smpp.StatusSysErr, Outcome: OutUnknown},
 		},
 		"resend_after after the timeout resends once": {
-			p: Policy{OnUnknown: OnUnknownResendAfter, UnknownTimeout: time.Minute}, advance: 2 * time.Minute, retries: 3, wantFwd: 2,
+			p: Policy{OnUnknown: config.UnknownResendAfter, UnknownTimeout: time.Minute}, advance: 2 * time.Minute, retries: 3, wantFwd: 2,
 			wantLast: Answer{Status: 0, MessageID: "m-resent", Outcome: OutReplayed},
 		},
 		"resend forwards the first retry": {
-			p: Policy{OnUnknown: OnUnknownResend}, retries: 1, wantFwd: 2,
+			p: Policy{OnUnknown: config.UnknownResend}, retries: 1, wantFwd: 2,
 			wantLast: Answer{Status: 0, MessageID: "m-resent", Outcome: OutForwarded},
 		},
 	}
@@ -65,7 +66,7 @@ func TestOnUnknownPolicies(t *testing.T) {
 func TestResendAfterOnlyOnceEvenIfUnknownAgain(t *testing.T) {
 	f := &fakeForwarder{answer: func(int) Result { return Result{Kind: Ambiguous} }}
 	e, _, clk := newEngine(t, f)
-	p := Policy{OnUnknown: OnUnknownResendAfter, UnknownTimeout: time.Minute}
+	p := Policy{OnUnknown: config.UnknownResendAfter, UnknownTimeout: time.Minute}
 	e.Submit(ctx, "shop", p, submit(t, "u2", "code"))
 	for range 3 {
 		clk.add(2 * time.Minute)

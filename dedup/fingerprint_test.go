@@ -2,6 +2,7 @@ package dedup
 
 import (
 	"encoding/hex"
+	"github.com/smppproxy/smppproxy/config"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +15,7 @@ import (
 // neither the plain SHA-256 of the message nor a key derived from it, and
 // another install (another secret) derives other keys.
 func TestFingerprintsAndFingerprintKeysAreKeyedByTheSecret(t *testing.T) {
-	p := Policy{Key: KeyFingerprint}
+	p := Policy{Key: config.KeyFingerprint}
 	plain := submit(t, "", "Your code is 123456").Fingerprint()
 	var keys []string
 	for range 2 {
@@ -68,7 +69,7 @@ func TestRecordsWrittenBeforeTheSecretStillDeduplicate(t *testing.T) {
 	if a := e.Submit(ctx, "shop", Policy{}, submit(t, "otp-1", "code 2")); a.Outcome != OutConflict {
 		t.Errorf("other content under a version-1 record's key = %s, want conflict", a.Outcome)
 	}
-	p := Policy{Key: KeyFingerprint, FingerprintWindow: time.Minute}
+	p := Policy{Key: config.KeyFingerprint, FingerprintWindow: time.Minute}
 	if a := e.Submit(ctx, "shop", p, submit(t, "", "code 1")); a.Outcome != OutReplayed || a.MessageID != "m-old" {
 		t.Errorf("fingerprint-keyed retry of a version-1 record = %s %q, want replayed m-old", a.Outcome, a.MessageID)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/smppproxy/smppproxy/config"
 	"log/slog"
 	"time"
 
@@ -80,7 +81,7 @@ func (o *op) recordUnsent(ctx context.Context, res Result, stored smpp.Status) {
 // attempt is the forward of this submit, journaling into its record.
 func (o *op) attempt(ctx context.Context, created time.Time) *Attempt {
 	var keyTag uint16
-	if o.p.Key == KeyTLV {
+	if o.p.Key == config.KeyTLV {
 		keyTag = o.p.TLVTag
 	}
 	att := &Attempt{

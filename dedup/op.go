@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"github.com/smppproxy/smppproxy/config"
 	"log/slog"
 	"strconv"
 	"time"
@@ -74,15 +75,15 @@ func (e *Engine) newOp(ctx context.Context, account string, p Policy, sub *smpp.
 func (o *op) deriveKey() (string, smpp.Status) {
 	p, sub := o.p, o.c.sub
 	mode := p.Key
-	var umr string // with KeyReference: the user_message_reference
-	if mode == KeyTLV || mode == KeyReference {
+	var umr string // with config.KeyReference: the user_message_reference
+	if mode == config.KeyTLV || mode == config.KeyReference {
 		tag := p.TLVTag
-		if mode == KeyReference {
+		if mode == config.KeyReference {
 			tag = smpp.TagUserMessageReference
 		}
 		v, ok := sub.TLV(tag)
 		switch {
-		case ok && mode == KeyTLV:
+		case ok && mode == config.KeyTLV:
 			v = bytes.TrimRight(v, "\x00")
 			if len(v) == 0 || len(v) > 255 {
 				return "", smpp.StatusInvTLVVal
@@ -93,15 +94,15 @@ func (o *op) deriveKey() (string, smpp.Status) {
 			return "", smpp.StatusInvTLVVal
 		case ok:
 			umr = "/umr" + strconv.Itoa(int(binary.BigEndian.Uint16(v)))
-		case p.MissingKey == MissingReject:
+		case p.MissingKey == config.MissingReject:
 			return "", smpp.StatusMissingTLV
-		case p.MissingKey == MissingFingerprint:
-			mode = KeyFingerprint
+		case p.MissingKey == config.MissingFingerprint:
+			mode = config.KeyFingerprint
 		default:
-			mode = KeyNone
+			mode = config.KeyNone
 		}
 	}
-	if mode == KeyFingerprint || mode == KeyReference {
+	if mode == config.KeyFingerprint || mode == config.KeyReference {
 		key := prefixFingerprintKey + hex.EncodeToString(o.c.fp[:]) + umr
 		if g := o.c.seg; g.Total > 0 {
 			// Without a client key, the reference number is what tells the
@@ -315,9 +316,9 @@ const (
 // again under the account's on_unknown policy, or "" to hold.
 func (o *op) resendUnknown(r *state.Record) string {
 	switch o.p.OnUnknown {
-	case OnUnknownResend:
+	case config.UnknownResend:
 		return noteResend
-	case OnUnknownResendAfter:
+	case config.UnknownResendAfter:
 		if o.e.now().Sub(r.Updated) < o.p.UnknownTimeout || r.Resends > 0 {
 			return "" // too early, or resent once already: at-least-once, not at-least-many
 		}

@@ -7,80 +7,40 @@ package dedup
 
 import (
 	"context"
+	"github.com/smppproxy/smppproxy/config"
 	"time"
 
 	"github.com/smppproxy/smppproxy/smpp"
 )
 
-// KeyPolicy is where a submit's idempotency key comes from (SPEC §3.1);
-// its values are config's idempotency.key names.
-type KeyPolicy string
-
-// Key policies (SPEC §3.1).
-const (
-	KeyTLV         KeyPolicy = "tlv"
-	KeyFingerprint KeyPolicy = "fingerprint"
-	// KeyReference keys a submit by its user_message_reference TLV
-	// (0x0204, which many client libraries can set) together with its
-	// fingerprint, within the fingerprint window: the reference is 16 bits
-	// and wraps, so a reused reference with other content is a new message,
-	// not a conflict, and the same content with another reference is a
-	// message the client meant to send again.
-	KeyReference KeyPolicy = "reference"
-	KeyNone      KeyPolicy = "none"
-)
-
-// MissingKeyPolicy is what the tlv and reference policies do with a
-// submit without their TLV; its values are config's idempotency.missing_key names.
-type MissingKeyPolicy string
-
-// Missing-key policies.
-const (
-	MissingForward     MissingKeyPolicy = "forward"
-	MissingReject      MissingKeyPolicy = "reject"
-	MissingFingerprint MissingKeyPolicy = "fingerprint"
-)
-
-// UnknownPolicy is what a retry of an unknown record gets; its values are
-// config's idempotency.on_unknown names.
-type UnknownPolicy string
-
-// Unknown policies.
-const (
-	// OnUnknownHold answers unknown_status until the record is resolved.
-	OnUnknownHold UnknownPolicy = "hold"
-	// OnUnknownResendAfter lets one client retry forward again once the
-	// record has been unknown for UnknownTimeout (at-least-once opt-in).
-	OnUnknownResendAfter UnknownPolicy = "resend_after"
-	// OnUnknownResend lets every client retry forward again at once: for an
-	// upstream that deduplicates by the forwarded key TLV itself.
-	OnUnknownResend UnknownPolicy = "resend"
-)
+// The policies' enums are config's (config.KeyPolicy, config.MissingKeyPolicy,
+// config.UnknownPolicy): one type per concept, named as the configuration
+// names it.
 
 // Policy is an account's idempotency policy. Zero fields take the SPEC
 // defaults (see withDefaults).
 type Policy struct {
-	Key               KeyPolicy
+	Key               config.KeyPolicy
 	TLVTag            uint16
-	MissingKey        MissingKeyPolicy
+	MissingKey        config.MissingKeyPolicy
 	Retention         time.Duration
 	FingerprintWindow time.Duration
 	InflightWait      time.Duration
 	ConflictStatus    smpp.Status
 	UnknownStatus     smpp.Status
-	OnUnknown         UnknownPolicy
+	OnUnknown         config.UnknownPolicy
 	UnknownTimeout    time.Duration
 }
 
 func (p Policy) withDefaults() Policy {
 	if p.Key == "" {
-		p.Key = KeyTLV
+		p.Key = config.KeyTLV
 	}
 	if p.TLVTag == 0 {
 		p.TLVTag = smpp.DefaultIdempotencyTag
 	}
 	if p.MissingKey == "" {
-		p.MissingKey = MissingForward
+		p.MissingKey = config.MissingForward
 	}
 	if p.Retention <= 0 {
 		p.Retention = 72 * time.Hour
@@ -98,7 +58,7 @@ func (p Policy) withDefaults() Policy {
 		p.UnknownStatus = smpp.StatusSysErr
 	}
 	if p.OnUnknown == "" {
-		p.OnUnknown = OnUnknownHold
+		p.OnUnknown = config.UnknownHold
 	}
 	return p
 }

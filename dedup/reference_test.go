@@ -1,6 +1,7 @@
 package dedup
 
 import (
+	"github.com/smppproxy/smppproxy/config"
 	"testing"
 	"time"
 
@@ -14,7 +15,7 @@ func umr(n uint16) smpp.TLV {
 func TestReferencePolicyDeduplicatesTheSameReferenceAndContent(t *testing.T) {
 	f := &fakeForwarder{}
 	e, _, clk := newEngine(t, f)
-	p := Policy{Key: KeyReference, FingerprintWindow: time.Minute}
+	p := Policy{Key: config.KeyReference, FingerprintWindow: time.Minute}
 	first := e.Submit(ctx, "shop", p, submit(t, "", "your code is 1234", umr(7)))
 	again := e.Submit(ctx, "shop", p, submit(t, "", "your code is 1234", umr(7)))
 	if first.Outcome != OutForwarded || again.Outcome != OutReplayed || again.MessageID != first.MessageID || f.count() != 1 {
@@ -43,14 +44,14 @@ func TestReferencePolicyDeduplicatesTheSameReferenceAndContent(t *testing.T) {
 func TestReferencePolicyWithoutTheTLVFollowsMissingKey(t *testing.T) {
 	f := &fakeForwarder{}
 	e, _, _ := newEngine(t, f)
-	bad := e.Submit(ctx, "shop", Policy{Key: KeyReference}, submit(t, "", "x", smpp.TLV{Tag: smpp.TagUserMessageReference, Value: []byte{1}}))
+	bad := e.Submit(ctx, "shop", Policy{Key: config.KeyReference}, submit(t, "", "x", smpp.TLV{Tag: smpp.TagUserMessageReference, Value: []byte{1}}))
 	if bad.Status != smpp.StatusInvTLVVal {
 		t.Errorf("a one-octet user_message_reference = %v, want ESME_RINVTLVVAL", bad.Status)
 	}
-	if a := e.Submit(ctx, "shop", Policy{Key: KeyReference, MissingKey: MissingReject}, submit(t, "", "x")); a.Status != smpp.StatusMissingTLV {
+	if a := e.Submit(ctx, "shop", Policy{Key: config.KeyReference, MissingKey: config.MissingReject}, submit(t, "", "x")); a.Status != smpp.StatusMissingTLV {
 		t.Errorf("no reference under missing_key: reject = %v, want ESME_RMISSINGTLV", a.Status)
 	}
-	p := Policy{Key: KeyReference, MissingKey: MissingFingerprint, FingerprintWindow: time.Minute}
+	p := Policy{Key: config.KeyReference, MissingKey: config.MissingFingerprint, FingerprintWindow: time.Minute}
 	e.Submit(ctx, "shop", p, submit(t, "", "no ref"))
 	if a := e.Submit(ctx, "shop", p, submit(t, "", "no ref")); a.Outcome != OutReplayed {
 		t.Errorf("no reference under missing_key: fingerprint, repeated = %s, want replayed", a.Outcome)

@@ -2,6 +2,7 @@ package dedup
 
 import (
 	"errors"
+	"github.com/smppproxy/smppproxy/config"
 	"testing"
 	"time"
 
@@ -26,7 +27,7 @@ func TestResendAfterResendsAtMostOnceWhateverTheHistoryLength(t *testing.T) {
 		return Result{Kind: Answered, Status: smpp.StatusOK, MessageID: "m-again"}
 	}}
 	e, st, clk := newEngine(t, f)
-	p := Policy{OnUnknown: OnUnknownResendAfter, UnknownTimeout: time.Minute}
+	p := Policy{OnUnknown: config.UnknownResendAfter, UnknownTimeout: time.Minute}
 	if a := e.Submit(ctx, "shop", p, submit(t, "otp-1", "code")); a.Outcome != OutUnknown {
 		t.Fatalf("first submit = %s, want unknown", a.Outcome)
 	}

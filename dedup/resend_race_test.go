@@ -13,6 +13,7 @@ package dedup
 
 import (
 	"context"
+	"github.com/smppproxy/smppproxy/config"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -52,7 +53,7 @@ func TestResendAfterResendsAtMostOnceUnderRace(t *testing.T) {
 	}
 	a := newTestEngine(t, Config{Store: mem, Forwarder: forwards, Now: clk.now, InstanceID: "a", Secret: secret})
 	b := newTestEngine(t, Config{Store: slow, Forwarder: forwards, Now: clk.now, InstanceID: "b", Secret: secret})
-	p := Policy{OnUnknown: OnUnknownResendAfter, UnknownTimeout: time.Minute, InflightWait: 50 * time.Millisecond}
+	p := Policy{OnUnknown: config.UnknownResendAfter, UnknownTimeout: time.Minute, InflightWait: 50 * time.Millisecond}
 	sub := func() *smpp.Submit {
 		s, err := smpp.ParseSubmit(smpptest.EncodeSubmit(9, smpptest.SubmitFields{
 			Src: "SHOP", Dst: "447700900123", ShortMessage: []byte("your code"),

@@ -15,6 +15,7 @@ package dedup
 
 import (
 	"context"
+	"github.com/smppproxy/smppproxy/config"
 	"testing"
 	"time"
 
@@ -28,7 +29,7 @@ func TestFingerprintPolicyKeepsPartsOfDifferentMessagesApart(t *testing.T) {
 		return Result{Kind: Answered, Status: smpp.StatusOK, MessageID: "m" + string(rune('0'+n)), Upstream: "up"}
 	})
 	e := newTestEngine(t, Config{Store: state.NewMem(nil), Forwarder: f, InstanceID: "seg"})
-	p := Policy{Key: KeyFingerprint, FingerprintWindow: time.Minute, InflightWait: 50 * time.Millisecond}
+	p := Policy{Key: config.KeyFingerprint, FingerprintWindow: time.Minute, InflightWait: 50 * time.Millisecond}
 	part := func(ref, seq byte, text string) *smpp.Submit {
 		ud := append([]byte{0x05, 0x00, 0x03, ref, 0x02, seq}, text...)
 		s, err := smpp.ParseSubmit(smpptest.EncodeSubmit(1, smpptest.SubmitFields{

@@ -1,6 +1,7 @@
 package dedup
 
 import (
+	"github.com/smppproxy/smppproxy/config"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +16,7 @@ import (
 func TestFingerprintWindowRenewsButKeepsTheOldRecordForReceipts(t *testing.T) {
 	f := &fakeForwarder{}
 	e, st, clk := newEngine(t, f)
-	p := Policy{Key: KeyFingerprint, FingerprintWindow: time.Minute, Retention: 72 * time.Hour}
+	p := Policy{Key: config.KeyFingerprint, FingerprintWindow: time.Minute, Retention: 72 * time.Hour}
 	first := e.Submit(ctx, "shop", p, submit(t, "", "same text"))
 	clk.add(2 * time.Minute)
 	second := e.Submit(ctx, "shop", p, submit(t, "", "same text"))

@@ -6,6 +6,7 @@ package dlr
 
 import (
 	"fmt"
+	"github.com/smppproxy/smppproxy/config"
 	"testing"
 	"time"
 
@@ -39,7 +40,7 @@ func TestFingerprintRecordStillRoutesLateReceipt(t *testing.T) {
 	svc.Start()
 	t.Cleanup(svc.Close)
 
-	a := eng.Submit(bg, "shop", dedup.Policy{Key: dedup.KeyFingerprint}, keyedSubmit(t, "", "447700900123"))
+	a := eng.Submit(bg, "shop", dedup.Policy{Key: config.KeyFingerprint}, keyedSubmit(t, "", "447700900123"))
 	if a.Status != smpp.StatusOK || a.MessageID != "3e8" {
 		t.Fatalf("submit = %+v, want accepted with 3e8", a)
 	}

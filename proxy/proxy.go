@@ -317,11 +317,11 @@ func (a *App) policyOf(p *smppserver.Principal) dedup.Policy {
 	}
 	id := acc.Idempotency
 	return dedup.Policy{
-		Key: dedup.KeyPolicy(id.Key), TLVTag: uint16(id.TLVTag), MissingKey: dedup.MissingKeyPolicy(id.MissingKey),
+		Key: id.Key, TLVTag: uint16(id.TLVTag), MissingKey: id.MissingKey,
 		Retention: id.Retention.Std(), FingerprintWindow: id.FingerprintWindow.Std(),
 		InflightWait: id.InflightWait.Std(), ConflictStatus: smpp.Status(id.ConflictStatus),
 		UnknownStatus: smpp.Status(id.UnknownStatus),
-		OnUnknown:     dedup.UnknownPolicy(id.OnUnknown), UnknownTimeout: id.UnknownTimeout.Std(),
+		OnUnknown:     id.OnUnknown, UnknownTimeout: id.UnknownTimeout.Std(),
 	}
 }
 

@@ -59,8 +59,9 @@ var layers = map[string][]string{
 	"pgstore": {"state", "internal/varcodec"},
 
 	// dedup is a middleware of smppserver's handler chain and forwards
-	// through its own Forwarder interface, so it needs no smppclient.
-	"dedup": {"smpp", "logx", "smppserver", "state"},
+	// through its own Forwarder interface, so it needs no smppclient; its
+	// policies' enums are config's.
+	"dedup": {"smpp", "logx", "config", "smppserver", "state"},
 	"route": {"smpp", "logx", "internal/clock", "smppclient", "state"},
 	"dlr":   {"smpp", "logx", "msgid", "smppserver", "smppclient", "state"},
 	// querycancel is the query_sm/cancel_sm link of smppserver's chain.
