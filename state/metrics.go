@@ -173,13 +173,25 @@ func (m *Metrics) RefreshRecords(ctx context.Context) error {
 	return nil
 }
 
-// Run calls RefreshRecords at once and then every period until ctx ends or
-// the store is closed. Other scan errors are passed to onErr (may be nil)
-// and the next period tries again.
+// scanShare bounds the time Run spends scanning: after a scan that took d,
+// the next starts no sooner than d/scanShare later.
+const scanShare = 0.05
+
+// nextScan is how long Run waits after a scan that took took: every, or
+// longer when the scans are long, so that they take at most scanShare of
+// the time (a store of millions of records is not scanned back to back).
+func nextScan(every, took time.Duration) time.Duration {
+	return max(every, time.Duration(float64(took)/scanShare))
+}
+
+// Run calls RefreshRecords at once and then every period (or less often,
+// see nextScan) until ctx ends or the store is closed. Other scan errors
+// are passed to onErr (may be nil) and the next period tries again.
 func (m *Metrics) Run(ctx context.Context, every time.Duration, onErr func(error)) {
-	t := time.NewTicker(every)
+	t := time.NewTimer(every)
 	defer t.Stop()
 	for {
+		start := time.Now()
 		err := m.RefreshRecords(ctx)
 		switch {
 		case errors.Is(err, ErrClosed), ctx.Err() != nil:
@@ -187,6 +199,7 @@ func (m *Metrics) Run(ctx context.Context, every time.Duration, onErr func(error
 		case err != nil && onErr != nil:
 			onErr(err)
 		}
+		t.Reset(nextScan(every, time.Since(start)))
 		select {
 		case <-ctx.Done():
 			return
