@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/options"
 )
 
 // BadgerOptions configures OpenBadger. Zero values are documented per field.
@@ -117,6 +118,20 @@ const (
 	DefaultBlockCacheSize = 8 << 20
 	DefaultIndexCacheSize = 8 << 20
 	DefaultValueThreshold = 1 << 10
+)
+
+// Table settings (not options): tables of DefaultBaseTableSize on every
+// level, compressed with DefaultCompression (zstd at its fastest level).
+// Badger memory-maps its tables, and every page of a table it writes stays
+// resident (file-backed, reclaimable) while the table lives, so the
+// store's size on disk is part of the process's RSS: zstd makes the tables
+// ~15-25% smaller than Badger's default, snappy, and was no slower in the
+// same runs, writing or reading (BenchmarkBadgerMemory1M). A table records
+// its compression: a store written with another one reads as before, and
+// its tables are rewritten as compactions reach them.
+const (
+	DefaultBaseTableSize = 2 << 20
+	DefaultCompression   = "zstd"
 )
 
 // ErrDiskFull: BadgerStore refused a write because the disk is (nearly)
@@ -340,7 +355,10 @@ func badgerOptions(opts BadgerOptions, log *slog.Logger) badger.Options {
 		WithNumCompactors(2).
 		// The value log holds only the (rare) big values: small files,
 		// cheap to map and to sync.
-		WithValueLogFileSize(64 << 20)
+		WithValueLogFileSize(64 << 20).
+		WithBaseTableSize(DefaultBaseTableSize).
+		WithCompression(options.ZSTD).
+		WithZSTDCompressionLevel(1)
 	if opts.InMemory {
 		bo.Dir, bo.ValueDir = "", ""
 	}
@@ -477,6 +495,30 @@ func openChecked(bo badger.Options, opts BadgerOptions, log *slog.Logger) (db *b
 // Stats returns the committer's counters.
 func (s *BadgerStore) Stats() BadgerStats {
 	return BadgerStats{Ops: s.ops.Load(), Commits: s.commits.Load(), Failed: s.failed.Load(), LostCommits: s.lostCommits}
+}
+
+// BadgerMemory is the memory Badger was opened with (see the memory
+// fields of BadgerOptions), as Badger reports it: what a configuration
+// actually put in force.
+type BadgerMemory struct {
+	MemtableSize   int64
+	NumMemtables   int
+	BlockCacheSize int64
+	IndexCacheSize int64
+	BaseTableSize  int64
+	NumCompactors  int
+	Compression    string // "none", "snappy" or "zstd"
+}
+
+// Memory returns the memory settings Badger runs with.
+func (s *BadgerStore) Memory() BadgerMemory {
+	o := s.db.Opts()
+	return BadgerMemory{
+		MemtableSize: o.MemTableSize, NumMemtables: o.NumMemtables,
+		BlockCacheSize: o.BlockCacheSize, IndexCacheSize: o.IndexCacheSize,
+		BaseTableSize: o.BaseTableSize, NumCompactors: o.NumCompactors,
+		Compression: map[options.CompressionType]string{options.None: "none", options.Snappy: "snappy", options.ZSTD: "zstd"}[o.Compression],
+	}
 }
 
 // enter admits one call unless ctx is done or the store is closed; every
