@@ -107,8 +107,9 @@ type BadgerOptions struct {
 // Defaults of the memory options of BadgerOptions (see there), measured
 // with a million records (BenchmarkBadgerOpen1M): Badger's own memory is
 // then ~40 MiB (two memtable arenas of ~2.5 × MemtableSize, the caches),
-// the Go heap peaks at about twice that unless GOMEMLIMIT holds it, and
-// the tables Badger memory-maps add reclaimable file-backed pages on top.
+// the Go heap peaks at about twice that unless a memory limit holds it
+// (serve sets one: memory_limit), and the tables Badger memory-maps add
+// reclaimable file-backed pages on top.
 // Smaller memtables also make a store quicker to open (less log to
 // replay); a batch is bounded by 15% of MemtableSize (~1 MiB, over a
 // thousand writes).

@@ -109,17 +109,7 @@ func writeSubmits(t *testing.T, s *BadgerStore, n, w int) int64 {
 	for range w {
 		wg.Go(func() {
 			for i := int(next.Add(1)); i <= n; i = int(next.Add(1)) {
-				r := openRecord(i, time.Now())
-				r.Key.Key = fmt.Sprintf("new-%x-%d", run, i)
-				r.State, r.MessageID, r.History = Sent, "", r.History[:1]
-				if _, _, err := s.Create(ctx, r); err != nil {
-					t.Error(err)
-					return
-				}
-				out := r.Clone()
-				out.State, out.MessageID = Accepted, fmt.Sprintf("n-%x-%d", run, i)
-				out.History = append(out.History, Event{At: time.Now(), State: Accepted, MessageID: out.MessageID})
-				if err := s.Replace(ctx, r, out); err != nil {
+				if err := writeSubmit(ctx, s, run, i); err != nil {
 					t.Error(err)
 					return
 				}
@@ -128,6 +118,21 @@ func writeSubmits(t *testing.T, s *BadgerStore, n, w int) int64 {
 	}
 	wg.Wait()
 	return run
+}
+
+// writeSubmit writes submit i of run as the proxy writes a fresh submit:
+// its record created in state Sent, then replaced with the outcome.
+func writeSubmit(ctx context.Context, s *BadgerStore, run int64, i int) error {
+	r := openRecord(i, time.Now())
+	r.Key.Key = fmt.Sprintf("new-%x-%d", run, i)
+	r.State, r.MessageID, r.History = Sent, "", r.History[:1]
+	if _, _, err := s.Create(ctx, r); err != nil {
+		return err
+	}
+	out := r.Clone()
+	out.State, out.MessageID = Accepted, fmt.Sprintf("n-%x-%d", run, i)
+	out.History = append(out.History, Event{At: time.Now(), State: Accepted, MessageID: out.MessageID})
+	return s.Replace(ctx, r, out)
 }
 
 // readSubmits reads n/2 records written by writeSubmits (run), spread over
