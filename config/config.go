@@ -310,12 +310,12 @@ func Default() *Config {
 // DefaultMemoryLimit is memory_limit's default. memory_limit is the Go
 // runtime's soft memory limit for serve (runtime/debug.SetMemoryLimit):
 // the garbage collector runs more often as the memory it manages nears
-// it, instead of letting the heap double between collections. The default
-// leaves room for the embedded store's buffers and caches (about 40 MiB)
-// and the proxy's own working set, while the garbage the store's flushes
-// and compactions leave is collected before it doubles the heap. The
-// GOMEMLIMIT environment variable, when set, wins.
-const DefaultMemoryLimit = Bytes(96 << 20)
+// it, instead of letting the heap double between collections (the
+// embedded store's flushes and compactions leave much garbage). The
+// default leaves the live heap of a proxy with a million keys (70-90 MB)
+// room to double: a limit near the live heap makes the collector take
+// most of the CPU. The GOMEMLIMIT environment variable, when set, wins.
+const DefaultMemoryLimit = Bytes(192 << 20)
 
 // MinMemoryLimit is the smallest memory_limit accepted (other than 0):
 // below it the collector would run nearly all the time.
