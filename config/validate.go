@@ -86,6 +86,9 @@ func (k *checker) config(c *Config) {
 		k.warnf("log.redact_addresses", "phone numbers will appear in logs")
 	}
 	k.nonNegative("shutdown_timeout", c.ShutdownTimeout)
+	if c.MemoryLimit != 0 && c.MemoryLimit < MinMemoryLimit {
+		k.errorf("memory_limit", "must be at least %s, or 0 for no limit (got %s)", MinMemoryLimit, c.MemoryLimit)
+	}
 	k.smppString("proxy_system_id", c.ProxySystemID, maxSystemID, true)
 
 	upstreams := map[string]int{}

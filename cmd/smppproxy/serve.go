@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -84,6 +85,9 @@ func serve(cfg *config.Config, o serveOptions) error {
 	for _, w := range cfg.Warnings() {
 		log.Warn(w)
 	}
+	if lim, env := applyMemoryLimit(cfg.MemoryLimit, os.Getenv("GOMEMLIMIT")); env {
+		log.Info("memory limit set by GOMEMLIMIT; memory_limit ignored", "limit", memoryLimitString(lim))
+	}
 	s, err := startServing(cfg, log, o, level)
 	if err != nil {
 		return err
@@ -138,6 +142,10 @@ func (s *serving) reload(by string) (admin.Reloaded, error) {
 		return admin.Reloaded{}, err
 	}
 	out := admin.Reloaded{Applied: r.Applied, Restart: r.Restart}
+	before := debug.SetMemoryLimit(-1)
+	if lim, _ := applyMemoryLimit(next.MemoryLimit, os.Getenv("GOMEMLIMIT")); lim != before {
+		out.Applied = append(out.Applied, fmt.Sprintf("memory_limit: %s → %s", memoryLimitString(before), memoryLimitString(lim)))
+	}
 	if lvl := parseLevel(next.Log.Level); lvl != s.level.Level() {
 		out.Applied = append(out.Applied, fmt.Sprintf("log.level: %s → %s", s.level.Level(), lvl))
 		s.level.Set(lvl)

@@ -1,0 +1,32 @@
+package main
+
+import (
+	"math"
+	"runtime/debug"
+
+	"github.com/smppproxy/smppproxy/config"
+)
+
+// applyMemoryLimit puts memory_limit in force as the Go runtime's soft
+// memory limit (0: none), unless the GOMEMLIMIT environment variable
+// (env) set one, which wins. It returns the limit in force (math.MaxInt64:
+// none) and whether it came from GOMEMLIMIT.
+func applyMemoryLimit(limit config.Bytes, env string) (inForce int64, fromEnv bool) {
+	if env != "" {
+		return debug.SetMemoryLimit(-1), true
+	}
+	if limit == 0 {
+		debug.SetMemoryLimit(math.MaxInt64)
+		return math.MaxInt64, false
+	}
+	debug.SetMemoryLimit(int64(limit))
+	return int64(limit), false
+}
+
+// memoryLimitString describes a limit applyMemoryLimit returned.
+func memoryLimitString(n int64) string {
+	if n == math.MaxInt64 {
+		return "none"
+	}
+	return config.Bytes(n).String()
+}

@@ -1,0 +1,57 @@
+package proxy
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/smppproxy/smppproxy/config"
+	"github.com/smppproxy/smppproxy/state"
+)
+
+// openParsed parses a configuration file of the given store keys and
+// opens the proxy's store with it (New, not started); it returns what
+// Badger runs with.
+func openParsed(t *testing.T, storeKeys string) state.BadgerMemory {
+	t.Helper()
+	src := fmt.Sprintf(`store:
+  path: %q
+%s
+upstreams:
+  - {name: smsc, address: "127.0.0.1:1", system_id: p, password: pw}
+accounts:
+  - {system_id: shop, password: secret1, route: [smsc]}
+`, t.TempDir(), storeKeys)
+	cfg, err := config.Parse([]byte(src), "t.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	app, err := New(Options{Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer app.Close()
+	b, ok := app.Store().(*state.BadgerStore)
+	if !ok {
+		t.Fatalf("store is %T, want *state.BadgerStore", app.Store())
+	}
+	return b.Memory()
+}
+
+func TestStoreMemoryDefaultsOfTheConfigurationReachBadger(t *testing.T) {
+	got := openParsed(t, "")
+	want := state.BadgerMemory{
+		MemtableSize: state.DefaultMemtableSize, NumMemtables: state.DefaultNumMemtables,
+		BlockCacheSize: state.DefaultBlockCacheSize, IndexCacheSize: state.DefaultIndexCacheSize,
+		BaseTableSize: state.DefaultBaseTableSize, NumCompactors: 2, Compression: state.DefaultCompression,
+	}
+	if got != want {
+		t.Errorf("a configuration without store memory keys runs Badger with %+v, want %+v", got, want)
+	}
+}
+
+func TestStoreMemoryKeysOfTheConfigurationReachBadger(t *testing.T) {
+	got := openParsed(t, "  memtable_size: 4MiB\n  num_memtables: 3\n  block_cache_size: 1MiB\n  index_cache_size: 2MiB\n")
+	if got.MemtableSize != 4<<20 || got.NumMemtables != 3 || got.BlockCacheSize != 1<<20 || got.IndexCacheSize != 2<<20 {
+		t.Errorf("store keys 4MiB × 3, caches 1MiB and 2MiB run Badger with %+v", got)
+	}
+}
