@@ -322,9 +322,10 @@ func Default() *Config {
 // the garbage collector runs more often as the memory it manages nears
 // it, instead of letting the heap double between collections (the
 // embedded store's flushes and compactions leave much garbage). The
-// default trims the peaks of a proxy with a million keys at no measured
-// cost in throughput; a limit near its live heap (measured: 96 or 192 MiB)
-// makes the collector take most of the CPU. The GOMEMLIMIT environment
+// default trims the peak of a proxy with a million keys (920 -> 540 MB
+// measured) for some throughput (x0.81 while preloading them); a limit
+// near its live heap (measured: 96 or 192 MiB) makes the collector take
+// most of the CPU. The GOMEMLIMIT environment
 // variable, when set, wins.
 const DefaultMemoryLimit = Bytes(384 << 20)
 
