@@ -1,7 +1,6 @@
 package dlr
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -390,15 +389,8 @@ func (d *dispatcher) start(sends []assignment) {
 	}
 }
 
-// manyClaimer is a state.Claimer that claims several entries in one
-// round trip.
-type manyClaimer interface {
-	ClaimMany(ctx context.Context, queue string, seqs []uint64, owner string, until time.Time) ([]uint64, error)
-}
-
 // claim claims the entries of sends for this process when the queue is
-// shared with other processes (state.Claimer), all at once where the
-// queue can, for twice dlr_redelivery: the send, its answer and the Ack.
+// shared with other processes (state.Claimer), all at once, for twice dlr_redelivery: the send, its answer and the Ack.
 // It returns the sends claimed. An entry another process holds is given
 // back (left pending: listed again by a later pump, delivered by the other
 // process or once its claim ran out).
@@ -412,19 +404,7 @@ func (d *dispatcher) claim(sends []assignment) []assignment {
 	for i, a := range sends {
 		seqs[i] = a.e.Seq
 	}
-	var got []uint64
-	var err error
-	if mc, ok := c.(manyClaimer); ok {
-		got, err = mc.ClaimMany(d.s.ctx, d.queue, seqs, d.s.cfg.Instance, until)
-	} else {
-		for _, seq := range seqs {
-			ok, cerr := c.Claim(d.s.ctx, d.queue, seq, d.s.cfg.Instance, until)
-			if ok && cerr == nil {
-				got = append(got, seq)
-			}
-			err = cmp.Or(err, cerr)
-		}
-	}
+	got, err := c.Claim(d.s.ctx, d.queue, seqs, d.s.cfg.Instance, until)
 	if err != nil && d.s.ctx.Err() == nil {
 		d.s.warnPDU(d.s.log, slog.LevelWarn, d.account, "claim", "dlr: claiming queued entries", "account", d.account, "entries", len(seqs), "err", err)
 	}

@@ -28,19 +28,13 @@ const sqlClaim = `WITH c AS (
 	FROM c WHERE q.seq = c.seq
 	RETURNING q.seq`
 
-// Claim implements state.Claimer: entry seq of queue is this owner's to
-// deliver until until, unless another owner's claim on it is still
-// running. Claiming again extends one's own claim. An entry that is gone
-// (acknowledged, expired), or locked by another transaction at that
-// moment, is not claimed.
-func (s *Store) Claim(ctx context.Context, queue string, seq uint64, owner string, until time.Time) (bool, error) {
-	got, err := s.ClaimMany(ctx, queue, []uint64{seq}, owner, until)
-	return len(got) == 1, err
-}
-
-// ClaimMany is Claim of several entries of queue in one statement: it
-// returns the seqs claimed, in order.
-func (s *Store) ClaimMany(ctx context.Context, queue string, seqs []uint64, owner string, until time.Time) ([]uint64, error) {
+// Claim implements state.Claimer, in one statement: the entries seqs of
+// queue are this owner's to deliver until until, unless another owner's
+// claim on one is still running. Claiming again extends one's own claim.
+// An entry that is gone (acknowledged, expired), or locked by another
+// transaction at that moment, is not claimed. It returns the seqs
+// claimed, in order.
+func (s *Store) Claim(ctx context.Context, queue string, seqs []uint64, owner string, until time.Time) ([]uint64, error) {
 	if err := s.enter(ctx); err != nil {
 		return nil, err
 	}

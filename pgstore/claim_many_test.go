@@ -13,7 +13,7 @@ import (
 // Two owners claiming the same queued entries at once, in batches: no
 // entry is ever held by both; a claim that runs out leaves its entries to
 // the other owner; an acknowledged entry is claimed by nobody.
-func TestClaimManyGivesEachEntryToOneOwnerAtATime(t *testing.T) {
+func TestAClaimOfManyEntriesGivesEachToOneOwnerAtATime(t *testing.T) {
 	t.Parallel()
 	c := storetest.NewClock(t0)
 	s := openTest(t, Options{Now: c.Now})
@@ -35,7 +35,7 @@ func TestClaimManyGivesEachEntryToOneOwnerAtATime(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				g, err := s.ClaimMany(bg, "esme/shop", seqs, owner, until)
+				g, err := s.Claim(bg, "esme/shop", seqs, owner, until)
 				if err != nil {
 					t.Error(err)
 				}
@@ -67,17 +67,17 @@ func TestClaimManyGivesEachEntryToOneOwnerAtATime(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Advance(2 * time.Minute)
-	got, err := s.ClaimMany(bg, "esme/shop", seqs, "b", t0.Add(time.Hour))
+	got, err := s.Claim(bg, "esme/shop", seqs, "b", t0.Add(time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(got, seqs[1:]) {
 		t.Errorf("b claimed %v after every claim ran out and entry %d was acknowledged; want %v", got, seqs[0], seqs[1:])
 	}
-	if got, err := s.ClaimMany(bg, "esme/shop", seqs, "a", t0.Add(time.Hour)); err != nil || len(got) != 0 {
+	if got, err := s.Claim(bg, "esme/shop", seqs, "a", t0.Add(time.Hour)); err != nil || len(got) != 0 {
 		t.Errorf("a claimed %v, %v while b holds every entry", got, err)
 	}
-	if got, err := s.ClaimMany(bg, "esme/other", seqs, "a", t0.Add(time.Hour)); err != nil || len(got) != 0 {
+	if got, err := s.Claim(bg, "esme/other", seqs, "a", t0.Add(time.Hour)); err != nil || len(got) != 0 {
 		t.Errorf("a claimed %v, %v of another queue's entries", got, err)
 	}
 }

@@ -16,11 +16,11 @@ func TestAQueuedEntryIsDeliveredByOneClaimantAtATime(t *testing.T) {
 	}
 	claim := func(owner string, until time.Time) bool {
 		t.Helper()
-		ok, err := s.Claim(bg, "esme/shop", seq, owner, until)
+		got, err := s.Claim(bg, "esme/shop", []uint64{seq}, owner, until)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return ok
+		return len(got) == 1
 	}
 	if !claim("a", now.Add(time.Minute)) {
 		t.Fatal("the first claim was refused")

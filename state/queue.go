@@ -46,11 +46,11 @@ type Queue interface {
 // (a store shared by several proxy instances): a process claims an entry
 // before delivering it, so that no two deliver it at once.
 type Claimer interface {
-	// Claim makes entry seq of queue owner's to deliver until until,
-	// unless another owner's claim on it has not run out (then false).
-	// Claiming again extends one's own claim; an entry that is gone is
-	// not claimed.
-	Claim(ctx context.Context, queue string, seq uint64, owner string, until time.Time) (bool, error)
+	// Claim makes the entries seqs of queue owner's to deliver until
+	// until, and returns those it claimed, in order: not an entry whose
+	// claim by another owner has not run out. Claiming again extends
+	// one's own claim; an entry that is gone is not claimed.
+	Claim(ctx context.Context, queue string, seqs []uint64, owner string, until time.Time) ([]uint64, error)
 }
 
 // Notifier is implemented by a Queue shared by several processes that can
