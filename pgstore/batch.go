@@ -170,17 +170,8 @@ func queueCreates(b *pgx.Batch, ops []*createOp) {
 func (op *createOp) settle() {
 	if f := op.dupOf; f != nil && f.created {
 		op.existing = f.rec.Clone()
-		op.existing.History = cappedHistory(op.existing.History)
+		op.existing.History = state.CapHistory(op.existing.History)
 	}
-}
-
-// cappedHistory is h as a store keeps it.
-func cappedHistory(h []state.Event) []state.Event {
-	if len(h) <= maxHistory {
-		return h
-	}
-	out := append([]state.Event{h[0]}, h[len(h)-maxHistory+1:]...)
-	return out
 }
 
 // queueReplaces adds the batch's Replaces (sorted by key) as one

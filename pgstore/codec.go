@@ -141,64 +141,8 @@ func encodeEvents(h []state.Event) [][]byte {
 	return out
 }
 
-// capEvents keeps h within maxHistory: the first and the latest events.
-func capEvents(h [][]byte) [][]byte {
-	if len(h) <= maxHistory {
-		return h
-	}
-	out := make([][]byte, 0, maxHistory)
-	out = append(out, h[0])
-	return append(out, h[len(h)-maxHistory+1:]...)
-}
-
-// historyDelta compares the stored history of a record (old) with the one
-// a writer gives its next version (next), both encoded. When next is old
-// with events appended (possibly trimmed like capEvents, keeping the first
-// event) it returns those events; otherwise rewrite is true: the writer
-// replaced the history and it is stored anew.
-func historyDelta(old, next [][]byte) (added [][]byte, rewrite bool) {
-	if len(old) == 0 {
-		return next, false
-	}
-	if len(next) == 0 || !bytes.Equal(next[0], old[0]) {
-		return nil, true
-	}
-	last := old[len(old)-1]
-	lo := 1 // where old's last event may stand in next
-	if len(old) == 1 {
-		lo = 0
-	}
-	for i := len(next) - 1; i >= lo; i-- {
-		if bytes.Equal(next[i], last) && tailMatches(old, next, i) {
-			return next[i+1:], false
-		}
-	}
-	return nil, true
-}
-
-// tailMatches reports whether the events before next[i] match those before
-// old's last one, back to the first event (kept apart).
-func tailMatches(old, next [][]byte, i int) bool {
-	for t := 1; ; t++ {
-		oi, ni := len(old)-1-t, i-t
-		if oi < 1 || ni < 1 {
-			return true
-		}
-		if !bytes.Equal(old[oi], next[ni]) {
-			return false
-		}
-	}
-}
-
-// storedHistory is the history kept when a record with history old is
-// written with history next.
-func storedHistory(old, next [][]byte) [][]byte {
-	added, rewrite := historyDelta(old, next)
-	if rewrite {
-		return capEvents(next)
-	}
-	return capEvents(append(old[:len(old):len(old)], added...))
-}
+// sameBytes: two encoded events are the same event.
+func sameBytes(a, b *[]byte) bool { return bytes.Equal(*a, *b) }
 
 func encodeEntry(e *state.QueueEntry) []byte {
 	b := make([]byte, 0, 40+len(e.DedupKey)+len(e.Kind)+len(e.Upstream)+len(e.MessageID)+len(e.Stat)+len(e.Body))

@@ -73,7 +73,7 @@ func (s *Store) Create(ctx context.Context, rec *state.Record) (*state.Record, b
 		return nil, false, errNilRecord
 	}
 	for attempt := 0; ; attempt++ {
-		op := &createOp{rec: rec.Clone(), args: recordArgs(rec, capEvents(encodeEvents(rec.History))), now: unixNano(s.now())}
+		op := &createOp{rec: rec.Clone(), args: recordArgs(rec, state.CapHistory(encodeEvents(rec.History))), now: unixNano(s.now())}
 		if err := s.submit(ctx, &request{order: keyOrder(rec.Key), create: op}); err != nil {
 			return nil, false, err
 		}
@@ -106,11 +106,11 @@ func (s *Store) Replace(ctx context.Context, old, rec *state.Record) error {
 		return fmt.Errorf("pgstore: Replace of %v by a record of another key %v", old.Key, rec.Key)
 	}
 	oldH, nextH := encodeEvents(old.History), encodeEvents(rec.History)
-	added, rewrite := historyDelta(oldH, nextH)
+	added, rewrite := state.HistoryDelta(oldH, nextH, sameBytes)
 	if added == nil {
 		added = [][]byte{}
 	}
-	op := &replaceOp{args: recordArgs(rec, storedHistory(oldH, nextH)), rewrite: rewrite, added: added}
+	op := &replaceOp{args: recordArgs(rec, state.StoredHistory(oldH, nextH, sameBytes)), rewrite: rewrite, added: added}
 	return s.submit(ctx, &request{order: keyOrder(rec.Key), replace: op})
 }
 
@@ -137,7 +137,7 @@ func (s *Store) Update(ctx context.Context, k state.Key, fn func(*state.Record) 
 	if err != nil {
 		return cur, err
 	}
-	h := storedHistory(hist, encodeEvents(next.History))
+	h := state.StoredHistory(hist, encodeEvents(next.History), sameBytes)
 	op := &casOp{args: recordArgs(next, h), expect: wseq}
 	if err := s.submit(ctx, &request{order: keyOrder(k), cas: op}); err != nil {
 		return nil, err
@@ -186,7 +186,7 @@ func (s *Store) lockedUpdate(ctx context.Context, k state.Key, fn func(*state.Re
 			fnErr = err
 			return err
 		}
-		h := storedHistory(hist, encodeEvents(next.History))
+		h := state.StoredHistory(hist, encodeEvents(next.History), sameBytes)
 		if _, err := tx.Exec(octx, sqlUpdate, recordArgs(next, h)...); err != nil {
 			return err
 		}

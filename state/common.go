@@ -65,13 +65,14 @@ func ctxErr(ctx context.Context) error {
 // Every Store applies it on write; a caller may trim the same way first.
 const MaxHistory = 64
 
-// capHistory returns h kept within MaxHistory: its first event and the
-// latest ones. It returns h itself when it is short enough.
-func capHistory(h []Event) []Event {
+// CapHistory returns h kept within MaxHistory: its first event and the
+// latest ones. It returns h itself when it is short enough. Generic so
+// that a store keeping its events encoded caps them the same way.
+func CapHistory[E any](h []E) []E {
 	if len(h) <= MaxHistory {
 		return h
 	}
-	out := make([]Event, 0, MaxHistory)
+	out := make([]E, 0, MaxHistory)
 	out = append(out, h[0])
 	return append(out, h[len(h)-MaxHistory+1:]...)
 }
@@ -81,16 +82,21 @@ func sameEvent(a, b *Event) bool {
 		a.Sequence == b.Sequence && a.MessageID == b.MessageID && a.Note == b.Note
 }
 
-// historyDelta compares the history of a record (old) with the history a
-// writer gives its next version (next). When next is old with events
-// appended — possibly trimmed like capHistory, keeping the first event —
-// it returns those events; otherwise rewrite is true (the writer replaced
-// the history: it is stored anew).
+// historyDelta is HistoryDelta of events.
 func historyDelta(old, next []Event) (added []Event, rewrite bool) {
+	return HistoryDelta(old, next, sameEvent)
+}
+
+// HistoryDelta compares the history of a record (old) with the history a
+// writer gives its next version (next), events being equal by same. When
+// next is old with events appended — possibly trimmed like CapHistory,
+// keeping the first event — it returns those events; otherwise rewrite is
+// true (the writer replaced the history: it is stored anew).
+func HistoryDelta[E any](old, next []E, same func(a, b *E) bool) (added []E, rewrite bool) {
 	if len(old) == 0 {
 		return next, false
 	}
-	if len(next) == 0 || !sameEvent(&next[0], &old[0]) {
+	if len(next) == 0 || !same(&next[0], &old[0]) {
 		return nil, true
 	}
 	last := &old[len(old)-1]
@@ -99,7 +105,7 @@ func historyDelta(old, next []Event) (added []Event, rewrite bool) {
 		lo = 0
 	}
 	for i := len(next) - 1; i >= lo; i-- {
-		if sameEvent(&next[i], last) && tailMatches(old, next, i) {
+		if same(&next[i], last) && tailMatches(old, next, i, same) {
 			return next[i+1:], false
 		}
 	}
@@ -108,7 +114,7 @@ func historyDelta(old, next []Event) (added []Event, rewrite bool) {
 
 // tailMatches reports whether the events before next[i] match those
 // before old's last one, back to the first event (which is kept apart).
-func tailMatches(old, next []Event, i int) bool {
+func tailMatches[E any](old, next []E, i int, same func(a, b *E) bool) bool {
 	for t := 1; ; t++ {
 		oi, ni := len(old)-1-t, i-t
 		if oi < 1 || ni < 1 {
@@ -116,18 +122,18 @@ func tailMatches(old, next []Event, i int) bool {
 			// older events; not when next has events old has not.
 			return ni < 1
 		}
-		if !sameEvent(&old[oi], &next[ni]) {
+		if !same(&old[oi], &next[ni]) {
 			return false
 		}
 	}
 }
 
-// storedHistory is the history a store keeps when a writer turns a record
-// with history old into one with history next (see historyDelta).
-func storedHistory(old, next []Event) []Event {
-	added, rewrite := historyDelta(old, next)
+// StoredHistory is the history a store keeps when a writer turns a record
+// with history old into one with history next (see HistoryDelta).
+func StoredHistory[E any](old, next []E, same func(a, b *E) bool) []E {
+	added, rewrite := HistoryDelta(old, next, same)
 	if rewrite {
-		return capHistory(next)
+		return CapHistory(next)
 	}
-	return capHistory(append(old[:len(old):len(old)], added...))
+	return CapHistory(append(old[:len(old):len(old)], added...))
 }

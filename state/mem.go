@@ -67,7 +67,7 @@ func (s *MemStore) Create(ctx context.Context, rec *Record) (*Record, bool, erro
 	}
 	if len(rec.History) > MaxHistory {
 		c := rec.Clone()
-		c.History = capHistory(c.History)
+		c.History = CapHistory(c.History)
 		val = encodeRecord(nil, c)
 	}
 	s.putLocked(rec.Key, val, old, rec)
@@ -87,7 +87,7 @@ func (s *MemStore) Replace(ctx context.Context, old, rec *Record) error {
 		return err
 	}
 	c := rec.Clone()
-	c.History = storedHistory(old.History, rec.History)
+	c.History = StoredHistory(old.History, rec.History, sameEvent)
 	val := encodeRecord(nil, c)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -143,7 +143,7 @@ func (s *MemStore) Update(ctx context.Context, k Key, fn func(*Record) error) (*
 	if err != nil {
 		return cur, err
 	}
-	next.History = storedHistory(cur.History, next.History)
+	next.History = StoredHistory(cur.History, next.History, sameEvent)
 	val := encodeRecord(nil, next)
 	s.putLocked(k, val, cur, next)
 	return decodeRecord(val)

@@ -176,7 +176,7 @@ func plan(cur *Record, curN uint32, next *Record, full bool, c clock) ([]write, 
 		added, rewrite = historyDelta(cur.History, next.History)
 	}
 	if rewrite {
-		view = capHistory(next.History)
+		view = CapHistory(next.History)
 		n, written = uint32(len(view)), len(view)
 		for i := 1; i < len(view); i++ { // view[0] is kept with the record
 			ws = append(ws, write{key: histKey(rk, uint32(i)), val: encodeEvent(nil, &view[i]), expiresAt: exp})
@@ -190,7 +190,7 @@ func plan(cur *Record, curN uint32, next *Record, full bool, c clock) ([]write, 
 			}
 			n++
 		}
-		view = capHistory(append(cur.History[:len(cur.History):len(cur.History)], added...))
+		view = CapHistory(append(cur.History[:len(cur.History):len(cur.History)], added...))
 		written = min(len(added), max(len(view)-1, 0)) // view[0] is old's
 	}
 	if grows && written < len(view) {

@@ -177,6 +177,16 @@ func testReplaceHistory(t *testing.T, s state.Store, c *Clock) {
 	next2.History = append(next2.History, state.Event{At: c.Now().Add(2 * time.Hour), State: state.Accepted})
 	mustReplace(t, s, next, next2)
 	wantGet(t, s, rec.Key, next2)
+	// One that inserts an event among the old ones is no extension either:
+	// [a b] becoming [a x b c] is stored as it is, x kept.
+	ab := submitted(c, "insert", 1)
+	ab.History = append(ab.History, state.Event{At: c.Now().Add(time.Minute), State: state.Sent, Note: "b"})
+	mustCreate(t, s, ab.Clone())
+	axbc := ab.Clone()
+	axbc.History = []state.Event{ab.History[0], {At: c.Now().Add(time.Second), State: state.Sent, Note: "x"}, ab.History[1],
+		{At: c.Now().Add(2 * time.Minute), State: state.Accepted, Note: "c"}}
+	mustReplace(t, s, ab, axbc)
+	wantGet(t, s, ab.Key, axbc)
 }
 
 // Update and Create keep histories within MaxHistory too.
