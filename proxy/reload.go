@@ -41,10 +41,14 @@ type Reloaded struct {
 // are closed. A change Reload cannot apply (see Reloaded.Restart: the
 // listeners, the admin endpoint, the store, log format, an upstream's
 // echo_tlv) is reported, not applied; the rest still is. The log level is
-// the caller's (it owns the logger). Reloads are serialised.
+// the caller's (it owns the logger). Reloads are serialised, their pool
+// swaps included: a reload first waits for the previous one's swaps to
+// complete, so it replaces the pools in force and no two set the routes
+// at once.
 func (a *App) Reload(cfg *config.Config) (Reloaded, error) {
 	a.reloadMu.Lock()
 	defer a.reloadMu.Unlock()
+	a.bg.Wait()
 	old := a.config()
 	var r Reloaded
 	r.Restart = restartOnly(old, cfg)

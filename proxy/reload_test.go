@@ -142,3 +142,29 @@ func TestReloadMovesAnUpstreamToItsNewAddressAfterTheNewBindsAreUp(t *testing.T)
 		t.Errorf("the old SMSC got %d submits, want only the one in flight before the reload", n)
 	}
 }
+
+// Two reloads of an upstream in quick succession: the second replaces the
+// pool the first started, so once both are in force one pool is left,
+// bound to the latest address, and no pool of the first is left binding.
+func TestTwoQuickReloadsOfAnUpstreamLeaveOnlyTheLatestPool(t *testing.T) {
+	first, second, third := startSim(t, sim.Config{}), startSim(t, sim.Config{}), startSim(t, sim.Config{})
+	cfg := testConfig(t, first.Addr(), t.TempDir())
+	cfg.Upstreams[0].ForwardKeyTLV = true // the simulators count by key
+	app := startProxy(t, cfg)
+	toSecond := reloaded(t, cfg, func(c *config.Config) { c.Upstreams[0].Address = second.Addr() })
+	toThird := reloaded(t, cfg, func(c *config.Config) { c.Upstreams[0].Address = third.Addr() })
+	for _, c := range []*config.Config{toSecond, toThird} {
+		if _, err := app.Reload(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testkit.Eventually(t, 10*time.Second, func() bool {
+		app.mu.Lock()
+		defer app.mu.Unlock()
+		return len(app.pools) == 1 && app.byName["smsc"] == app.pools[0]
+	}, "one pool left for smsc, in the routes")
+	shop := dialBound(t, app.Addr(), smpp.CmdBindTransceiver)
+	if got := shop.submit(1, keyed("after", "x")); got.Status != smpp.StatusOK || third.Total() != 1 || second.Total() != 0 {
+		t.Errorf("submit after both reloads = %v, with %d at the latest SMSC and %d at the one between; want 0, 1 and 0", got.Status, third.Total(), second.Total())
+	}
+}
