@@ -159,15 +159,6 @@ func displayKey(stored string, t Tagger) (key, kind string) {
 	return stored, "other"
 }
 
-// ownerInstance is the instance part of a record owner "instance/n" (""
-// when it has none).
-func ownerInstance(owner string) string {
-	if i := strings.LastIndexByte(owner, '/'); i >= 0 {
-		return owner[:i]
-	}
-	return ""
-}
-
 // NewRecord converts a stored record for the API, its fingerprint (and
 // the fingerprint a fingerprint key embeds) shown by t's tag only; nil t
 // shows none.
@@ -182,7 +173,7 @@ func NewRecord(r *state.Record, t Tagger) Record {
 		MessageID: r.MessageID, ProxyID: r.ProxyID,
 		Delivery: string(r.Delivery), DeliveryAt: r.DeliveryAt,
 		Status: r.Status, StatusName: smpp.Status(r.Status).String(),
-		Attempts: r.Attempts, Owner: r.Owner, OwnerInstance: ownerInstance(r.Owner), FingerprintTag: t.Tag(r.Fingerprint),
+		Attempts: r.Attempts, Owner: r.Owner, OwnerInstance: state.OwnerInstance(r.Owner), FingerprintTag: t.Tag(r.Fingerprint),
 		Created: r.Created, Updated: r.Updated, Expires: r.Expires,
 	}
 	if r.State == state.Accepted {

@@ -2,7 +2,6 @@ package dedup
 
 import (
 	"context"
-	"strings"
 	"sync"
 	"time"
 
@@ -42,21 +41,11 @@ func newOwners(leases state.OwnerLeases, self string, now func() time.Time) *own
 	return &owners{leases: leases, self: self, now: now, seen: map[string]*ownerSeen{}}
 }
 
-// instanceOf is the instance part of a record owner "instance/n" ("" when
-// it has none).
-func instanceOf(owner string) string {
-	i := strings.LastIndexByte(owner, '/')
-	if i < 0 {
-		return ""
-	}
-	return owner[:i]
-}
-
 // dead reports whether owner's instance is presumed dead. Without
 // OwnerLeases, for this instance's own records, and when the check
 // fails, it is not: the duplicate waits as for a live owner.
 func (w *owners) dead(ctx context.Context, owner string) bool {
-	inst := instanceOf(owner)
+	inst := state.OwnerInstance(owner)
 	if w.leases == nil || inst == "" || inst == w.self {
 		return false
 	}

@@ -220,16 +220,6 @@ func optCol(s string) []byte {
 	return []byte(s)
 }
 
-// ownerInstance is the instance part of a record owner "instanceID/n":
-// everything before the last "/" ("" when there is none), as valid text.
-func ownerInstance(owner string) string {
-	i := strings.LastIndexByte(owner, '/')
-	if i < 0 {
-		return ""
-	}
-	return textCol(owner[:i])
-}
-
 // textCol makes s storable in a text column: valid UTF-8 without NUL.
 func textCol(s string) string {
 	if utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 {

@@ -55,7 +55,7 @@ func recordArgs(r *state.Record, h [][]byte) []any {
 		h = [][]byte{}
 	}
 	return []any{
-		col(r.Key.Account), col(r.Key.Key), col(r.Key.Segment), textCol(string(r.State)), ownerInstance(r.Owner),
+		col(r.Key.Account), col(r.Key.Key), col(r.Key.Segment), textCol(string(r.State)), textCol(state.OwnerInstance(r.Owner)),
 		expiresNS(r.Expires), col(r.Upstream), matchID, session, int64(r.Sequence), optCol(r.ProxyID), addr,
 		encodeBody(r), h,
 	}

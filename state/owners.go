@@ -1,6 +1,9 @@
 package state
 
-import "context"
+import (
+	"context"
+	"strings"
+)
 
 // OwnerLeases is implemented by a store shared by several processes (proxy
 // instances on one database): it tells whether the instance that owns a
@@ -16,4 +19,13 @@ type OwnerLeases interface {
 	// partitioned from the database) is presumed dead before its lease
 	// runs out.
 	InstanceLive(ctx context.Context, instance string) (bool, error)
+}
+
+// OwnerInstance is the instance part of a record's Owner "instance/n":
+// everything before its last "/" ("" when there is none).
+func OwnerInstance(owner string) string {
+	if i := strings.LastIndexByte(owner, '/'); i >= 0 {
+		return owner[:i]
+	}
+	return ""
 }
