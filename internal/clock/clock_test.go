@@ -48,10 +48,16 @@ func TestSleepOfNothingReturns(t *testing.T) {
 	}
 }
 
-// A short pause on a context that never ends returns once it has passed.
+// A short pause on a context that never ends returns once it has passed,
+// not before.
 func TestSleepReturnsAfterThePause(t *testing.T) {
-	if !returned(sleeping(context.Background(), time.Millisecond)) {
-		t.Fatal("Sleep(1ms) did not return")
+	const d = 20 * time.Millisecond
+	start := time.Now()
+	if !returned(sleeping(context.Background(), d)) {
+		t.Fatalf("Sleep(%v) did not return", d)
+	}
+	if took := time.Since(start); took < d {
+		t.Errorf("Sleep(%v) returned after %v, before its pause had passed", d, took)
 	}
 }
 
