@@ -33,7 +33,7 @@ func TestReconfiguredAccountGetsItsReceiptsAndMO(t *testing.T) {
 	e.rcv.bind("new", rx)
 	e.svc.kick("new")
 	waitFor(t, "the added account's MO and receipt delivered", func() bool { return len(rx.received()) == 2 })
-	if got := rx.received(); got[1] != rec.ClientMessageID() {
+	if got := rx.received(); got[0] != "STOP" || got[1] != rec.ClientMessageID() {
 		t.Errorf("added account got %v, want the MO then receipt id %q", got, rec.ClientMessageID())
 	}
 }

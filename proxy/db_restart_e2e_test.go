@@ -174,6 +174,9 @@ func TestDatabaseRestartUnderLoadNeverDuplicatesAndRecovers(t *testing.T) {
 	log.outage.Store(true)
 	killed := terminateBackends(t, dsn, app) // the restart: every connection ended server-side
 	relay.Cut()                              // and refused until it is back
+	if killed == 0 {
+		t.Fatal("no backend of the proxies was ended: the outage would only be the relay's cut")
+	}
 	atCut := smsc.Total()
 	for _, p := range apps {
 		testkit.Eventually(t, 15*time.Second, func() bool { return p.Ready() != nil }, "not ready while the database is gone")

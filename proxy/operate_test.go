@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/smppproxy/smppproxy/internal/peer/esme"
 	"github.com/smppproxy/smppproxy/internal/peer/sim"
@@ -84,7 +83,7 @@ func TestThroughputRefusalsAreCountedByAccount(t *testing.T) {
 	if throttled == 0 {
 		t.Fatal("5 submits at once under throughput 1: none throttled")
 	}
-	got := testutil.ToFloat64(app.throttles.count.WithLabelValues("shop", "throughput"))
+	got := metric(t, reg, "smppproxy_esme_throttled_total", map[string]string{"account": "shop", "reason": "throughput"})
 	if int(got) != throttled {
 		t.Errorf("smppproxy_esme_throttled_total{account=shop,reason=throughput} = %v, want %d", got, throttled)
 	}
@@ -102,7 +101,7 @@ func TestWindowRefusalsAreCountedByAccount(t *testing.T) {
 		t.Fatalf("second submit with window 1 full = %v, want ESME_RTHROTTLED", got.Status)
 	}
 	<-first
-	if got := testutil.ToFloat64(app.throttles.count.WithLabelValues("shop", "window")); got != 1 {
+	if got := metric(t, reg, "smppproxy_esme_throttled_total", map[string]string{"account": "shop", "reason": "window"}); got != 1 {
 		t.Errorf("smppproxy_esme_throttled_total{account=shop,reason=window} = %v, want 1", got)
 	}
 }
