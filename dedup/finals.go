@@ -18,20 +18,28 @@ const finalsCap = 1 << 15
 // from the store.
 type finals struct {
 	mu   sync.Mutex
-	m    map[state.Key]*state.Record
+	m    map[state.Key]final
 	ring []state.Key // insertion order; ring[next] is the oldest once full
 	next int
 }
 
+// final is a remembered record and its slot in the ring: a key forgotten
+// and remembered again has a newer slot, and its older one, when reused,
+// must not forget it.
+type final struct {
+	r    *state.Record
+	slot int
+}
+
 func newFinals(capacity int) *finals {
-	return &finals{m: make(map[state.Key]*state.Record, capacity), ring: make([]state.Key, 0, capacity)}
+	return &finals{m: make(map[state.Key]final, capacity), ring: make([]state.Key, 0, capacity)}
 }
 
 // get returns the remembered record of k, or nil.
 func (f *finals) get(k state.Key) *state.Record {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.m[k]
+	return f.m[k].r
 }
 
 // put remembers r if it is settled. r is not modified afterwards by the
@@ -44,18 +52,22 @@ func (f *finals) put(r *state.Record) {
 	c.History = nil
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if _, ok := f.m[c.Key]; ok {
-		f.m[c.Key] = &c
+	if e, ok := f.m[c.Key]; ok {
+		f.m[c.Key] = final{r: &c, slot: e.slot}
 		return
 	}
-	if len(f.ring) < cap(f.ring) {
+	slot := len(f.ring)
+	if slot < cap(f.ring) {
 		f.ring = append(f.ring, c.Key)
 	} else {
-		delete(f.m, f.ring[f.next])
-		f.ring[f.next] = c.Key
+		slot = f.next
+		if old := f.ring[slot]; f.m[old].slot == slot {
+			delete(f.m, old)
+		}
+		f.ring[slot] = c.Key
 		f.next = (f.next + 1) % len(f.ring)
 	}
-	f.m[c.Key] = &c
+	f.m[c.Key] = final{r: &c, slot: slot}
 }
 
 // forget drops k (its record was replaced under the key).

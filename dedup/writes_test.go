@@ -147,6 +147,20 @@ func TestFinalsForgetTheOldestBeyondTheirCapacity(t *testing.T) {
 	}
 }
 
+// A key forgotten (its record replaced) and remembered again keeps its
+// new entry when the ring reuses the slot it had before.
+func TestFinalsKeepAKeyRememberedAgainAfterItWasForgotten(t *testing.T) {
+	f := newFinals(2)
+	a := state.Key{Account: "a", Key: "a"}
+	f.put(&state.Record{Key: a, State: state.Accepted, MessageID: "1"})
+	f.forget(a)
+	f.put(&state.Record{Key: a, State: state.Accepted, MessageID: "2"})
+	f.put(&state.Record{Key: state.Key{Account: "a", Key: "b"}, State: state.Accepted}) // reuses a's first slot
+	if r := f.get(a); r == nil || r.MessageID != "2" {
+		t.Errorf("remembered record of a = %+v, want the one put after it was forgotten (message id 2)", r)
+	}
+}
+
 // vanishing answers the engine's first two lookups "not found", and
 // before the second one moves the store's clock past the expiry of the
 // record another writer created meanwhile (lateCreator): the engine's
