@@ -140,7 +140,7 @@ func New(opts Options) (*App, error) {
 		a.leaseGuard(),
 		a.throttles.middleware,
 		a.engine.Middleware(a.policyOf),
-		queryCancel(cfg, st, ids, byName, log),
+		a.queryCancel(st, ids, log),
 	)
 	a.server = &smppserver.Server{
 		Handler:     chain,

@@ -12,7 +12,6 @@ import (
 	"github.com/smppproxy/smppproxy/dlr"
 	"github.com/smppproxy/smppproxy/msgid"
 	"github.com/smppproxy/smppproxy/querycancel"
-	"github.com/smppproxy/smppproxy/smppclient"
 	"github.com/smppproxy/smppproxy/smppserver"
 	"github.com/smppproxy/smppproxy/state"
 )
@@ -100,15 +99,21 @@ func receiptAccounts(cfg *config.Config) (map[string]dlr.Account, []dlr.MORoute)
 func isTLVKey(key string) bool { return strings.HasPrefix(key, dedup.KeyOfTLV(nil)) }
 
 // queryCancel builds the query_sm/cancel_sm link of the request chain
-// (package querycancel): each account's route, the pools by upstream name.
-func queryCancel(cfg *config.Config, st state.Store, ids *msgid.IDs, pools map[string]*smppclient.Pool, log *slog.Logger) smppserver.Middleware {
-	routes := make(map[string][]string, len(cfg.Accounts))
-	for _, a := range cfg.Accounts {
-		routes[a.SystemID] = a.Route
-	}
-	ups := make(map[string]querycancel.Requester, len(pools))
-	for name, p := range pools {
-		ups[name] = p
-	}
-	return querycancel.Middleware(querycancel.Config{Store: st, IDs: ids, Routes: routes, Upstreams: ups, Logger: log})
+// (package querycancel): each account's route and the pools by upstream
+// name, as in force when the request comes (a reload changes them).
+func (a *App) queryCancel(st state.Store, ids *msgid.IDs, log *slog.Logger) smppserver.Middleware {
+	return querycancel.Middleware(querycancel.Config{Store: st, IDs: ids, Logger: log,
+		Route: func(account string) []string {
+			if acct := a.config().Account(account); acct != nil {
+				return acct.Route
+			}
+			return nil
+		},
+		Upstream: func(name string) (querycancel.Requester, bool) {
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			p, ok := a.byName[name]
+			return p, ok
+		},
+	})
 }

@@ -168,3 +168,32 @@ func TestTwoQuickReloadsOfAnUpstreamLeaveOnlyTheLatestPool(t *testing.T) {
 		t.Errorf("submit after both reloads = %v, with %d at the latest SMSC and %d at the one between; want 0, 1 and 0", got.Status, third.Total(), second.Total())
 	}
 }
+
+// query_sm follows a reload: an account added by it finds its messages
+// on the upstreams of its route, as an account configured at start does.
+func TestQueryOfAnAccountAddedByReloadReachesItsUpstream(t *testing.T) {
+	smsc := startSim(t, sim.Config{HexIDs: true})
+	cfg := receiptConfig(t, smsc.Addr())
+	app, _ := startReceiptsProxy(t, cfg)
+	next := reloaded(t, cfg, func(c *config.Config) {
+		late := c.Accounts[0]
+		late.SystemID = "late"
+		c.Accounts = append(c.Accounts, late)
+	})
+	if _, err := app.Reload(next); err != nil {
+		t.Fatal(err)
+	}
+	late := bindESME(t, app.Addr(), "late", smpp.BindTransceiver, false)
+	id := submitDLR(t, late, "late-1")
+	body := append(append(append([]byte(id), 0, 0, 0), "SHOP"...), 0)
+	f, err := late.Request(t.Context(), smpp.CmdQuerySM, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := smpp.ParseHeader(f); h.ID != smpp.CmdQuerySM|smpp.RespBit || h.Status != smpp.StatusOK {
+		t.Errorf("query_sm of the added account's message = 0x%08X %v, want query_sm_resp 0", h.ID, h.Status)
+	}
+	if q := smsc.Queried(); len(q) != 1 {
+		t.Errorf("the SMSC was asked about %v, want the one message", q)
+	}
+}

@@ -31,11 +31,13 @@ type Config struct {
 	Store state.Store
 	// IDs reads an ESME's id as each upstream writes it (nil: as-is).
 	IDs *msgid.IDs
-	// Routes lists each account's upstreams, by system_id: where a
-	// message is looked for by its upstream id.
-	Routes map[string][]string
-	// Upstreams sends to the upstreams, by name.
-	Upstreams map[string]Requester
+	// Route is the upstreams of an account, by system_id: where a message
+	// is looked for by its upstream id. Called per request, so that the
+	// configuration in force (after a reload) is the one used.
+	Route func(account string) []string
+	// Upstream is the upstream of that name to send to (false: none),
+	// called per request as Route.
+	Upstream func(name string) (Requester, bool)
 	// Logger; nil discards.
 	Logger *slog.Logger
 }
@@ -46,8 +48,8 @@ type forwarder struct {
 }
 
 // Middleware returns the link of the request chain that forwards query_sm
-// and cancel_sm to the upstream holding the message (by upstream name in
-// cfg.Upstreams); every other request goes to next.
+// and cancel_sm to the upstream holding the message (by upstream name, from
+// cfg.Upstream); every other request goes to next.
 //
 // The ESME names the message by the id it was given: the record is found
 // by proxy id (message_id: proxy) or by the upstream id normalised with
@@ -119,7 +121,7 @@ func (s *forwarder) forwardQuery(ctx context.Context, account string, h smpp.Hea
 		log.Info("querycancel: query for an unknown message id", "status", smpp.StatusInvMsgID.String())
 		return smppserver.StatusResponse(h, smpp.StatusInvMsgID)
 	}
-	up, ok := s.cfg.Upstreams[rec.Upstream]
+	up, ok := s.cfg.Upstream(rec.Upstream)
 	if rec.MessageID == "" || !ok {
 		st := statusQueryFail
 		if h.ID == smpp.CmdCancelSM {
@@ -161,7 +163,7 @@ func (s *forwarder) lookupClientID(ctx context.Context, account, id string) (*st
 	if !errors.Is(err, state.ErrNotFound) {
 		return rec, err
 	}
-	for _, up := range s.cfg.Routes[account] {
+	for _, up := range s.cfg.Route(account) {
 		rec, err := s.cfg.Store.ByMessageID(ctx, up, s.cfg.IDs.NormalizeID(up, id))
 		switch {
 		case err == nil && rec.Key.Account == account && rec.ProxyID == "":

@@ -39,8 +39,8 @@ func newForwarder(t *testing.T) (*forwarder, *upstream) {
 		t.Fatal(ok, err)
 	}
 	up := &upstream{}
-	f := &forwarder{cfg: Config{Store: st, IDs: ids, Routes: map[string][]string{"shop": {"smsc"}, "bank": {"smsc"}},
-		Upstreams: map[string]Requester{"smsc": up}}, log: slog.New(slog.DiscardHandler)}
+	f := &forwarder{cfg: Config{Store: st, IDs: ids, Route: func(string) []string { return []string{"smsc"} }, // shop and bank
+		Upstream: func(name string) (Requester, bool) { return up, name == "smsc" }}, log: slog.New(slog.DiscardHandler)}
 	return f, up
 }
 
