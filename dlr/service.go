@@ -706,10 +706,11 @@ func (s *Service) intakeMO(ctx context.Context, d smppclient.Delivery, m *messag
 // moAccount routes an MO by destination: the longest mo_routes prefix,
 // else the default account.
 func (s *Service) moAccount(dst string) string {
-	for _, r := range s.pol.Load().mo {
+	p := s.pol.Load() // one policy for the whole decision, though a reload swaps it
+	for _, r := range p.mo {
 		if strings.HasPrefix(dst, r.Prefix) {
 			return r.Account
 		}
 	}
-	return s.pol.Load().def
+	return p.def
 }

@@ -1,8 +1,6 @@
 package proxy
 
 import (
-	"github.com/smppproxy/smppproxy/internal/buildinfo"
-
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/smppproxy/smppproxy/internal/buildinfo"
 	"github.com/smppproxy/smppproxy/route"
 	"github.com/smppproxy/smppproxy/smppclient"
 	"github.com/smppproxy/smppproxy/smppserver"

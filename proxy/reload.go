@@ -3,14 +3,13 @@ package proxy
 import (
 	"context"
 	"fmt"
-	"time"
-
-	"github.com/smppproxy/smppproxy/smppclient"
 	"reflect"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/smppproxy/smppproxy/config"
+	"github.com/smppproxy/smppproxy/smppclient"
 )
 
 // config is the configuration in force (New's, or the last Reload's).
@@ -112,8 +111,11 @@ func (a *App) reloadUpstreams(old, cfg *config.Config) ([]string, error) {
 	byName := a.poolsByName()
 	for _, u := range cfg.Upstreams {
 		prev := old.Upstream(u.Name)
-		if prev != nil && len(connectionChanges(*prev, u)) == 0 {
-			continue
+		var changes []string
+		if prev != nil {
+			if changes = connectionChanges(*prev, u); len(changes) == 0 {
+				continue
+			}
 		}
 		p, err := a.newPool(u, a.instance, a.now)
 		if err != nil {
@@ -122,7 +124,7 @@ func (a *App) reloadUpstreams(old, cfg *config.Config) ([]string, error) {
 		if prev == nil {
 			out = append(out, "upstream "+u.Name+" added: binding, routes use it once bound")
 		} else {
-			out = append(out, "upstream "+u.Name+" changed: "+strings.Join(connectionChanges(*prev, u), ", ")+": new binds come up, then the old ones drain")
+			out = append(out, "upstream "+u.Name+" changed: "+strings.Join(changes, ", ")+": new binds come up, then the old ones drain")
 		}
 		swaps = append(swaps, poolSwap{name: u.Name, next: p, prev: byName[u.Name]})
 	}

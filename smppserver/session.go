@@ -145,9 +145,7 @@ func (s *Session) isClosing() bool {
 		return true
 	default:
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.draining
+	return s.isDraining()
 }
 
 func (s *Session) run() {

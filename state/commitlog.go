@@ -1,6 +1,7 @@
 package state
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -209,18 +210,8 @@ func listSegments(dir string) ([]segment, error) {
 			segs = append(segs, segment{first: first, path: filepath.Join(dir, e.Name())})
 		}
 	}
-	slices.SortFunc(segs, func(a, b segment) int { return cmpUint(a.first, b.first) })
+	slices.SortFunc(segs, func(a, b segment) int { return cmp.Compare(a.first, b.first) })
 	return segs, nil
-}
-
-func cmpUint(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // replayResult is what replaying the commit log found.

@@ -103,29 +103,14 @@ func loadRecord(txn *badger.Txn, rk []byte, history bool) (rec *Record, histN ui
 	return rec, histN, hot, nil
 }
 
-// histSeqs returns the sequence numbers of the events kept of n logged:
-// the first and the latest MaxHistory-1.
-func histSeqs(n uint32) []uint32 {
-	seqs := make([]uint32, 0, min(n, MaxHistory))
-	if n > 0 {
-		seqs = append(seqs, 0)
-	}
-	for q := max(1, int64(n)-MaxHistory+1); q < int64(n); q++ {
-		seqs = append(seqs, uint32(q))
-	}
-	return seqs
-}
-
 // loadHistory reads the events kept of the n logged for the record under
 // rk, after first (the first event, kept with the record). An event
 // missing (dropped by TTL) is left out.
 func loadHistory(txn *badger.Txn, rk []byte, n uint32, first []Event) ([]Event, error) {
 	out := make([]Event, 0, min(n, MaxHistory))
 	out = append(out, first...)
-	for _, q := range histSeqs(n) {
-		if q == 0 {
-			continue
-		}
+	// The events kept are the first and the latest MaxHistory-1.
+	for q := uint32(max(1, int64(n)-MaxHistory+1)); q < n; q++ {
 		item, err := txn.Get(histKey(rk, q))
 		if errors.Is(err, badger.ErrKeyNotFound) {
 			continue
