@@ -253,7 +253,7 @@ func (p *statusPage) build(ctx context.Context) (*Status, error) {
 	}
 	s := &Status{Now: now.UTC(), Started: p.created.UTC(), Ready: "ready", TokenRequired: p.h.cfg.Token != "",
 		Records: st.Records, RecordsScannedAt: st.RecordsScannedAt, Unknown: []Record{}}
-	fams.each("smppproxy_build_info", func(l labels, _ float64) {
+	fams.each(metricBuildInfo, func(l labels, _ float64) {
 		s.Version, s.Revision, s.InstanceID = l["version"], l["revision"], l["instance_id"]
 	})
 	fams.each("process_start_time_seconds", func(_ labels, v float64) {

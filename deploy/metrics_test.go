@@ -28,8 +28,8 @@ import (
 // An entry the proxy does export, or that nothing queries, fails the test:
 // the list only holds what it must.
 var notExported = map[string]string{
-	// Comes with the PostgreSQL store (store.backend: postgres), which is
-	// being built; the Badger store has no lease. Used by the alert
+	// Exported with the PostgreSQL store (store.backend: postgres) only;
+	// the Badger store has no lease. Used by the alert
 	// SmppproxyStoreLeaseLost and the dashboard's "Store lease held" stat.
 	"smppproxy_store_lease_held": "exported by the PostgreSQL store only",
 	// Written by Prometheus itself for every scrape target.

@@ -1,7 +1,7 @@
 package main
 
 import (
-	"io"
+	"github.com/smppproxy/smppproxy/internal/testkit"
 	"net/http"
 	"net/url"
 	"path/filepath"
@@ -92,14 +92,9 @@ func TestCLIShowsTheOwnerInstanceAndTheSessionsInstance(t *testing.T) {
 
 func get(t *testing.T, u string) string {
 	t.Helper()
-	resp, err := http.Get(u)
-	if err != nil {
-		t.Fatal(err)
+	resp, body := testkit.Get(t, u, "")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s = %s:\n%s", u, resp.Status, body)
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
+	return body
 }
