@@ -17,12 +17,12 @@ type Operator interface {
 	Accounts() []session.Account
 	// DrainUpstream stops new submits to an upstream (its binds stay up);
 	// ResumeUpstream undoes it. changed is false when nothing changed.
-	// An unknown name is an error (proxy.ErrNoSuchUpstream).
+	// An unknown name is an error (session.ErrNoSuchUpstream).
 	DrainUpstream(name string) (changed bool, err error)
 	ResumeUpstream(name string) (changed bool, err error)
 	// DisableAccount refuses an account's binds and closes its sessions
 	// (closed says how many); EnableAccount undoes it. An unknown name is
-	// an error (proxy.ErrNoSuchAccount).
+	// an error (session.ErrNoSuchAccount).
 	DisableAccount(name string) (changed bool, closed int, err error)
 	EnableAccount(name string) (changed bool, err error)
 }

@@ -117,10 +117,7 @@ func (h *handler) switchCall(action, what string, do func(Operator, string) (boo
 		}
 		changed, closed, err := do(op, req.Name)
 		if err != nil {
-			// The proxy's errors for an unknown name say "no such …";
-			// admin cannot import proxy (it is a sibling), so the
-			// operator's names are checked against its own lists.
-			if !h.knows(op, what, req.Name) {
+			if errors.Is(err, session.ErrNoSuchUpstream) || errors.Is(err, session.ErrNoSuchAccount) {
 				writeError(w, http.StatusNotFound, fmt.Sprintf("no %s %q", what, req.Name))
 				return
 			}
@@ -130,24 +127,6 @@ func (h *handler) switchCall(action, what string, do func(Operator, string) (boo
 		h.log.Warn("operator switch", "action", action, what, req.Name, "changed", changed, "closed", closed, "remote", r.RemoteAddr)
 		writeJSON(w, http.StatusOK, Switched{Name: req.Name, Action: action, Changed: changed, Closed: closed})
 	})
-}
-
-// knows reports whether op lists an upstream or account called name.
-func (h *handler) knows(op Operator, what, name string) bool {
-	if what == "upstream" {
-		for _, u := range op.Upstreams() {
-			if u.Name == name {
-				return true
-			}
-		}
-		return false
-	}
-	for _, a := range op.Accounts() {
-		if a.Name == name {
-			return true
-		}
-	}
-	return false
 }
 
 func (h *handler) reload(w http.ResponseWriter, r *http.Request) {

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -12,8 +11,8 @@ import (
 
 // Errors of the operator actions; compare with errors.Is.
 var (
-	ErrNoSuchUpstream = errors.New("no such upstream")
-	ErrNoSuchAccount  = errors.New("no such account")
+	ErrNoSuchUpstream = session.ErrNoSuchUpstream
+	ErrNoSuchAccount  = session.ErrNoSuchAccount
 )
 
 // Upstreams lists the configured upstreams in configuration order.

@@ -28,6 +28,14 @@ const (
 // ErrNotFound is returned by Kick for an unknown session id.
 var ErrNotFound = errors.New("session: not found")
 
+// Errors of the operator actions on an upstream or an account by name
+// (the proxy's Drain, Resume, Disable, Enable), here so that the admin
+// API tells an unknown name (404) from a failure; compare with errors.Is.
+var (
+	ErrNoSuchUpstream = errors.New("no such upstream")
+	ErrNoSuchAccount  = errors.New("no such account")
+)
+
 // Info describes one live session.
 type Info struct {
 	ID   string `json:"id"`
