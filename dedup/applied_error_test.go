@@ -74,9 +74,9 @@ func becomesSent(from state.SubmitState) func(before, after *state.Record) bool 
 
 func newAppliedThenFailedEngine(t *testing.T, f *fakeForwarder) (*Engine, *appliedThenFailedStore, *clock) {
 	t.Helper()
-	c := &clock{t: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
-	st := &appliedThenFailedStore{Store: state.NewMem(c.now)}
-	return newTestEngine(t, Config{Store: st, Forwarder: f, Now: c.now, InstanceID: "applied"}), st, c
+	c := newClock()
+	st := &appliedThenFailedStore{Store: state.NewMem(c.Now)}
+	return newTestEngine(t, Config{Store: st, Forwarder: f, Now: c.Now, InstanceID: "applied"}), st, c
 }
 
 // afterFailedWrite checks that a submit whose store write was applied but
@@ -124,7 +124,7 @@ func TestFailedButAppliedRenewalOfAFingerprintRecordLeavesItRetryable(t *testing
 	if first.Status != smpp.StatusOK {
 		t.Fatalf("first submit = %v %s, want accepted", first.Status, first.Outcome)
 	}
-	clk.add(2 * time.Minute) // past fingerprint_window: the next identical submit is a new message
+	clk.Advance(2 * time.Minute) // past fingerprint_window: the next identical submit is a new message
 	st.arm(becomesSent(state.Accepted))
 	afterFailedWrite(t, e, st, f, first.Key, p, func() *smpp.Submit { return submit(t, "", "hello") })
 }

@@ -18,11 +18,11 @@ const msgNotWrittenInTime = "outcome still not written; the record stays sent un
 // is now being retried in the background.
 func newEngineWithStuckOutcome(t *testing.T) (*Engine, *clock, *testkit.LogLines) {
 	t.Helper()
-	clk := &clock{t: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
-	mem := storetest.NewFaulty(state.NewMem(clk.now))
+	clk := newClock()
+	mem := storetest.NewFaulty(state.NewMem(clk.Now))
 	f := accepting(func(int) { mem.FailWrites(errors.New("no space left on device")) })
 	lines := testkit.NewLogLines()
-	e := newTestEngine(t, Config{Store: mem, Forwarder: f, Now: clk.now, InstanceID: "stuck", Logger: slog.New(lines)})
+	e := newTestEngine(t, Config{Store: mem, Forwarder: f, Now: clk.Now, InstanceID: "stuck", Logger: slog.New(lines)})
 	if a := e.Submit(ctx, "shop", Policy{}, submit(t, "k1", "hello")); a.Outcome != OutStoreErr {
 		t.Fatalf("submit whose outcome could not be stored = %v %s, want store_error", a.Status, a.Outcome)
 	}
@@ -51,7 +51,7 @@ func TestOutcomeRetriesEndWhenPersistForPassesOnTheEngineClock(t *testing.T) {
 		t.Fatalf("gave up before the engine's clock moved (%d)", n)
 	}
 	testkit.Eventually(t, 10*time.Second, func() bool {
-		clk.add(persistFor)
+		clk.Advance(persistFor)
 		n, _ := lines.Count(msgNotWrittenInTime)
 		return n == 1
 	}, "the outcome retries gave up after persistFor on the engine clock")
@@ -66,15 +66,15 @@ func TestOutcomeRetriesEndWhenPersistForPassesOnTheEngineClock(t *testing.T) {
 // A submit whose outcome write fails after Close starts no background
 // retry: it says so, and the record stays sent (unknown after a restart).
 func TestOutcomeWriteFailingAfterCloseStartsNoRetry(t *testing.T) {
-	clk := &clock{t: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
-	mem := storetest.NewFaulty(state.NewMem(clk.now))
+	clk := newClock()
+	mem := storetest.NewFaulty(state.NewMem(clk.Now))
 	lines := testkit.NewLogLines()
 	var e *Engine
 	f := accepting(func(int) {
 		e.Close() // the proxy stops while the SMSC answers
 		mem.FailWrites(errors.New("no space left on device"))
 	})
-	e = newTestEngine(t, Config{Store: mem, Forwarder: f, Now: clk.now, InstanceID: "closing", Logger: slog.New(lines)})
+	e = newTestEngine(t, Config{Store: mem, Forwarder: f, Now: clk.Now, InstanceID: "closing", Logger: slog.New(lines)})
 	if a := e.Submit(ctx, "shop", Policy{}, submit(t, "k1", "hello")); a.Outcome != OutStoreErr {
 		t.Fatalf("submit whose outcome could not be stored = %v %s, want store_error", a.Status, a.Outcome)
 	}

@@ -79,7 +79,7 @@ func TestDecisionTable(t *testing.T) {
 			e, st, clk := newEngine(t, f)
 			p := Policy{}
 			e.Submit(ctx, "shop", p, submit(t, "otp-1", "code 1234"))
-			clk.add(tc.advance)
+			clk.Advance(tc.advance)
 			text := "code 1234"
 			if tc.dupText != "" {
 				text = tc.dupText
@@ -149,7 +149,7 @@ func TestSentByAnotherOwnerTimesOutWithThrottled(t *testing.T) {
 	e, st, clk := newEngine(t, f)
 	s := submit(t, "k9", "text")
 	// Another proxy instance owns the record and is still waiting upstream.
-	_, _, err := st.Create(ctx, &state.Record{Key: state.Key{Account: "shop", Key: "k:k9"}, Fingerprint: s.Fingerprint(), State: state.Sent, Owner: "other/1", Expires: clk.now().Add(time.Hour)})
+	_, _, err := st.Create(ctx, &state.Record{Key: state.Key{Account: "shop", Key: "k:k9"}, Fingerprint: s.Fingerprint(), State: state.Sent, Owner: "other/1", Expires: clk.Now().Add(time.Hour)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,12 +194,12 @@ func (s *getSignal) Get(ctx context.Context, k state.Key) (*state.Record, error)
 
 func TestSentByAnotherOwnerIsJoinedWhenItResolves(t *testing.T) {
 	f := &fakeForwarder{}
-	c := &clock{t: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
-	st := &getSignal{Store: state.NewMem(c.now), got: make(chan struct{})}
-	e := newTestEngine(t, Config{Store: st, Forwarder: f, Now: c.now, InstanceID: "test"})
+	c := newClock()
+	st := &getSignal{Store: state.NewMem(c.Now), got: make(chan struct{})}
+	e := newTestEngine(t, Config{Store: st, Forwarder: f, Now: c.Now, InstanceID: "test"})
 	s := submit(t, "k10", "text")
 	k := state.Key{Account: "shop", Key: "k:k10"}
-	if _, _, err := st.Create(ctx, &state.Record{Key: k, Fingerprint: s.Fingerprint(), State: state.Sent, Owner: "other/1", Expires: c.now().Add(time.Hour)}); err != nil {
+	if _, _, err := st.Create(ctx, &state.Record{Key: k, Fingerprint: s.Fingerprint(), State: state.Sent, Owner: "other/1", Expires: c.Now().Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
 	go func() {
@@ -255,12 +255,12 @@ func TestFingerprintWindow(t *testing.T) {
 	e, _, clk := newEngine(t, f)
 	p := Policy{Key: config.KeyFingerprint, FingerprintWindow: time.Minute}
 	e.Submit(ctx, "shop", p, submit(t, "", "same text"))
-	clk.add(30 * time.Second)
+	clk.Advance(30 * time.Second)
 	e.Submit(ctx, "shop", p, submit(t, "", "same text"))
 	if f.count() != 1 {
 		t.Fatalf("inside the window: forwards = %d, want 1", f.count())
 	}
-	clk.add(31 * time.Second)
+	clk.Advance(31 * time.Second)
 	e.Submit(ctx, "shop", p, submit(t, "", "same text"))
 	if f.count() != 2 {
 		t.Errorf("outside the window: forwards = %d, want 2", f.count())
@@ -312,7 +312,7 @@ func TestRecoverTurnsSentIntoUnknown(t *testing.T) {
 	e, st, clk := newEngine(t, f)
 	s := submit(t, "k", "t")
 	k := state.Key{Account: "shop", Key: "k:k"}
-	if _, _, err := st.Create(ctx, &state.Record{Key: k, Fingerprint: s.Fingerprint(), State: state.Sent, Owner: "dead/1", Expires: clk.now().Add(time.Hour)}); err != nil {
+	if _, _, err := st.Create(ctx, &state.Record{Key: k, Fingerprint: s.Fingerprint(), State: state.Sent, Owner: "dead/1", Expires: clk.Now().Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
 	n, err := e.Recover(ctx)

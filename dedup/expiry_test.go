@@ -32,19 +32,19 @@ func expSubmit(t *testing.T, key, text string) *smpp.Submit {
 }
 
 func TestTakeoverNearEndOfRetentionIsNotSentTwice(t *testing.T) {
-	clk := &clock{t: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
-	st := state.NewMem(clk.now)
+	clk := newClock()
+	st := state.NewMem(clk.Now)
 	f := scripted(func(n int) Result {
 		switch n {
 		case 1: // first try: upstream throttles → retryable
 			return Result{Kind: Answered, Status: smpp.StatusThrottled}
 		case 2: // the takeover: the SMSC accepts, answering within response_timeout
-			clk.add(10 * time.Second)
+			clk.Advance(10 * time.Second)
 			return Result{Kind: Answered, Status: smpp.StatusOK, MessageID: "m2"}
 		}
 		return Result{Kind: Answered, Status: smpp.StatusOK, MessageID: fmt.Sprintf("m%d", n)}
 	})
-	e := newTestEngine(t, Config{Store: st, Forwarder: f, Now: clk.now, InstanceID: "exp"})
+	e := newTestEngine(t, Config{Store: st, Forwarder: f, Now: clk.Now, InstanceID: "exp"})
 	p := Policy{Retention: time.Hour, InflightWait: 50 * time.Millisecond}
 	bg := context.Background()
 
@@ -53,7 +53,7 @@ func TestTakeoverNearEndOfRetentionIsNotSentTwice(t *testing.T) {
 		t.Fatalf("first submit = %v %s, want ESME_RTHROTTLED (retryable)", a1.Status, a1.Outcome)
 	}
 	// The ESME retries 5 s before the record's retention ends.
-	clk.add(time.Hour - 5*time.Second)
+	clk.Advance(time.Hour - 5*time.Second)
 	a2 := e.Submit(bg, "shop", p, expSubmit(t, "otp-1", "code 123456"))
 	// Whatever a2 got, a retry must not reach the SMSC a second time.
 	a3 := e.Submit(bg, "shop", p, expSubmit(t, "otp-1", "code 123456"))

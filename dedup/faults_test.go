@@ -48,7 +48,7 @@ func TestOnUnknownPolicies(t *testing.T) {
 			if first.Outcome != OutUnknown {
 				t.Fatalf("first = %s, want unknown", first.Outcome)
 			}
-			clk.add(tc.advance)
+			clk.Advance(tc.advance)
 			var last Answer
 			for range tc.retries {
 				last = e.Submit(ctx, "shop", tc.p, submit(t, "u1", "code"))
@@ -69,7 +69,7 @@ func TestResendAfterOnlyOnceEvenIfUnknownAgain(t *testing.T) {
 	p := Policy{OnUnknown: config.UnknownResendAfter, UnknownTimeout: time.Minute}
 	e.Submit(ctx, "shop", p, submit(t, "u2", "code"))
 	for range 3 {
-		clk.add(2 * time.Minute)
+		clk.Advance(2 * time.Minute)
 		e.Submit(ctx, "shop", p, submit(t, "u2", "code"))
 	}
 	if f.count() != 2 {
@@ -92,7 +92,7 @@ func TestRetryableAfterValidityIsNotSentLate(t *testing.T) {
 	if a := e.Submit(ctx, "shop", Policy{}, mk()); a.Status != smpp.StatusThrottled {
 		t.Fatalf("first = %v, want 0x58 relayed", a.Status)
 	}
-	clk.add(6 * time.Minute)
+	clk.Advance(6 * time.Minute)
 	a := e.Submit(ctx, "shop", Policy{}, mk())
 	if a.Status != smpp.StatusInvExpiry || f.count() != 1 {
 		t.Errorf("retry after validity = %v (forwards %d), want ESME_RINVEXPIRY and no new forward", a.Status, f.count())

@@ -46,7 +46,7 @@ func TestFingerprintsAndFingerprintKeysAreKeyedByTheSecret(t *testing.T) {
 func TestRecordsWrittenBeforeTheSecretStillDeduplicate(t *testing.T) {
 	f := &fakeForwarder{}
 	e, st, clk := newEngine(t, f)
-	now := clk.now()
+	now := clk.Now()
 	legacy := func(key string, sub *smpp.Submit) *state.Record {
 		return &state.Record{
 			Key: state.Key{Account: "shop", Key: key}, Fingerprint: sub.Fingerprint(), State: state.Accepted,
@@ -76,7 +76,7 @@ func TestRecordsWrittenBeforeTheSecretStillDeduplicate(t *testing.T) {
 	if f.count() != 0 {
 		t.Fatalf("forwards = %d, want 0", f.count())
 	}
-	clk.add(2 * time.Minute) // past the window: a new message, under the keyed fingerprint
+	clk.Advance(2 * time.Minute) // past the window: a new message, under the keyed fingerprint
 	a := e.Submit(ctx, "shop", p, submit(t, "", "code 1"))
 	if a.Outcome != OutForwarded || f.count() != 1 || strings.Contains(a.Key.Key, hex.EncodeToString(fpOld[:])) {
 		t.Errorf("after the window = %s with %d forwards under %s, want forwarded under a keyed fingerprint key", a.Outcome, f.count(), a.Key.Key)

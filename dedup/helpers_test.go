@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/smppproxy/smppproxy/internal/testkit"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -117,19 +118,17 @@ func firstThen(first, then Result) func(n int) Result {
 	}
 }
 
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+// clock is the tests' hand-moved clock.
+type clock = testkit.Clock
 
-func (c *clock) now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
+// newClock is a clock standing at the tests' usual start.
+func newClock() *clock { return testkit.NewClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)) }
 
 func newEngine(t *testing.T, f *fakeForwarder) (*Engine, *state.MemStore, *clock) {
 	t.Helper()
-	c := &clock{t: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
-	st := state.NewMem(c.now)
-	return newTestEngine(t, Config{Store: st, Forwarder: f, Now: c.now, InstanceID: "test"}), st, c
+	c := newClock()
+	st := state.NewMem(c.Now)
+	return newTestEngine(t, Config{Store: st, Forwarder: f, Now: c.Now, InstanceID: "test"}), st, c
 }
 
 // newTestEngine returns New(cfg), closed when the test ends.

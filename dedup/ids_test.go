@@ -4,7 +4,6 @@ import (
 	"errors"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/smppproxy/smppproxy/smpp"
 	"github.com/smppproxy/smppproxy/state"
@@ -27,9 +26,9 @@ func (f *fakeIDs) IssueID(account string) string {
 
 func newIDEngine(t *testing.T, f *fakeForwarder) (*Engine, *state.MemStore) {
 	t.Helper()
-	c := &clock{t: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
-	st := state.NewMem(c.now)
-	return newTestEngine(t, Config{Store: st, Forwarder: f, Now: c.now, InstanceID: "test", IDs: &fakeIDs{}}), st
+	c := newClock()
+	st := state.NewMem(c.Now)
+	return newTestEngine(t, Config{Store: st, Forwarder: f, Now: c.Now, InstanceID: "test", IDs: &fakeIDs{}}), st
 }
 
 // message_id: proxy — the ESME gets the proxy id on the first answer, on

@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/smppproxy/smppproxy/state"
 )
@@ -15,8 +14,8 @@ import (
 func TestDecisionLogsNameTheSessionNotTheText(t *testing.T) {
 	var buf bytes.Buffer
 	f := &fakeForwarder{}
-	c := &clock{t: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
-	e := newTestEngine(t, Config{Store: state.NewMem(c.now), Forwarder: f, Now: c.now, InstanceID: "t",
+	c := newClock()
+	e := newTestEngine(t, Config{Store: state.NewMem(c.Now), Forwarder: f, Now: c.Now, InstanceID: "t",
 		Logger: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	ctx := WithSession(ctx, "esme-42")
 	e.Submit(ctx, "shop", Policy{}, submit(t, "otp-9", "Your code is 918273"))

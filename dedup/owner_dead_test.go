@@ -43,7 +43,7 @@ func (f *fakeLeases) count() int {
 // instance of a shared store leaves it while it waits upstream.
 func sentBy(t *testing.T, st state.Store, clk *clock, s *smpp.Submit, key, owner string) {
 	t.Helper()
-	_, _, err := st.Create(ctx, &state.Record{Key: state.Key{Account: "shop", Key: "k:" + key}, Fingerprint: s.Fingerprint(), State: state.Sent, Owner: owner, Expires: clk.now().Add(time.Hour)})
+	_, _, err := st.Create(ctx, &state.Record{Key: state.Key{Account: "shop", Key: "k:" + key}, Fingerprint: s.Fingerprint(), State: state.Sent, Owner: owner, Expires: clk.Now().Add(time.Hour)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,10 +55,10 @@ func sentBy(t *testing.T, st state.Store, clk *clock, s *smpp.Submit, key, owner
 // The check is cached briefly: a burst of retries costs one.
 func TestRetryOfADeadOwnersSentKeyGetsSysErrNotThrottled(t *testing.T) {
 	f := &fakeForwarder{}
-	clk := &clock{t: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
-	st := state.NewMem(clk.now)
+	clk := newClock()
+	st := state.NewMem(clk.Now)
 	leases := &fakeLeases{dead: map[string]bool{}}
-	e := newTestEngine(t, Config{Store: st, Forwarder: f, Now: clk.now, InstanceID: "b", Owners: leases})
+	e := newTestEngine(t, Config{Store: st, Forwarder: f, Now: clk.Now, InstanceID: "b", Owners: leases})
 	s := submit(t, "k9", "text")
 	sentBy(t, st, clk, s, "k9", "a/1")
 	p := Policy{InflightWait: 20 * time.Millisecond}
@@ -67,7 +67,7 @@ func TestRetryOfADeadOwnersSentKeyGetsSysErrNotThrottled(t *testing.T) {
 		t.Errorf("retry while the owner is alive = %v (%v), want ESME_RTHROTTLED", got.Status, got.Outcome)
 	}
 	leases.set("a", true, nil)
-	clk.add(ownerCheckTTL) // the cached answer ages out
+	clk.Advance(ownerCheckTTL) // the cached answer ages out
 	var wg sync.WaitGroup
 	for range 20 {
 		wg.Add(1)
@@ -100,10 +100,10 @@ func TestRetryOfADeadOwnersSentKeyGetsSysErrNotThrottled(t *testing.T) {
 // owner.
 func TestOwnRecordsAndFailedChecksKeepTheThrottle(t *testing.T) {
 	f := &fakeForwarder{}
-	clk := &clock{t: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
-	st := state.NewMem(clk.now)
+	clk := newClock()
+	st := state.NewMem(clk.Now)
 	leases := &fakeLeases{dead: map[string]bool{"b": true}}
-	e := newTestEngine(t, Config{Store: st, Forwarder: f, Now: clk.now, InstanceID: "b", Owners: leases})
+	e := newTestEngine(t, Config{Store: st, Forwarder: f, Now: clk.Now, InstanceID: "b", Owners: leases})
 	s := submit(t, "k9", "text")
 	sentBy(t, st, clk, s, "k9", "b/7")
 	p := Policy{InflightWait: 20 * time.Millisecond}

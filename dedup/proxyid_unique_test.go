@@ -2,7 +2,6 @@ package dedup
 
 import (
 	"testing"
-	"time"
 
 	"github.com/smppproxy/smppproxy/state"
 )
@@ -28,9 +27,9 @@ func (c *collidingIDs) IssueID(account string) string {
 // otherwise the ESME would get two receipts with one id and the proxy-id
 // index (query_sm, cancel_sm) would point at only one of them.
 func TestProxyIDsAreUniquePerAccount(t *testing.T) {
-	c := &clock{t: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
-	st := state.NewMem(c.now)
-	e := newTestEngine(t, Config{Store: st, Forwarder: &fakeForwarder{}, Now: c.now, InstanceID: "test", IDs: &collidingIDs{}})
+	c := newClock()
+	st := state.NewMem(c.Now)
+	e := newTestEngine(t, Config{Store: st, Forwarder: &fakeForwarder{}, Now: c.Now, InstanceID: "test", IDs: &collidingIDs{}})
 	a := e.Submit(ctx, "proxied", Policy{}, submit(t, "otp-1", "code 1"))
 	b := e.Submit(ctx, "proxied", Policy{}, submit(t, "otp-2", "code 2"))
 	if a.Status != 0 || b.Status != 0 {

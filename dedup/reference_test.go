@@ -34,7 +34,7 @@ func TestReferencePolicyDeduplicatesTheSameReferenceAndContent(t *testing.T) {
 		t.Errorf("reused reference, other content = %s with %d forwards, want forwarded (3), not a conflict", reused.Outcome, f.count())
 	}
 	// Past the fingerprint window, a repeat is a new operation.
-	clk.add(2 * time.Minute)
+	clk.Advance(2 * time.Minute)
 	late := e.Submit(ctx, "shop", p, submit(t, "", "your code is 1234", umr(7)))
 	if late.Outcome != OutForwarded || f.count() != 4 {
 		t.Errorf("repeat past the window = %s with %d forwards, want forwarded (4)", late.Outcome, f.count())

@@ -31,7 +31,7 @@ func TestResendAfterResendsAtMostOnceWhateverTheHistoryLength(t *testing.T) {
 	if a := e.Submit(ctx, "shop", p, submit(t, "otp-1", "code")); a.Outcome != OutUnknown {
 		t.Fatalf("first submit = %s, want unknown", a.Outcome)
 	}
-	clk.add(2 * time.Minute)
+	clk.Advance(2 * time.Minute)
 	// The resend (forward 2) and the retries that take over its 0x58.
 	for i := range throttled + 2 {
 		a := e.Submit(ctx, "shop", p, submit(t, "otp-1", "code"))
@@ -47,7 +47,7 @@ func TestResendAfterResendsAtMostOnceWhateverTheHistoryLength(t *testing.T) {
 	if r.State != state.Unknown || len(r.History) < maxHistory {
 		t.Fatalf("record = %s with %d events; the test needs an unknown record with a full history", r.State, len(r.History))
 	}
-	clk.add(2 * time.Minute)
+	clk.Advance(2 * time.Minute)
 	a := e.Submit(ctx, "shop", p, submit(t, "otp-1", "code"))
 	if f.count() != before {
 		t.Errorf("retry after unknown_timeout of a record already resent once was forwarded again (%d forwards, want %d); answer %s", f.count(), before, a.Outcome)

@@ -43,16 +43,16 @@ func (s *raceStore) Update(ctx context.Context, k state.Key, fn func(*state.Reco
 }
 
 func TestResendAfterResendsAtMostOnceUnderRace(t *testing.T) {
-	clk := &clock{t: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
-	mem := state.NewMem(clk.now)
+	clk := newClock()
+	mem := state.NewMem(clk.Now)
 	slow := &raceStore{Store: mem, entered: make(chan struct{}), release: make(chan struct{})}
 	forwards := timingOut()             // shared: the forwards of both processes
 	secret, err := state.RandomSecret() // one install: both processes key fingerprints alike
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := newTestEngine(t, Config{Store: mem, Forwarder: forwards, Now: clk.now, InstanceID: "a", Secret: secret})
-	b := newTestEngine(t, Config{Store: slow, Forwarder: forwards, Now: clk.now, InstanceID: "b", Secret: secret})
+	a := newTestEngine(t, Config{Store: mem, Forwarder: forwards, Now: clk.Now, InstanceID: "a", Secret: secret})
+	b := newTestEngine(t, Config{Store: slow, Forwarder: forwards, Now: clk.Now, InstanceID: "b", Secret: secret})
 	p := Policy{OnUnknown: config.UnknownResendAfter, UnknownTimeout: time.Minute, InflightWait: 50 * time.Millisecond}
 	sub := func() *smpp.Submit {
 		s, err := smpp.ParseSubmit(smpptest.EncodeSubmit(9, smpptest.SubmitFields{
@@ -69,7 +69,7 @@ func TestResendAfterResendsAtMostOnceUnderRace(t *testing.T) {
 	if got := a.Submit(bg, "shop", p, sub()); got.Outcome != OutUnknown {
 		t.Fatalf("first submit = %s, want unknown", got.Outcome)
 	}
-	clk.add(2 * time.Minute) // unknown_timeout elapsed: one resend allowed
+	clk.Advance(2 * time.Minute) // unknown_timeout elapsed: one resend allowed
 
 	done := make(chan Answer, 1)
 	go func() { done <- b.Submit(context.WithValue(bg, raceMarker{}, true), "shop", p, sub()) }()

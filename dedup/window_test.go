@@ -18,7 +18,7 @@ func TestFingerprintWindowRenewsButKeepsTheOldRecordForReceipts(t *testing.T) {
 	e, st, clk := newEngine(t, f)
 	p := Policy{Key: config.KeyFingerprint, FingerprintWindow: time.Minute, Retention: 72 * time.Hour}
 	first := e.Submit(ctx, "shop", p, submit(t, "", "same text"))
-	clk.add(2 * time.Minute)
+	clk.Advance(2 * time.Minute)
 	second := e.Submit(ctx, "shop", p, submit(t, "", "same text"))
 	if f.count() != 2 || first.MessageID == second.MessageID {
 		t.Fatalf("after the window: forwards %d, ids %q %q; want a second SMS with its own id", f.count(), first.MessageID, second.MessageID)
@@ -32,7 +32,7 @@ func TestFingerprintWindowRenewsButKeepsTheOldRecordForReceipts(t *testing.T) {
 		t.Errorf("ByMessageID(second) = %+v, %v; want the current record", cur, err)
 	}
 	// Within the new window the renewed record deduplicates again.
-	clk.add(30 * time.Second)
+	clk.Advance(30 * time.Second)
 	if a := e.Submit(ctx, "shop", p, submit(t, "", "same text")); a.MessageID != second.MessageID || f.count() != 2 {
 		t.Errorf("inside the new window = %q (forwards %d), want replay of %q", a.MessageID, f.count(), second.MessageID)
 	}

@@ -116,7 +116,7 @@ func TestRememberedSettledRecordIsNotReplayedPastItsRetention(t *testing.T) {
 	e, _, clk := newEngine(t, f)
 	p := Policy{Retention: time.Hour}
 	first := e.Submit(ctx, "shop", p, submit(t, "k-ret", "hello"))
-	clk.add(2 * time.Hour)
+	clk.Advance(2 * time.Hour)
 	again := e.Submit(ctx, "shop", p, submit(t, "k-ret", "hello"))
 	if again.Outcome != OutForwarded || again.MessageID == first.MessageID || f.count() != 2 {
 		t.Errorf("submit after the retention = {%s %q} with %d forwards, want a new operation (forwarded, new id, 2 forwards)", again.Outcome, again.MessageID, f.count())
