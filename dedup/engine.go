@@ -47,6 +47,14 @@ type Config struct {
 	// alive (a store shared by several instances). nil: the Store's, when
 	// it implements state.OwnerLeases; else every owner is alive.
 	Owners state.OwnerLeases
+	// CreateFirst: a key the engine does not remember as settled is
+	// forwarded as new without a read; its create (written before the
+	// PDU, see Store.Create) finds a record that exists, nothing is sent,
+	// and the submit is decided again by that record. For stores where a
+	// read is a round trip (a shared database), it saves one per fresh
+	// submit; a retry the engine does not remember costs a create attempt
+	// and the read instead of the read alone.
+	CreateFirst bool
 }
 
 // Engine applies the submit decision table. Safe for concurrent use.

@@ -71,8 +71,15 @@ func (o *op) recordUnsent(ctx context.Context, res Result, stored smpp.Status) {
 	rec.Upstream = res.Upstream
 	rec.Expires = expiresAfterAnswer(rec, o.retention, now)
 	rec.History = []state.Event{{At: now, State: state.Retryable, Status: rec.Status, Note: "created; not sent: " + errString(res.Err)}}
-	if _, _, err := o.e.cfg.Store.Create(context.WithoutCancel(ctx), rec); err != nil {
+	_, created, err := o.e.cfg.Store.Create(context.WithoutCancel(ctx), rec)
+	switch {
+	case err != nil:
 		o.logger().Warn("store refused the record of a submit that was not sent", "err", err)
+		return
+	case !created:
+		// The key has a record (Config.CreateFirst took it as new without
+		// reading it): the submit is answered by that record instead.
+		o.lost = true
 		return
 	}
 	o.logger().Debug("submit not sent", "status", res.Status.String(), "reason", errString(res.Err))

@@ -144,7 +144,7 @@ func (o *op) decide(ctx context.Context) Answer {
 		if i > 0 {
 			e.finals.forget(o.k) // moved meanwhile: read the store
 		}
-		existing, err := o.lookup(ctx)
+		existing, err := o.lookup(ctx, i == 0 && e.cfg.CreateFirst)
 		switch {
 		case errors.Is(err, state.ErrNotFound):
 			a, raced := o.forwardNew(ctx, o.newRecord(ctx, now))
@@ -196,11 +196,17 @@ func (o *op) newRecord(ctx context.Context, now time.Time) *state.Record {
 }
 
 // lookup returns the live record under the key: a settled one this
-// engine remembers, else the store's (remembered when settled).
-func (o *op) lookup(ctx context.Context) (*state.Record, error) {
+// engine remembers, else the store's (remembered when settled). With
+// remembered, a key the engine does not remember is taken as new without
+// reading the store (Config.CreateFirst): the create finds a record that
+// exists, and the decision is then taken again with a read.
+func (o *op) lookup(ctx context.Context, remembered bool) (*state.Record, error) {
 	e := o.e
 	if r := e.finals.get(o.k); r != nil && !r.Expired(e.now()) {
 		return r, nil
+	}
+	if remembered {
+		return nil, state.ErrNotFound
 	}
 	var r *state.Record
 	var err error
@@ -225,6 +231,7 @@ func (o *op) forwardNew(ctx context.Context, rec *state.Record) (a Answer, raced
 	a = o.forward(ctx, rec.Created)
 	switch {
 	case o.lost:
+		o.pending = nil // not this submit's to create: what it decides next journals by update
 		return Answer{}, true
 	case o.createErr != nil:
 		o.logger().Error("store refused the record; nothing forwarded", "err", o.createErr)

@@ -2,11 +2,13 @@ package dedup
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/smppproxy/smppproxy/internal/testkit"
+	"github.com/smppproxy/smppproxy/smpp"
 	"github.com/smppproxy/smppproxy/state"
 )
 
@@ -197,5 +199,48 @@ func TestASecondNewAttemptAfterALostCreateRaceForwards(t *testing.T) {
 	a := e.Submit(ctx, "shop", Policy{}, sub)
 	if a.Outcome != OutForwarded || f.count() != 1 {
 		t.Errorf("answer = %s with %d forwards, want forwarded once (the second attempt won its create)", a.Outcome, f.count())
+	}
+}
+
+// With CreateFirst (the shared store, where a read is a round trip), a
+// fresh key is created without being read first, and a retry the engine
+// does not remember is still answered by its record: replayed with the
+// same message id, nothing sent again, also when no upstream can take it.
+func TestCreateFirstSkipsTheReadOfAFreshKeyAndStillReplaysRetries(t *testing.T) {
+	st := &countingStore{Store: state.NewMem(nil)}
+	f := &fakeForwarder{}
+	e := newTestEngine(t, Config{Store: st, Forwarder: f, InstanceID: "a", CreateFirst: true})
+	secret := e.cfg.Secret
+
+	first := e.Submit(ctx, "shop", Policy{}, submit(t, "k-cf", "hello"))
+	if first.Outcome != OutForwarded || f.count() != 1 {
+		t.Fatalf("first submit = %s after %d forwards, want forwarded once", first.Outcome, f.count())
+	}
+	if n := st.reads.Load(); n != 0 {
+		t.Errorf("a fresh key was read %d times before its create, want 0", n)
+	}
+
+	// Another engine on the same store remembers nothing: its create finds
+	// the record, nothing is sent, and the record answers.
+	other := newTestEngine(t, Config{Store: st, Forwarder: f, InstanceID: "b", CreateFirst: true, Secret: secret})
+	again := other.Submit(ctx, "shop", Policy{}, submit(t, "k-cf", "hello"))
+	if again.Outcome != OutReplayed || again.MessageID != first.MessageID {
+		t.Errorf("retry on another engine = {%s %q}, want replayed with %q", again.Outcome, again.MessageID, first.MessageID)
+	}
+	if f.count() != 1 {
+		t.Errorf("the retry was sent upstream: %d forwards in all, want 1", f.count())
+	}
+
+	// No upstream takes anything (every bind down): a retry is answered by
+	// its record all the same, and the record is not touched.
+	down := &fakeFwd{Answer: func(context.Context, int, *Attempt) Result {
+		return Result{Kind: NotSent, Status: smpp.StatusThrottled, Err: errors.New("no bind"), Upstream: "up"}
+	}}
+	third := newTestEngine(t, Config{Store: st, Forwarder: down, InstanceID: "c", CreateFirst: true, Secret: secret})
+	if a := third.Submit(ctx, "shop", Policy{}, submit(t, "k-cf", "hello")); a.Outcome != OutReplayed || a.MessageID != first.MessageID {
+		t.Errorf("retry with every upstream down = {%s %v %q}, want replayed with %q", a.Outcome, a.Status, a.MessageID, first.MessageID)
+	}
+	if r, err := st.Get(ctx, state.Key{Account: "shop", Key: KeyOfTLV([]byte("k-cf"))}); err != nil || r.State != state.Accepted || r.MessageID != first.MessageID {
+		t.Errorf("record after the retries = %+v, %v; want still accepted with %q", r, err, first.MessageID)
 	}
 }

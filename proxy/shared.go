@@ -27,6 +27,15 @@ func ownerLeases(st state.Store) state.OwnerLeases {
 	return l
 }
 
+// readIsRoundTrip reports whether reading a record of st costs a round
+// trip to a database, as much as the create that would find it: the
+// engine then forwards a key it does not remember without reading it
+// first (dedup.Config.CreateFirst).
+func readIsRoundTrip(st state.Store) bool {
+	_, ok := st.(*pgstore.Store)
+	return ok
+}
+
 // openPostgres opens the shared store of cfg as instance id.
 func openPostgres(cfg *config.Config, id string, log *slog.Logger) (*pgstore.Store, error) {
 	dsn, err := PostgresDSN(cfg.Store)
