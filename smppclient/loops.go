@@ -135,6 +135,9 @@ func (s *session) flush(b *batch) bool {
 	var n int
 	var err error
 	if len(b.buf) > 0 {
+		if BeforeWrite != nil {
+			BeforeWrite(b.buf, waiting(b.reqs))
+		}
 		_ = s.conn.SetWriteDeadline(time.Now().Add(s.p.cfg.ResponseTimeout))
 		n, err = s.conn.Write(b.buf)
 	}

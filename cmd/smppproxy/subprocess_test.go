@@ -39,6 +39,7 @@ func TestMain(m *testing.M) {
 				break
 			}
 		}
+		killBeforeWriteFromEnv()
 		main()
 		os.Exit(0)
 	}
@@ -135,6 +136,13 @@ func newChild(args ...string) *exec.Cmd {
 // startServeArgs is startServe with extra serve flags.
 func startServeArgs(t *testing.T, cfgPath, logPath string, extra ...string) *proxyProcess {
 	t.Helper()
+	return startServeEnv(t, cfgPath, logPath, nil, extra...)
+}
+
+// startServeEnv is startServeArgs with env (KEY=value) added to the
+// child's environment.
+func startServeEnv(t *testing.T, cfgPath, logPath string, env []string, extra ...string) *proxyProcess {
+	t.Helper()
 	out, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		t.Fatal(err)
@@ -142,6 +150,7 @@ func startServeArgs(t *testing.T, cfgPath, logPath string, extra ...string) *pro
 	args := append([]string{"-test.run=^$", "--", "serve", "--config", cfgPath}, extra...)
 	p := &proxyProcess{out: out}
 	p.cmd = newChild(args...)
+	p.cmd.Env = append(p.cmd.Env, env...)
 	p.cmd.Stdout, p.cmd.Stderr = out, out
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
