@@ -73,6 +73,8 @@ type Engine struct {
 	count   [numOutcomes]atomic.Uint64
 	// finals answers retries of recently settled keys without a read.
 	finals *finals
+	// macs holds HMACs under the secret for fingerprints (fingerprint).
+	macs sync.Pool
 	// owners says whether another instance owning a sent record is
 	// presumed dead (owners.go).
 	owners *owners

@@ -3,6 +3,7 @@ package dedup
 import (
 	"context"
 	"encoding/hex"
+	"hash"
 	"strings"
 	"time"
 
@@ -101,3 +102,17 @@ func TagKey(stored string, tag func([32]byte) string) string {
 // logKey is a stored key as logs show it: as stored, except that the
 // fingerprint a fingerprint key embeds is replaced by its tag.
 func (e *Engine) logKey(stored string) string { return TagKey(stored, e.Tag) }
+
+// fingerprint is sub's fingerprint under the install's secret
+// (smpp.Submit.FingerprintWith), with an HMAC reused from e.macs: a new
+// one per submit costs its key schedule and three allocations.
+func (e *Engine) fingerprint(sub *smpp.Submit, seg smpp.Segment) [32]byte {
+	h, ok := e.macs.Get().(hash.Hash)
+	if !ok {
+		h = e.cfg.Secret.MAC()
+	}
+	h.Reset()
+	fp := sub.FingerprintWith(seg, h)
+	e.macs.Put(h)
+	return fp
+}

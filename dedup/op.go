@@ -57,7 +57,7 @@ type op struct {
 func (e *Engine) newOp(ctx context.Context, account string, p Policy, sub *smpp.Submit) (*op, smpp.Status) {
 	seg := sub.Segment()
 	o := &op{e: e, account: account, p: p.withDefaults(),
-		c: &content{sub: sub, seg: seg, fp: sub.FingerprintWith(seg, e.cfg.Secret.MAC())}}
+		c: &content{sub: sub, seg: seg, fp: e.fingerprint(sub, seg)}}
 	key, st := o.deriveKey()
 	if st != smpp.StatusOK {
 		return nil, st
