@@ -313,14 +313,6 @@ func (s *Store) ByMessageID(ctx context.Context, upstream, id string) (*state.Re
 	return s.byIndex(ctx, `upstream = $2 AND match_id = $3`, col(upstream), col(id))
 }
 
-// BySession implements state.Store.
-func (s *Store) BySession(ctx context.Context, sess string, seq uint32) (*state.Record, error) {
-	if sess == "" {
-		return s.notFound(ctx)
-	}
-	return s.byIndex(ctx, `session = $2 AND seq = $3`, col(sess), int64(seq))
-}
-
 // ByProxyID implements state.Store.
 func (s *Store) ByProxyID(ctx context.Context, account, id string) (*state.Record, error) {
 	if id == "" {

@@ -187,8 +187,8 @@ type BadgerStats struct {
 // transaction; an index of the
 // records in state Sent serves ScanState.
 //
-// Keys: records, the message-id index and the journal index share one
-// keyspace; the layout is described next to recordKey in codec.go.
+// Keys: records, their history events and indexes share one keyspace;
+// the layout is described next to recordKey in codec.go.
 //
 // Context: a writer honours ctx only while waiting to enqueue. Once its
 // request is enqueued it waits for the outcome, whatever ctx does, so that
@@ -591,13 +591,6 @@ func (s *BadgerStore) get(ctx context.Context, k Key, history bool) (*Record, er
 func (s *BadgerStore) ByMessageID(ctx context.Context, upstream, id string) (*Record, error) {
 	return s.byIndex(ctx, messageKey(upstream, id), func(r *Record) bool {
 		return hasMessage(r, upstream, id)
-	})
-}
-
-// BySession implements Store.
-func (s *BadgerStore) BySession(ctx context.Context, sess string, seq uint32) (*Record, error) {
-	return s.byIndex(ctx, journalKey(sess, seq), func(r *Record) bool {
-		return hasJournal(r, sess, seq)
 	})
 }
 

@@ -13,7 +13,7 @@ import (
 )
 
 // benchRecord is a realistic fresh record: the first write of a submit
-// (created with its journal entry, proxy id and addresses).
+// (created with its journal, proxy id and addresses).
 func benchRecord(i uint64) *state.Record {
 	now := time.Now()
 	k := state.Key{Account: "acme", Key: fmt.Sprintf("otp-%016x", i)}

@@ -420,7 +420,6 @@ func legacyResends(h []Event) int {
 //
 //	r/<account>\x00<key>\x00<segment>      → encoded Record
 //	m/<upstream>\x00<match id>             → record key (index, Record.MatchID)
-//	j/<session>\x00<sequence, 4 bytes BE>  → record key (journal index)
 //	p/<account>\x00<proxy id>              → record key (proxy id index)
 //	u/<upstream>\x00<addr hash>\x00<record key> → record key (unknown records
 //	                                         by addresses; only while Unknown)
@@ -438,10 +437,14 @@ func legacyResends(h []Event) int {
 // Index entries carry the TTL of their record. Lookups through an index
 // always load the record and check that it still has those fields, so a
 // stale index entry is never an answer.
+//
+// Earlier versions also wrote a journal index, j/<session>\x00<sequence,
+// 4 bytes BE> → record key. It is no longer written and nothing reads it:
+// the entries a store of such a version holds stay until their TTL drops
+// them (an update of the record leaves them alone).
 const (
 	prefixRecord  = "r/"
 	prefixMessage = "m/"
-	prefixJournal = "j/"
 	prefixProxyID = "p/"
 	prefixUnknown = "u/"
 	prefixQueue   = "q/"
@@ -486,14 +489,6 @@ func messageKey(upstream, id string) []byte {
 	return appendEscaped(b, id)
 }
 
-func journalKey(session string, seq uint32) []byte {
-	b := make([]byte, 0, len(prefixJournal)+len(session)+5)
-	b = append(b, prefixJournal...)
-	b = appendEscaped(b, session)
-	b = append(b, 0)
-	return binary.BigEndian.AppendUint32(b, seq)
-}
-
 func proxyIDKey(account, id string) []byte {
 	b := make([]byte, 0, len(prefixProxyID)+len(account)+len(id)+1)
 	b = append(b, prefixProxyID...)
@@ -523,9 +518,10 @@ func inUnknownIndex(r *Record) bool {
 }
 
 // indexKeys returns the index keys under which r must be found: the
-// message index once it has a MessageID, the journal index once it has a
-// Session, the proxy id index once it has a ProxyID, and the unknown index
-// while it is Unknown with an upstream and addresses. r may be nil.
+// message index once it has a MessageID, the proxy id index once it has a
+// ProxyID, and the unknown index while it is Unknown with an upstream and
+// addresses. r may be nil. The journal (Upstream, Session, Sequence) is
+// the record's own fields and has no index.
 func indexKeys(r *Record) [][]byte {
 	if r == nil {
 		return nil
@@ -533,9 +529,6 @@ func indexKeys(r *Record) [][]byte {
 	var ks [][]byte
 	if id := r.MatchID(); id != "" {
 		ks = append(ks, messageKey(r.Upstream, id))
-	}
-	if r.Session != "" {
-		ks = append(ks, journalKey(r.Session, r.Sequence))
 	}
 	if r.ProxyID != "" {
 		ks = append(ks, proxyIDKey(r.Key.Account, r.ProxyID))

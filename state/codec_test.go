@@ -184,9 +184,6 @@ func TestKeyEscaping(t *testing.T) {
 			t.Errorf("recordKey(%q) = %q, want %q", tc.k, got, tc.want)
 		}
 	}
-	if got, want := string(journalKey("s\x00", 0x01020304)), "j/s\x01\x01\x00\x01\x02\x03\x04"; got != want {
-		t.Errorf("journalKey = %q, want %q", got, want)
-	}
 	if got, want := string(messageKey("u", "m")), "m/u\x00m"; got != want {
 		t.Errorf("messageKey = %q, want %q", got, want)
 	}

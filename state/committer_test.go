@@ -65,8 +65,9 @@ func TestBadgerSplitsTooBigBatch(t *testing.T) {
 		t.Errorf("Create(k0) again = %+v, %v, %v; want the first owner's record", dup, created, err)
 	}
 	for i := range n {
-		if got, err := s.BySession(ctx, "smsc/1", uint32(i)); err != nil || got.Owner != "first" {
-			t.Errorf("BySession(smsc/1, %d) = %+v, %v; want owner first", i, got, err)
+		k := Key{Account: "acme", Key: fmt.Sprintf("k%d", i)}
+		if got, err := s.Get(ctx, k); err != nil || got.Owner != "first" || got.Session != "smsc/1" || got.Sequence != uint32(i) {
+			t.Errorf("Get(%v) = %+v, %v; want owner first, journaled on smsc/1 with sequence %d", k, got, err, i)
 		}
 	}
 }

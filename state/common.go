@@ -46,11 +46,6 @@ func isUnknownAt(r *Record, upstream string, h [16]byte) bool {
 	return r != nil && inUnknownIndex(r) && r.Upstream == upstream && r.AddrHash == h
 }
 
-// hasJournal reports whether r is journaled on session sess with seq.
-func hasJournal(r *Record, sess string, seq uint32) bool {
-	return r != nil && sess != "" && r.Session == sess && r.Sequence == seq
-}
-
 // ctxErr returns ctx's error, if it is already done, wrapped for the
 // caller; nil otherwise.
 func ctxErr(ctx context.Context) error {

@@ -1,7 +1,9 @@
 package state
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"reflect"
 	"slices"
 	"testing"
@@ -33,7 +35,7 @@ func TestBadgerReadsRecordsOfOlderVersions(t *testing.T) {
 				return err
 			}
 		}
-		return txn.Set(journalKey("smsc/1", 1), recordKey(sent.Key))
+		return txn.Set(legacyJournalKey("smsc/1", 1), recordKey(sent.Key))
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -69,6 +71,102 @@ func TestBadgerReadsRecordsOfOlderVersions(t *testing.T) {
 	found = nil
 	if err := s.ScanState(ctx, Sent, func(r *Record) bool { found = append(found, r.Key.Key); return true }); err != nil || len(found) != 0 {
 		t.Errorf("ScanState(Sent) after the update = %v, %v; want nothing", found, err)
+	}
+}
+
+// legacyJournalKey is the key of the journal index entry that earlier
+// versions wrote for a record journaled on session with seq.
+func legacyJournalKey(session string, seq uint32) []byte {
+	b := append([]byte("j/"), appendEscaped(nil, session)...)
+	b = append(b, 0)
+	return binary.BigEndian.AppendUint32(b, seq)
+}
+
+// A store of a version that wrote the journal index works on: its record
+// is updated (journal, TTL and state changing) and read back, a new
+// record journaled on the same session and sequence is created, and no
+// journal index entry is written any more (the old one is left to its TTL).
+func TestBadgerIgnoresTheOldJournalIndex(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Second)
+	old := &Record{Key: Key{Account: "acme", Key: "old"}, State: Sent, Owner: "o", Upstream: "smsc", Session: "smsc/1", Sequence: 1,
+		ProxyID: "p-old", Created: now, Updated: now, Expires: now.Add(time.Hour), FingerprintVersion: FingerprintHMAC,
+		History: []Event{{At: now, State: Sent, Session: "smsc/1", Sequence: 1, Note: "created"}}}
+	jk := legacyJournalKey("smsc/1", 1)
+	db, err := badger.Open(badger.DefaultOptions(dir).WithLogger(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(txn *badger.Txn) error {
+		ws, _ := plan(nil, 0, old, true, clock{now: now, wall: time.Now()})
+		for _, w := range ws {
+			if err := txn.SetEntry(&badger.Entry{Key: w.key, Value: w.val, ExpiresAt: w.expiresAt}); err != nil {
+				return err
+			}
+		}
+		return txn.SetEntry(&badger.Entry{Key: jk, Value: recordKey(old.Key), ExpiresAt: ws[0].expiresAt})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s, err := OpenBadger(BadgerOptions{Path: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resent, err := s.Update(ctx, old.Key, func(r *Record) error {
+		r.Session, r.Sequence, r.Expires = "smsc/2", 5, r.Expires.Add(time.Hour)
+		r.History = append(r.History, Event{At: now, State: Sent, Session: "smsc/2", Sequence: 5, Note: "resent"})
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("Update of a record with an old journal entry = %v", err)
+	}
+	out := resent.Clone()
+	out.State, out.MessageID = Accepted, "m-1"
+	out.History = append(out.History, Event{At: now, State: Accepted, MessageID: "m-1"})
+	if err := s.Replace(ctx, resent, out); err != nil {
+		t.Fatalf("Replace = %v", err)
+	}
+	fresh := old.Clone()
+	fresh.Key.Key = "fresh"
+	fresh.ProxyID = "p-fresh"
+	if _, created, err := s.Create(ctx, fresh.Clone()); err != nil || !created {
+		t.Fatalf("Create of a record journaled where the old entry points = %v, %v; want created", created, err)
+	}
+	if got, err := s.Get(ctx, old.Key); err != nil || !reflect.DeepEqual(got, normalisedFull(out)) {
+		t.Errorf("Get(old) = %+v, %v; want %+v", got, err, out)
+	}
+	if got, err := s.Get(ctx, fresh.Key); err != nil || !reflect.DeepEqual(got, normalisedFull(fresh)) {
+		t.Errorf("Get(fresh) = %+v, %v; want %+v", got, err, fresh)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	db, err = badger.Open(badger.DefaultOptions(dir).WithLogger(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var journal [][]byte
+	err = db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte("j/")})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			journal = append(journal, it.Item().KeyCopy(nil))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(journal) != 1 || !bytes.Equal(journal[0], jk) {
+		t.Errorf("journal index keys after the upgrade = %q; want only the old %q (none written since)", journal, jk)
 	}
 }
 

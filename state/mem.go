@@ -156,13 +156,6 @@ func (s *MemStore) ByMessageID(ctx context.Context, upstream, id string) (*Recor
 	})
 }
 
-// BySession implements Store.
-func (s *MemStore) BySession(ctx context.Context, sess string, seq uint32) (*Record, error) {
-	return s.byIndex(ctx, journalKey(sess, seq), func(r *Record) bool {
-		return hasJournal(r, sess, seq)
-	})
-}
-
 // ByProxyID implements Store.
 func (s *MemStore) ByProxyID(ctx context.Context, account, id string) (*Record, error) {
 	return s.byIndex(ctx, proxyIDKey(account, id), func(r *Record) bool {

@@ -25,8 +25,8 @@ import (
 
 // Start-up and memory with a million records. BenchmarkBadgerOpen1M
 // builds a store of openN records (direct Badger batches, the keys and
-// values BadgerStore writes: record, journal, proxy id and message
-// indexes, two history events; one in 1000 left Sent) and then opens it in
+// values BadgerStore writes: record, proxy id and message indexes, two
+// history events; one in 1000 left Sent) and then opens it in
 // a child process (TestBadgerOpenChild), which reports the open time, the
 // time to visit the Sent records (ScanState, what recovery does), and its
 // peak RSS (VmHWM) after opening, scanning and 50 000 submits (Create, Replace) on top, 256 at a time.
@@ -100,7 +100,7 @@ func buildStore(b *testing.B, dir string, n int) {
 		buf.Release()
 		buf = z.NewBuffer(64<<20, "build")
 	}
-	streams := map[byte]uint32{'h': 1, 'j': 2, 'm': 3, 'p': 4, 'r': 5, 's': 6, 'x': 7}
+	streams := map[byte]uint32{'h': 1, 'm': 2, 'p': 3, 'r': 4, 's': 5, 'x': 6}
 	put := func(key, val []byte, exp uint64) {
 		badger.KVToBuffer(&pb.KV{Key: key, Value: val, Version: 1, ExpiresAt: exp, StreamId: streams[key[0]]}, buf)
 	}

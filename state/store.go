@@ -258,10 +258,6 @@ type Store interface {
 	// order; none is not an error). A zero h matches nothing.
 	UnknownByAddr(ctx context.Context, upstream string, h [16]byte) ([]*Record, error)
 
-	// BySession returns the record journaled as written on upstream
-	// session sess with sequence number seq.
-	BySession(ctx context.Context, sess string, seq uint32) (*Record, error)
-
 	// Scan calls fn for every live record (in no particular order) until fn
 	// returns false. fn must not call the Store.
 	Scan(ctx context.Context, fn func(*Record) bool) error

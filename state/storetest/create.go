@@ -173,7 +173,7 @@ func testClosed(t *testing.T, s state.Store, c *Clock) {
 		"Get":         func() error { _, err := s.Get(bg, r.Key); return err },
 		"Update":      func() error { _, err := s.Update(bg, r.Key, func(*state.Record) error { return nil }); return err },
 		"ByMessageID": func() error { _, err := s.ByMessageID(bg, "smsc", "m"); return err },
-		"BySession":   func() error { _, err := s.BySession(bg, "smsc/1", 1); return err },
+		"ByProxyID":   func() error { _, err := s.ByProxyID(bg, "acme", "p"); return err },
 		"Scan":        func() error { return s.Scan(bg, func(*state.Record) bool { return true }) },
 		"ScanState":   func() error { return s.ScanState(bg, state.Sent, func(*state.Record) bool { return true }) },
 		"Replace":     func() error { return s.Replace(bg, r, r) },

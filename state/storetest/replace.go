@@ -56,7 +56,8 @@ func sentKeys(t *testing.T, s state.Store) []string {
 }
 
 // The submit's two writes: Create with the journal, then the outcome by
-// Replace. Get, the indexes and ScanState see the outcome.
+// Replace. Get, the indexes and ScanState see the outcome, and the record
+// keeps the session and sequence it was journaled with.
 func testReplaceOwnedWrite(t *testing.T, s state.Store, c *Clock) {
 	rec := submitted(c, "k1", 7)
 	mustCreate(t, s, rec.Clone())
@@ -70,9 +71,7 @@ func testReplaceOwnedWrite(t *testing.T, s state.Store, c *Clock) {
 	if got, err := s.ByMessageID(bg, "smsc", "m-1"); err != nil || !same(got, out) {
 		t.Errorf("ByMessageID(smsc, m-1) = %+v, %v; want the replaced record", got, err)
 	}
-	if got, err := s.BySession(bg, "smsc/1", 7); err != nil || !same(got, out) {
-		t.Errorf("BySession(smsc/1, 7) = %+v, %v; want the replaced record", got, err)
-	}
+	wantJournal(t, s, rec.Key, "smsc", "smsc/1", 7)
 	if got, err := s.ByProxyID(bg, "acme", "p-k1"); err != nil || !same(got, out) {
 		t.Errorf("ByProxyID(acme, p-k1) = %+v, %v; want the replaced record", got, err)
 	}
@@ -100,7 +99,8 @@ func testReplaceOwnedWrite(t *testing.T, s state.Store, c *Clock) {
 }
 
 // Index entries the old version had and the new one has not are gone;
-// one another record took over is left alone.
+// the record carries its new journal, and another record journaled on the
+// session and sequence it had keeps its own.
 func testReplaceIndexRemoval(t *testing.T, s state.Store, c *Clock) {
 	rec := submitted(c, "k1", 7)
 	rec.State, rec.MessageID = state.Unknown, "m-1"
@@ -108,7 +108,7 @@ func testReplaceIndexRemoval(t *testing.T, s state.Store, c *Clock) {
 	if got, err := s.UnknownByAddr(bg, "smsc", rec.AddrHash); err != nil || len(got) != 1 {
 		t.Fatalf("UnknownByAddr = %v, %v; want the record", got, err)
 	}
-	// Another record takes over the journal entry smsc/1#7.
+	// Another record is journaled on smsc/1#7 too.
 	thief := submitted(c, "k2", 7)
 	mustCreate(t, s, thief.Clone())
 
@@ -129,12 +129,8 @@ func testReplaceIndexRemoval(t *testing.T, s state.Store, c *Clock) {
 	if got, err := s.ByMessageID(bg, "smsc", "m-2"); err != nil || got.Key != rec.Key {
 		t.Errorf("ByMessageID(m-2) = %+v, %v; want %v", got, err, rec.Key)
 	}
-	if got, err := s.BySession(bg, "smsc/2", 9); err != nil || got.Key != rec.Key {
-		t.Errorf("BySession(smsc/2, 9) = %+v, %v; want %v", got, err, rec.Key)
-	}
-	if got, err := s.BySession(bg, "smsc/1", 7); err != nil || got.Key != thief.Key {
-		t.Errorf("BySession(smsc/1, 7) = %+v, %v; want %v, which took the entry over", got, err, thief.Key)
-	}
+	wantJournal(t, s, rec.Key, "smsc", "smsc/2", 9)
+	wantJournal(t, s, thief.Key, "smsc", "smsc/1", 7)
 }
 
 func second[T any](_ T, err error) error { return err }
