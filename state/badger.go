@@ -91,6 +91,9 @@ type BadgerOptions struct {
 	// Ignored InMemory.
 	NoCommitLog bool
 
+	// trimSyncAfter (tests in this package) replaces the constant
+	// (negative: at once).
+	trimSyncAfter time.Duration
 	// commitLogRotate (tests in this package) replaces the size at
 	// which a commit log segment is closed and a new one started.
 	commitLogRotate int64
@@ -210,6 +213,10 @@ type BadgerStore struct {
 	diskFree func(path string) (uint64, bool) // free bytes, ok
 	lowDisk  bool                             // committer only: last guard verdict
 	qseq     uint64                           // committer only: last queue sequence number
+	// trimSyncAfter: see truncateCommitLog (the constant, or a test's).
+	trimSyncAfter time.Duration
+	// valueThreshold is Badger's (a value this long goes to its value log).
+	valueThreshold int64
 
 	mark         *marker       // the store's marker; nil in memory
 	commitSeq    uint64        // committer only: commits made (the high-water mark)
@@ -275,23 +282,25 @@ func OpenBadger(opts BadgerOptions) (*BadgerStore, error) {
 		return nil, err
 	}
 	s := &BadgerStore{
-		qseq:          qseq,
-		mark:          mark,
-		lostCommits:   lost,
-		db:            db,
-		log:           log,
-		now:           opts.Now,
-		maxBatch:      opts.MaxBatch,
-		path:          opts.Path,
-		minFree:       opts.MinFreeBytes,
-		diskFree:      opts.diskFree,
-		seed:          maphash.MakeSeed(),
-		batchCount:    db.MaxBatchCount() * 3 / 4,
-		batchBytes:    db.MaxBatchSize() * 3 / 4,
-		reqs:          make(chan *request, opts.QueueSize),
-		committerDone: make(chan struct{}),
-		stopGC:        make(chan struct{}),
-		gcDone:        make(chan struct{}),
+		qseq:           qseq,
+		mark:           mark,
+		lostCommits:    lost,
+		db:             db,
+		log:            log,
+		now:            opts.Now,
+		maxBatch:       opts.MaxBatch,
+		path:           opts.Path,
+		minFree:        opts.MinFreeBytes,
+		trimSyncAfter:  cmp.Or(opts.trimSyncAfter, trimSyncAfter),
+		valueThreshold: bo.ValueThreshold,
+		diskFree:       opts.diskFree,
+		seed:           maphash.MakeSeed(),
+		batchCount:     db.MaxBatchCount() * 3 / 4,
+		batchBytes:     db.MaxBatchSize() * 3 / 4,
+		reqs:           make(chan *request, opts.QueueSize),
+		committerDone:  make(chan struct{}),
+		stopGC:         make(chan struct{}),
+		gcDone:         make(chan struct{}),
 
 		stopCheckpoint: make(chan struct{}),
 		checkpointDone: make(chan struct{}),

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -196,6 +197,14 @@ func uvarintBytes(b []byte) (v, rest []byte, ok bool) {
 type segment struct {
 	first uint64
 	path  string
+	// vlog: a value of its batches went to Badger's value log, which a
+	// memtable flush does not sync.
+	vlog bool
+	// bound is, once every batch of the segment is applied, the newest
+	// memtable log then (its batches are in that memtable or older ones);
+	// 0 until seen. seen is when.
+	bound uint64
+	seen  time.Time
 }
 
 // listSegments returns the commit log segments of dir, oldest first.
@@ -319,6 +328,9 @@ func applyBatch(db *badger.DB, ws []write) error {
 type commitLog struct {
 	dir    string
 	rotate int64
+	// vlogAt is Badger's value threshold: a value at least this long goes
+	// to its value log (0: none does).
+	vlogAt int
 
 	f      *os.File
 	size   int64
@@ -389,6 +401,11 @@ func (l *commitLog) append(seq uint64, hwm write, reqs []*request) error {
 		return l.broken
 	}
 	l.size += int64(len(l.buf))
+	if l.vlogAt > 0 && toValueLog(reqs, l.vlogAt) {
+		l.mu.Lock()
+		l.segs[len(l.segs)-1].vlog = true
+		l.mu.Unlock()
+	}
 	if cap(l.buf) > 4<<20 {
 		l.buf = nil
 	}
@@ -410,6 +427,38 @@ func (l *commitLog) removable(applied uint64) []segment {
 	return out
 }
 
+// toValueLog reports whether a put of reqs has a value of at least
+// threshold bytes (Badger writes it to its value log).
+func toValueLog(reqs []*request, threshold int) bool {
+	for _, r := range reqs {
+		for _, w := range r.writes {
+			if !w.del && len(w.val) >= threshold {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// bounded gives each of segs (removable: every batch applied) that has
+// no bound yet the bound newest (the newest memtable log now) and returns
+// segs as the log now holds them.
+func (l *commitLog) bounded(segs []segment, newest uint64, now time.Time) []segment {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i := range segs {
+		for j := range l.segs {
+			if l.segs[j].path == segs[i].path && l.segs[j].bound == 0 {
+				l.segs[j].bound, l.segs[j].seen = max(newest, 1), now
+			}
+			if l.segs[j].path == segs[i].path {
+				segs[i] = l.segs[j]
+			}
+		}
+	}
+	return segs
+}
+
 // removed forgets segments (removed from the disk).
 func (l *commitLog) removed(segs []segment) {
 	l.mu.Lock()
@@ -426,19 +475,54 @@ func (l *commitLog) close() error {
 	return l.f.Close()
 }
 
-// truncateCommitLog removes the segments of the commit log whose batches
-// Badger holds durably: it syncs Badger's active memtable log and value
-// log, and proceeds only when no older memtable waits for its flush
-// (their logs are not synced; a flushed one is a synced table). It runs
-// on the checkpoint goroutine (the segments before the current one).
+// truncateCommitLog removes the oldest segments of the commit log whose
+// batches Badger holds durably, in order (a newer segment never goes
+// before an older one: replaying the older alone would put back what the
+// newer overwrote). It runs on the checkpoint goroutine, over the
+// segments before the current one. A segment's batches are durable in
+// Badger once every memtable that may hold them has been flushed into a
+// table (synced; the memtable's log is then deleted), which costs nothing
+// more: Badger's memtable logs are never synced on this path, so their
+// pages need not be written at all. A segment still waiting after
+// trimSyncAfter (a memtable filling slowly), or one with a value in
+// Badger's value log (a flush does not sync that log), is made durable
+// the other way: Badger's active memtable log and value log are synced,
+// provided no older memtable waits for its flush.
 func (s *BadgerStore) truncateCommitLog() error {
 	segs := s.clog.removable(s.committed.Load())
 	if len(segs) == 0 {
 		return nil
 	}
-	ok, err := s.syncBadger()
-	if err != nil || !ok {
+	fids, err := memLogFids(s.path)
+	if err != nil {
 		return err
+	}
+	now := time.Now()
+	segs = s.clog.bounded(segs, fids.newest, now)
+	n := 0 // segments whose memtables are all flushed
+	for n < len(segs) && !segs[n].vlog && fids.oldest > segs[n].bound {
+		n++
+	}
+	if n < len(segs) && (segs[n].vlog || now.Sub(segs[n].seen) >= s.trimSyncAfter) {
+		ok, err := s.syncBadger()
+		if err != nil {
+			return err
+		}
+		if ok {
+			n = len(segs)
+		}
+	}
+	return s.removeSegments(segs[:n])
+}
+
+// trimSyncAfter: how long a commit log segment waits for Badger's
+// memtable flushes before truncateCommitLog syncs Badger's logs instead.
+const trimSyncAfter = time.Minute
+
+// removeSegments removes segs (the oldest segments) from the disk.
+func (s *BadgerStore) removeSegments(segs []segment) error {
+	if len(segs) == 0 {
+		return nil
 	}
 	for _, sg := range segs {
 		if err := os.Remove(sg.path); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -474,6 +558,31 @@ func (s *BadgerStore) syncBadgerAll() error {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// memLogs are the file numbers of Badger's memtable logs in a directory:
+// the oldest and the newest (oldest is MaxUint64 when there are none).
+type memLogs struct{ oldest, newest uint64 }
+
+func memLogFids(dir string) (memLogs, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return memLogs{}, fmt.Errorf("state: read store directory: %w", err)
+	}
+	m := memLogs{oldest: math.MaxUint64}
+	for _, e := range ents {
+		name, ok := strings.CutSuffix(e.Name(), ".mem")
+		if !ok {
+			continue
+		}
+		fid, err := strconv.ParseUint(name, 10, 64)
+		if err != nil {
+			// Not one of Badger's: never assume it flushed.
+			return memLogs{}, fmt.Errorf("state: unexpected memtable log %q in the store directory", e.Name())
+		}
+		m.oldest, m.newest = min(m.oldest, fid), max(m.newest, fid)
+	}
+	return m, nil
 }
 
 func countMemLogs(dir string) (int, error) {
@@ -538,6 +647,9 @@ func (s *BadgerStore) startCommitLog(opts BadgerOptions) error {
 	}
 	if s.clog, err = openCommitLog(s.path, s.commitSeq+1, nil); err != nil {
 		return err
+	}
+	if s.valueThreshold < math.MaxInt32 {
+		s.clog.vlogAt = int(s.valueThreshold)
 	}
 	if opts.commitLogRotate > 0 {
 		s.clog.rotate = opts.commitLogRotate
