@@ -270,8 +270,8 @@ func replayCommitLog(db *badger.DB, dir string, base uint64) (replayResult, erro
 		if err != nil {
 			return res, fmt.Errorf("state: replay commit log %s: %w", filepath.Base(sg.path), err)
 		}
-		if end == len(b) {
-			continue
+		if end == len(b) || allZero(b[end:]) {
+			continue // (the unused part of a segment made from the spare)
 		}
 		if i < len(segs)-1 {
 			res.damage = append(res.damage, fmt.Sprintf("commit log segment %s is damaged at byte %d of %d (and is not the last)", filepath.Base(sg.path), end, len(b)))
@@ -339,12 +339,28 @@ type commitLog struct {
 
 	mu   sync.Mutex
 	segs []segment // every segment, oldest first; the last is f
+
+	// The spare: the next segment's file, written with zeros and synced
+	// ahead of time (spareName), so that appending to a segment only
+	// overwrites blocks the file already has and its fdatasync flushes
+	// data alone, no file-size or extent change (2-3 times faster here).
+	// spareOK: it is ready; preparing: a goroutine (spareWG) writes it.
+	spareOK, preparing bool
+	spareWG            sync.WaitGroup
+	closed             bool
 }
+
+// spareName is the file of the spare segment (not a segment: listSegments
+// skips it).
+const spareName = "commit-spare.tmp"
 
 // openCommitLog starts a new segment whose first batch will be next;
 // old lists the segments already there (replayed).
-func openCommitLog(dir string, next uint64, old []segment) (*commitLog, error) {
-	l := &commitLog{dir: dir, rotate: commitLogRotate, segs: old}
+func openCommitLog(dir string, next uint64, old []segment, rotate int64) (*commitLog, error) {
+	l := &commitLog{dir: dir, rotate: cmp.Or(rotate, commitLogRotate), segs: old}
+	// The first segment is made from a spare too (written here: some
+	// 16 MiB at start-up); failing that, it is an empty file.
+	l.spareOK = writeZeros(filepath.Join(dir, spareName), l.rotate) == nil
 	if err := l.startSegment(next); err != nil {
 		return nil, err
 	}
@@ -353,7 +369,7 @@ func openCommitLog(dir string, next uint64, old []segment) (*commitLog, error) {
 
 func (l *commitLog) startSegment(first uint64) error {
 	path := filepath.Join(l.dir, commitLogName(first))
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	f, err := l.takeSpare(path)
 	if err != nil {
 		return fmt.Errorf("state: start commit log segment: %w", err)
 	}
@@ -371,7 +387,73 @@ func (l *commitLog) startSegment(first uint64) error {
 	}
 	l.segs = append(l.segs, segment{first: first, path: path})
 	l.mu.Unlock()
+	l.prepareSpare()
 	return nil
+}
+
+// takeSpare opens path as the new segment: the spare renamed, when it is
+// ready, else a new empty file.
+func (l *commitLog) takeSpare(path string) (*os.File, error) {
+	l.mu.Lock()
+	ready := l.spareOK
+	l.spareOK = false
+	l.mu.Unlock()
+	if ready {
+		if err := os.Rename(filepath.Join(l.dir, spareName), path); err == nil {
+			return os.OpenFile(path, os.O_WRONLY, 0)
+		}
+	}
+	return os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+}
+
+// prepareSpare starts writing the spare unless it is ready or being
+// written. A spare that cannot be written is not an error: the next
+// segment is then a new empty file, as the first one is.
+func (l *commitLog) prepareSpare() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.spareOK || l.preparing || l.closed {
+		return
+	}
+	l.preparing = true
+	l.spareWG.Add(1)
+	go func() {
+		defer l.spareWG.Done()
+		err := writeZeros(filepath.Join(l.dir, spareName), l.rotate)
+		if err == nil {
+			err = syncDir(l.dir)
+		}
+		l.mu.Lock()
+		l.preparing, l.spareOK = false, err == nil
+		l.mu.Unlock()
+	}()
+}
+
+// writeZeros writes a file of size zero bytes and syncs it.
+func writeZeros(path string, size int64) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	zeros := make([]byte, min(size, 1<<20))
+	for left := size; left > 0 && err == nil; left -= int64(len(zeros)) {
+		_, err = f.Write(zeros[:min(left, int64(len(zeros)))])
+	}
+	if err == nil {
+		err = fdatasync(f)
+	}
+	return errors.Join(err, f.Close())
+}
+
+// allZero reports whether b holds zero bytes only: the unused part of a
+// segment made from the spare.
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // append writes batch seq (the requests' writes after hwm, the
@@ -468,7 +550,15 @@ func (l *commitLog) removed(segs []segment) {
 	})
 }
 
+// close closes the current segment and removes the spare (once written).
 func (l *commitLog) close() error {
+	l.mu.Lock()
+	l.closed = true
+	l.mu.Unlock()
+	l.spareWG.Wait()
+	if err := os.Remove(filepath.Join(l.dir, spareName)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
 	if l.f == nil {
 		return nil
 	}
@@ -645,14 +735,11 @@ func (s *BadgerStore) startCommitLog(opts BadgerOptions) error {
 	if !enabled {
 		return nil
 	}
-	if s.clog, err = openCommitLog(s.path, s.commitSeq+1, nil); err != nil {
+	if s.clog, err = openCommitLog(s.path, s.commitSeq+1, nil, max(opts.commitLogRotate, 0)); err != nil {
 		return err
 	}
 	if s.valueThreshold < math.MaxInt32 {
 		s.clog.vlogAt = int(s.valueThreshold)
-	}
-	if opts.commitLogRotate > 0 {
-		s.clog.rotate = opts.commitLogRotate
 	}
 	return nil
 }

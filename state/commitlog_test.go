@@ -289,3 +289,68 @@ func TestCommitLogIsTrimmedByMemtableFlushesWithoutSyncingBadger(t *testing.T) {
 		}
 	}
 }
+
+// Commit log segments are made from a spare written with zeros ahead of
+// time (an append then changes neither the file's size nor its extents,
+// so its fdatasync flushes data alone): a segment is as long as the
+// rotation size from its first batch, the zeros it has not used yet are
+// not taken for damage when the log is replayed after a crash, and no
+// spare is left behind by a clean stop.
+func TestCommitLogSegmentsArePreallocatedAndTheirUnusedZerosAreNotDamage(t *testing.T) {
+	dir := t.TempDir()
+	const rotate = 64 << 10
+	s, err := OpenBadger(BadgerOptions{Path: dir, GCInterval: -1, CheckpointInterval: -1, commitLogRotate: rotate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	now := time.Now()
+	const n = 1000 // several segments, the last one part full
+	for i := range n {
+		rec := &Record{Key: Key{Account: "acme", Key: fmt.Sprintf("k%d", i)}, State: Sent, Upstream: "smsc",
+			Created: now, Updated: now, Expires: now.Add(time.Hour), History: []Event{{At: now, State: Sent}}}
+		if _, _, err := s.Create(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	segs, _ := filepath.Glob(filepath.Join(dir, "commit-*.log"))
+	if len(segs) < 2 {
+		t.Fatalf("segments %v after %d commits with %d-byte segments, want several", segs, n, rotate)
+	}
+	for _, sg := range segs {
+		fi, err := os.Stat(sg)
+		if err != nil || fi.Size() < rotate {
+			t.Errorf("segment %s: %v, %v; want at least %d bytes from its first batch", filepath.Base(sg), fi.Size(), err, rotate)
+		}
+	}
+	last, _ := os.ReadFile(segs[len(segs)-1])
+	if len(bytes.TrimRight(last, "\x00")) == len(last) {
+		t.Fatalf("the current segment has no unused zeros (%d bytes): the test needs one part full", len(last))
+	}
+	// A crash: abandoned without Close, Badger closed behind its back
+	// (once the spare being written, if any, is: a dead process writes
+	// nothing more).
+	s.clog.spareWG.Wait()
+	_ = s.clog.f.Close()
+	if err := s.db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := OpenBadger(BadgerOptions{Path: dir, GCInterval: -1})
+	if err != nil {
+		t.Fatalf("reopen after a crash with part-used segments = %v", err)
+	}
+	if lost := s2.Stats().LostCommits; lost != 0 {
+		t.Errorf("LostCommits = %d after the reopen, want 0", lost)
+	}
+	for i := range n {
+		if _, err := s2.Get(ctx, Key{Account: "acme", Key: fmt.Sprintf("k%d", i)}); err != nil {
+			t.Fatalf("Get(k%d) after reopen = %v", i, err)
+		}
+	}
+	if err := s2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, "commit-*")); len(left) != 0 {
+		t.Errorf("files left by a clean stop: %v, want no segment and no spare", left)
+	}
+}
