@@ -82,7 +82,7 @@ func (o *op) recordUnsent(ctx context.Context, res Result, stored smpp.Status) {
 		o.lost = true
 		return
 	}
-	o.logger().Debug("submit not sent", "status", res.Status.String(), "reason", errString(res.Err))
+	o.debug("submit not sent", "status", res.Status.String(), "reason", errString(res.Err))
 }
 
 // attempt is the forward of this submit, journaling into its record.

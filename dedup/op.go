@@ -124,6 +124,15 @@ func (o *op) logger() *slog.Logger {
 	return o.log
 }
 
+// debug logs a DEBUG line with the submit's identity, building that
+// logger only when the line is written: a retry answered from memory
+// must not pay for it.
+func (o *op) debug(msg string, args ...any) {
+	if o.e.log.Enabled(context.Background(), slog.LevelDebug) {
+		o.logger().Debug(msg, args...)
+	}
+}
+
 // storeErr is the answer to a submit the store refused.
 func (o *op) storeErr() Answer {
 	return Answer{Status: smpp.StatusSysErr, Outcome: OutStoreErr, Key: o.k}
@@ -247,22 +256,22 @@ func (o *op) forwardNew(ctx context.Context, rec *state.Record) (a Answer, raced
 // answerExisting answers by the record already under the key (within its
 // dedup window). again=true: it was moved meanwhile; decide anew.
 func (o *op) answerExisting(ctx context.Context, existing *state.Record) (Answer, bool) {
-	p, k, log := o.p, o.k, o.logger()
+	p, k := o.p, o.k
 	if !o.c.matches(existing) {
-		log.Warn("key reused for other content; conflict", "status", p.ConflictStatus.String(), "state", string(existing.State))
+		o.logger().Warn("key reused for other content; conflict", "status", p.ConflictStatus.String(), "state", string(existing.State))
 		return Answer{Status: p.ConflictStatus, Outcome: OutConflict, Key: k}, false
 	}
 	switch existing.State {
 	case state.Accepted:
-		log.Debug("duplicate replayed", "message_id", existing.MessageID, "proxy_id", existing.ProxyID, "upstream", existing.Upstream)
+		o.debug("duplicate replayed", "message_id", existing.MessageID, "proxy_id", existing.ProxyID, "upstream", existing.Upstream)
 		return Answer{Status: smpp.StatusOK, MessageID: existing.ClientMessageID(), Outcome: OutReplayed, Key: k}, false
 	case state.Rejected:
-		log.Debug("duplicate replayed rejection", "status", smpp.Status(existing.Status).String())
+		o.debug("duplicate replayed rejection", "status", smpp.Status(existing.Status).String())
 		return Answer{Status: smpp.Status(existing.Status), Outcome: OutReplayed, Key: k}, false
 	case state.Unknown:
 		why := o.resendUnknown(existing)
 		if why == "" {
-			log.Debug("duplicate of an unknown outcome; not forwarded", "status", p.UnknownStatus.String(), "policy", string(p.OnUnknown))
+			o.debug("duplicate of an unknown outcome; not forwarded", "status", p.UnknownStatus.String(), "policy", string(p.OnUnknown))
 			return Answer{Status: p.UnknownStatus, Outcome: OutUnknown, Key: k}, false
 		}
 		return o.takeover(ctx, state.Unknown, why)
@@ -353,11 +362,11 @@ func (o *op) takeover(ctx context.Context, from state.SubmitState, note string) 
 	})
 	switch {
 	case err == nil && expired:
-		o.logger().Debug("retry after the validity period; not forwarded", "status", smpp.StatusInvExpiry.String())
+		o.debug("retry after the validity period; not forwarded", "status", smpp.StatusInvExpiry.String())
 		return Answer{Status: smpp.StatusInvExpiry, Outcome: OutRejected, Key: o.k}, false
 	case err == nil:
 		o.held = held
-		o.logger().Debug("record taken over; forwarding again", "from", string(from), "reason", note)
+		o.debug("record taken over; forwarding again", "from", string(from), "reason", note)
 		return o.forward(ctx, created), false
 	case errors.Is(err, state.ErrAbort), errors.Is(err, state.ErrNotFound):
 		return Answer{}, true
@@ -463,7 +472,7 @@ func (o *op) waitOther(ctx context.Context, owner string) Answer {
 	if ctx.Err() == nil && o.e.owners.dead(ctx, owner) {
 		return o.ownerDead() // it died while this submit waited
 	}
-	o.logger().Debug("duplicate still in flight; throttled")
+	o.debug("duplicate still in flight; throttled")
 	return Answer{Status: smpp.StatusThrottled, Outcome: OutThrottled, Key: k}
 }
 
@@ -472,7 +481,7 @@ func (o *op) waitOther(ctx context.Context, owner string) Answer {
 // throttling) until the owner's lease runs out and the record becomes
 // unknown. Nothing is forwarded: the owner may have written it upstream.
 func (o *op) ownerDead() Answer {
-	o.logger().Debug("duplicate of a record sent by an instance presumed dead; not forwarded", "status", smpp.StatusSysErr.String())
+	o.debug("duplicate of a record sent by an instance presumed dead; not forwarded", "status", smpp.StatusSysErr.String())
 	return Answer{Status: smpp.StatusSysErr, Outcome: OutOwnerDead, Key: o.k}
 }
 
@@ -481,7 +490,7 @@ func (o *op) ownerDead() Answer {
 func (o *op) settledByOther(r *state.Record) (Answer, bool) {
 	switch r.State {
 	case state.Accepted:
-		o.logger().Debug("duplicate joined in-flight submit", "message_id", r.MessageID, "proxy_id", r.ProxyID)
+		o.debug("duplicate joined in-flight submit", "message_id", r.MessageID, "proxy_id", r.ProxyID)
 		return Answer{Status: smpp.StatusOK, MessageID: r.ClientMessageID(), Outcome: OutJoined, Key: o.k}, true
 	case state.Rejected, state.Retryable:
 		return Answer{Status: smpp.Status(r.Status), Outcome: OutJoined, Key: o.k}, true

@@ -41,6 +41,7 @@ func benchFlags() []cli.Flag {
 		&cli.IntFlag{Name: "count", Value: 10000, Usage: "total submits (per run with --processes)"},
 		&cli.Float64Flag{Name: "duplicates", Value: 0.1, Usage: "share of submits that reuse an earlier key with the same text (0 <= d < 1; --processes sends fresh keys and measures retries in a run of their own)"},
 		&cli.StringFlag{Name: "key-tag", Value: "0x1400", Usage: "TLV tag of the idempotency key (hex or decimal)"},
+		&cli.StringFlag{Name: "key-prefix", Usage: "start every key with this (keys are prefix + 0, 1, ...); the same prefix and --count again retries the keys of an earlier run; empty = a random prefix"},
 		&cli.BoolFlag{Name: "no-key", Usage: "send no key TLV"},
 		&cli.Float64Flag{Name: "rate", Usage: "submits per second over all sessions (0 = as fast as the window allows; with --processes the offered rate of the fixed-rate rows, default 5000)"},
 		&cli.DurationFlag{Name: "timeout", Value: 10 * time.Second, Usage: "response timeout of one submit"},
@@ -59,7 +60,7 @@ func benchOptionsFrom(c *cli.Context) (benchOptions, error) {
 		Target: c.String("target"), SystemID: c.String("system-id"), Password: c.String("password"),
 		Binds: c.Int("binds"), Window: c.Int("window"), Count: c.Int("count"),
 		Duplicates: c.Float64("duplicates"), NoKey: c.Bool("no-key"), Rate: c.Float64("rate"),
-		Timeout: c.Duration("timeout"), Receipts: c.Bool("receipts"),
+		Timeout: c.Duration("timeout"), Receipts: c.Bool("receipts"), KeyPrefix: c.String("key-prefix"),
 	}
 	tag, err := strconv.ParseUint(c.String("key-tag"), 0, 16)
 	if err != nil {
