@@ -191,17 +191,36 @@ func (d *dispatcher) wake() {
 // net (expiry of back-offs, sessions bound without OnBound).
 const idleTick = time.Second
 
+// pumpGap is the least time between the starts of two pumps woken by a
+// kick while the last one sent all it found (no backlog): the receipts
+// queued meanwhile are then served by one List (a List per receipt cost
+// more than the receipt's delivery). A kick after a quiet spell, or while
+// a backlog waits for window slots, is served at once. It paces the loop
+// in real time and decides nothing about entries.
+const pumpGap = time.Millisecond
+
 func (d *dispatcher) run() {
 	t := time.NewTimer(0)
 	defer t.Stop()
+	var last time.Time // when the last pump started (real time)
+	backlog := false   // the last pump left entries for lack of window slots
 	for {
 		select {
 		case <-d.s.ctx.Done():
 			return
 		case <-d.kickc:
+			if wait := pumpGap - time.Since(last); wait > 0 && !backlog {
+				select {
+				case <-d.s.ctx.Done():
+					return
+				case <-time.After(wait):
+				}
+			}
 		case <-t.C:
 		}
-		next := d.pump()
+		last = time.Now()
+		var next time.Duration
+		next, backlog = d.pump()
 		if !t.Stop() {
 			select {
 			case <-t.C:
@@ -212,13 +231,14 @@ func (d *dispatcher) run() {
 	}
 }
 
-// pump sends what can be sent now and returns how long to sleep at most.
-func (d *dispatcher) pump() time.Duration {
+// pump sends what can be sent now and returns how long to sleep at most,
+// and whether entries may be left for lack of window slots (backlog).
+func (d *dispatcher) pump() (time.Duration, bool) {
 	now := d.s.now()
 	ready, sleep := d.readySessions(now)
 	sleep = min(sleep, d.retryAcks())
 	if len(ready) == 0 {
-		return sleep
+		return sleep, false
 	}
 	win := d.window()
 	d.mu.Lock()
@@ -232,7 +252,7 @@ func (d *dispatcher) pump() time.Duration {
 	// are skipped by their state.
 	if free == 0 {
 		d.mu.Unlock()
-		return sleep
+		return sleep, true
 	}
 	prune := d.deleted
 	d.deleted = nil
@@ -245,7 +265,7 @@ func (d *dispatcher) pump() time.Duration {
 		if d.s.ctx.Err() == nil {
 			d.s.log.Warn("dlr: reading the queue", "account", d.account, "err", err)
 		}
-		return sleep
+		return sleep, false
 	}
 	d.mu.Lock()
 	for _, seq := range prune {
@@ -271,7 +291,7 @@ func (d *dispatcher) pump() time.Duration {
 	}
 	d.mu.Unlock()
 	d.start(sends)
-	return min(sleep, wait)
+	return min(sleep, wait), stop < len(entries) || len(entries) == c.limit
 }
 
 // window is the account's window of deliver_sm awaiting their response

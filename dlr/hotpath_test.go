@@ -14,10 +14,11 @@ import (
 )
 
 // On a Badger store the intake reads the record without its history and
-// appends the receipt's event without reading it: the record still gets
-// its delivery state, its history keeps every event before the receipt's,
-// and the receipt reaches the ESME and leaves the queue (its Ack written
-// in a batch).
+// appends the receipt's event without reading it, in the write that
+// queues the receipt: the record still gets its delivery state, its
+// history keeps every event before the receipt's, a duplicate adds none,
+// and the receipt reaches the ESME once and leaves the queue (its Ack
+// written in a batch).
 func TestReceiptOnBadgerKeepsTheRecordsWholeHistory(t *testing.T) {
 	st, err := state.OpenBadger(state.BadgerOptions{Path: t.TempDir(), MinFreeBytes: -1})
 	if err != nil {
@@ -52,8 +53,13 @@ func TestReceiptOnBadgerKeepsTheRecordsWholeHistory(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got := svc.OnDeliver(bg, smppclient.Delivery{Upstream: "smsc", Session: "smsc/1", Frame: dlrFrame("1000", "DELIVRD")}); got != 0 {
-		t.Fatalf("receipt answered %v", got)
+	for range 2 { // the second time a duplicate: neither queued nor noted again
+		if got := svc.OnDeliver(bg, smppclient.Delivery{Upstream: "smsc", Session: "smsc/1", Frame: dlrFrame("1000", "DELIVRD")}); got != 0 {
+			t.Fatalf("receipt answered %v", got)
+		}
+	}
+	if n := svc.Count(OutDuplicate); n != 1 {
+		t.Errorf("%d receipts counted duplicate; want 1", n)
 	}
 	got, err := st.Get(bg, k)
 	if err != nil {

@@ -568,7 +568,7 @@ func (s *Service) match(ctx context.Context, upstream string, r *receipt) (*stat
 // reading it (state.BadgerStore): the intake of a receipt needs neither.
 type hotStore interface {
 	ByMessageIDHot(ctx context.Context, upstream, id string) (*state.Record, error)
-	AppendHot(ctx context.Context, k state.Key, fn func(*state.Record) error) (*state.Record, error)
+	AppendHot(ctx context.Context, k state.Key, fn func(*state.Record) error) error
 }
 
 // byMessageID is Store.ByMessageID, without the record's history when the
@@ -632,7 +632,16 @@ func (s *Service) route(ctx context.Context, upstream string, rec *state.Record,
 		Kind: KindReceipt, Upstream: upstream, MessageID: clientID, Stat: r.stat,
 		Command: r.m.cmd, Body: body, Enqueued: now, Expires: now.Add(s.account(acct).Retention),
 	}
-	_, dup, err := s.q.Enqueue(ctx, e)
+	mark := deliveryMark(upstream, r, now)
+	var dup, marked bool
+	var err error
+	if ea, ok := s.q.(enqueueAppender); ok && any(s.q) == any(s.cfg.Store) {
+		// One durable write for both (the record's change only with the
+		// entry): the intake's one wait for a sync.
+		_, dup, marked, err = ea.EnqueueAppend(ctx, e, rec.Key, mark)
+	} else {
+		_, dup, err = s.q.Enqueue(ctx, e)
+	}
 	if err != nil {
 		return "", err
 	}
@@ -640,7 +649,9 @@ func (s *Service) route(ctx context.Context, upstream string, rec *state.Record,
 		return OutDuplicate, nil
 	}
 	s.m.depth.WithLabelValues(acct).Inc()
-	s.markDelivery(ctx, rec.Key, upstream, r, now)
+	if !marked {
+		s.markDelivery(ctx, rec.Key, mark)
+	}
 	s.kick(acct)
 	if s.hasReceiver(acct) {
 		return OutRouted, nil
@@ -648,15 +659,17 @@ func (s *Service) route(ctx context.Context, upstream string, rec *state.Record,
 	return OutQueued, nil
 }
 
-// markDelivery records what the receipt says on the record (best effort:
-// the receipt is already queued). A final state is not overwritten by a
-// late intermediate one.
-func (s *Service) markDelivery(ctx context.Context, k state.Key, upstream string, r *receipt, now time.Time) {
-	update := s.cfg.Store.Update
-	if h, ok := s.cfg.Store.(hotStore); ok {
-		update = h.AppendHot // fn reads no history: it appends one event
-	}
-	_, err := update(ctx, k, func(rec *state.Record) error {
+// enqueueAppender is implemented by a store that enqueues an entry and
+// appends to a record's history in one write (state.BadgerStore).
+type enqueueAppender interface {
+	EnqueueAppend(ctx context.Context, e *state.QueueEntry, k state.Key, fn func(*state.Record) error) (seq uint64, dup, appended bool, err error)
+}
+
+// deliveryMark is the change receipt r makes to its record: its delivery
+// state (a final state is not overwritten by a late intermediate one) and
+// an event. It reads no history.
+func deliveryMark(upstream string, r *receipt, now time.Time) func(*state.Record) error {
+	return func(rec *state.Record) error {
 		if r.state != "" && !(rec.Delivery.Final() && !r.state.Final()) {
 			rec.Delivery, rec.DeliveryAt = r.state, now
 		}
@@ -664,8 +677,20 @@ func (s *Service) markDelivery(ctx context.Context, k state.Key, upstream string
 		rec.History = append(rec.History, state.Event{At: now, State: rec.State, MessageID: rec.MessageID,
 			Note: fmt.Sprintf("receipt from %s: %s (stat %s)", upstream, orDash(string(r.state)), orDash(r.stat))})
 		return nil
-	})
-	if err != nil {
+	}
+}
+
+// markDelivery records on the record what the receipt says (mark; best
+// effort: the receipt is already queued).
+func (s *Service) markDelivery(ctx context.Context, k state.Key, mark func(*state.Record) error) {
+	update := func(ctx context.Context, k state.Key, fn func(*state.Record) error) error {
+		_, err := s.cfg.Store.Update(ctx, k, fn)
+		return err
+	}
+	if h, ok := s.cfg.Store.(hotStore); ok {
+		update = h.AppendHot // mark reads no history: it appends one event
+	}
+	if err := update(ctx, k, mark); err != nil {
 		s.log.Warn("dlr: delivery state not recorded", "account", k.Account, "key", s.cfg.LogKey(k.Key), "segment", k.Segment, "err", err)
 	}
 }

@@ -101,7 +101,7 @@ func TestBadgerAppendHotKeepsTheWholeHistory(t *testing.T) {
 	k := state.Key{Account: "shop", Key: "k1"}
 	acceptedWithHistory(t, s, k, now, 4)
 	var seen int
-	got, err := s.AppendHot(ctx, k, func(r *state.Record) error {
+	err := s.AppendHot(ctx, k, func(r *state.Record) error {
 		seen = len(r.History)
 		r.Delivery, r.DeliveryAt = state.DeliveryDelivered, now
 		r.History = append(r.History, state.Event{At: now, State: r.State, Note: "receipt"})
@@ -113,9 +113,6 @@ func TestBadgerAppendHotKeepsTheWholeHistory(t *testing.T) {
 	if seen != 1 {
 		t.Errorf("AppendHot's fn saw %d events; want the first only", seen)
 	}
-	if got.Delivery != state.DeliveryDelivered || got.History != nil {
-		t.Errorf("AppendHot returned delivery %q, %d events; want delivered, no history", got.Delivery, len(got.History))
-	}
 	rec, err := s.Get(ctx, k)
 	if err != nil {
 		t.Fatal(err)
@@ -125,7 +122,7 @@ func TestBadgerAppendHotKeepsTheWholeHistory(t *testing.T) {
 		t.Errorf("after AppendHot: history %q, delivery %q; want %q, delivered", notes(rec.History), rec.Delivery, want)
 	}
 	// A second one appends after the first.
-	if _, err := s.AppendHot(ctx, k, func(r *state.Record) error {
+	if err := s.AppendHot(ctx, k, func(r *state.Record) error {
 		r.History = append(r.History, state.Event{At: now, State: r.State, Note: "receipt 2"})
 		return nil
 	}); err != nil {
@@ -147,7 +144,7 @@ func TestBadgerAppendHotThatChangesExpiresIsAnUpdate(t *testing.T) {
 	k := state.Key{Account: "shop", Key: "k1"}
 	acceptedWithHistory(t, s, k, now, 3)
 	var seen []int
-	if _, err := s.AppendHot(ctx, k, func(r *state.Record) error {
+	if err := s.AppendHot(ctx, k, func(r *state.Record) error {
 		seen = append(seen, len(r.History))
 		r.Expires = r.Expires.Add(time.Hour)
 		r.History = append(r.History, state.Event{At: now, State: r.State, Note: "later"})
@@ -214,5 +211,49 @@ func TestBadgerAckAllDeletesTheEntriesItNames(t *testing.T) {
 	}
 	if seq, dup, err := s.Enqueue(ctx, &state.QueueEntry{Queue: "shop", DedupKey: "k2", Command: 5, Enqueued: now, Expires: now.Add(time.Hour)}); err != nil || !dup || seq != seqs[2] {
 		t.Errorf("Enqueue of an acknowledged key = %d, %v, %v; want %d, dup", seq, dup, err, seqs[2])
+	}
+}
+
+// EnqueueAppend queues the entry and appends to the record together; a
+// duplicate entry changes neither; for a record that is not there the
+// entry is queued alone and says so.
+func TestBadgerEnqueueAppendWritesBothOrNeither(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openBadger(t, dir, nil)
+	now := time.Now()
+	k := state.Key{Account: "shop", Key: "k1"}
+	acceptedWithHistory(t, s, k, now, 3)
+	entry := &state.QueueEntry{Queue: "esme/shop", DedupKey: "r1", Command: 5, Enqueued: now, Expires: now.Add(time.Hour)}
+	mark := func(note string) func(*state.Record) error {
+		return func(r *state.Record) error {
+			r.Delivery = state.DeliveryDelivered
+			r.History = append(r.History, state.Event{At: now, State: r.State, Note: note})
+			return nil
+		}
+	}
+	seq, dup, appended, err := s.EnqueueAppend(ctx, entry, k, mark("receipt"))
+	if err != nil || dup || !appended || seq == 0 {
+		t.Fatalf("EnqueueAppend = %d, %v, %v, %v; want a new entry, appended", seq, dup, appended, err)
+	}
+	if seq2, dup, appended, err := s.EnqueueAppend(ctx, entry, k, mark("again")); err != nil || !dup || appended || seq2 != seq {
+		t.Errorf("EnqueueAppend of a duplicate = %d, %v, %v, %v; want %d, dup, not appended", seq2, dup, appended, err, seq)
+	}
+	gone := &state.QueueEntry{Queue: "esme/shop", DedupKey: "r2", Command: 5, Enqueued: now, Expires: now.Add(time.Hour)}
+	if _, dup, appended, err := s.EnqueueAppend(ctx, gone, state.Key{Account: "shop", Key: "nothing"}, mark("x")); err != nil || dup || appended {
+		t.Errorf("EnqueueAppend for no record = %v, %v, %v; want queued, not appended", dup, appended, err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openBadger(t, dir, nil)
+	defer s.Close()
+	rec, err := s.Get(ctx, k)
+	want := []string{"event 0", "event 1", "event 2", "receipt"}
+	if err != nil || fmt.Sprint(notes(rec.History)) != fmt.Sprint(want) || rec.Delivery != state.DeliveryDelivered {
+		t.Errorf("record after a reopen: history %q, delivery %q, %v; want %q, delivered", notes(rec.History), rec.Delivery, err, want)
+	}
+	if es, err := s.List(ctx, "esme/shop", 0, 10); err != nil || len(es) != 2 || es[0].Seq != seq {
+		t.Errorf("queue after a reopen: %d entries, %v; want 2, the first %d", len(es), err, seq)
 	}
 }
