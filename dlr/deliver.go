@@ -557,9 +557,10 @@ type ackBatch struct {
 
 // ack deletes entry seq from the queue (Queue.Ack). With a batchAcker,
 // the Acks of the entries acknowledged while one is written are written
-// together next, by the first of their senders (one write request for
-// all: the store would commit them in one group anyway, but each request
-// costs). It returns once seq's Ack is durable or has failed.
+// together next (one write request for all: the store would commit them
+// in one group anyway, but each request costs), by the sender that wrote
+// the one before: it writes batches until none is waiting. It returns
+// once seq's Ack is durable or has failed.
 func (d *dispatcher) ack(seq uint64) error {
 	ctx := context.WithoutCancel(d.s.ctx)
 	ba, ok := d.s.q.(batchAcker)
