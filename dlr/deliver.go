@@ -85,6 +85,11 @@ type dispatcher struct {
 	// has sent, by seq; an entry it has not sent, or has forgotten, is
 	// pending (sent by the next pump that has a free slot).
 	entries map[uint64]*entry
+	// held counts the entries refused or ack_pending (held back), so that
+	// a pump looks through entries for them only when there are some;
+	// deleted lists those entryDeleted, to forget after the next List.
+	held    map[entryState]int
+	deleted []uint64
 	perSess map[string]int // deliver_sm awaiting a response, per session id
 	rr      int
 	// The queue is read from a cursor, not from its head: a queue whose
@@ -98,6 +103,11 @@ type dispatcher struct {
 	// higher seq (a store shared by several processes).
 	next, redo uint64
 	fullAt     time.Time
+
+	// Acks being written (see ack).
+	ackMu   sync.Mutex
+	acking  bool      // a sender is writing Acks
+	ackNext *ackBatch // the Acks to write next
 }
 
 // entryState is where one queue entry stands in its delivery.
@@ -148,7 +158,25 @@ func newDispatcher(s *Service, account string) *dispatcher {
 	return &dispatcher{
 		s: s, account: account, queue: accountQueue(account),
 		kickc:   make(chan struct{}, 1),
-		entries: map[uint64]*entry{}, perSess: map[string]int{},
+		entries: map[uint64]*entry{}, held: map[entryState]int{}, perSess: map[string]int{},
+	}
+}
+
+// setLocked puts entry seq in e's state (nil: forgets it, pending).
+func (d *dispatcher) setLocked(seq uint64, e *entry) {
+	if old, ok := d.entries[seq]; ok && (old.state == entryRefused || old.state == entryAckPending) {
+		d.held[old.state]--
+	}
+	if e == nil {
+		delete(d.entries, seq)
+		return
+	}
+	d.entries[seq] = e
+	switch e.state {
+	case entryRefused, entryAckPending:
+		d.held[e.state]++
+	case entryDeleted:
+		d.deleted = append(d.deleted, seq)
 	}
 }
 
@@ -163,17 +191,36 @@ func (d *dispatcher) wake() {
 // net (expiry of back-offs, sessions bound without OnBound).
 const idleTick = time.Second
 
+// pumpGap is the least time between the starts of two pumps woken by a
+// kick while the last one sent all it found (no backlog): the receipts
+// queued meanwhile are then served by one List (a List per receipt cost
+// more than the receipt's delivery). A kick after a quiet spell, or while
+// a backlog waits for window slots, is served at once. It paces the loop
+// in real time and decides nothing about entries.
+const pumpGap = time.Millisecond
+
 func (d *dispatcher) run() {
 	t := time.NewTimer(0)
 	defer t.Stop()
+	var last time.Time // when the last pump started (real time)
+	backlog := false   // the last pump left entries for lack of window slots
 	for {
 		select {
 		case <-d.s.ctx.Done():
 			return
 		case <-d.kickc:
+			if wait := pumpGap - time.Since(last); wait > 0 && !backlog {
+				select {
+				case <-d.s.ctx.Done():
+					return
+				case <-time.After(wait):
+				}
+			}
 		case <-t.C:
 		}
-		next := d.pump()
+		last = time.Now()
+		var next time.Duration
+		next, backlog = d.pump()
 		if !t.Stop() {
 			select {
 			case <-t.C:
@@ -184,13 +231,14 @@ func (d *dispatcher) run() {
 	}
 }
 
-// pump sends what can be sent now and returns how long to sleep at most.
-func (d *dispatcher) pump() time.Duration {
+// pump sends what can be sent now and returns how long to sleep at most,
+// and whether entries may be left for lack of window slots (backlog).
+func (d *dispatcher) pump() (time.Duration, bool) {
 	now := d.s.now()
 	ready, sleep := d.readySessions(now)
 	sleep = min(sleep, d.retryAcks())
 	if len(ready) == 0 {
-		return sleep
+		return sleep, false
 	}
 	win := d.window()
 	d.mu.Lock()
@@ -202,21 +250,28 @@ func (d *dispatcher) pump() time.Duration {
 	// Entries deleted before this List are not in it: they can be
 	// forgotten afterwards. Those deleted while it runs may be in it and
 	// are skipped by their state.
-	prune := d.seqsLocked(entryDeleted)
-	d.mu.Unlock()
 	if free == 0 {
-		return sleep
+		d.mu.Unlock()
+		return sleep, true
 	}
+	prune := d.deleted
+	d.deleted = nil
+	d.mu.Unlock()
 	entries, err := d.s.q.List(d.s.ctx, d.queue, c.after, c.limit)
 	if err != nil {
+		d.mu.Lock()
+		d.deleted = append(d.deleted, prune...) // forgotten after a List
+		d.mu.Unlock()
 		if d.s.ctx.Err() == nil {
 			d.s.log.Warn("dlr: reading the queue", "account", d.account, "err", err)
 		}
-		return sleep
+		return sleep, false
 	}
 	d.mu.Lock()
 	for _, seq := range prune {
-		delete(d.entries, seq)
+		if e, ok := d.entries[seq]; ok && e.state == entryDeleted {
+			d.setLocked(seq, nil)
+		}
 	}
 	d.forgetExpiredLocked(entries, c.after, c.limit)
 	if d.redo == c.redo {
@@ -236,7 +291,7 @@ func (d *dispatcher) pump() time.Duration {
 	}
 	d.mu.Unlock()
 	d.start(sends)
-	return min(sleep, wait)
+	return min(sleep, wait), stop < len(entries) || len(entries) == c.limit
 }
 
 // window is the account's window of deliver_sm awaiting their response
@@ -265,9 +320,11 @@ type listing struct {
 // pending or whose refusal has run out, else after the last entry dealt
 // with (then only the free slots' worth is read).
 func (d *dispatcher) cursorLocked(now time.Time, free int) listing {
-	for seq, e := range d.entries {
-		if e.state == entryRefused && !now.Before(e.at) {
-			d.redoLocked(seq)
+	if d.held[entryRefused] > 0 {
+		for seq, e := range d.entries {
+			if e.state == entryRefused && !now.Before(e.at) {
+				d.redoLocked(seq)
+			}
 		}
 	}
 	c := listing{after: d.next, limit: free, redo: d.redo}
@@ -326,6 +383,9 @@ func (d *dispatcher) seqsLocked(st entryState) []uint64 {
 // (expired). List covers every seq from after to the last one it
 // returned, and all of them past after when it returned fewer than limit.
 func (d *dispatcher) forgetExpiredLocked(listed []*state.QueueEntry, after uint64, limit int) {
+	if d.held[entryRefused]+d.held[entryAckPending] == 0 {
+		return
+	}
 	in := make(map[uint64]bool, len(listed))
 	for _, e := range listed {
 		in[e.Seq] = true
@@ -335,7 +395,7 @@ func (d *dispatcher) forgetExpiredLocked(listed []*state.QueueEntry, after uint6
 			continue
 		}
 		if len(listed) < limit || seq < listed[len(listed)-1].Seq {
-			delete(d.entries, seq)
+			d.setLocked(seq, nil)
 		}
 	}
 }
@@ -361,7 +421,7 @@ func (d *dispatcher) assignLocked(listed []*state.QueueEntry, ready []Receiver, 
 		if r == nil {
 			return sends, i, sleep
 		}
-		d.entries[qe.Seq] = &entry{state: entrySending, session: r.ID()}
+		d.setLocked(qe.Seq, &entry{state: entrySending, session: r.ID()})
 		d.perSess[r.ID()]++
 		d.next = max(d.next, qe.Seq)
 		sends = append(sends, assignment{r, qe})
@@ -420,7 +480,7 @@ func (d *dispatcher) claim(sends []assignment) []assignment {
 			out = append(out, a)
 			continue
 		}
-		delete(d.entries, a.e.Seq)
+		d.setLocked(a.e.Seq, nil)
 		d.redoLocked(a.e.Seq)
 		if d.perSess[a.r.ID()]--; d.perSess[a.r.ID()] <= 0 {
 			delete(d.perSess, a.r.ID())
@@ -436,6 +496,10 @@ func (d *dispatcher) claim(sends []assignment) []assignment {
 func (d *dispatcher) retryAcks() time.Duration {
 	now := d.s.now()
 	d.mu.Lock()
+	if d.held[entryAckPending] == 0 {
+		d.mu.Unlock()
+		return idleTick
+	}
 	var due []uint64
 	for _, seq := range d.seqsLocked(entryAckPending) {
 		if !now.Before(d.entries[seq].at) {
@@ -449,7 +513,7 @@ func (d *dispatcher) retryAcks() time.Duration {
 			if failed = d.s.q.Ack(d.s.ctx, d.queue, seq); failed == nil {
 				d.mu.Lock()
 				if e, ok := d.entries[seq]; ok && e.state == entryAckPending {
-					d.entries[seq] = &entry{state: entryDeleted}
+					d.setLocked(seq, &entry{state: entryDeleted})
 				}
 				d.mu.Unlock()
 				d.s.m.depth.WithLabelValues(d.account).Dec()
@@ -476,6 +540,56 @@ func (d *dispatcher) retryAcks() time.Duration {
 	}
 	d.mu.Unlock()
 	return next
+}
+
+// batchAcker is implemented by a queue that acknowledges several entries
+// in one write (state.BadgerStore, state.MemStore).
+type batchAcker interface {
+	AckAll(ctx context.Context, queue string, seqs []uint64) error
+}
+
+// ackBatch is the Acks gathered while the one before was being written.
+type ackBatch struct {
+	seqs []uint64
+	done chan struct{} // closed once err is set
+	err  error
+}
+
+// ack deletes entry seq from the queue (Queue.Ack). With a batchAcker,
+// the Acks of the entries acknowledged while one is written are written
+// together next (one write request for all: the store would commit them
+// in one group anyway, but each request costs), by the sender that wrote
+// the one before: it writes batches until none is waiting. It returns
+// once seq's Ack is durable or has failed.
+func (d *dispatcher) ack(seq uint64) error {
+	ctx := context.WithoutCancel(d.s.ctx)
+	ba, ok := d.s.q.(batchAcker)
+	if !ok {
+		return d.s.q.Ack(ctx, d.queue, seq)
+	}
+	d.ackMu.Lock()
+	if d.ackNext == nil {
+		d.ackNext = &ackBatch{done: make(chan struct{})}
+	}
+	mine := d.ackNext
+	mine.seqs = append(mine.seqs, seq)
+	if d.acking {
+		d.ackMu.Unlock()
+		<-mine.done
+		return mine.err
+	}
+	d.acking = true
+	for d.ackNext != nil {
+		b := d.ackNext
+		d.ackNext = nil
+		d.ackMu.Unlock()
+		b.err = ba.AckAll(ctx, d.queue, b.seqs)
+		close(b.done)
+		d.ackMu.Lock()
+	}
+	d.acking = false
+	d.ackMu.Unlock()
+	return mine.err
 }
 
 // assignment is one entry given to one session by pump.
@@ -521,7 +635,10 @@ func (d *dispatcher) pickLocked(ready []Receiver, win int) Receiver {
 // redelivery.
 // queued is closed once the deliver_sm is queued by the session or failed.
 func (d *dispatcher) send(r Receiver, e *state.QueueEntry, queued chan<- struct{}) {
-	log := d.s.log.With("account", d.account, "session", r.ID(), "kind", e.Kind, "message_id", e.MessageID, "upstream", e.Upstream)
+	// The entry's logger is made only for a line to log (it is not free).
+	log := func() *slog.Logger {
+		return d.s.log.With("account", d.account, "session", r.ID(), "kind", e.Kind, "message_id", e.MessageID, "upstream", e.Upstream)
+	}
 	ctx, cancel := context.WithTimeout(d.s.ctx, d.s.account(d.account).Redelivery)
 	resp, err := request(ctx, r, e.Command, e.Body, queued)
 	cancel()
@@ -544,27 +661,27 @@ func (d *dispatcher) send(r Receiver, e *state.QueueEntry, queued chan<- struct{
 	}
 	switch outcome {
 	case DelAcked:
-		d.entries[e.Seq] = &entry{state: entryDeleting}
+		d.setLocked(e.Seq, &entry{state: entryDeleting})
 	case DelRefused:
-		d.entries[e.Seq] = &entry{state: entryRefused, at: d.s.now().Add(d.s.account(d.account).Redelivery)}
+		d.setLocked(e.Seq, &entry{state: entryRefused, at: d.s.now().Add(d.s.account(d.account).Redelivery)})
 	default:
-		delete(d.entries, e.Seq) // pending: sent again by the next pump
+		d.setLocked(e.Seq, nil) // pending: sent again by the next pump
 		d.redoLocked(e.Seq)
 	}
 	d.mu.Unlock()
 	if outcome == DelAcked {
 		d.wake() // the window slot is free while the Ack is written
-		aerr := d.s.q.Ack(context.WithoutCancel(d.s.ctx), d.queue, e.Seq)
+		aerr := d.ack(e.Seq)
 		d.mu.Lock()
 		if aerr == nil {
-			d.entries[e.Seq] = &entry{state: entryDeleted}
+			d.setLocked(e.Seq, &entry{state: entryDeleted})
 		} else {
-			d.entries[e.Seq] = &entry{state: entryAckPending, at: d.s.now().Add(ackRetryFirst), delay: ackRetryFirst}
+			d.setLocked(e.Seq, &entry{state: entryAckPending, at: d.s.now().Add(ackRetryFirst), delay: ackRetryFirst})
 		}
 		d.mu.Unlock()
 		if aerr != nil {
 			outcome = DelAckFailed
-			log.Error("dlr: acknowledged delivery not recorded; not sent again, the Ack is retried with back-off (a restart before it succeeds delivers it again)", "err", aerr)
+			log().Error("dlr: acknowledged delivery not recorded; not sent again, the Ack is retried with back-off (a restart before it succeeds delivers it again)", "err", aerr)
 		} else {
 			d.s.m.depth.WithLabelValues(d.account).Dec()
 		}
@@ -575,11 +692,13 @@ func (d *dispatcher) send(r Receiver, e *state.QueueEntry, queued chan<- struct{
 	d.s.m.delivered(d.account, outcome)
 	switch outcome {
 	case DelAcked:
-		log.Debug("dlr: delivered")
+		if d.s.log.Enabled(d.s.ctx, slog.LevelDebug) {
+			log().Debug("dlr: delivered")
+		}
 	case DelRefused:
-		log.Warn("dlr: ESME refused a deliver_sm; redelivery after dlr_redelivery", "status", st.String(), "redelivery", d.s.account(d.account).Redelivery)
+		log().Warn("dlr: ESME refused a deliver_sm; redelivery after dlr_redelivery", "status", st.String(), "redelivery", d.s.account(d.account).Redelivery)
 	default:
-		log.Debug("dlr: deliver_sm not acknowledged; will be delivered again", "outcome", outcome, "err", err)
+		log().Debug("dlr: deliver_sm not acknowledged; will be delivered again", "outcome", outcome, "err", err)
 	}
 	d.wake()
 }

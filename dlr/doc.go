@@ -13,7 +13,10 @@
 //
 // Every receipt and MO is first appended to the account's durable queue
 // (state.Queue, retention dlr_retention) and only then is the upstream's
-// deliver_sm_resp sent, which is why Service.OnDeliver is synchronous. The
+// deliver_sm_resp sent, which is why Service.OnDeliver is synchronous. On a
+// store that can (state.BadgerStore), a matched receipt's entry and its
+// record's delivery state and event are one write (one transaction), and the
+// record is read without its history. The
 // same receipt received twice from an upstream (same upstream, id and
 // state) is queued once: the queue's dedup marker outlives the entry. MO is
 // routed by mo_routes (longest destination prefix) or default_account and

@@ -444,20 +444,21 @@ func (s *Service) OnDeliver(ctx context.Context, d smppclient.Delivery) smpp.Sta
 
 func (s *Service) intakeReceipt(ctx context.Context, upstream string, m *message) smpp.Status {
 	r := readReceipt(m)
-	log := s.log.With("upstream", upstream, "receipt_id", r.id, "stat", r.stat)
+	// The receipt's logger is made only for a line to log (it is not free).
+	log := func() *slog.Logger { return s.log.With("upstream", upstream, "receipt_id", r.id, "stat", r.stat) }
 	rec, err := s.match(ctx, upstream, r)
 	if errors.Is(err, state.ErrNotFound) || errors.Is(err, errIDConflict) {
 		if errors.Is(err, errIDConflict) {
-			s.warnPDU(log, slog.LevelWarn, upstream, "id_conflict", "dlr: receipt's receipted_message_id and text id name different records; kept unmatched", "text_id", r.text.ID)
+			s.warnPDU(log(), slog.LevelWarn, upstream, "id_conflict", "dlr: receipt's receipted_message_id and text id name different records; kept unmatched", "text_id", r.text.ID)
 		}
 		out, err := s.keepUnmatched(ctx, upstream, r)
 		if err != nil {
 			s.m.received("", upstream, OutStoreError)
-			log.Error("dlr: store refused an unmatched receipt; upstream answered ESME_RSYSERR", "err", err)
+			log().Error("dlr: store refused an unmatched receipt; upstream answered ESME_RSYSERR", "err", err)
 			return smpp.StatusSysErr
 		}
 		s.m.received("", upstream, out)
-		s.warnPDU(log, slog.LevelInfo, upstream, "unmatched", "dlr: receipt matches no record; kept", "outcome", out)
+		s.warnPDU(log(), slog.LevelInfo, upstream, "unmatched", "dlr: receipt matches no record; kept", "outcome", out)
 		return smpp.StatusOK
 	}
 	if err == nil {
@@ -465,7 +466,9 @@ func (s *Service) intakeReceipt(ctx context.Context, upstream string, m *message
 		out, err = s.route(ctx, upstream, rec, r)
 		if err == nil {
 			s.m.received(rec.Key.Account, upstream, out)
-			log.Debug("dlr: receipt", "outcome", out, "account", rec.Key.Account, "key", s.cfg.LogKey(rec.Key.Key), "segment", rec.Key.Segment, "message_id", rec.ClientMessageID())
+			if s.log.Enabled(ctx, slog.LevelDebug) {
+				log().Debug("dlr: receipt", "outcome", out, "account", rec.Key.Account, "key", s.cfg.LogKey(rec.Key.Key), "segment", rec.Key.Segment, "message_id", rec.ClientMessageID())
+			}
 			return smpp.StatusOK
 		}
 	}
@@ -474,7 +477,7 @@ func (s *Service) intakeReceipt(ctx context.Context, upstream string, m *message
 		account = rec.Key.Account
 	}
 	s.m.received(account, upstream, OutStoreError)
-	log.Error("dlr: store refused a receipt; upstream answered ESME_RSYSERR", "err", err)
+	log().Error("dlr: store refused a receipt; upstream answered ESME_RSYSERR", "err", err)
 	return smpp.StatusSysErr
 }
 
@@ -496,7 +499,7 @@ func (s *Service) match(ctx context.Context, upstream string, r *receipt) (*stat
 		if id == "" {
 			return nil, nil
 		}
-		rec, err := s.cfg.Store.ByMessageID(ctx, upstream, id)
+		rec, err := s.byMessageID(ctx, upstream, id)
 		if errors.Is(err, state.ErrNotFound) {
 			return nil, nil
 		}
@@ -560,6 +563,23 @@ func (s *Service) match(ctx context.Context, upstream string, r *receipt) (*stat
 	return nil, state.ErrNotFound
 }
 
+// hotStore is implemented by a store that can find a record by message id
+// without reading its history and append to a record's history without
+// reading it (state.BadgerStore): the intake of a receipt needs neither.
+type hotStore interface {
+	ByMessageIDHot(ctx context.Context, upstream, id string) (*state.Record, error)
+	AppendHot(ctx context.Context, k state.Key, fn func(*state.Record) error) error
+}
+
+// byMessageID is Store.ByMessageID, without the record's history when the
+// store can.
+func (s *Service) byMessageID(ctx context.Context, upstream, id string) (*state.Record, error) {
+	if h, ok := s.cfg.Store.(hotStore); ok {
+		return h.ByMessageIDHot(ctx, upstream, id)
+	}
+	return s.cfg.Store.ByMessageID(ctx, upstream, id)
+}
+
 // matchIDs returns the normalised ids receipt r may name its record by
 // (see match).
 func (s *Service) matchIDs(upstream string, r *receipt) map[string]bool {
@@ -612,7 +632,16 @@ func (s *Service) route(ctx context.Context, upstream string, rec *state.Record,
 		Kind: KindReceipt, Upstream: upstream, MessageID: clientID, Stat: r.stat,
 		Command: r.m.cmd, Body: body, Enqueued: now, Expires: now.Add(s.account(acct).Retention),
 	}
-	_, dup, err := s.q.Enqueue(ctx, e)
+	mark := deliveryMark(upstream, r, now)
+	var dup, marked bool
+	var err error
+	if ea, ok := s.q.(enqueueAppender); ok && any(s.q) == any(s.cfg.Store) {
+		// One durable write for both (the record's change only with the
+		// entry): the intake's one wait for a sync.
+		_, dup, marked, err = ea.EnqueueAppend(ctx, e, rec.Key, mark)
+	} else {
+		_, dup, err = s.q.Enqueue(ctx, e)
+	}
 	if err != nil {
 		return "", err
 	}
@@ -620,7 +649,9 @@ func (s *Service) route(ctx context.Context, upstream string, rec *state.Record,
 		return OutDuplicate, nil
 	}
 	s.m.depth.WithLabelValues(acct).Inc()
-	s.markDelivery(ctx, rec.Key, upstream, r, now)
+	if !marked {
+		s.markDelivery(ctx, rec.Key, mark)
+	}
 	s.kick(acct)
 	if s.hasReceiver(acct) {
 		return OutRouted, nil
@@ -628,11 +659,17 @@ func (s *Service) route(ctx context.Context, upstream string, rec *state.Record,
 	return OutQueued, nil
 }
 
-// markDelivery records what the receipt says on the record (best effort:
-// the receipt is already queued). A final state is not overwritten by a
-// late intermediate one.
-func (s *Service) markDelivery(ctx context.Context, k state.Key, upstream string, r *receipt, now time.Time) {
-	_, err := s.cfg.Store.Update(ctx, k, func(rec *state.Record) error {
+// enqueueAppender is implemented by a store that enqueues an entry and
+// appends to a record's history in one write (state.BadgerStore).
+type enqueueAppender interface {
+	EnqueueAppend(ctx context.Context, e *state.QueueEntry, k state.Key, fn func(*state.Record) error) (seq uint64, dup, appended bool, err error)
+}
+
+// deliveryMark is the change receipt r makes to its record: its delivery
+// state (a final state is not overwritten by a late intermediate one) and
+// an event. It reads no history.
+func deliveryMark(upstream string, r *receipt, now time.Time) func(*state.Record) error {
+	return func(rec *state.Record) error {
 		if r.state != "" && !(rec.Delivery.Final() && !r.state.Final()) {
 			rec.Delivery, rec.DeliveryAt = r.state, now
 		}
@@ -640,8 +677,20 @@ func (s *Service) markDelivery(ctx context.Context, k state.Key, upstream string
 		rec.History = append(rec.History, state.Event{At: now, State: rec.State, MessageID: rec.MessageID,
 			Note: fmt.Sprintf("receipt from %s: %s (stat %s)", upstream, orDash(string(r.state)), orDash(r.stat))})
 		return nil
-	})
-	if err != nil {
+	}
+}
+
+// markDelivery records on the record what the receipt says (mark; best
+// effort: the receipt is already queued).
+func (s *Service) markDelivery(ctx context.Context, k state.Key, mark func(*state.Record) error) {
+	update := func(ctx context.Context, k state.Key, fn func(*state.Record) error) error {
+		_, err := s.cfg.Store.Update(ctx, k, fn)
+		return err
+	}
+	if h, ok := s.cfg.Store.(hotStore); ok {
+		update = h.AppendHot // mark reads no history: it appends one event
+	}
+	if err := update(ctx, k, mark); err != nil {
 		s.log.Warn("dlr: delivery state not recorded", "account", k.Account, "key", s.cfg.LogKey(k.Key), "segment", k.Segment, "err", err)
 	}
 }

@@ -23,7 +23,10 @@ import (
 // OnDeliver by as many goroutines at once as an upstream's deliver_window
 // lets run (each returns once the receipt is durably queued).
 // BenchmarkReceiptDelivery: a queue of receipts delivered to four bound
-// sessions that answer at once. BenchmarkKeptReceiptsMatched: receipts
+// sessions that answer at once. BenchmarkReceiptThrough: both at once, as
+// in production: receipts handed to OnDeliver (window goroutines of an
+// upstream, 100) while four sessions are bound, until each is
+// acknowledged. BenchmarkKeptReceiptsMatched: receipts
 // that overtook their submit_sm_resp (kept), matched once their records
 // are accepted. DLR_BENCH_WINDOW sets Config.DeliverWindow (default 10).
 
@@ -140,6 +143,18 @@ func BenchmarkReceiptDelivery(b *testing.B) {
 	t := startTiming(b)
 	rcv.bind("shop", rxs...)
 	svc.kick("shop")
+	testkit.Eventually(b, time.Minute, func() bool { return svc.Count(DelAcked) >= uint64(b.N) }, "all delivered")
+	t.report(b, b.N)
+}
+
+func BenchmarkReceiptThrough(b *testing.B) {
+	rcv := &fakeRcv{}
+	svc, st := benchEnv(b, rcv)
+	benchAccept(b, st, b.N)
+	rcv.bind("shop", &fakeRx{id: "s1"}, &fakeRx{id: "s2"}, &fakeRx{id: "s3"}, &fakeRx{id: "s4"})
+	svc.kick("shop")
+	t := startTiming(b)
+	benchDeliver(b, svc, b.N, 100)
 	testkit.Eventually(b, time.Minute, func() bool { return svc.Count(DelAcked) >= uint64(b.N) }, "all delivered")
 	t.report(b, b.N)
 }

@@ -221,3 +221,160 @@ func (s *BadgerStore) UnknownByAddr(ctx context.Context, upstream string, h [16]
 	}
 	return out, nil
 }
+
+// AckAll acknowledges the entries seqs of queue in one write request (one
+// group commit): Ack of each, durable together.
+func (s *BadgerStore) AckAll(ctx context.Context, queue string, seqs []uint64) error {
+	if len(seqs) == 0 {
+		return nil
+	}
+	keys := make([][]byte, len(seqs))
+	for i, seq := range seqs {
+		keys[i] = entryKey(queue, seq)
+	}
+	r := &request{done: make(chan struct{}), op: func(st *stager, r *request) {
+		for _, k := range keys {
+			st.stage(r, write{key: k, del: true})
+		}
+	}}
+	if err := s.submit(ctx, r); err != nil {
+		return err
+	}
+	return r.err
+}
+
+// ByMessageIDHot is ByMessageID without reading the record's history
+// (Record.History is nil), as GetHot is Get: for the receipt intake, which
+// needs the record's key, state and ids only.
+func (s *BadgerStore) ByMessageIDHot(ctx context.Context, upstream, id string) (*Record, error) {
+	if err := s.enter(ctx); err != nil {
+		return nil, err
+	}
+	defer s.exit()
+	sn := s.acquire()
+	defer sn.release()
+	item, err := sn.txn.Get(messageKey(upstream, id))
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("state: read index: %w", err)
+	}
+	rk, err := item.ValueCopy(nil)
+	if err != nil {
+		return nil, fmt.Errorf("state: read index: %w", err)
+	}
+	rec, _, _, err := loadRecord(sn.txn, rk, false)
+	if err != nil {
+		return nil, err
+	}
+	if rec == nil || rec.Expired(s.now()) || !hasMessage(rec, upstream, id) {
+		return nil, ErrNotFound
+	}
+	rec.History = nil // a record of an older version has it inline
+	return rec, nil
+}
+
+// AppendHot is Update for a change that reads no history and only appends
+// events to it: fn sees the record with its first event only (History[0]
+// of a record written by this version; all of it for an older one) and
+// may append events; the events it appends are logged after the stored
+// ones, as Update would. It returns no record (nothing to copy). When fn
+// does more with the history, or changes Expires (the events logged
+// before would need the new TTL), AppendHot does what Update does.
+func (s *BadgerStore) AppendHot(ctx context.Context, k Key, fn func(*Record) error) error {
+	if err := s.enter(ctx); err != nil {
+		return err
+	}
+	rk := recordKey(k)
+	mu := s.lockKey(rk)
+	c := s.clock()
+	sn := s.acquire()
+	cur, curN, hot, err := loadRecord(sn.txn, rk, false)
+	sn.release()
+	if err == nil && (cur == nil || cur.Expired(c.now)) {
+		err = ErrNotFound
+	}
+	var next *Record
+	if err == nil {
+		next, err = runUpdate(cur, fn)
+	}
+	if err != nil {
+		mu.Unlock()
+		s.exit()
+		return err
+	}
+	if _, rewrite := historyDelta(cur.History, next.History); !hot || rewrite || !next.Expires.Equal(cur.Expires) {
+		mu.Unlock()
+		s.exit()
+		_, err := s.Update(ctx, k, fn)
+		return err
+	}
+	defer mu.Unlock()
+	ws, _ := plan(cur, curN, next, false, c)
+	return s.write(ctx, ws)
+}
+
+// EnqueueAppend is Enqueue of e and, in the same write request (one
+// transaction, one sync), AppendHot of record k with fn — made only when
+// e is enqueued, not for a duplicate. appended reports whether the record
+// was changed: not when it is gone, fn failed, or fn's change needs what
+// AppendHot leaves to Update (the caller then updates it by itself if it
+// still wants to); err is Enqueue's (the record's writes fail with it).
+func (s *BadgerStore) EnqueueAppend(ctx context.Context, e *QueueEntry, k Key, fn func(*Record) error) (seq uint64, dup, appended bool, err error) {
+	if e == nil {
+		return 0, false, false, errNilEntry
+	}
+	if err := s.enter(ctx); err != nil {
+		return 0, false, false, err
+	}
+	rk := recordKey(k)
+	defer s.lockKey(rk).Unlock()
+	c := s.clock()
+	sn := s.acquire()
+	cur, curN, hot, rerr := loadRecord(sn.txn, rk, false)
+	sn.release()
+	s.exit()
+	var ws []write
+	if rerr == nil && cur != nil && hot && !cur.Expired(c.now) {
+		if next, err := runUpdate(cur, fn); err == nil {
+			if _, rewrite := historyDelta(cur.History, next.History); !rewrite && next.Expires.Equal(cur.Expires) {
+				ws, _ = plan(cur, curN, next, false, c)
+			}
+		}
+	}
+	proto := cloneEntry(e, 0)
+	r := &request{done: make(chan struct{}), op: func(st *stager, r *request) {
+		// The record's conditional deletions are resolved first: nothing
+		// is staged when reading fails.
+		rws := make([]write, 0, len(ws))
+		for _, w := range ws {
+			if w.cond {
+				same, err := st.index(w.key, w.val)
+				if err != nil {
+					r.err = err
+					return
+				}
+				if !same {
+					continue
+				}
+				w = write{key: w.key, del: true}
+			}
+			rws = append(rws, w)
+		}
+		st.enqueue(r, proto)
+		if r.err != nil || r.dup {
+			return
+		}
+		for _, w := range rws {
+			st.stage(r, w)
+		}
+	}}
+	if err := s.submit(ctx, r); err != nil {
+		return 0, false, false, err
+	}
+	if r.err != nil {
+		return 0, false, false, r.err
+	}
+	return r.seq, r.dup, !r.dup && ws != nil, nil
+}

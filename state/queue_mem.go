@@ -124,3 +124,22 @@ func (s *MemStore) Depths(ctx context.Context) (map[string]int, error) {
 	}
 	return out, nil
 }
+
+// AckAll acknowledges the entries seqs of queue at once.
+func (s *MemStore) AckAll(ctx context.Context, queue string, seqs []uint64) error {
+	if err := ctxErr(ctx); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.writableLocked(); err != nil {
+		return err
+	}
+	for _, seq := range seqs {
+		delete(s.queues.entries[queue], seq)
+	}
+	if len(s.queues.entries[queue]) == 0 {
+		delete(s.queues.entries, queue)
+	}
+	return nil
+}

@@ -170,6 +170,9 @@ func (r *procReport) summarize() {
 		}
 		r.Rows = append(r.Rows, r.rateRow("receipts/s (dlr-delay "+r.DLRDelay+")", ">= 30000",
 			rcpt(func(x procRound) *benchResult { return x.DirectReceipts }), rcpt(func(x procRound) *benchResult { return x.ProxiedReceipts })))
+		if cpu := r.median(procRound.ReceiptCPU); cpu > 0 {
+			r.Rows = append(r.Rows, procRow{Name: "proxy CPU per receipt", Unit: "µs", Proxied: ptr(cpu)})
+		}
 	}
 	i := r.Invariants
 	r.Rows = append(r.Rows,

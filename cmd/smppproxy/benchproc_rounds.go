@@ -1,9 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -26,7 +30,56 @@ type procRound struct {
 	// With a receipt asked for on every submit (nil without DLRDelay).
 	DirectReceipts  *benchResult `json:"direct_receipts,omitempty"`
 	ProxiedReceipts *benchResult `json:"proxied_receipts,omitempty"`
+	// The CPU time (user+system) the proxies spent during the proxied
+	// saturation run and the proxied receipts run, in seconds (0 where
+	// /proc/PID/stat cannot be read).
+	SatProxyCPU      float64 `json:"proxied_saturation_proxy_cpu_s,omitempty"`
+	ReceiptsProxyCPU float64 `json:"proxied_receipts_proxy_cpu_s,omitempty"`
 }
+
+// ReceiptCPU is the proxies' CPU time per receipt in µs: that of the
+// receipts run per submit+receipt less that of the saturation run per
+// submit. Unlike the receipts' rate, which follows the submits' (each
+// receipt answers a submit of the same run), it is what a receipt costs
+// the proxy. 0 when it was not measured.
+func (r procRound) ReceiptCPU() float64 {
+	rc := r.ProxiedReceipts
+	if rc == nil || rc.Receipts == nil || *rc.Receipts == 0 || r.SatProxyCPU == 0 || r.ReceiptsProxyCPU == 0 || r.ProxiedSat.Count == 0 {
+		return 0
+	}
+	perSubmit := r.SatProxyCPU / float64(r.ProxiedSat.Count)
+	return (r.ReceiptsProxyCPU - perSubmit*float64(rc.Count)) / float64(*rc.Receipts) * 1e6
+}
+
+// proxyCPU is the CPU time (user+system) the proxies have used so far, in
+// seconds, from /proc/PID/stat (0 where it cannot be read).
+func (h *procHarness) proxyCPU() float64 {
+	total := 0.0
+	for _, sv := range h.serves {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", sv.p.pid()))
+		if err != nil {
+			return 0
+		}
+		// The fields after the command (in parentheses, which may hold
+		// spaces): state is the 3rd field, utime and stime the 14th and 15th.
+		i := bytes.LastIndexByte(b, ')')
+		f := strings.Fields(string(b[i+1:]))
+		if i < 0 || len(f) < 13 {
+			return 0
+		}
+		ut, err1 := strconv.ParseFloat(f[11], 64)
+		st, err2 := strconv.ParseFloat(f[12], 64)
+		if err1 != nil || err2 != nil {
+			return 0
+		}
+		total += (ut + st) / clockTicks
+	}
+	return total
+}
+
+// clockTicks is USER_HZ, the unit of /proc/PID/stat times: 100 on every
+// Linux architecture Go supports.
+const clockTicks = 100
 
 // procPreload is what --preload measured.
 type procPreload struct {
@@ -98,6 +151,7 @@ type procStep struct {
 	t      benchTarget
 	adjust func(*benchOptions)
 	dst    *benchResult
+	cpu    *float64 // nil, or where the proxies' CPU time over the run goes
 }
 
 // round runs, alternating direct and proxied: saturation, the retry of
@@ -108,22 +162,23 @@ func (h *procHarness) round(ctx context.Context) (procRound, error) {
 	rate := func(o *benchOptions) { o.Rate = h.o.Rate }
 	receipts := func(o *benchOptions) { o.Receipts = true }
 	steps := []procStep{
-		{"direct, saturation", h.direct(), nil, &r.DirectSat},
-		{"proxied, saturation", h.proxied(), func(o *benchOptions) { o.KeyPrefix, o.IDs = prefix, true }, &r.ProxiedSat},
+		{"direct, saturation", h.direct(), nil, &r.DirectSat, nil},
+		{"proxied, saturation", h.proxied(), func(o *benchOptions) { o.KeyPrefix, o.IDs = prefix, true }, &r.ProxiedSat, &r.SatProxyCPU},
 		{"proxied, retries of the acknowledged keys", h.proxied(), func(o *benchOptions) {
 			o.KeyPrefix, o.IDs, o.Duration, o.Count = prefix, true, 0, max(1, r.ProxiedSat.Count)
-		}, &r.Retry},
-		{fmt.Sprintf("direct, %.0f/s offered", h.o.Rate), h.direct(), rate, &r.DirectRate},
-		{fmt.Sprintf("proxied, %.0f/s offered", h.o.Rate), h.proxied(), rate, &r.ProxiedRate},
+		}, &r.Retry, nil},
+		{fmt.Sprintf("direct, %.0f/s offered", h.o.Rate), h.direct(), rate, &r.DirectRate, nil},
+		{fmt.Sprintf("proxied, %.0f/s offered", h.o.Rate), h.proxied(), rate, &r.ProxiedRate, nil},
 	}
 	if h.o.DLRDelay > 0 {
 		r.DirectReceipts, r.ProxiedReceipts = &benchResult{}, &benchResult{}
 		steps = append(steps,
-			procStep{"direct, receipts", h.direct(), receipts, r.DirectReceipts},
-			procStep{"proxied, receipts", h.proxied(), receipts, r.ProxiedReceipts})
+			procStep{"direct, receipts", h.direct(), receipts, r.DirectReceipts, nil},
+			procStep{"proxied, receipts", h.proxied(), receipts, r.ProxiedReceipts, &r.ReceiptsProxyCPU})
 	}
 	for _, s := range steps {
 		h.progress("  %s", s.name)
+		cpu0 := h.proxyCPU()
 		res, err := h.run(ctx, s.t, func(o *benchOptions) {
 			o.Label = s.name
 			if s.adjust != nil {
@@ -134,6 +189,9 @@ func (h *procHarness) round(ctx context.Context) (procRound, error) {
 			return r, fmt.Errorf("%s: %w", s.name, err)
 		}
 		*s.dst = res
+		if cpu1 := h.proxyCPU(); s.cpu != nil && cpu0 > 0 && cpu1 > cpu0 {
+			*s.cpu = cpu1 - cpu0
+		}
 	}
 	r.ChangedIDs = changedIDs(r.ProxiedSat.ids, r.Retry.ids)
 	h.inv.ChangedIDs += r.ChangedIDs
