@@ -299,7 +299,7 @@ func TestSegmentsAreSeparateRecords(t *testing.T) {
 func TestStoreFailureRefusesAndForwardsNothing(t *testing.T) {
 	f := &fakeForwarder{}
 	st := storetest.NewFaulty(state.NewMem(nil))
-	e := New(Config{Store: st, Forwarder: f, InstanceID: "test"})
+	e := newTestEngine(t, Config{Store: st, Forwarder: f, InstanceID: "test"})
 	st.FailWrites(errors.New("disk full"))
 	got := e.Submit(ctx, "shop", Policy{}, submit(t, "k", "t"))
 	if got.Status != smpp.StatusSysErr || f.count() != 0 {

@@ -20,7 +20,13 @@ func (o *op) forward(ctx context.Context, created time.Time) Answer {
 	res := e.cfg.Forwarder.Forward(context.WithoutCancel(ctx), o.attempt(ctx, created))
 	next, a, stored := o.classify(res)
 	if o.pending != nil && !o.created {
-		if !o.lost && o.createErr == nil {
+		switch {
+		case o.lost || o.createErr != nil:
+		case o.unread:
+			// Nothing free at once and nothing journaled: decide again,
+			// reading the key first.
+			o.lost = true
+		default:
 			o.recordUnsent(ctx, res, stored)
 		}
 		return a
@@ -93,6 +99,7 @@ func (o *op) attempt(ctx context.Context, created time.Time) *Attempt {
 	}
 	att := &Attempt{
 		Account: o.account, Key: o.shown, Submit: o.c.sub, Segment: o.c.seg, KeyTag: keyTag,
+		NoWait: o.pending != nil && o.unread,
 		Journal: func(upstream, session string, seq uint32) error {
 			return o.journal(ctx, upstream, session, seq)
 		},

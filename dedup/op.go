@@ -47,9 +47,12 @@ type op struct {
 	created   bool
 	lost      bool
 	createErr error
-	sess      string       // the ESME session, for log lines
-	log       *slog.Logger // built by logger on first use: most submits log nothing
-	shown     string       // o.k.Key as logs and the router show it (logKey), computed once
+	// unread: the pending record's key was not read before its forward
+	// (see forwardNew).
+	unread bool
+	sess   string       // the ESME session, for log lines
+	log    *slog.Logger // built by logger on first use: most submits log nothing
+	shown  string       // o.k.Key as logs and the router show it (logKey), computed once
 }
 
 // newOp derives the submit's key, segment and fingerprint under policy p,
@@ -153,10 +156,11 @@ func (o *op) decide(ctx context.Context) Answer {
 		if i > 0 {
 			e.finals.forget(o.k) // moved meanwhile: read the store
 		}
-		existing, err := o.lookup(ctx, i == 0 && e.cfg.CreateFirst)
+		unread := i == 0 && e.cfg.CreateFirst
+		existing, err := o.lookup(ctx, unread)
 		switch {
 		case errors.Is(err, state.ErrNotFound):
-			a, raced := o.forwardNew(ctx, o.newRecord(ctx, now))
+			a, raced := o.forwardNew(ctx, o.newRecord(ctx, now), unread)
 			if raced {
 				continue // created meanwhile by another instance: decide by it
 			}
@@ -232,15 +236,19 @@ func (o *op) lookup(ctx context.Context, remembered bool) (*state.Record, error)
 
 // forwardNew forwards a submit whose key has no record: rec is created by
 // the first journal write (see attempt). raced=true: another writer
-// created the key first, nothing was sent; decide again.
-func (o *op) forwardNew(ctx context.Context, rec *state.Record) (a Answer, raced bool) {
+// created the key first, nothing was sent; decide again. unread: the key
+// was not read first (Config.CreateFirst); the attempt then takes only
+// upstream capacity that is free at once, and if there is none, nothing
+// is done and the submit is decided again (raced) by a read.
+func (o *op) forwardNew(ctx context.Context, rec *state.Record, unread bool) (a Answer, raced bool) {
 	// A new attempt: what an earlier one (lost to another writer) found
 	// does not carry over.
 	o.pending, o.created, o.lost, o.createErr, o.held = rec, false, false, nil, nil
+	o.unread = unread
 	a = o.forward(ctx, rec.Created)
 	switch {
 	case o.lost:
-		o.pending = nil // not this submit's to create: what it decides next journals by update
+		o.pending, o.unread = nil, false // not this submit's to create: what it decides next journals by update
 		return Answer{}, true
 	case o.createErr != nil:
 		o.logger().Error("store refused the record; nothing forwarded", "err", o.createErr)

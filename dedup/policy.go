@@ -94,6 +94,12 @@ type Attempt struct {
 	// Journal must be called with the chosen upstream session and sequence
 	// number before any byte is written; if it fails nothing may be written.
 	Journal func(upstream, session string, seq uint32) error
+	// NoWait: take an upstream session and a throughput token only if one
+	// is free at once (a key forwarded without being read first, see
+	// Config.CreateFirst: if it has a record, it must not wait for or use
+	// up upstream capacity before finding out); otherwise the result is
+	// NotSent and the engine decides the submit again by a read.
+	NoWait bool
 }
 
 // Result is the outcome of an Attempt.

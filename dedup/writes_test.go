@@ -244,3 +244,50 @@ func TestCreateFirstSkipsTheReadOfAFreshKeyAndStillReplaysRetries(t *testing.T) 
 		t.Errorf("record after the retries = %+v, %v; want still accepted with %q", r, err, first.MessageID)
 	}
 }
+
+// With CreateFirst, a submit forwarded without a read takes only upstream
+// capacity that is free at once (Attempt.NoWait): when every window is
+// full, a retry of an accepted key is replayed at once by a read, without
+// waiting for capacity or using it up, and a fresh key still waits for
+// capacity as it always did, instead of being turned away.
+func TestCreateFirstNeverWaitsForUpstreamCapacityBeforeReading(t *testing.T) {
+	st := state.NewMem(nil)
+	first := newTestEngine(t, Config{Store: st, Forwarder: &fakeForwarder{}, InstanceID: "a", CreateFirst: true})
+	accepted := first.Submit(ctx, "shop", Policy{}, submit(t, "k-full", "hello"))
+	if accepted.Outcome != OutForwarded {
+		t.Fatalf("first submit = %s, want forwarded", accepted.Outcome)
+	}
+
+	// The upstream is full: an attempt with NoWait is turned away at once;
+	// one without waits until capacity is freed (free), then is sent.
+	free := make(chan struct{})
+	var waited, sent atomic.Int64
+	full := &fakeFwd{Answer: func(_ context.Context, n int, a *Attempt) Result {
+		if a.NoWait {
+			return Result{Kind: NotSent, Status: smpp.StatusThrottled, Err: errors.New("window full"), Upstream: "up"}
+		}
+		waited.Add(1)
+		<-free
+		if err := a.Journal("up", "up/s1", uint32(n)); err != nil {
+			return Result{Kind: NotSent, Status: smpp.StatusSysErr, Err: err, Upstream: "up"}
+		}
+		sent.Add(1)
+		return Result{Kind: Answered, Status: smpp.StatusOK, MessageID: "m-fresh", Upstream: "up", Session: "up/s1", Sequence: uint32(n)}
+	}}
+	other := newTestEngine(t, Config{Store: st, Forwarder: full, InstanceID: "b", CreateFirst: true, Secret: first.cfg.Secret})
+
+	if a := other.Submit(ctx, "shop", Policy{}, submit(t, "k-full", "hello")); a.Outcome != OutReplayed || a.MessageID != accepted.MessageID {
+		t.Errorf("retry of an accepted key with the upstream full = {%s %v %q}, want replayed with %q at once", a.Outcome, a.Status, a.MessageID, accepted.MessageID)
+	}
+	if n := waited.Load(); n != 0 {
+		t.Errorf("the retry of an accepted key waited for upstream capacity %d times, want 0", n)
+	}
+
+	done := make(chan Answer, 1)
+	go func() { done <- other.Submit(ctx, "shop", Policy{}, submit(t, "k-new", "hello")) }()
+	testkit.Eventually(t, 10*time.Second, func() bool { return waited.Load() == 1 }, "a fresh key did not wait for upstream capacity")
+	close(free)
+	if a := <-done; a.Outcome != OutForwarded || a.MessageID != "m-fresh" || sent.Load() != 1 {
+		t.Errorf("fresh key once capacity was freed = {%s %v %q}, %d sent; want forwarded as m-fresh, sent once", a.Outcome, a.Status, a.MessageID, sent.Load())
+	}
+}

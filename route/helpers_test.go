@@ -2,6 +2,7 @@ package route
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"sync"
 	"testing"
@@ -49,7 +50,8 @@ func (f *fakeBinds) Submit(ctx context.Context, prefer string, build func(uint32
 	}
 	f.mu2.Unlock()
 	if err := before(sess, 1); err != nil {
-		return smppclient.Response{}, err
+		// As smppclient: nothing written, the session and sequence known.
+		return smppclient.Response{Session: sess, Sequence: 1}, fmt.Errorf("%w: %w", smppclient.ErrNotSent, err)
 	}
 	return smppclient.Response{Status: 0, MessageID: "id", Session: sess, Sequence: 1}, nil
 }

@@ -2,6 +2,7 @@ package route
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -274,5 +275,24 @@ func TestFullUpstreamOverflows(t *testing.T) {
 	res = r.Forward(context.Background(), segmentAttempt(t, "447700", 1, 2))
 	if res.Kind != dedup.NotSent || res.Upstream != first.Upstream {
 		t.Errorf("segment 2 with its upstream full = kind %d via %s, want not sent via %s (no overflow)", res.Kind, res.Upstream, first.Upstream)
+	}
+}
+
+// A segment that was not sent (its journal refused: its key already had a
+// record) does not decide where the segments of its message go: only a
+// segment written upstream does.
+func TestASegmentNotSentDoesNotPinItsMessage(t *testing.T) {
+	a := &fakeBinds{fakeUp: fakeUp{name: "a", up: 1}, sessions: []string{"a/1"}}
+	r := New(Config{Routes: map[string][]Member{"shop": {{Upstream: a, Weight: 1}}}})
+	att := segmentAttempt(t, "44770000", 7, 1)
+	att.Journal = func(string, string, uint32) error { return errors.New("key created by another writer") }
+	if res := r.Forward(context.Background(), att); res.Kind != dedup.NotSent {
+		t.Fatalf("segment whose journal was refused = %v, want not sent", res.Kind)
+	}
+	if n := len(r.sticky.m); n != 0 {
+		t.Errorf("%d messages pinned to a session by a segment that was not sent, want 0", n)
+	}
+	if res := r.Forward(context.Background(), segmentAttempt(t, "44770000", 7, 1)); res.Kind != dedup.Answered || len(r.sticky.m) != 1 {
+		t.Errorf("segment sent = %v with %d messages pinned, want answered and its message pinned", res.Kind, len(r.sticky.m))
 	}
 }

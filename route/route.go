@@ -273,7 +273,7 @@ func (r *Router) Forward(ctx context.Context, a *dedup.Attempt) dedup.Result {
 		res := r.try(ctx, a, m, prefer)
 		res.Attempts = tries
 		r.observe(a, res)
-		if msgKey != "" && res.Session != "" {
+		if msgKey != "" && res.Session != "" && res.Kind != dedup.NotSent {
 			r.sticky.put(msgKey, res.Upstream, res.Session, r.cfg.Now())
 		}
 		if res.Kind == dedup.NotSent {
@@ -345,6 +345,9 @@ func (r *Router) try(ctx context.Context, a *dedup.Attempt, m Member, prefer str
 	var drop []uint16
 	if a.KeyTag != 0 && !m.ForwardKeyTLV {
 		drop = []uint16{a.KeyTag}
+	}
+	if a.NoWait {
+		ctx = smppclient.WithoutWaiting(ctx)
 	}
 	resp, err := m.Upstream.Submit(ctx, prefer,
 		func(seq uint32) []byte { return a.Submit.Frame(seq, drop...) },

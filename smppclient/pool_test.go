@@ -513,3 +513,43 @@ func TestThrottlePauseFollowsTheInjectedClock(t *testing.T) {
 		t.Fatalf("Submit after the pause = (%v, %v), want accepted", r.Status, err)
 	}
 }
+
+// Under WithoutWaiting a submit takes a window slot and a throughput token
+// only if free at once: with the window full, or the tokens used up, it is
+// turned away busy at once (nothing sent), where it would otherwise wait
+// out RouteWait (an hour here).
+func TestWithoutWaitingIsBusyAtOnceWhenNothingIsFree(t *testing.T) {
+	f := startFake(t)
+	held := make(chan smpp.Header, 1)
+	f.onSubmit = func(c *fakeConn, h smpp.Header, _ []byte) { held <- h }
+	p := newPool(t, f.addr, func(c *Config) { c.Window = 1; c.RouteWait = time.Hour })
+	waitUp(t, p, 1)
+	first := make(chan error, 1)
+	go func() { _, err := submit(p, ""); first <- err }()
+	h := <-held
+	if _, err := p.Submit(WithoutWaiting(context.Background()), "", submitFrame, nil); !errors.Is(err, ErrNotSent) || !errors.Is(err, ErrBusy) {
+		t.Errorf("Submit without waiting, window full = %v, want ErrNotSent/ErrBusy", err)
+	}
+	f.lastConn().answer(h, smpp.StatusOK)
+	if err := <-first; err != nil {
+		t.Fatalf("first Submit = %v", err)
+	}
+	// A free slot is taken as usual.
+	go func() { h := <-held; f.lastConn().answer(h, smpp.StatusOK) }()
+	if _, err := p.Submit(WithoutWaiting(context.Background()), "", submitFrame, nil); err != nil {
+		t.Errorf("Submit without waiting, a slot free = %v, want sent", err)
+	}
+
+	g := startFake(t)
+	q := newPool(t, g.addr, func(c *Config) { c.Throughput = 0.001; c.RouteWait = time.Hour })
+	waitUp(t, q, 1)
+	if _, err := submit(q, ""); err != nil {
+		t.Fatalf("first Submit = %v", err)
+	}
+	if _, err := q.Submit(WithoutWaiting(context.Background()), "", submitFrame, nil); !errors.Is(err, ErrNotSent) || !errors.Is(err, ErrBusy) {
+		t.Errorf("Submit without waiting, no token = %v, want ErrNotSent/ErrBusy", err)
+	}
+	if got := g.submits.Load(); got != 1 {
+		t.Errorf("SMSC received %d submits, want 1", got)
+	}
+}

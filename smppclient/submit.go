@@ -38,6 +38,9 @@ func (p *Pool) submit(ctx context.Context, prefer string, build func(uint32) []b
 		return Response{}, notSent(err)
 	}
 	deadline := time.Now().Add(p.cfg.RouteWait)
+	if ctx.Value(noWaitKey{}) != nil {
+		deadline = time.Now()
+	}
 	for {
 		r, err := p.try(ctx, prefer, deadline, build, beforeWrite)
 		if errors.Is(err, errPickAgain) {
@@ -45,6 +48,16 @@ func (p *Pool) submit(ctx context.Context, prefer string, build func(uint32) []b
 		}
 		return r, err
 	}
+}
+
+type noWaitKey struct{}
+
+// WithoutWaiting returns ctx under which Submit takes a window slot and a
+// throughput token only if they are free at once: otherwise it returns
+// ErrBusy (or ErrNoSession) at once, nothing sent, instead of waiting up
+// to RouteWait.
+func WithoutWaiting(ctx context.Context) context.Context {
+	return context.WithValue(ctx, noWaitKey{}, true)
 }
 
 // errPickAgain: the session chosen closed before a sequence number was
