@@ -77,7 +77,7 @@ func (o *op) recordUnsent(ctx context.Context, res Result, stored smpp.Status) {
 	rec.Upstream = res.Upstream
 	rec.Expires = expiresAfterAnswer(rec, o.retention, now)
 	rec.History = []state.Event{{At: now, State: state.Retryable, Status: rec.Status, Note: "created; not sent: " + errString(res.Err)}}
-	_, created, err := o.e.cfg.Store.Create(context.WithoutCancel(ctx), rec)
+	found, created, err := o.e.cfg.Store.Create(context.WithoutCancel(ctx), rec)
 	switch {
 	case err != nil:
 		o.logger().Warn("store refused the record of a submit that was not sent", "err", err)
@@ -85,7 +85,7 @@ func (o *op) recordUnsent(ctx context.Context, res Result, stored smpp.Status) {
 	case !created:
 		// The key has a record (Config.CreateFirst took it as new without
 		// reading it): the submit is answered by that record instead.
-		o.lost = true
+		o.lost, o.found = true, found
 		return
 	}
 	o.debug("submit not sent", "status", res.Status.String(), "reason", errString(res.Err))
@@ -122,13 +122,13 @@ func (o *op) journal(ctx context.Context, upstream, session string, seq uint32) 
 	if rec := o.pending; rec != nil && !o.created {
 		rec.Upstream, rec.Session, rec.Sequence = upstream, session, seq
 		rec.History = []state.Event{{At: rec.Created, State: state.Sent, Session: session, Sequence: seq, Note: "created; journaled before write to " + upstream}}
-		_, created, err := e.cfg.Store.Create(ctx, rec)
+		found, created, err := e.cfg.Store.Create(ctx, rec)
 		switch {
 		case err != nil:
 			o.createErr = err
 			return err
 		case !created:
-			o.lost = true
+			o.lost, o.found = true, found
 			return errKeyTaken
 		}
 		o.created, o.held = true, rec

@@ -50,9 +50,12 @@ type op struct {
 	// unread: the pending record's key was not read before its forward
 	// (see forwardNew).
 	unread bool
-	sess   string       // the ESME session, for log lines
-	log    *slog.Logger // built by logger on first use: most submits log nothing
-	shown  string       // o.k.Key as logs and the router show it (logKey), computed once
+	// found is the record a create that lost to another writer found
+	// under the key (decide answers by it without reading it again).
+	found *state.Record
+	sess  string       // the ESME session, for log lines
+	log   *slog.Logger // built by logger on first use: most submits log nothing
+	shown string       // o.k.Key as logs and the router show it (logKey), computed once
 }
 
 // newOp derives the submit's key, segment and fingerprint under policy p,
@@ -157,7 +160,16 @@ func (o *op) decide(ctx context.Context) Answer {
 			e.finals.forget(o.k) // moved meanwhile: read the store
 		}
 		unread := i == 0 && e.cfg.CreateFirst
-		existing, err := o.lookup(ctx, unread)
+		var existing *state.Record
+		var err error
+		if f := o.found; f != nil && !f.Expired(e.now()) {
+			// The create that lost found it: no need to read it again.
+			existing, o.found = f, nil
+			e.finals.put(existing)
+		} else {
+			o.found = nil
+			existing, err = o.lookup(ctx, unread)
+		}
 		switch {
 		case errors.Is(err, state.ErrNotFound):
 			a, raced := o.forwardNew(ctx, o.newRecord(ctx, now), unread)
