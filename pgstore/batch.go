@@ -50,13 +50,29 @@ const inputRows = `SELECT * FROM unnest($1::bytea[], $2::bytea[], $3::bytea[], $
 // sqlCreateMany inserts the records whose keys no live record holds (an
 // expired one is replaced) and returns the keys it wrote. A key it does
 // not return is held by a live record, which Create reads after the
-// commit: the common case, a fresh key, costs the insert alone.
-const sqlCreateMany = `INSERT INTO records AS r (` + recordColumns + `)
-	SELECT account, key, segment, state, owner_instance, expires_ns, upstream, match_id, session, seq,
-		proxy_id, addr_hash, body, history::bytea[], nextval('record_wseq') FROM (` + inputRows + `) i ORDER BY n
-	ON CONFLICT (account, key, segment) DO UPDATE SET ` + recordSet + `, history = EXCLUDED.history
-	WHERE r.expires_ns <= $15
-	RETURNING r.account, r.key, r.segment`
+// commit: the common case, a fresh key, costs the insert alone. A live
+// record is neither locked nor written (ON CONFLICT DO NOTHING, and the
+// replacement of expired ones only probes the keys the insert did not
+// take), so a batch of creates that all find their key taken — retries
+// an instance does not remember — writes nothing and commits without a
+// WAL flush.
+const sqlCreateMany = `WITH input AS (` + inputRows + `),
+	ins AS (
+		INSERT INTO records (` + recordColumns + `)
+		SELECT account, key, segment, state, owner_instance, expires_ns, upstream, match_id, session, seq,
+			proxy_id, addr_hash, body, history::bytea[], nextval('record_wseq') FROM input ORDER BY n
+		ON CONFLICT (account, key, segment) DO NOTHING
+		RETURNING account, key, segment),
+	upd AS (
+		UPDATE records r SET state = i.state, owner_instance = i.owner_instance, expires_ns = i.expires_ns,
+			upstream = i.upstream, match_id = i.match_id, session = i.session, seq = i.seq,
+			proxy_id = i.proxy_id, addr_hash = i.addr_hash, body = i.body, history = i.history::bytea[],
+			wseq = nextval('record_wseq')
+		FROM input i
+		WHERE (r.account, r.key, r.segment) = (i.account, i.key, i.segment) AND r.expires_ns <= $15
+			AND NOT EXISTS (SELECT 1 FROM ins WHERE (ins.account, ins.key, ins.segment) = (i.account, i.key, i.segment))
+		RETURNING r.account, r.key, r.segment)
+	SELECT account, key, segment FROM ins UNION ALL SELECT account, key, segment FROM upd`
 
 // sqlReplaceMany updates the records (the history grows by added, capped,
 // unless rewrite) and inserts those whose row is gone.
