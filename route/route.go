@@ -351,7 +351,15 @@ func (r *Router) try(ctx context.Context, a *dedup.Attempt, m Member, prefer str
 	}
 	resp, err := m.Upstream.Submit(ctx, prefer,
 		func(seq uint32) []byte { return a.Submit.Frame(seq, drop...) },
-		func(session string, seq uint32) error { return a.Journal(name, session, seq) })
+		func(session string, seq uint32) error {
+			err := a.Journal(name, session, seq)
+			if err == nil {
+				// The key is this submit's now: its later tries (a temporary
+				// error retried) wait for capacity like any other.
+				a.NoWait = false
+			}
+			return err
+		})
 	res := dedup.Result{Upstream: name, Session: resp.Session, Sequence: resp.Sequence, Err: err}
 	switch {
 	case err == nil:

@@ -530,6 +530,9 @@ func TestWithoutWaitingIsBusyAtOnceWhenNothingIsFree(t *testing.T) {
 	if _, err := p.Submit(WithoutWaiting(context.Background()), "", submitFrame, nil); !errors.Is(err, ErrNotSent) || !errors.Is(err, ErrBusy) {
 		t.Errorf("Submit without waiting, window full = %v, want ErrNotSent/ErrBusy", err)
 	}
+	if st := p.Stats(); st.Busy != 0 {
+		t.Errorf("Stats().Busy = %d after a submit turned away without waiting, want 0 (it is tried again, waiting)", st.Busy)
+	}
 	f.lastConn().answer(h, smpp.StatusOK)
 	if err := <-first; err != nil {
 		t.Fatalf("first Submit = %v", err)

@@ -29,7 +29,11 @@ import (
 // ambiguous outcome is always reported as such.
 func (p *Pool) Submit(ctx context.Context, preferSession string, build func(seq uint32) []byte, beforeWrite func(session string, seq uint32) error) (Response, error) {
 	r, err := p.submit(ctx, preferSession, build, beforeWrite)
-	p.countOutcome(err)
+	if !NoWait(ctx) || !errors.Is(err, ErrNotSent) {
+		// (A submit turned away for want of capacity free at once is
+		// tried again, waiting: not a busy or sessionless upstream yet.)
+		p.countOutcome(err)
+	}
 	return r, err
 }
 
@@ -38,7 +42,7 @@ func (p *Pool) submit(ctx context.Context, prefer string, build func(uint32) []b
 		return Response{}, notSent(err)
 	}
 	deadline := time.Now().Add(p.cfg.RouteWait)
-	if ctx.Value(noWaitKey{}) != nil {
+	if NoWait(ctx) {
 		deadline = time.Now()
 	}
 	for {
@@ -59,6 +63,9 @@ type noWaitKey struct{}
 func WithoutWaiting(ctx context.Context) context.Context {
 	return context.WithValue(ctx, noWaitKey{}, true)
 }
+
+// NoWait reports whether ctx is one of WithoutWaiting.
+func NoWait(ctx context.Context) bool { return ctx.Value(noWaitKey{}) != nil }
 
 // errPickAgain: the session chosen closed before a sequence number was
 // assigned; Submit picks another within the same RouteWait.

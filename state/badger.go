@@ -598,12 +598,15 @@ func (s *BadgerStore) get(ctx context.Context, k Key, history bool) (*Record, er
 
 // ByMessageID implements Store.
 func (s *BadgerStore) ByMessageID(ctx context.Context, upstream, id string) (*Record, error) {
-	return s.byIndex(ctx, messageKey(upstream, id), func(r *Record) bool {
+	return s.byIndex(ctx, messageKey(upstream, id), true, func(r *Record) bool {
 		return hasMessage(r, upstream, id)
 	})
 }
 
-func (s *BadgerStore) byIndex(ctx context.Context, ik []byte, match func(*Record) bool) (*Record, error) {
+// byIndex reads the live record index entry ik points at, if match
+// accepts it; with history, with its history (else History may hold the
+// events an older version kept inline).
+func (s *BadgerStore) byIndex(ctx context.Context, ik []byte, history bool, match func(*Record) bool) (*Record, error) {
 	if err := s.enter(ctx); err != nil {
 		return nil, err
 	}
@@ -622,7 +625,7 @@ func (s *BadgerStore) byIndex(ctx context.Context, ik []byte, match func(*Record
 	if err != nil {
 		return nil, fmt.Errorf("state: read index: %w", err)
 	}
-	if rec, _, _, err = loadRecord(sn.txn, rk, true); err != nil {
+	if rec, _, _, err = loadRecord(sn.txn, rk, history); err != nil {
 		return nil, err
 	}
 	if rec == nil || rec.Expired(s.now()) || !match(rec) {

@@ -29,7 +29,7 @@ func TestBadgerReadsRecordsOfOlderVersions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = db.Update(func(txn *badger.Txn) error {
+	s := writeThenOpen(t, db, dir, func(txn *badger.Txn) error {
 		for _, r := range []*Record{sent, done} {
 			if err := txn.Set(recordKey(r.Key), encodeRecordVersion(nil, r, recordVersion3)); err != nil {
 				return err
@@ -37,17 +37,6 @@ func TestBadgerReadsRecordsOfOlderVersions(t *testing.T) {
 		}
 		return txn.Set(legacyJournalKey("smsc/1", 1), recordKey(sent.Key))
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-
-	s, err := OpenBadger(BadgerOptions{Path: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
 	defer s.Close()
 	ctx := context.Background()
 	var found []string
@@ -98,7 +87,7 @@ func TestBadgerIgnoresTheOldJournalIndex(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = db.Update(func(txn *badger.Txn) error {
+	s := writeThenOpen(t, db, dir, func(txn *badger.Txn) error {
 		ws, _ := plan(nil, 0, old, true, clock{now: now, wall: time.Now()})
 		for _, w := range ws {
 			if err := txn.SetEntry(&badger.Entry{Key: w.key, Value: w.val, ExpiresAt: w.expiresAt}); err != nil {
@@ -107,17 +96,6 @@ func TestBadgerIgnoresTheOldJournalIndex(t *testing.T) {
 		}
 		return txn.SetEntry(&badger.Entry{Key: jk, Value: recordKey(old.Key), ExpiresAt: ws[0].expiresAt})
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-
-	s, err := OpenBadger(BadgerOptions{Path: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
 	resent, err := s.Update(ctx, old.Key, func(r *Record) error {
 		r.Session, r.Sequence, r.Expires = "smsc/2", 5, r.Expires.Add(time.Hour)
 		r.History = append(r.History, Event{At: now, State: Sent, Session: "smsc/2", Sequence: 5, Note: "resent"})
@@ -252,4 +230,21 @@ func TestHistoryDelta(t *testing.T) {
 			t.Errorf("historyDelta(%v, %v) = %v, %v; want %v, %v", tc.old, tc.next, added, rewrite, tc.added, tc.rewrite)
 		}
 	}
+}
+
+// writeThenOpen writes with fn straight into db (a store as an older
+// version left it), closes it and opens dir as a store.
+func writeThenOpen(t *testing.T, db *badger.DB, dir string, fn func(*badger.Txn) error) *BadgerStore {
+	t.Helper()
+	if err := db.Update(fn); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := OpenBadger(BadgerOptions{Path: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

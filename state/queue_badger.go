@@ -175,7 +175,7 @@ func itemEntry(item *badger.Item) (*QueueEntry, error) {
 
 // ByProxyID implements Store.
 func (s *BadgerStore) ByProxyID(ctx context.Context, account, id string) (*Record, error) {
-	return s.byIndex(ctx, proxyIDKey(account, id), func(r *Record) bool {
+	return s.byIndex(ctx, proxyIDKey(account, id), true, func(r *Record) bool {
 		return hasProxyID(r, account, id)
 	})
 }
@@ -247,29 +247,11 @@ func (s *BadgerStore) AckAll(ctx context.Context, queue string, seqs []uint64) e
 // (Record.History is nil), as GetHot is Get: for the receipt intake, which
 // needs the record's key, state and ids only.
 func (s *BadgerStore) ByMessageIDHot(ctx context.Context, upstream, id string) (*Record, error) {
-	if err := s.enter(ctx); err != nil {
-		return nil, err
-	}
-	defer s.exit()
-	sn := s.acquire()
-	defer sn.release()
-	item, err := sn.txn.Get(messageKey(upstream, id))
-	if errors.Is(err, badger.ErrKeyNotFound) {
-		return nil, ErrNotFound
-	}
-	if err != nil {
-		return nil, fmt.Errorf("state: read index: %w", err)
-	}
-	rk, err := item.ValueCopy(nil)
-	if err != nil {
-		return nil, fmt.Errorf("state: read index: %w", err)
-	}
-	rec, _, _, err := loadRecord(sn.txn, rk, false)
+	rec, err := s.byIndex(ctx, messageKey(upstream, id), false, func(r *Record) bool {
+		return hasMessage(r, upstream, id)
+	})
 	if err != nil {
 		return nil, err
-	}
-	if rec == nil || rec.Expired(s.now()) || !hasMessage(rec, upstream, id) {
-		return nil, ErrNotFound
 	}
 	rec.History = nil // a record of an older version has it inline
 	return rec, nil

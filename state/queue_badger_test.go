@@ -61,6 +61,18 @@ func TestBadgerQueueDurableAcrossReopen(t *testing.T) {
 
 // acceptedWithHistory creates a record accepted by upstream "smsc" with id
 // "m1" and n events in its history, through Update as the engine writes it.
+// storeWithAccepted opens a Badger store (closed at the end of the test)
+// holding the accepted record k1 with events history events.
+func storeWithAccepted(t *testing.T, events int) (context.Context, *state.BadgerStore, state.Key, time.Time) {
+	t.Helper()
+	s := openBadger(t, t.TempDir(), nil)
+	t.Cleanup(func() { s.Close() })
+	now := time.Now()
+	k := state.Key{Account: "shop", Key: "k1"}
+	acceptedWithHistory(t, s, k, now, events)
+	return context.Background(), s, k, now
+}
+
 func acceptedWithHistory(t *testing.T, s *state.BadgerStore, k state.Key, now time.Time, n int) {
 	t.Helper()
 	ctx := context.Background()
@@ -94,12 +106,7 @@ func notes(h []state.Event) []string {
 // after every stored one and the record's other changes are stored, as
 // Update stores them.
 func TestBadgerAppendHotKeepsTheWholeHistory(t *testing.T) {
-	ctx := context.Background()
-	s := openBadger(t, t.TempDir(), nil)
-	defer s.Close()
-	now := time.Now()
-	k := state.Key{Account: "shop", Key: "k1"}
-	acceptedWithHistory(t, s, k, now, 4)
+	ctx, s, k, now := storeWithAccepted(t, 4)
 	var seen int
 	err := s.AppendHot(ctx, k, func(r *state.Record) error {
 		seen = len(r.History)
@@ -137,12 +144,7 @@ func TestBadgerAppendHotKeepsTheWholeHistory(t *testing.T) {
 // record's life, so every event logged before needs the new TTL) is an
 // Update: the history it saw is the whole one and stays whole.
 func TestBadgerAppendHotThatChangesExpiresIsAnUpdate(t *testing.T) {
-	ctx := context.Background()
-	s := openBadger(t, t.TempDir(), nil)
-	defer s.Close()
-	now := time.Now()
-	k := state.Key{Account: "shop", Key: "k1"}
-	acceptedWithHistory(t, s, k, now, 3)
+	ctx, s, k, now := storeWithAccepted(t, 3)
 	var seen []int
 	if err := s.AppendHot(ctx, k, func(r *state.Record) error {
 		seen = append(seen, len(r.History))
@@ -165,12 +167,7 @@ func TestBadgerAppendHotThatChangesExpiresIsAnUpdate(t *testing.T) {
 // ByMessageIDHot finds what ByMessageID finds, without the history, and
 // nothing for an id no record was accepted with.
 func TestBadgerByMessageIDHot(t *testing.T) {
-	ctx := context.Background()
-	s := openBadger(t, t.TempDir(), nil)
-	defer s.Close()
-	now := time.Now()
-	k := state.Key{Account: "shop", Key: "k1"}
-	acceptedWithHistory(t, s, k, now, 3)
+	ctx, s, k, _ := storeWithAccepted(t, 3)
 	got, err := s.ByMessageIDHot(ctx, "smsc", "m1")
 	if err != nil || got.Key != k || got.MessageID != "m1" || got.History != nil {
 		t.Fatalf("ByMessageIDHot(smsc, m1) = %+v, %v; want record %v without history", got, err, k)

@@ -84,19 +84,7 @@ func (s *MemStore) List(ctx context.Context, queue string, after uint64, limit i
 
 // Ack implements Queue.
 func (s *MemStore) Ack(ctx context.Context, queue string, seq uint64) error {
-	if err := ctxErr(ctx); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.writableLocked(); err != nil {
-		return err
-	}
-	delete(s.queues.entries[queue], seq)
-	if len(s.queues.entries[queue]) == 0 {
-		delete(s.queues.entries, queue)
-	}
-	return nil
+	return s.AckAll(ctx, queue, []uint64{seq})
 }
 
 // Depths implements Queue.
