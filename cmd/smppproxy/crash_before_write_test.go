@@ -16,7 +16,6 @@ import (
 
 	"github.com/smppproxy/smppproxy/internal/peer/esme"
 	"github.com/smppproxy/smppproxy/internal/peer/sim"
-	"github.com/smppproxy/smppproxy/internal/testkit"
 	"github.com/smppproxy/smppproxy/smpp"
 	"github.com/smppproxy/smppproxy/smppclient"
 	"github.com/smppproxy/smppproxy/state"
@@ -106,13 +105,7 @@ func submitKeys(batch []byte) []string {
 // were about to be written with. No key reaches the SMSC twice, and every
 // key the ESME saw acknowledged keeps its message id.
 func TestKilledBetweenCreateAndUpstreamWriteNeverSendsTwice(t *testing.T) {
-	smsc := subprocessSMSC(t, sim.Config{Fault: func(c sim.Call) sim.Action {
-		return sim.Action{Delay: time.Duration(c.N%5) * time.Millisecond}
-	}})
-	dir := t.TempDir()
-	listen := freePort(t)
-	cfgPath := writeConfig(t, dir, listen, smsc.Addr())
-	logPath := filepath.Join(dir, "proxy.log")
+	smsc, dir, listen, cfgPath, logPath := crashRig(t)
 	keysPath := filepath.Join(dir, "killed-batch")
 	const keys, killAt = 400, 150
 	p := startServeEnv(t, cfgPath, logPath, []string{
@@ -177,13 +170,7 @@ func TestKilledBetweenCreateAndUpstreamWriteNeverSendsTwice(t *testing.T) {
 	defer c2.Close()
 	unknown := map[int]bool{}
 	for i := range keys {
-		var r esme.Resp
-		testkit.Eventually(t, 20*time.Second, func() bool {
-			var err error
-			r, err = sendKey(c2, i)
-			return err == nil && r.Status != smpp.StatusThrottled
-		}, fmt.Sprintf("a final answer for key %d after the restart", i))
-		if load.check(t, i, r, "after the restart") {
+		if load.retryUntilFinal(t, c2, i, "after the restart") {
 			unknown[i] = true
 		}
 	}

@@ -192,6 +192,18 @@ upstreams:
 `, password, addr, upstreamPass) + up.String()
 }
 
+// crashRig is the set-up of a crash test: an SMSC answering after 0–4 ms,
+// and a proxy's configuration (listening on listen, its Badger store and
+// its log, logPath, in dir) in front of it.
+func crashRig(t *testing.T) (smsc *sim.Simulator, dir, listen, cfgPath, logPath string) {
+	t.Helper()
+	smsc = subprocessSMSC(t, sim.Config{Fault: func(c sim.Call) sim.Action {
+		return sim.Action{Delay: time.Duration(c.N%5) * time.Millisecond}
+	}})
+	dir, listen = t.TempDir(), freePort(t)
+	return smsc, dir, listen, writeConfig(t, dir, listen, smsc.Addr()), filepath.Join(dir, "proxy.log")
+}
+
 // subprocessSMSC skips the test in -short mode (it runs `smppproxy` as a
 // child) and starts an SMSC simulator with cfg, closed at the end of the
 // test.
@@ -332,18 +344,25 @@ func (l *keyLoad) check(t *testing.T, i int, r esme.Resp, where string) (unknown
 	return false
 }
 
+// retryUntilFinal sends key i on c until the answer is not 0x58 (for up
+// to 20 s) and checks it (see check), reporting whether it was unknown.
+func (l *keyLoad) retryUntilFinal(t *testing.T, c *esme.Client, i int, where string) (unknown bool) {
+	t.Helper()
+	var r esme.Resp
+	testkit.Eventually(t, 20*time.Second, func() bool {
+		var err error
+		r, err = sendKey(c, i)
+		return err == nil && r.Status != smpp.StatusThrottled
+	}, fmt.Sprintf("a final answer %s for key %d", where, i))
+	return l.check(t, i, r, where)
+}
+
 // kill -9 of `smppproxy serve` in the middle of a windowed load with
 // retries; after the restart the client retries everything. No key may
 // reach the SMSC twice (on_unknown: hold) and every message the ESME saw
 // acknowledged keeps its message_id.
 func TestKill9DuringLoadNeverDuplicates(t *testing.T) {
-	smsc := subprocessSMSC(t, sim.Config{Fault: func(c sim.Call) sim.Action {
-		return sim.Action{Delay: time.Duration(c.N%5) * time.Millisecond}
-	}})
-	dir := t.TempDir()
-	listen := freePort(t)
-	cfgPath := writeConfig(t, dir, listen, smsc.Addr())
-	logPath := filepath.Join(dir, "proxy.log")
+	smsc, _, listen, cfgPath, logPath := crashRig(t)
 	p := startServe(t, cfgPath, logPath)
 
 	const keys = 400
@@ -511,16 +530,10 @@ func TestKill9OfOneOfTwoInstancesNeverDuplicates(t *testing.T) {
 
 	unknown := 0
 	for i := range keys {
-		var r esme.Resp
 		// A key A had in flight is `sent` under A's lease: B throttles it
 		// (0x58) while A may still be alive, then answers 0x08, once A has
 		// missed its lease renewals and, after the lease ran out, as unknown.
-		testkit.Eventually(t, 20*time.Second, func() bool {
-			var err error
-			r, err = sendKey(onB, i)
-			return err == nil && r.Status != smpp.StatusThrottled
-		}, fmt.Sprintf("a final answer on B for key %d", i))
-		if load.check(t, i, r, "on B") {
+		if load.retryUntilFinal(t, onB, i, "on B") {
 			unknown++
 		}
 	}
