@@ -33,3 +33,21 @@ func TestReceiptIDConflictIsNotNoRecord(t *testing.T) {
 		t.Errorf("find(unknown id) = %v; want errNoRecord, not errIDConflict", err)
 	}
 }
+
+// A receipt's delivery mark applies to the record it was matched with
+// only: when the key holds another record by then (the matched one passed
+// its dedup window and was renewed), the mark leaves it alone.
+func TestDeliveryMarkLeavesARenewedRecordAlone(t *testing.T) {
+	r := readReceipt(mustParse(t, dlrFrame("77", "DELIVRD")))
+	now := time.Now()
+	matched := &state.Record{Key: state.Key{Account: "shop", Key: "k"}, State: state.Accepted, MessageID: "77", Created: now.Add(-time.Hour)}
+	renewed := &state.Record{Key: matched.Key, State: state.Sent, Created: now}
+	mark := deliveryMark("smsc", r, now, matched)
+	if err := mark(renewed); !errors.Is(err, state.ErrAbort) || renewed.Delivery != "" || len(renewed.History) != 0 {
+		t.Errorf("mark of the renewed record = %v, delivery %q, %d events; want ErrAbort and the record untouched", err, renewed.Delivery, len(renewed.History))
+	}
+	same := *matched
+	if err := mark(&same); err != nil || same.Delivery != state.DeliveryDelivered || len(same.History) != 1 {
+		t.Errorf("mark of the matched record = %v, delivery %q, %d events; want delivered with the receipt's event", err, same.Delivery, len(same.History))
+	}
+}

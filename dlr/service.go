@@ -632,7 +632,7 @@ func (s *Service) route(ctx context.Context, upstream string, rec *state.Record,
 		Kind: KindReceipt, Upstream: upstream, MessageID: clientID, Stat: r.stat,
 		Command: r.m.cmd, Body: body, Enqueued: now, Expires: now.Add(s.account(acct).Retention),
 	}
-	mark := deliveryMark(upstream, r, now)
+	mark := deliveryMark(upstream, r, now, rec)
 	var dup, marked bool
 	var err error
 	if ea, ok := s.q.(enqueueAppender); ok && any(s.q) == any(s.cfg.Store) {
@@ -665,11 +665,17 @@ type enqueueAppender interface {
 	EnqueueAppend(ctx context.Context, e *state.QueueEntry, k state.Key, fn func(*state.Record) error) (seq uint64, dup, appended bool, err error)
 }
 
-// deliveryMark is the change receipt r makes to its record: its delivery
-// state (a final state is not overwritten by a late intermediate one) and
-// an event. It reads no history.
-func deliveryMark(upstream string, r *receipt, now time.Time) func(*state.Record) error {
+// deliveryMark is the change receipt r makes to its record, matched (as
+// read when the receipt was matched): its delivery state (a final state is
+// not overwritten by a late intermediate one) and an event. It reads no
+// history. The key may hold another record by the time it is applied (the
+// matched one passed its dedup window and was renewed): that one is left
+// alone (state.ErrAbort), the receipt being queued all the same.
+func deliveryMark(upstream string, r *receipt, now time.Time, matched *state.Record) func(*state.Record) error {
 	return func(rec *state.Record) error {
+		if !rec.Created.Equal(matched.Created) {
+			return state.ErrAbort
+		}
 		if r.state != "" && !(rec.Delivery.Final() && !r.state.Final()) {
 			rec.Delivery, rec.DeliveryAt = r.state, now
 		}
@@ -690,7 +696,7 @@ func (s *Service) markDelivery(ctx context.Context, k state.Key, mark func(*stat
 	if h, ok := s.cfg.Store.(hotStore); ok {
 		update = h.AppendHot // mark reads no history: it appends one event
 	}
-	if err := update(ctx, k, mark); err != nil {
+	if err := update(ctx, k, mark); err != nil && !errors.Is(err, state.ErrAbort) {
 		s.log.Warn("dlr: delivery state not recorded", "account", k.Account, "key", s.cfg.LogKey(k.Key), "segment", k.Segment, "err", err)
 	}
 }
