@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 
@@ -132,6 +133,25 @@ func (s *Store) Ack(ctx context.Context, queue string, seq uint64) error {
 	r := &request{order: lockOrder{table: orderEntry, a: []byte(queue), b: binary.BigEndian.AppendUint64(nil, seq)}}
 	r.queue = func(b *pgx.Batch) {
 		b.Queue(`DELETE FROM queue_entries WHERE queue = $1 AND seq = $2`, col(queue), seqArg(seq))
+	}
+	return s.submit(ctx, r)
+}
+
+// AckAll acknowledges the entries seqs of queue in one statement of one
+// batch (the receipts' dispatcher gathers the Acks that arrive while one
+// is written).
+func (s *Store) AckAll(ctx context.Context, queue string, seqs []uint64) error {
+	if len(seqs) == 0 {
+		return nil
+	}
+	args := make([]int64, len(seqs))
+	for i, seq := range seqs {
+		args[i] = seqArg(seq)
+	}
+	slices.Sort(args)
+	r := &request{order: lockOrder{table: orderEntry, a: []byte(queue), b: binary.BigEndian.AppendUint64(nil, uint64(args[0]))}}
+	r.queue = func(b *pgx.Batch) {
+		b.Queue(`DELETE FROM queue_entries WHERE queue = $1 AND seq = ANY($2)`, col(queue), args)
 	}
 	return s.submit(ctx, r)
 }

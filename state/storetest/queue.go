@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -134,6 +135,31 @@ func testQueueAck(t *testing.T, s state.Store, c *Clock) {
 	}
 	if d, err := q.Depths(bg); err != nil || len(d) != 0 {
 		t.Errorf("Depths() with everything acknowledged = %v, %v; want empty", d, err)
+	}
+}
+
+// testQueueAckAll: a store that acknowledges several entries in one write
+// (AckAll) deletes those it names in that queue, and only those.
+func testQueueAckAll(t *testing.T, s state.Store, c *Clock) {
+	q := queueOf(t, s)
+	ba, ok := q.(interface {
+		AckAll(ctx context.Context, queue string, seqs []uint64) error
+	})
+	if !ok {
+		t.Skip("no AckAll")
+	}
+	var seqs []uint64
+	for i := range 5 {
+		seqs = append(seqs, mustEnqueue(t, q, entry(c, "shop", "", i)))
+	}
+	other := mustEnqueue(t, q, entry(c, "other", "", 9))
+	if err := ba.AckAll(bg, "shop", []uint64{seqs[0], seqs[2], seqs[4], seqs[2], other}); err != nil {
+		t.Fatalf("AckAll = %v", err)
+	}
+	wantIDs(t, "List after AckAll", list(t, q, "shop", 0, 100), "m-1", "m-3")
+	wantIDs(t, "List of another queue after AckAll", list(t, q, "other", 0, 100), "m-9")
+	if err := ba.AckAll(bg, "shop", nil); err != nil {
+		t.Errorf("AckAll of nothing = %v", err)
 	}
 }
 

@@ -48,6 +48,7 @@ func Run(t *testing.T, open Opener) {
 		{"QueueOrder", testQueueOrder},
 		{"QueueDedup", testQueueDedup},
 		{"QueueAck", testQueueAck},
+		{"QueueAckAll", testQueueAckAll},
 		{"QueueExpiry", testQueueExpiry},
 		{"QueuesAreExact", testQueuesAreExact},
 		{"QueueConcurrentEnqueue", testQueueConcurrent},
