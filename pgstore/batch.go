@@ -48,9 +48,12 @@ const inputRows = `SELECT * FROM unnest($1::bytea[], $2::bytea[], $3::bytea[], $
 	$13::bytea[], $14::text[]) WITH ORDINALITY AS t(` + inputColumns + `, n)`
 
 // sqlCreateMany inserts the records whose keys no live record holds (an
-// expired one is replaced) and returns the keys it wrote. A key it does
-// not return is held by a live record, which Create reads after the
-// commit: the common case, a fresh key, costs the insert alone. A live
+// expired one is replaced) and returns the keys it wrote (state NULL),
+// and the live records that hold the others, as the statement found them
+// (state set), so that a create finding its key taken needs no read after
+// it; a key it returns neither way was taken by a transaction that
+// committed meanwhile, which Create reads after the commit. The common
+// case, a fresh key, costs the insert alone. A live
 // record is neither locked nor written (ON CONFLICT DO NOTHING, and the
 // replacement of expired ones only probes the keys the insert did not
 // take), so a batch of creates that all find their key taken — retries
@@ -72,7 +75,12 @@ const sqlCreateMany = `WITH input AS (` + inputRows + `),
 		WHERE (r.account, r.key, r.segment) = (i.account, i.key, i.segment) AND r.expires_ns <= $15
 			AND NOT EXISTS (SELECT 1 FROM ins WHERE (ins.account, ins.key, ins.segment) = (i.account, i.key, i.segment))
 		RETURNING r.account, r.key, r.segment)
-	SELECT account, key, segment FROM ins UNION ALL SELECT account, key, segment FROM upd`
+	SELECT account, key, segment, NULL::text AS state, NULL::bytea AS body, NULL::bytea[] AS history FROM ins
+	UNION ALL SELECT account, key, segment, NULL, NULL, NULL FROM upd
+	UNION ALL SELECT r.account, r.key, r.segment, r.state, r.body, r.history
+		FROM records r JOIN input i ON (r.account, r.key, r.segment) = (i.account, i.key, i.segment)
+		WHERE r.expires_ns > $15
+			AND NOT EXISTS (SELECT 1 FROM ins WHERE (ins.account, ins.key, ins.segment) = (i.account, i.key, i.segment))`
 
 // sqlReplaceMany updates the records (the history grows by added, capped,
 // unless rewrite) and inserts those whose row is gone.
@@ -168,12 +176,26 @@ func queueCreates(b *pgx.Batch, ops []*createOp) {
 	b.Queue(sqlCreateMany, args...).Query(func(rs pgx.Rows) error {
 		defer rs.Close()
 		for rs.Next() {
-			var account, key, segment []byte
-			if err := rs.Scan(&account, &key, &segment); err != nil {
+			var (
+				account, key, segment, body []byte
+				st                          *string
+				hist                        [][]byte
+			)
+			if err := rs.Scan(&account, &key, &segment, &st, &body, &hist); err != nil {
 				return err
 			}
-			if op := first[state.Key{Account: string(account), Key: string(key), Segment: string(segment)}]; op != nil {
+			k := state.Key{Account: string(account), Key: string(key), Segment: string(segment)}
+			op := first[k]
+			switch {
+			case op == nil:
+			case st == nil:
 				op.created = true
+			default:
+				existing, err := decodeRecord(k, *st, body, hist)
+				if err != nil {
+					return err
+				}
+				op.existing = existing
 			}
 		}
 		return rs.Err()
@@ -181,12 +203,16 @@ func queueCreates(b *pgx.Batch, ops []*createOp) {
 }
 
 // settle gives a second Create of a key in a batch its outcome: the first
-// one's record (a copy) when the first created it, else neither (Create
-// reads the holder).
+// one's record (a copy) when the first created it, the holder the first
+// found, else neither (Create reads the holder).
 func (op *createOp) settle() {
-	if f := op.dupOf; f != nil && f.created {
+	switch f := op.dupOf; {
+	case f == nil:
+	case f.created:
 		op.existing = f.rec.Clone()
 		op.existing.History = state.CapHistory(op.existing.History)
+	case f.existing != nil:
+		op.existing = f.existing.Clone()
 	}
 }
 
