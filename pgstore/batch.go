@@ -172,7 +172,11 @@ func queueCreates(b *pgx.Batch, ops []*createOp) {
 	if len(uniq) == 0 {
 		return
 	}
-	args := append(columns(rows), uniq[0].now)
+	now := uniq[0].now
+	for _, op := range uniq {
+		now = max(now, op.now) // the latest: a record expired by then is not "live"
+	}
+	args := append(columns(rows), now)
 	b.Queue(sqlCreateMany, args...).Query(func(rs pgx.Rows) error {
 		defer rs.Close()
 		for rs.Next() {

@@ -238,7 +238,10 @@ func (s *Store) maintain() {
 const gcLimit = 10000
 
 // collect deletes expired records, queue entries and dedup markers, in
-// statements of at most gcLimit rows, for at most Lease/3.
+// statements of at most gcLimit rows, for at most Lease/3. A row another
+// transaction holds (a create replacing an expired record) is skipped, not
+// waited for: collect takes its rows in their physical order, the writers
+// in key order, and waiting could deadlock the two.
 func (s *Store) collect(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, max(s.opts.Lease/3, s.opts.Timeout))
 	defer cancel()
@@ -246,7 +249,8 @@ func (s *Store) collect(ctx context.Context) error {
 	for _, table := range []string{"records", "queue_entries", "queue_markers"} {
 		for {
 			tag, err := s.pool.Exec(ctx, `DELETE FROM `+table+` WHERE ctid = ANY(ARRAY(
-				SELECT ctid FROM `+table+` WHERE expires_ns <= $1 LIMIT `+fmt.Sprint(gcLimit)+`)) AND expires_ns <= $1`, now)
+				SELECT ctid FROM `+table+` WHERE expires_ns <= $1 LIMIT `+fmt.Sprint(gcLimit)+` FOR UPDATE SKIP LOCKED))
+				AND expires_ns <= $1`, now)
 			if err != nil {
 				return wrapErr(err)
 			}
