@@ -33,6 +33,7 @@ type Config struct {
 	ShutdownTimeout Duration   `yaml:"shutdown_timeout"` // drain time on SIGTERM; default 10s
 	ProxySystemID   string     `yaml:"proxy_system_id"`  // system_id in the proxy's bind_*_resp; default "smppproxy"
 	MemoryLimit     Bytes      `yaml:"memory_limit"`     // serve's soft memory limit (see DefaultMemoryLimit); 0 = none
+	GCPercent       int        `yaml:"gc_percent"`       // serve's GOGC (see GCPercentOrDefault); 0 = the store's default
 	Accounts        []Account  `yaml:"accounts"`
 	Upstreams       []Upstream `yaml:"upstreams"`
 	MORoutes        []MORoute  `yaml:"mo_routes"`
@@ -328,6 +329,31 @@ func Default() *Config {
 // most of the CPU. The GOMEMLIMIT environment
 // variable, when set, wins.
 const DefaultMemoryLimit = Bytes(384 << 20)
+
+// GCPercentOrDefault is the garbage collector's target percentage for
+// serve (runtime/debug.SetGCPercent, as GOGC): gc_percent, or when it is
+// 0 the store's default. With the embedded store (Badger) that is Go's
+// 100: its flushes and compactions leave much garbage, and a higher
+// setting bought no CPU for a third more memory (measured). With
+// PostgreSQL the heap is small and short-lived garbage is most of it, so
+// the collector ran several times a second: 300 takes ~14% off the
+// proxy's CPU per submit for ~60 MB more (measured: 102 -> 88 µs, peak
+// RSS 86 -> 146 MB). memory_limit still bounds the heap either way.
+func (c *Config) GCPercentOrDefault() int {
+	switch {
+	case c.GCPercent != 0:
+		return c.GCPercent
+	case c.Store.Backend == BackendPostgres:
+		return 300
+	}
+	return 100
+}
+
+// MinGCPercent and MaxGCPercent bound gc_percent (other than 0).
+const (
+	MinGCPercent = 25
+	MaxGCPercent = 1000
+)
 
 // MinMemoryLimit is the smallest memory_limit accepted (other than 0):
 // below it the collector would run nearly all the time.

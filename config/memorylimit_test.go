@@ -23,3 +23,25 @@ func TestMemoryLimitTooSmallIsRefusedWithItsPath(t *testing.T) {
 		t.Errorf("memory_limit at the minimum = %s, want %s kept", c.MemoryLimit, MinMemoryLimit)
 	}
 }
+
+// gc_percent: 0 or absent is the store's default (Go's 100 with Badger,
+// 300 with PostgreSQL); a value is kept; one out of range is refused with
+// its path.
+func TestGCPercentDefaultsByStoreAndIsBounded(t *testing.T) {
+	if c := mustParse(t, base); c.GCPercent != 0 || c.GCPercentOrDefault() != 100 {
+		t.Errorf("gc_percent absent, Badger: %d in force %d, want 0 and 100", c.GCPercent, c.GCPercentOrDefault())
+	}
+	c := mustParse(t, base)
+	c.Store.Backend = BackendPostgres
+	if got := c.GCPercentOrDefault(); got != 300 {
+		t.Errorf("gc_percent absent, PostgreSQL: in force %d, want 300", got)
+	}
+	if c := mustParse(t, base+"gc_percent: 200\n"); c.GCPercentOrDefault() != 200 {
+		t.Errorf("gc_percent: 200 in force %d, want 200", c.GCPercentOrDefault())
+	}
+	for _, bad := range []string{"10", "5000", "-1"} {
+		if errs := parseErrors(t, base+"gc_percent: "+bad+"\n"); len(errs) != 1 || errs[0].Path != "gc_percent" {
+			t.Errorf("gc_percent: %s -> %v, want one error at gc_percent", bad, errs)
+		}
+	}
+}

@@ -89,6 +89,9 @@ func (k *checker) config(c *Config) {
 	if c.MemoryLimit != 0 && c.MemoryLimit < MinMemoryLimit {
 		k.errorf("memory_limit", "must be at least %s, or 0 for no limit (got %s)", MinMemoryLimit, c.MemoryLimit)
 	}
+	if c.GCPercent != 0 && (c.GCPercent < MinGCPercent || c.GCPercent > MaxGCPercent) {
+		k.errorf("gc_percent", "must be between %d and %d, or 0 for the store's default (got %d)", MinGCPercent, MaxGCPercent, c.GCPercent)
+	}
 	k.smppString("proxy_system_id", c.ProxySystemID, maxSystemID, true)
 
 	upstreams := map[string]int{}

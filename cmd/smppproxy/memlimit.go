@@ -30,3 +30,18 @@ func memoryLimitString(n int64) string {
 	}
 	return config.Bytes(n).String()
 }
+
+// applyGCPercent puts gc_percent (or the store's default, see
+// config.GCPercentOrDefault) in force as the collector's target, unless
+// the GOGC environment variable (env) set one, which wins. It returns the
+// percentage in force and whether it came from GOGC.
+func applyGCPercent(cfg *config.Config, env string) (inForce int, fromEnv bool) {
+	if env != "" {
+		p := debug.SetGCPercent(100)
+		debug.SetGCPercent(p)
+		return p, true
+	}
+	p := cfg.GCPercentOrDefault()
+	debug.SetGCPercent(p)
+	return p, false
+}

@@ -4,6 +4,8 @@ import (
 	"math"
 	"runtime/debug"
 	"testing"
+
+	"github.com/smppproxy/smppproxy/config"
 )
 
 func TestMemoryLimitComesFromTheConfigUnlessGOMEMLIMITIsSet(t *testing.T) {
@@ -22,5 +24,24 @@ func TestMemoryLimitComesFromTheConfigUnlessGOMEMLIMITIsSet(t *testing.T) {
 	}
 	if s := memoryLimitString(math.MaxInt64); s != "none" {
 		t.Errorf("no limit described as %q, want none", s)
+	}
+}
+
+func TestGCPercentComesFromTheConfigUnlessGOGCIsSet(t *testing.T) {
+	prev := debug.SetGCPercent(100)
+	t.Cleanup(func() { debug.SetGCPercent(prev) })
+	current := func() int { p := debug.SetGCPercent(100); debug.SetGCPercent(p); return p }
+
+	cfg := &config.Config{GCPercent: 250}
+	if p, env := applyGCPercent(cfg, ""); p != 250 || env || current() != 250 {
+		t.Errorf("gc_percent 250: in force %d (from env %v, runtime %d), want 250 from the config", p, env, current())
+	}
+	pg := &config.Config{Store: config.Store{Backend: config.BackendPostgres}}
+	if p, _ := applyGCPercent(pg, ""); p != 300 || current() != 300 {
+		t.Errorf("gc_percent absent on PostgreSQL: in force %d (runtime %d), want 300", p, current())
+	}
+	debug.SetGCPercent(150) // what the runtime does with GOGC=150
+	if p, env := applyGCPercent(cfg, "150"); p != 150 || !env || current() != 150 {
+		t.Errorf("GOGC=150, gc_percent 250: in force %d (from env %v), want GOGC's 150", p, env)
 	}
 }

@@ -88,6 +88,9 @@ func serve(cfg *config.Config, o serveOptions) error {
 	if lim, env := applyMemoryLimit(cfg.MemoryLimit, os.Getenv("GOMEMLIMIT")); env {
 		log.Info("memory limit set by GOMEMLIMIT; memory_limit ignored", "limit", memoryLimitString(lim))
 	}
+	if p, env := applyGCPercent(cfg, os.Getenv("GOGC")); env {
+		log.Info("collector target set by GOGC; gc_percent ignored", "percent", p)
+	}
 	s, err := startServing(cfg, log, o, level)
 	if err != nil {
 		return err
@@ -145,6 +148,11 @@ func (s *serving) reload(by string) (admin.Reloaded, error) {
 	before := debug.SetMemoryLimit(-1)
 	if lim, _ := applyMemoryLimit(next.MemoryLimit, os.Getenv("GOMEMLIMIT")); lim != before {
 		out.Applied = append(out.Applied, fmt.Sprintf("memory_limit: %s → %s", memoryLimitString(before), memoryLimitString(lim)))
+	}
+	beforeGC := debug.SetGCPercent(100)
+	debug.SetGCPercent(beforeGC)
+	if p, _ := applyGCPercent(next, os.Getenv("GOGC")); p != beforeGC {
+		out.Applied = append(out.Applied, fmt.Sprintf("gc_percent: %d → %d", beforeGC, p))
 	}
 	if lvl := parseLevel(next.Log.Level); lvl != s.level.Level() {
 		out.Applied = append(out.Applied, fmt.Sprintf("log.level: %s → %s", s.level.Level(), lvl))
