@@ -331,20 +331,17 @@ func Default() *Config {
 const DefaultMemoryLimit = Bytes(384 << 20)
 
 // GCPercentOrDefault is the garbage collector's target percentage for
-// serve (runtime/debug.SetGCPercent, as GOGC): gc_percent, or when it is
-// 0 the store's default. With the embedded store (Badger) that is Go's
-// 100: its flushes and compactions leave much garbage, and a higher
-// setting bought no CPU for a third more memory (measured). With
-// PostgreSQL the heap is small and short-lived garbage is most of it, so
-// the collector ran several times a second: 300 takes ~14% off the
-// proxy's CPU per submit for ~60 MB more (measured: 102 -> 88 µs, peak
-// RSS 86 -> 146 MB). memory_limit still bounds the heap either way.
+// serve (runtime/debug.SetGCPercent, as GOGC): gc_percent, or Go's 100
+// when it is 0. Raising it trades memory for CPU, and only pays with
+// PostgreSQL, where the heap is small and short-lived garbage is most of
+// it: 300 took ~14% off the proxy's CPU per submit there, for 60-80 MB
+// more (measured: 102 -> 88 µs per fresh submit alone; in the whole
+// bench, where PostgreSQL shares the cores, +0-4% submits/s and peak RSS
+// 118 -> ~200 MB). With the embedded store it bought no CPU for 100 MB
+// more. memory_limit still bounds the heap either way.
 func (c *Config) GCPercentOrDefault() int {
-	switch {
-	case c.GCPercent != 0:
+	if c.GCPercent != 0 {
 		return c.GCPercent
-	case c.Store.Backend == BackendPostgres:
-		return 300
 	}
 	return 100
 }

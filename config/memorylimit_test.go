@@ -24,20 +24,14 @@ func TestMemoryLimitTooSmallIsRefusedWithItsPath(t *testing.T) {
 	}
 }
 
-// gc_percent: 0 or absent is the store's default (Go's 100 with Badger,
-// 300 with PostgreSQL); a value is kept; one out of range is refused with
-// its path.
-func TestGCPercentDefaultsByStoreAndIsBounded(t *testing.T) {
+// gc_percent: 0 or absent is Go's 100, whatever the store; a value is
+// kept; one out of range is refused with its path.
+func TestGCPercentDefaultsToGosAndIsBounded(t *testing.T) {
 	if c := mustParse(t, base); c.GCPercent != 0 || c.GCPercentOrDefault() != 100 {
-		t.Errorf("gc_percent absent, Badger: %d in force %d, want 0 and 100", c.GCPercent, c.GCPercentOrDefault())
+		t.Errorf("gc_percent absent: %d in force %d, want 0 and 100", c.GCPercent, c.GCPercentOrDefault())
 	}
-	c := mustParse(t, base)
-	c.Store.Backend = BackendPostgres
-	if got := c.GCPercentOrDefault(); got != 300 {
-		t.Errorf("gc_percent absent, PostgreSQL: in force %d, want 300", got)
-	}
-	if c := mustParse(t, base+"gc_percent: 200\n"); c.GCPercentOrDefault() != 200 {
-		t.Errorf("gc_percent: 200 in force %d, want 200", c.GCPercentOrDefault())
+	if c := mustParse(t, base+"gc_percent: 300\n"); c.GCPercentOrDefault() != 300 {
+		t.Errorf("gc_percent: 300 in force %d, want 300", c.GCPercentOrDefault())
 	}
 	for _, bad := range []string{"10", "5000", "-1"} {
 		if errs := parseErrors(t, base+"gc_percent: "+bad+"\n"); len(errs) != 1 || errs[0].Path != "gc_percent" {

@@ -31,7 +31,7 @@ func memoryLimitString(n int64) string {
 	return config.Bytes(n).String()
 }
 
-// applyGCPercent puts gc_percent (or the store's default, see
+// applyGCPercent puts gc_percent (or Go's 100, see
 // config.GCPercentOrDefault) in force as the collector's target, unless
 // the GOGC environment variable (env) set one, which wins. It returns the
 // percentage in force and whether it came from GOGC.

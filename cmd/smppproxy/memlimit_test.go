@@ -36,9 +36,8 @@ func TestGCPercentComesFromTheConfigUnlessGOGCIsSet(t *testing.T) {
 	if p, env := applyGCPercent(cfg, ""); p != 250 || env || current() != 250 {
 		t.Errorf("gc_percent 250: in force %d (from env %v, runtime %d), want 250 from the config", p, env, current())
 	}
-	pg := &config.Config{Store: config.Store{Backend: config.BackendPostgres}}
-	if p, _ := applyGCPercent(pg, ""); p != 300 || current() != 300 {
-		t.Errorf("gc_percent absent on PostgreSQL: in force %d (runtime %d), want 300", p, current())
+	if p, _ := applyGCPercent(&config.Config{}, ""); p != 100 || current() != 100 {
+		t.Errorf("gc_percent absent: in force %d (runtime %d), want Go's 100", p, current())
 	}
 	debug.SetGCPercent(150) // what the runtime does with GOGC=150
 	if p, env := applyGCPercent(cfg, "150"); p != 150 || !env || current() != 150 {
