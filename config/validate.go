@@ -90,7 +90,7 @@ func (k *checker) config(c *Config) {
 		k.errorf("memory_limit", "must be at least %s, or 0 for no limit (got %s)", MinMemoryLimit, c.MemoryLimit)
 	}
 	if c.GCPercent != 0 && (c.GCPercent < MinGCPercent || c.GCPercent > MaxGCPercent) {
-		k.errorf("gc_percent", "must be between %d and %d, or 0 for the store's default (got %d)", MinGCPercent, MaxGCPercent, c.GCPercent)
+		k.errorf("gc_percent", "must be between %d and %d, or 0 for Go's default of 100 (got %d)", MinGCPercent, MaxGCPercent, c.GCPercent)
 	}
 	k.smppString("proxy_system_id", c.ProxySystemID, maxSystemID, true)
 
