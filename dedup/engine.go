@@ -48,12 +48,13 @@ type Config struct {
 	// it implements state.OwnerLeases; else every owner is alive.
 	Owners state.OwnerLeases
 	// CreateFirst: a key the engine does not remember as settled is
-	// forwarded as new without a read; its create (written before the
-	// PDU, see Store.Create) finds a record that exists, nothing is sent,
-	// and the submit is decided again by that record. For stores where a
-	// read is a round trip (a shared database), it saves one per fresh
-	// submit; a retry the engine does not remember costs a create attempt
-	// and the read instead of the read alone.
+	// forwarded as new without a read, taking only upstream capacity free
+	// at once (Attempt.NoWait; else it is read first); its create (written
+	// before the PDU, see Store.Create) finds a record that exists,
+	// nothing is sent, and the submit is decided again by the record the
+	// create returned. For stores where a read is a round trip (a shared
+	// database), it saves one per fresh submit; a retry the engine does
+	// not remember costs a create attempt instead of a read.
 	CreateFirst bool
 }
 

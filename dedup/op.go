@@ -222,15 +222,15 @@ func (o *op) newRecord(ctx context.Context, now time.Time) *state.Record {
 
 // lookup returns the live record under the key: a settled one this
 // engine remembers, else the store's (remembered when settled). With
-// remembered, a key the engine does not remember is taken as new without
+// unread, a key the engine does not remember is taken as new without
 // reading the store (Config.CreateFirst): the create finds a record that
-// exists, and the decision is then taken again with a read.
-func (o *op) lookup(ctx context.Context, remembered bool) (*state.Record, error) {
+// exists, and the decision is then taken again by that record.
+func (o *op) lookup(ctx context.Context, unread bool) (*state.Record, error) {
 	e := o.e
 	if r := e.finals.get(o.k); r != nil && !r.Expired(e.now()) {
 		return r, nil
 	}
-	if remembered {
+	if unread {
 		return nil, state.ErrNotFound
 	}
 	var r *state.Record
