@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/hex"
 	"fmt"
-	"net/http"
 	"net/url"
 	"regexp"
 	"strings"
@@ -36,7 +35,7 @@ func TestAdminOutputCannotBeBruteForcedBackToAnOTP(t *testing.T) {
 		t.Fatalf("submit = %+v, %v", r, err)
 	}
 
-	list := get(t, srv.URL+"/api/v1/keys?account=shop")
+	list := testkit.GetOK(t, srv.URL+"/api/v1/keys?account=shop")
 	var stored *state.Record
 	_ = app.Store().Scan(ctx, func(r *state.Record) bool { stored = r; return false })
 	if stored == nil {
@@ -46,7 +45,7 @@ func TestAdminOutputCannotBeBruteForcedBackToAnOTP(t *testing.T) {
 	if shown == nil {
 		t.Fatalf("listing shows no key: %s", list)
 	}
-	show := get(t, srv.URL+"/api/v1/keys/show?account=shop&key="+url.QueryEscape(shown[1]))
+	show := testkit.GetOK(t, srv.URL+"/api/v1/keys/show?account=shop&key="+url.QueryEscape(shown[1]))
 	if !strings.Contains(show, `"accepted"`) {
 		t.Errorf("keys/show by the key the listing shows = %s, want the record", show)
 	}
@@ -97,13 +96,4 @@ func bruteForceOTP(t *testing.T, answers string, code int) {
 		}
 	}
 	t.Logf("chance matches of an 8-digit tag among 10^6 candidates: %d", hits)
-}
-
-func get(t *testing.T, u string) string {
-	t.Helper()
-	resp, b := testkit.Get(t, u, "")
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s = %d %s", u, resp.StatusCode, b)
-	}
-	return b
 }

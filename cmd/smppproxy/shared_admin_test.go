@@ -2,7 +2,6 @@ package main
 
 import (
 	"github.com/smppproxy/smppproxy/internal/testkit"
-	"net/http"
 	"net/url"
 	"path/filepath"
 	"regexp"
@@ -82,19 +81,10 @@ func TestCLIShowsTheOwnerInstanceAndTheSessionsInstance(t *testing.T) {
 			t.Errorf("/metrics of %s: smppproxy_build_info has no instance_id=%q", on.adminURL, id)
 		}
 		noDSN("/metrics", metrics)
-		status := get(t, on.adminURL+"/api/v1/status")
+		status := testkit.GetOK(t, on.adminURL+"/api/v1/status")
 		if !regexp.MustCompile(`"instance_id": *"` + id + `"`).MatchString(status) {
 			t.Errorf("/api/v1/status of %s lacks instance_id %q:\n%s", on.adminURL, id, status)
 		}
 		noDSN("/api/v1/status", status)
 	}
-}
-
-func get(t *testing.T, u string) string {
-	t.Helper()
-	resp, body := testkit.Get(t, u, "")
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s = %s:\n%s", u, resp.Status, body)
-	}
-	return body
 }

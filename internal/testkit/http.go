@@ -35,3 +35,14 @@ func Get(t testing.TB, url, token string) (*http.Response, string) {
 	}
 	return Do(t, req)
 }
+
+// GetOK is Get without a token, failing the test unless the answer is
+// 200; it returns the body.
+func GetOK(t testing.TB, url string) string {
+	t.Helper()
+	resp, body := Get(t, url, "")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s = %s:\n%s", url, resp.Status, body)
+	}
+	return body
+}
