@@ -8,7 +8,8 @@ package smppclient
 // starts; it is read without synchronisation.
 var BeforeWrite func(batch []byte, submits int)
 
-// waiting is the number of reqs that wait for a response.
+// waiting is the number of reqs that wait for a response (submits, as
+// opposed to control frames).
 func waiting(reqs []*writeReq) int {
 	n := 0
 	for _, req := range reqs {

@@ -144,12 +144,7 @@ func (s *session) flush(b *batch) bool {
 	// Counted before any request hears of its write: its response may
 	// come, and its caller read the counters, before this loop ends.
 	if err == nil {
-		var written uint64
-		for _, req := range b.reqs {
-			if req.done != nil {
-				written++
-			}
-		}
+		written := uint64(waiting(b.reqs))
 		s.submits.Add(written)
 		s.p.stats.written.Add(written)
 	}
