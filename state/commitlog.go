@@ -533,11 +533,11 @@ func (l *commitLog) bounded(segs []segment, newest uint64, now time.Time) []segm
 	defer l.mu.Unlock()
 	for i := range segs {
 		for j := range l.segs {
-			if l.segs[j].path == segs[i].path && l.segs[j].bound == 0 {
-				l.segs[j].bound, l.segs[j].seen = max(newest, 1), now
-			}
-			if l.segs[j].path == segs[i].path {
-				segs[i] = l.segs[j]
+			if sg := &l.segs[j]; sg.path == segs[i].path {
+				if sg.bound == 0 {
+					sg.bound, sg.seen = max(newest, 1), now
+				}
+				segs[i] = *sg
 			}
 		}
 	}

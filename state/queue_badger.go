@@ -271,12 +271,7 @@ func (s *BadgerStore) AppendHot(ctx context.Context, k Key, fn func(*Record) err
 	rk := recordKey(k)
 	mu := s.lockKey(rk)
 	c := s.clock()
-	sn := s.acquire()
-	cur, curN, hot, err := loadRecord(sn.txn, rk, false)
-	sn.release()
-	if err == nil && (cur == nil || cur.Expired(c.now)) {
-		err = ErrNotFound
-	}
+	cur, curN, hot, err := s.readLive(rk, false, c)
 	var next *Record
 	if err == nil {
 		next, err = runUpdate(cur, fn)
@@ -313,12 +308,10 @@ func (s *BadgerStore) EnqueueAppend(ctx context.Context, e *QueueEntry, k Key, f
 	rk := recordKey(k)
 	defer s.lockKey(rk).Unlock()
 	c := s.clock()
-	sn := s.acquire()
-	cur, curN, hot, rerr := loadRecord(sn.txn, rk, false)
-	sn.release()
+	cur, curN, hot, rerr := s.readLive(rk, false, c)
 	s.exit()
 	var ws []write
-	if rerr == nil && cur != nil && hot && !cur.Expired(c.now) {
+	if rerr == nil && hot {
 		if next, err := runUpdate(cur, fn); err == nil {
 			if _, rewrite := historyDelta(cur.History, next.History); !rewrite && next.Expires.Equal(cur.Expires) {
 				ws, _ = plan(cur, curN, next, false, c)

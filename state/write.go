@@ -297,6 +297,18 @@ func (s *BadgerStore) Create(ctx context.Context, rec *Record) (*Record, bool, e
 	return nil, true, nil
 }
 
+// readLive reads the record under rk from the snapshot, as loadRecord,
+// and ErrNotFound when there is none live at c.
+func (s *BadgerStore) readLive(rk []byte, history bool, c clock) (rec *Record, histN uint32, hot bool, err error) {
+	sn := s.acquire()
+	rec, histN, hot, err = loadRecord(sn.txn, rk, history)
+	sn.release()
+	if err == nil && (rec == nil || rec.Expired(c.now)) {
+		err = ErrNotFound
+	}
+	return rec, histN, hot, err
+}
+
 // Update implements Store. fn runs in the caller's goroutine while the
 // record's key lock is held against other writers: it must be quick and
 // must not write to the Store (that may deadlock).
@@ -307,12 +319,7 @@ func (s *BadgerStore) Update(ctx context.Context, k Key, fn func(*Record) error)
 	rk := recordKey(k)
 	defer s.lockKey(rk).Unlock()
 	c := s.clock()
-	sn := s.acquire()
-	cur, curN, hot, err := loadRecord(sn.txn, rk, true)
-	sn.release()
-	if err == nil && (cur == nil || cur.Expired(c.now)) {
-		err = ErrNotFound
-	}
+	cur, curN, hot, err := s.readLive(rk, true, c)
 	if err != nil {
 		s.exit()
 		return nil, err
