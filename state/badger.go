@@ -105,6 +105,9 @@ type BadgerOptions struct {
 	// diskFree, when set (by tests in this package), replaces the
 	// free-space probe.
 	diskFree func(path string) (uint64, bool)
+	// diskCheckEvery (tests in this package) replaces the longest time
+	// between two readings of the free space (negative: every batch).
+	diskCheckEvery time.Duration
 }
 
 // Defaults of the memory options of BadgerOptions (see there), measured
@@ -212,7 +215,12 @@ type BadgerStore struct {
 	minFree  int64                            // <= 0: no guard
 	diskFree func(path string) (uint64, bool) // free bytes, ok
 	lowDisk  bool                             // committer only: last guard verdict
-	qseq     uint64                           // committer only: last queue sequence number
+	// committer only: when free space was last read, and how many bytes
+	// of batches may go before it is read again (see checkDisk).
+	diskRead       time.Time
+	diskBudget     int64
+	diskCheckEvery time.Duration
+	qseq           uint64 // committer only: last queue sequence number
 	// trimSyncAfter: see truncateCommitLog (the constant, or a test's).
 	trimSyncAfter time.Duration
 	// valueThreshold is Badger's (a value this long goes to its value log).
@@ -294,6 +302,7 @@ func OpenBadger(opts BadgerOptions) (*BadgerStore, error) {
 		trimSyncAfter:  cmp.Or(opts.trimSyncAfter, trimSyncAfter),
 		valueThreshold: bo.ValueThreshold,
 		diskFree:       opts.diskFree,
+		diskCheckEvery: cmp.Or(opts.diskCheckEvery, diskCheckEvery),
 		seed:           maphash.MakeSeed(),
 		batchCount:     db.MaxBatchCount() * 3 / 4,
 		batchBytes:     db.MaxBatchSize() * 3 / 4,
@@ -672,7 +681,7 @@ func (s *BadgerStore) Scan(ctx context.Context, fn func(*Record) bool) error {
 			if rec.Expired(now) {
 				continue
 			}
-			if hot && histN > 1 {
+			if hot && histN > uint32(len(rec.History)) {
 				if rec.History, err = loadHistory(txn, it.Item().Key(), histN, rec.History); err != nil {
 					return err
 				}

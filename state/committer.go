@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
@@ -105,7 +106,7 @@ func (b *batch) full(s *BadgerStore) bool {
 // own goroutines) and arranges for the outcome to arrive on done. A
 // request that does not fit in the transaction goes back to next.
 func (s *BadgerStore) launch(b *batch, next *batch, done chan<- error) {
-	if err := s.checkDisk(); err != nil {
+	if err := s.checkDisk(b.bytes); err != nil {
 		done <- err
 		return
 	}
@@ -207,14 +208,33 @@ func (s *BadgerStore) SetCommitObserver(fn func(ops int, took time.Duration)) {
 	s.commitObserver.Store(&fn)
 }
 
-// checkDisk is the free-space guard (BadgerOptions.MinFreeBytes). It logs
-// when the verdict changes, not on every refused batch.
-func (s *BadgerStore) checkDisk() error {
+// diskCheckEvery is the longest time between two readings of the free
+// space by checkDisk.
+const diskCheckEvery = 250 * time.Millisecond
+
+// checkDisk is the free-space guard (BadgerOptions.MinFreeBytes) for a
+// batch of size bytes. It logs when the verdict changes, not on every
+// refused batch. Free space is read (a statfs) at most every
+// diskCheckEvery while the batches since the last reading are a small
+// share of the room above the limit (1/64: what Badger writes for them,
+// its logs and tables, and its compactions, is several times their size),
+// and for every batch while the disk is low.
+func (s *BadgerStore) checkDisk(size int64) error {
 	if s.minFree <= 0 {
 		return nil
 	}
+	now := time.Now()
+	if !s.lowDisk && size < s.diskBudget && now.Sub(s.diskRead) < s.diskCheckEvery {
+		s.diskBudget -= size
+		return nil
+	}
+	s.diskRead = now
 	free, ok := s.diskFree(s.path)
 	low := ok && free < uint64(s.minFree)
+	s.diskBudget = 0
+	if ok && !low {
+		s.diskBudget = int64(min(free-uint64(s.minFree), math.MaxInt64) / 64)
+	}
 	if low != s.lowDisk {
 		s.lowDisk = low
 		if low {

@@ -97,9 +97,10 @@ func TestBadgerDiskFullGuard(t *testing.T) {
 	var free atomic.Uint64
 	free.Store(1 << 30)
 	s, err := OpenBadger(BadgerOptions{
-		Path:         t.TempDir(),
-		MinFreeBytes: 512 << 20,
-		diskFree:     func(string) (uint64, bool) { return free.Load(), true },
+		Path:           t.TempDir(),
+		MinFreeBytes:   512 << 20,
+		diskFree:       func(string) (uint64, bool) { return free.Load(), true },
+		diskCheckEvery: -1, // every batch: the drop below is seen at once
 	})
 	if err != nil {
 		t.Fatalf("OpenBadger = %v", err)
@@ -131,6 +132,75 @@ func TestBadgerDiskFullGuard(t *testing.T) {
 	free.Store(600 << 20)
 	if _, created, err := s.Create(ctx, rec("during")); err != nil || !created {
 		t.Errorf("Create(during) once space is back = %v, %v; want created", created, err)
+	}
+}
+
+// Far from the limit, free space is read once per diskCheckEvery, not
+// for every batch (a statfs each); it is read again as soon as the
+// batches since could have used up a share of the room above the limit,
+// and a disk found low is read for every batch until space is back.
+func TestBadgerDiskFreeIsReadWhenTheRoomMayHaveGone(t *testing.T) {
+	const min = 512 << 20
+	open := func(initial uint64) (s *BadgerStore, free, reads *atomic.Uint64, create func() error) {
+		free, reads = new(atomic.Uint64), new(atomic.Uint64)
+		free.Store(initial)
+		s, err := OpenBadger(BadgerOptions{
+			Path:           t.TempDir(),
+			MinFreeBytes:   min,
+			diskFree:       func(string) (uint64, bool) { reads.Add(1); return free.Load(), true },
+			diskCheckEvery: time.Hour,
+		})
+		if err != nil {
+			t.Fatalf("OpenBadger = %v", err)
+		}
+		t.Cleanup(func() { s.Close() })
+		now, n := time.Now(), 0
+		create = func() error {
+			n++
+			_, _, err := s.Create(context.Background(), &Record{Key: Key{Account: "a", Key: fmt.Sprint("k", n)}, State: Sent, Created: now, Expires: now.Add(time.Hour)})
+			return err
+		}
+		return s, free, reads, create
+	}
+
+	_, _, reads, create := open(1 << 40)
+	for range 50 {
+		if err := create(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r := reads.Load(); r != 1 {
+		t.Errorf("free space read %d times for 50 writes with 1 TiB free; want once", r)
+	}
+
+	// 16 KiB above the limit: the room for batches before the next
+	// reading is 1/64 of that, which a few writes use up.
+	_, free, reads, create := open(min + 16<<10)
+	for i := 0; reads.Load() < 2; i++ {
+		if i == 50 {
+			t.Fatalf("free space read %d times in 50 writes with 16 KiB of room; want it read again as the room goes", reads.Load())
+		}
+		if err := create(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	free.Store(min - 1)
+	refused := 0
+	for range 8 {
+		if err := create(); errors.Is(err, ErrDiskFull) {
+			refused++
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The room left by the last reading (256 bytes) takes at most one
+	// write; the disk is then read for every batch.
+	if refused < 7 {
+		t.Errorf("%d of 8 writes refused with the disk below the limit; want at least 7", refused)
+	}
+	free.Store(1 << 40)
+	if err := create(); err != nil {
+		t.Errorf("Create once space is back = %v; want it accepted (a low disk is read for every batch)", err)
 	}
 }
 
