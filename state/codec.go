@@ -73,6 +73,15 @@ import (
 //	        when the history is replaced), the others in the log from
 //	        sequence number 1 on
 //
+// Version 5 (written since short histories are kept with the record) is
+// version 4 with the version byte 5 and, instead of its last field:
+//
+//	uvarint m, the number of history events kept with the record, then
+//	        those m events (as in version 1): the events of sequence
+//	        numbers 0 to m-1, the log holding the others from m on (a
+//	        record keeps its whole history while it is short, then only
+//	        its first event: see plan)
+//
 // An event of the log (version byte 1) is encoded as one event of the
 // version 1 history above.
 //
@@ -84,6 +93,7 @@ const (
 	recordVersion2 = 2
 	recordVersion3 = 3
 	recordVersion4 = 4
+	recordVersion5 = 5
 	eventVersion1  = 1
 )
 
@@ -108,11 +118,17 @@ func encodeRecord(dst []byte, r *Record) []byte {
 	return encodeRecordVersion(dst, r, recordVersion3)
 }
 
-// encodeHot appends the version 4 encoding of r (with the first event of
-// its history, the others are logged apart) to dst; histN is the number of
-// events logged for it.
+// encodeHot appends the version 5 encoding of r to dst, with the events
+// of r.History kept with the record (the first ones of its history; the
+// others are logged apart); histN is the number of events logged for it.
 func encodeHot(dst []byte, r *Record, histN uint32) []byte {
-	dst = append(dst, recordVersion4)
+	return encodeHotVersion(dst, r, histN, recordVersion5)
+}
+
+// encodeHotVersion is encodeHot in version 4 (which keeps at most the
+// first event: the others of r.History are left out) or 5.
+func encodeHotVersion(dst []byte, r *Record, histN uint32, version byte) []byte {
+	dst = append(dst, version)
 	dst = varcodec.AppendString(dst, r.Key.Account)
 	dst = varcodec.AppendString(dst, r.Key.Key)
 	dst = varcodec.AppendString(dst, r.Key.Segment)
@@ -141,6 +157,13 @@ func encodeHot(dst []byte, r *Record, histN uint32) []byte {
 	dst = varcodec.AppendTime(dst, r.Updated)
 	dst = varcodec.AppendTime(dst, r.Expires)
 	dst = binary.AppendUvarint(dst, uint64(histN))
+	if version == recordVersion5 {
+		dst = binary.AppendUvarint(dst, uint64(len(r.History)))
+		for i := range r.History {
+			dst = appendEventBody(dst, &r.History[i])
+		}
+		return dst
+	}
 	if len(r.History) == 0 {
 		return append(dst, 0)
 	}
@@ -175,8 +198,9 @@ func code[T ~string](d *varcodec.Decoder, codes []T, escape byte) T {
 	return codes[c[0]]
 }
 
-// decodeHot decodes a version 4 record (b without its version byte).
-func decodeHot(b []byte) (*Record, uint32, error) {
+// decodeHot decodes a version 4 or 5 record (b without its version
+// byte).
+func decodeHot(b []byte, version byte) (*Record, uint32, error) {
 	d := varcodec.Decoder{Corrupt: errCorrupt, B: b}
 	r := &Record{}
 	r.Key.Account = d.Str()
@@ -212,15 +236,29 @@ func decodeHot(b []byte) (*Record, uint32, error) {
 	r.Updated = d.Time()
 	r.Expires = d.Time()
 	n := d.U32()
-	var first [1]byte
-	d.Bytes(first[:])
-	switch {
-	case d.Err != nil:
-	case first[0] == 1:
-		r.History = make([]Event, 1)
-		readEvent(&d, &r.History[0])
-	case first[0] != 0:
-		d.Fail("first event flag %d", first[0])
+	if version == recordVersion5 {
+		m := d.U32()
+		switch {
+		case d.Err != nil:
+		case m > MaxHistory:
+			d.Fail("%d events kept with the record", m)
+		case m > 0:
+			r.History = make([]Event, m)
+			for i := range r.History {
+				readEvent(&d, &r.History[i])
+			}
+		}
+	} else {
+		var first [1]byte
+		d.Bytes(first[:])
+		switch {
+		case d.Err != nil:
+		case first[0] == 1:
+			r.History = make([]Event, 1)
+			readEvent(&d, &r.History[0])
+		case first[0] != 0:
+			d.Fail("first event flag %d", first[0])
+		}
 	}
 	if d.Err == nil && len(d.B) != 0 {
 		d.Fail("%d trailing bytes", len(d.B))
@@ -321,16 +359,16 @@ func decodeRecord(b []byte) (*Record, error) {
 	return r, err
 }
 
-// decodeStored decodes a stored record of any version. For version 4 it
-// also returns the number of events logged (hot is true, History holds
-// the first event only);
+// decodeStored decodes a stored record of any version. For versions 4
+// and 5 it also returns the number of events logged (hot is true, History
+// holds the events kept with the record: the first ones);
 // for the older versions the history is inline and histN is its length.
 func decodeStored(b []byte) (r *Record, histN uint32, hot bool, err error) {
 	if len(b) == 0 {
 		return nil, 0, false, fmt.Errorf("%w: empty", errCorrupt)
 	}
-	if b[0] == recordVersion4 {
-		r, histN, err = decodeHot(b[1:])
+	if b[0] == recordVersion4 || b[0] == recordVersion5 {
+		r, histN, err = decodeHot(b[1:], b[0])
 		return r, histN, true, err
 	}
 	r, err = decodeInline(b)

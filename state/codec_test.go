@@ -68,9 +68,9 @@ func TestRecordCodecRejectsDamage(t *testing.T) {
 	if r, err := decodeRecord(append(b, 0)); !errors.Is(err, errCorrupt) {
 		t.Errorf("decodeRecord(trailing byte) = %+v, %v; want errCorrupt", r, err)
 	}
-	v5 := append([]byte{5}, b[1:]...)
-	if r, err := decodeRecord(v5); !errors.Is(err, errCorrupt) {
-		t.Errorf("decodeRecord(version 5) = %+v, %v; want errCorrupt", r, err)
+	v6 := append([]byte{6}, b[1:]...)
+	if r, err := decodeRecord(v6); !errors.Is(err, errCorrupt) {
+		t.Errorf("decodeRecord(version 6) = %+v, %v; want errCorrupt", r, err)
 	}
 	hot := encodeHot(nil, codecSample(), 3)
 	for n := range len(hot) {
@@ -89,27 +89,41 @@ func TestRecordCodecRejectsDamage(t *testing.T) {
 	}
 }
 
-// Version 4 keeps every field and the first event of the history (the
-// others are kept apart), with the number of events logged; states and delivery states outside the known
-// ones survive too.
-func TestRecordCodecVersion4(t *testing.T) {
+// Versions 4 and 5 keep every field, with the number of events logged,
+// and the events kept with the record: version 4 the first one only (the
+// others are kept apart), version 5 those it is given; states and
+// delivery states outside the known ones survive too.
+func TestRecordCodecVersions4And5(t *testing.T) {
 	odd := codecSample()
 	odd.State, odd.Delivery, odd.AddrHash = "weird", "later", [16]byte{}
 	for _, want := range []*Record{codecSample(), odd, {}} {
-		b := encodeHot(nil, want, 70)
-		got, n, hot, err := decodeStored(b)
-		w := want.Clone()
-		w.History = w.History[:min(len(w.History), 1)]
-		if len(w.History) == 0 {
-			w.History = nil
+		for _, version := range []byte{recordVersion4, recordVersion5} {
+			b := encodeHotVersion(nil, want, 70, version)
+			got, n, hot, err := decodeStored(b)
+			w := want.Clone()
+			if version == recordVersion4 {
+				w.History = w.History[:min(len(w.History), 1)]
+			}
+			if len(w.History) == 0 {
+				w.History = nil
+			}
+			if err != nil || !hot || n != 70 || !reflect.DeepEqual(got, w) {
+				t.Errorf("decodeStored(version %d of %+v) = %+v, %d, %v, %v", version, w, got, n, hot, err)
+			}
 		}
-		if err != nil || !hot || n != 70 || !reflect.DeepEqual(got, w) {
-			t.Errorf("decodeStored(encodeHot(%+v)) = %+v, %d, %v, %v", w, got, n, hot, err)
+	}
+	if len(codecSample().History) < 2 {
+		t.Fatal("the sample needs a history of several events")
+	}
+	v5 := encodeHot(nil, codecSample(), 2)
+	for n := range len(v5) {
+		if r, _, _, err := decodeStored(v5[:n]); !errors.Is(err, errCorrupt) {
+			t.Errorf("decodeStored(first %d of %d bytes of version 5) = %+v, %v; want errCorrupt", n, len(v5), r, err)
 		}
 	}
 	full := codecSample()
 	if b, old := encodeHot(nil, full, 2), encodeRecord(nil, full); len(b) >= len(old) {
-		t.Errorf("version 4 takes %d bytes, version 3 %d; want smaller", len(b), len(old))
+		t.Errorf("version 5 takes %d bytes, version 3 %d; want smaller", len(b), len(old))
 	}
 	for _, e := range codecSample().History {
 		got, err := decodeEvent(encodeEvent(nil, &e))
@@ -125,6 +139,7 @@ func FuzzDecodeRecord(f *testing.F) {
 	f.Add([]byte{1})
 	f.Add(encodeHot(nil, codecSample(), 5))
 	f.Add(encodeHot(nil, &Record{State: "x", Delivery: "y"}, 0))
+	f.Add(encodeHotVersion(nil, codecSample(), 5, recordVersion4))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, n, hot, err := decodeStored(b)
 		if err != nil {
@@ -137,7 +152,7 @@ func FuzzDecodeRecord(f *testing.F) {
 				t.Fatalf("re-decoding %x = %+v, %d, %v; want %+v, %d", again, r2, n2, err, r, n)
 			}
 			if !bytes.Equal(encodeHot(nil, r2, n2), again) {
-				t.Fatalf("version 4 encoding is not stable for %+v", r)
+				t.Fatalf("version 5 encoding is not stable for %+v", r)
 			}
 			return
 		}

@@ -257,10 +257,10 @@ func (s *BadgerStore) ByMessageIDHot(ctx context.Context, upstream, id string) (
 	return rec, nil
 }
 
-// AppendHot is Update for a change that reads no history and only appends
-// events to it: fn sees the record with its first event only (History[0]
-// of a record written by this version; all of it for an older one) and
-// may append events; the events it appends are logged after the stored
+// AppendHot is Update for a change that reads no history log and only
+// appends events to the history: fn sees the record with the events kept
+// with it (a short history whole, else its first event; all of it for a
+// record of codec version 1 to 3) and may append events; the events it appends are logged after the stored
 // ones, as Update would. It returns no record (nothing to copy). When fn
 // does more with the history, or changes Expires (the events logged
 // before would need the new TTL), AppendHot does what Update does.

@@ -23,9 +23,11 @@ import (
 //     commit's waiters, so it holds every write that has returned (and
 //     reading it never waits for a sync in progress).
 //  3. It decides (Update's fn runs here, in the caller's goroutine), and
-//     encodes the writes: the record (version 4, without history), the
-//     index entries it gains, the events it appends to its history log,
-//     its entry in the index of Sent records.
+//     encodes the writes: the record (version 5: with its history while
+//     that is short, else with its first event), the index entries it
+//     gains, the events it appends to its history log once the history is
+//     no longer kept with the record, its entry in the index of Sent
+//     records.
 //  4. The committer only gathers such ready writes into one transaction
 //     per sync (committer.go), and resolves the two kinds of write that
 //     depend on other records: the deletion of an index entry the record
@@ -95,7 +97,7 @@ func loadRecord(txn *badger.Txn, rk []byte, history bool) (rec *Record, histN ui
 	if err != nil {
 		return nil, 0, false, fmt.Errorf("state: read %q: %w", rk, err)
 	}
-	if history && hot && histN > 1 {
+	if history && hot && histN > uint32(len(rec.History)) {
 		if rec.History, err = loadHistory(txn, rk, histN, rec.History); err != nil {
 			return nil, 0, false, err
 		}
@@ -104,13 +106,15 @@ func loadRecord(txn *badger.Txn, rk []byte, history bool) (rec *Record, histN ui
 }
 
 // loadHistory reads the events kept of the n logged for the record under
-// rk, after first (the first event, kept with the record). An event
-// missing (dropped by TTL) is left out.
+// rk, after first (the events kept with the record: those of sequence
+// numbers 0 to len(first)-1). An event missing (dropped by TTL) is left
+// out.
 func loadHistory(txn *badger.Txn, rk []byte, n uint32, first []Event) ([]Event, error) {
 	out := make([]Event, 0, min(n, MaxHistory))
 	out = append(out, first...)
-	// The events kept are the first and the latest MaxHistory-1.
-	for q := uint32(max(1, int64(n)-MaxHistory+1)); q < n; q++ {
+	// The events kept are the first and the latest MaxHistory-1; the log
+	// holds those the record does not.
+	for q := uint32(max(1, int64(len(first)), int64(n)-MaxHistory+1)); q < n; q++ {
 		item, err := txn.Get(histKey(rk, q))
 		if errors.Is(err, badger.ErrKeyNotFound) {
 			continue
@@ -139,6 +143,11 @@ func (s *BadgerStore) clock() clock { return clock{now: s.now(), wall: time.Now(
 // later reports whether TTL a ends after TTL b (0 is never).
 func later(a, b uint64) bool { return b != 0 && (a == 0 || a > b) }
 
+// maxInline is the most history events a record keeps with itself. A
+// submit's usual history (forwarded, answered, a receipt or two) fits, so
+// none of its writes needs a key of the history log.
+const maxInline = 4
+
 // plan decides the writes that store next over cur (the record stored
 // under the key, or nil; curN: its events logged). full writes every key
 // of next (a new record, or one of an older version): its whole history
@@ -146,27 +155,56 @@ func later(a, b uint64) bool { return b != 0 && (a == 0 || a > b) }
 // written: the events next has beyond cur's, the index entries it gains
 // (all of them, and the history again, when its TTL grows). It returns the
 // writes and the history as stored (capped).
+//
+// A history of at most maxInline events is kept whole with the record (it
+// is rewritten with it anyway) and needs no key of the log; a longer one
+// keeps its first event with the record and the others in the log (from
+// sequence number 1 on). The form is decided at every write from the
+// history next has, when the writer holds cur's whole history (it has
+// curN events: a short one always comes whole with the record; Update and
+// Replace hold it whole); a writer that holds only the start of a longer
+// history (AppendHot on the log's form) appends to the log. Moving to the
+// log writes every event of it (some may be there already, from a record
+// of an older version: the same keys again); keys of the log left behind
+// by a history now kept with the record are never read (the record keeps
+// the events below its number of events kept, the log those from there
+// on) and expire by their TTL.
 func plan(cur *Record, curN uint32, next *Record, full bool, c clock) ([]write, []Event) {
 	rk := recordKey(next.Key)
 	exp := ttl(c.now, c.wall, next.Expires)
 	grows := full || cur == nil || later(exp, ttl(c.now, c.wall, cur.Expires))
-	ws := make([]write, 0, 8)
+	ws := make([]write, 0, 6)
 	var (
 		view    []Event // the history as stored after this write
 		n       uint32  // events logged after this write
 		written int     // view's events (from the end) written already
+		inline  bool    // view is kept whole with the record
 	)
 	added, rewrite := []Event(nil), full || cur == nil || len(cur.History) == 0
 	if !rewrite {
 		added, rewrite = historyDelta(cur.History, next.History)
 	}
-	if rewrite {
-		view = CapHistory(next.History)
-		n, written = uint32(len(view)), len(view)
-		for i := 1; i < len(view); i++ { // view[0] is kept with the record
-			ws = append(ws, write{key: histKey(rk, uint32(i)), val: encodeEvent(nil, &view[i]), expiresAt: exp})
+	whole := !rewrite && uint32(len(cur.History)) == curN && curN <= maxInline
+	switch {
+	case rewrite, whole:
+		if rewrite {
+			view = CapHistory(next.History)
+			n = uint32(len(view))
+		} else {
+			view = CapHistory(append(cur.History[:len(cur.History):len(cur.History)], added...))
+			n = curN + uint32(len(added))
 		}
-	} else {
+		written = len(view)
+		if inline = len(view) <= maxInline && n == uint32(len(view)); inline {
+			break
+		}
+		// The log holds every event but the first: view[i] is event
+		// n-len(view)+i (view[0] is event 0, kept with the record).
+		for i := 1; i < len(view); i++ {
+			q := n - uint32(len(view)) + uint32(i)
+			ws = append(ws, write{key: histKey(rk, q), val: encodeEvent(nil, &view[i]), expiresAt: exp})
+		}
+	default:
 		n = curN
 		for i := range added {
 			ws = append(ws, write{key: histKey(rk, n), val: encodeEvent(nil, &added[i]), expiresAt: exp})
@@ -187,7 +225,11 @@ func plan(cur *Record, curN uint32, next *Record, full bool, c clock) ([]write, 
 	}
 	ws = appendIndexWrites(ws, cur, next, rk, exp, grows)
 	hot := *next
-	hot.History = view[:min(len(view), 1)]
+	if inline {
+		hot.History = view
+	} else {
+		hot.History = view[:min(len(view), 1)]
+	}
 	ws = append(ws, write{key: rk, val: encodeHot(nil, &hot, n), expiresAt: exp})
 	return ws, view
 }
