@@ -125,6 +125,23 @@ func encodeHot(dst []byte, r *Record, histN uint32) []byte {
 	return encodeHotVersion(dst, r, histN, recordVersion5)
 }
 
+// hotSize bounds the length of r's encodeHot (counting 10 bytes for a
+// varint, 15 for a time, 3 for a string's length): what to allocate for it
+// at once.
+func hotSize(r *Record) int {
+	n := 192 + len(r.Key.Account) + len(r.Key.Key) + len(r.Key.Segment) + len(r.State) + len(r.Owner) +
+		len(r.Upstream) + len(r.Session) + len(r.MessageID) + len(r.NormID) + len(r.ProxyID) + len(r.Delivery)
+	for i := range r.History {
+		n += eventSize(&r.History[i])
+	}
+	return n
+}
+
+// eventSize bounds the length of e's encodeEvent (see hotSize).
+func eventSize(e *Event) int {
+	return 48 + len(e.State) + len(e.Session) + len(e.MessageID) + len(e.Note)
+}
+
 // encodeHotVersion is encodeHot in version 4 (which keeps at most the
 // first event: the others of r.History are left out) or 5.
 func encodeHotVersion(dst []byte, r *Record, histN uint32, version byte) []byte {

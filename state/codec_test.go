@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -294,6 +295,21 @@ func TestQueueEntryCodec(t *testing.T) {
 		for n := range len(b) {
 			if _, err := decodeEntry(b[:n]); !errors.Is(err, errCorrupt) {
 				t.Errorf("decodeEntry(first %d of %d bytes) = %v; want errCorrupt", n, len(b), err)
+			}
+		}
+	}
+}
+
+// hotSize and eventSize are enough for the encodings they size, so that
+// encoding a record allocates once.
+func TestEncodingSizesAreEnough(t *testing.T) {
+	for _, r := range []*Record{codecSample(), {}, {Key: Key{Account: "a", Key: strings.Repeat("k", 300)}}} {
+		if b := encodeHot(nil, r, 70); len(b) > hotSize(r) {
+			t.Errorf("encodeHot of %+v takes %d bytes; hotSize says %d", r, len(b), hotSize(r))
+		}
+		for i := range r.History {
+			if b := encodeEvent(nil, &r.History[i]); len(b) > eventSize(&r.History[i]) {
+				t.Errorf("encodeEvent of %+v takes %d bytes; eventSize says %d", r.History[i], len(b), eventSize(&r.History[i]))
 			}
 		}
 	}

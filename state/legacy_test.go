@@ -88,7 +88,7 @@ func TestBadgerIgnoresTheOldJournalIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := writeThenOpen(t, db, dir, func(txn *badger.Txn) error {
-		ws, _ := plan(nil, 0, old, true, clock{now: now, wall: time.Now()})
+		ws, _ := plan(recordKey(old.Key), nil, 0, old, true, clock{now: now, wall: time.Now()})
 		for _, w := range ws {
 			if err := txn.SetEntry(&badger.Entry{Key: w.key, Value: w.val, ExpiresAt: w.expiresAt}); err != nil {
 				return err

@@ -105,7 +105,8 @@ func buildStore(b *testing.B, dir string, n int) {
 		badger.KVToBuffer(&pb.KV{Key: key, Value: val, Version: 1, ExpiresAt: exp, StreamId: streams[key[0]]}, buf)
 	}
 	for i := range n {
-		ws, _ := plan(nil, 0, openRecord(i, now), true, c)
+		r := openRecord(i, now)
+		ws, _ := plan(recordKey(r.Key), nil, 0, r, true, c)
 		for _, w := range ws {
 			put(w.key, w.val, w.expiresAt)
 		}

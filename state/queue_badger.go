@@ -288,7 +288,7 @@ func (s *BadgerStore) AppendHot(ctx context.Context, k Key, fn func(*Record) err
 		return err
 	}
 	defer mu.Unlock()
-	ws, _ := plan(cur, curN, next, false, c)
+	ws, _ := plan(rk, cur, curN, next, false, c)
 	return s.write(ctx, ws)
 }
 
@@ -314,7 +314,7 @@ func (s *BadgerStore) EnqueueAppend(ctx context.Context, e *QueueEntry, k Key, f
 	if rerr == nil && hot {
 		if next, err := runUpdate(cur, fn); err == nil {
 			if _, rewrite := historyDelta(cur.History, next.History); !rewrite && next.Expires.Equal(cur.Expires) {
-				ws, _ = plan(cur, curN, next, false, c)
+				ws, _ = plan(rk, cur, curN, next, false, c)
 			}
 		}
 	}

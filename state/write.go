@@ -149,7 +149,7 @@ func later(a, b uint64) bool { return b != 0 && (a == 0 || a > b) }
 const maxInline = 4
 
 // plan decides the writes that store next over cur (the record stored
-// under the key, or nil; curN: its events logged). full writes every key
+// under the key rk, or nil; curN: its events logged). full writes every key
 // of next (a new record, or one of an older version): its whole history
 // from the start, every index entry. Otherwise only what changed is
 // written: the events next has beyond cur's, the index entries it gains
@@ -169,8 +169,7 @@ const maxInline = 4
 // by a history now kept with the record are never read (the record keeps
 // the events below its number of events kept, the log those from there
 // on) and expire by their TTL.
-func plan(cur *Record, curN uint32, next *Record, full bool, c clock) ([]write, []Event) {
-	rk := recordKey(next.Key)
+func plan(rk []byte, cur *Record, curN uint32, next *Record, full bool, c clock) ([]write, []Event) {
 	exp := ttl(c.now, c.wall, next.Expires)
 	grows := full || cur == nil || later(exp, ttl(c.now, c.wall, cur.Expires))
 	ws := make([]write, 0, 6)
@@ -202,12 +201,12 @@ func plan(cur *Record, curN uint32, next *Record, full bool, c clock) ([]write, 
 		// n-len(view)+i (view[0] is event 0, kept with the record).
 		for i := 1; i < len(view); i++ {
 			q := n - uint32(len(view)) + uint32(i)
-			ws = append(ws, write{key: histKey(rk, q), val: encodeEvent(nil, &view[i]), expiresAt: exp})
+			ws = append(ws, write{key: histKey(rk, q), val: encodeEvent(make([]byte, 0, eventSize(&view[i])), &view[i]), expiresAt: exp})
 		}
 	default:
 		n = curN
 		for i := range added {
-			ws = append(ws, write{key: histKey(rk, n), val: encodeEvent(nil, &added[i]), expiresAt: exp})
+			ws = append(ws, write{key: histKey(rk, n), val: encodeEvent(make([]byte, 0, eventSize(&added[i])), &added[i]), expiresAt: exp})
 			if n >= MaxHistory {
 				ws = append(ws, write{key: histKey(rk, n-MaxHistory+1), del: true})
 			}
@@ -220,7 +219,7 @@ func plan(cur *Record, curN uint32, next *Record, full bool, c clock) ([]write, 
 		// The events logged before keep their TTL: give them the new one.
 		for i := 1; i < len(view)-written; i++ { // view[0] is kept with the record
 			q := n - uint32(len(view)) + uint32(i)
-			ws = append(ws, write{key: histKey(rk, q), val: encodeEvent(nil, &view[i]), expiresAt: exp})
+			ws = append(ws, write{key: histKey(rk, q), val: encodeEvent(make([]byte, 0, eventSize(&view[i])), &view[i]), expiresAt: exp})
 		}
 	}
 	ws = appendIndexWrites(ws, cur, next, rk, exp, grows)
@@ -230,7 +229,7 @@ func plan(cur *Record, curN uint32, next *Record, full bool, c clock) ([]write, 
 	} else {
 		hot.History = view[:min(len(view), 1)]
 	}
-	ws = append(ws, write{key: rk, val: encodeHot(nil, &hot, n), expiresAt: exp})
+	ws = append(ws, write{key: rk, val: encodeHot(make([]byte, 0, hotSize(&hot)), &hot, n), expiresAt: exp})
 	return ws, view
 }
 
@@ -332,7 +331,7 @@ func (s *BadgerStore) Create(ctx context.Context, rec *Record) (*Record, bool, e
 		s.exit()
 		return nil, false, err
 	}
-	ws, _ := plan(cur, 0, rec, true, c)
+	ws, _ := plan(rk, cur, 0, rec, true, c)
 	if err := s.write(ctx, ws); err != nil {
 		return nil, false, err
 	}
@@ -371,7 +370,7 @@ func (s *BadgerStore) Update(ctx context.Context, k Key, fn func(*Record) error)
 		s.exit()
 		return cur, err
 	}
-	ws, view := plan(cur, curN, next, !hot, c)
+	ws, view := plan(rk, cur, curN, next, !hot, c)
 	if err := s.write(ctx, ws); err != nil {
 		return nil, err
 	}
@@ -410,7 +409,7 @@ func (s *BadgerStore) Replace(ctx context.Context, old, rec *Record) error {
 			curN = n
 		}
 	}
-	ws, _ := plan(old, curN, rec, false, s.clock())
+	ws, _ := plan(rk, old, curN, rec, false, s.clock())
 	return s.write(ctx, ws)
 }
 
