@@ -65,13 +65,18 @@ func NewMetrics(pools ...*Pool) *Metrics {
 // moment the request is about to be written (after the journal) to its
 // response, and the response's status. Every other method is p's.
 func (m *Metrics) Instrument(p *Pool) *InstrumentedPool {
-	return &InstrumentedPool{Pool: p, m: m}
+	return &InstrumentedPool{Pool: p, m: m, latency: m.latency.WithLabelValues(p.Name()),
+		ok: m.responses.WithLabelValues(p.Name(), statusLabel(smpp.StatusOK))}
 }
 
 // InstrumentedPool is a Pool whose Submit is observed by a Metrics.
 type InstrumentedPool struct {
 	*Pool
 	m *Metrics
+	// the upstream's latency histogram and its count of ESME_ROK
+	// responses, looked up once
+	latency prometheus.Observer
+	ok      prometheus.Counter
 }
 
 // Submit is Pool.Submit, observed.
@@ -87,11 +92,14 @@ func (ip *InstrumentedPool) Submit(ctx context.Context, prefer string, build fun
 		return nil
 	})
 	if err == nil {
-		name := ip.Name()
 		if !written.IsZero() {
-			ip.m.latency.WithLabelValues(name).Observe(time.Since(written).Seconds())
+			ip.latency.Observe(time.Since(written).Seconds())
 		}
-		ip.m.responses.WithLabelValues(name, statusLabel(resp.Status)).Inc()
+		if resp.Status == smpp.StatusOK {
+			ip.ok.Inc()
+		} else {
+			ip.m.responses.WithLabelValues(ip.Name(), statusLabel(resp.Status)).Inc()
+		}
 	}
 	return resp, err
 }

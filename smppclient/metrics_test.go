@@ -104,7 +104,8 @@ func TestUnknownUpstreamStatusesShareOneMetricLabel(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	want := responsesHead + `smppproxy_upstream_responses_total{status="ESME_RTHROTTLED",upstream="up"} 1
+	want := responsesHead + `smppproxy_upstream_responses_total{status="ESME_ROK",upstream="up"} 0
+smppproxy_upstream_responses_total{status="ESME_RTHROTTLED",upstream="up"} 1
 smppproxy_upstream_responses_total{status="other",upstream="up"} 19
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "smppproxy_upstream_responses_total"); err != nil {

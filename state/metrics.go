@@ -98,31 +98,36 @@ func NewMetrics(s Store) *Metrics {
 
 // Instrument returns s with the latency of Create, Update and Replace
 // observed by m. Every other method is s's (GetHot too, when s has it).
-func (m *Metrics) Instrument(s Store) Store { return &instrumented{Store: s, m: m} }
+func (m *Metrics) Instrument(s Store) Store {
+	return &instrumented{Store: s, m: m, create: m.writes.WithLabelValues("create"),
+		update: m.writes.WithLabelValues("update"), replace: m.writes.WithLabelValues("replace")}
+}
 
 type instrumented struct {
 	Store
 	m *Metrics
+	// the write latency histograms, looked up once
+	create, update, replace prometheus.Observer
 }
 
 func (i *instrumented) Create(ctx context.Context, rec *Record) (*Record, bool, error) {
 	start := time.Now()
 	existing, created, err := i.Store.Create(ctx, rec)
-	i.m.writes.WithLabelValues("create").Observe(time.Since(start).Seconds())
+	i.create.Observe(time.Since(start).Seconds())
 	return existing, created, err
 }
 
 func (i *instrumented) Update(ctx context.Context, k Key, fn func(*Record) error) (*Record, error) {
 	start := time.Now()
 	r, err := i.Store.Update(ctx, k, fn)
-	i.m.writes.WithLabelValues("update").Observe(time.Since(start).Seconds())
+	i.update.Observe(time.Since(start).Seconds())
 	return r, err
 }
 
 func (i *instrumented) Replace(ctx context.Context, old, rec *Record) error {
 	start := time.Now()
 	err := i.Store.Replace(ctx, old, rec)
-	i.m.writes.WithLabelValues("replace").Observe(time.Since(start).Seconds())
+	i.replace.Observe(time.Since(start).Seconds())
 	return err
 }
 

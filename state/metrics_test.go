@@ -65,8 +65,13 @@ smppproxy_store_write_ops_total 5
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "smppproxy_store_records", "smppproxy_store_records_scan_complete", "smppproxy_store_write_ops_total"); err != nil {
 		t.Fatal(err)
 	}
-	if n, _ := testutil.GatherAndCount(reg, "smppproxy_store_write_seconds"); n != 1 {
-		t.Fatalf("write latency series = %d, want 1 (create)", n)
+	// The write latency series exist from the start, one per operation;
+	// only create was used.
+	if n, _ := testutil.GatherAndCount(reg, "smppproxy_store_write_seconds"); n != 3 {
+		t.Fatalf("write latency series = %d, want 3 (create, update, replace)", n)
+	}
+	if got := writeCounts(t, reg); got["create"] != 5 || got["update"] != 0 || got["replace"] != 0 {
+		t.Fatalf("write latency counts = %v, want 5 creates and nothing else", got)
 	}
 	// More records than the cap: counts cover the cap, and say so.
 	m.ScanCap = 4
@@ -124,4 +129,27 @@ func TestMetricsRunStopsWhenTheStoreCloses(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Run still running after Close")
 	}
+}
+
+// writeCounts returns the sample count of each op's write latency.
+func writeCounts(t *testing.T, reg *prometheus.Registry) map[string]uint64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]uint64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "smppproxy_store_write_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "op" {
+					out[l.GetValue()] = m.GetHistogram().GetSampleCount()
+				}
+			}
+		}
+	}
+	return out
 }
