@@ -369,7 +369,7 @@ func encodeRecordVersion(dst []byte, r *Record, v byte) []byte {
 }
 
 // decodeRecord decodes what encodeRecord or encodeHot wrote (a record of
-// version 4 comes with the first event of its history only). It copies everything it keeps, so
+// version 4 or 5 comes with the events kept with it only). It copies everything it keeps, so
 // b may be reused afterwards.
 func decodeRecord(b []byte) (*Record, error) {
 	r, _, _, err := decodeStored(b)
@@ -482,7 +482,9 @@ func legacyResends(h []Event) int {
 //	d/<queue>\x00<dedup key>               → dedup marker of a queue entry
 //	h/<account>\x00<key>\x00<segment>\x00<seq, 4 bytes BE> → one event of
 //	                                         the record's history (histKey;
-//	                                         from seq 1: the first is in the record)
+//	                                         from the number of events the record
+//	                                         keeps with it on: 1, or none while its
+//	                                         history is kept whole with it)
 //	s/<account>\x00<key>\x00<segment>      → "" while the record is Sent
 //	                                         (sentKey; ScanState)
 //	x/qseq                                  → last queue sequence number

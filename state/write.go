@@ -81,7 +81,8 @@ func (s *BadgerStore) lockKey(rk []byte) *sync.Mutex {
 
 // loadRecord reads the record under rk from txn, expired or not (nil when
 // absent), with the number of events logged and whether it is of version
-// 4 (hot). With history, a hot record comes with its events.
+// 4 or 5 (hot). A hot record comes with the events kept with it; with
+// history, with every event kept.
 func loadRecord(txn *badger.Txn, rk []byte, history bool) (rec *Record, histN uint32, hot bool, err error) {
 	item, err := txn.Get(rk)
 	if errors.Is(err, badger.ErrKeyNotFound) {
@@ -382,8 +383,10 @@ func (s *BadgerStore) Update(ctx context.Context, k Key, fn func(*Record) error)
 // errReplaceKey: Replace of two records of different keys.
 var errReplaceKey = errors.New("state: Replace of a record by one of another key")
 
-// Replace implements Store. It reads nothing, except the number of events
-// logged for a record whose history old shows at MaxHistory (capped).
+// Replace implements Store. It reads nothing, except for a record whose
+// history old shows longer than maxInline: the number of events logged
+// (the history may be capped) and the record's version (one of version 1
+// to 3 is written whole).
 func (s *BadgerStore) Replace(ctx context.Context, old, rec *Record) error {
 	if old == nil || rec == nil {
 		return errNilRecord
@@ -396,20 +399,23 @@ func (s *BadgerStore) Replace(ctx context.Context, old, rec *Record) error {
 	}
 	rk := recordKey(rec.Key)
 	defer s.lockKey(rk).Unlock()
-	curN := uint32(len(old.History))
-	if len(old.History) >= MaxHistory {
+	curN, full := uint32(len(old.History)), false
+	if len(old.History) > maxInline {
+		// A history this long may be capped (the number logged is then
+		// the store's), or be a record of version 1 to 3, which has no
+		// log: it is written whole.
 		sn := s.acquire()
-		cur, n, _, err := loadRecord(sn.txn, rk, false)
+		cur, n, hot, err := loadRecord(sn.txn, rk, false)
 		sn.release()
 		if err != nil {
 			s.exit()
 			return err
 		}
 		if cur != nil {
-			curN = n
+			curN, full = n, !hot
 		}
 	}
-	ws, _ := plan(rk, old, curN, rec, false, s.clock())
+	ws, _ := plan(rk, old, curN, rec, full, s.clock())
 	return s.write(ctx, ws)
 }
 
