@@ -250,20 +250,25 @@ func queueReplaces(b *pgx.Batch, ops []*replaceOp) {
 
 // casOp is the write of an Update that read the record outside the
 // batch: it applies only if the record still has the write sequence read
-// (nobody wrote it since).
+// (nobody wrote it since). An append (AppendHot) adds its events to the
+// stored history instead of writing the history whole: it read the first
+// event only.
 type casOp struct {
-	args    []any // recordArgs with the history to store
+	args    []any // recordArgs with the history to store (none for an append)
 	expect  int64 // wseq read
+	append  bool
+	added   [][]byte // an append's events
 	applied bool
 }
 
 // sqlCASMany writes each input row whose record still has the write
 // sequence expected, and returns the rows it wrote.
 const sqlCASMany = `WITH input AS (SELECT * FROM (` + inputRows + `) t0
-		JOIN unnest($15::int8[]) WITH ORDINALITY AS t1(expect, n) USING (n))
+		JOIN unnest($15::int8[], $16::bool[], $17::text[]) WITH ORDINALITY AS t1(expect, append, added, n) USING (n))
 	UPDATE records r SET state = i.state, owner_instance = i.owner_instance, expires_ns = i.expires_ns,
 		upstream = i.upstream, match_id = i.match_id, session = i.session, seq = i.seq,
-		proxy_id = i.proxy_id, addr_hash = i.addr_hash, body = i.body, history = i.history::bytea[],
+		proxy_id = i.proxy_id, addr_hash = i.addr_hash, body = i.body,
+		history = CASE WHEN i.append THEN cap_history(r.history || i.added::bytea[], 64) ELSE i.history::bytea[] END,
 		wseq = nextval('record_wseq')
 	FROM input i
 	WHERE (r.account, r.key, r.segment) = (i.account, i.key, i.segment) AND r.wseq = i.expect
@@ -277,11 +282,13 @@ func queueCAS(b *pgx.Batch, ops []*casOp) {
 	}
 	rows := make([][]any, len(ops))
 	expect := make([]int64, len(ops))
+	appends := make([]bool, len(ops))
+	added := make([]string, len(ops))
 	for i, op := range ops {
 		op.applied = false
-		rows[i], expect[i] = op.args, op.expect
+		rows[i], expect[i], appends[i], added[i] = op.args, op.expect, op.append, byteaArray(op.added)
 	}
-	b.Queue(sqlCASMany, append(columns(rows), expect)...).Query(func(rs pgx.Rows) error {
+	b.Queue(sqlCASMany, append(columns(rows), expect, appends, added)...).Query(func(rs pgx.Rows) error {
 		defer rs.Close()
 		for rs.Next() {
 			var n int64

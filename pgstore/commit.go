@@ -25,6 +25,7 @@ import (
 type request struct {
 	order   lockOrder
 	seqLock bool // takes the queue sequence lock (Enqueue)
+	byKey   bool // its own statements write a record by key (sqlIndexProbes)
 	// One of: a Create, a Replace (written with the batch's others of the
 	// kind), or a function adding the request's own statements.
 	create  *createOp
@@ -181,7 +182,7 @@ func (s *Store) exec(reqs []*request) error {
 			cas = append(cas, r.cas)
 		}
 	}
-	if len(replaces)+len(cas) > 0 {
+	if len(replaces)+len(cas) > 0 || slices.ContainsFunc(reqs, func(r *request) bool { return r.byKey }) {
 		b.Queue(sqlIndexProbes)
 	}
 	queueCreates(b, creates)

@@ -15,16 +15,18 @@ import (
 const (
 	sqlEnqueue = `INSERT INTO queue_entries (seq, queue, expires_ns, entry)
 		VALUES (nextval('queue_seq'), $1, $2, $3) RETURNING seq`
-	// sqlEnqueueDedup writes the marker unless a live one holds the key
-	// (an expired one is replaced), and the entry only with a new marker.
-	sqlEnqueueDedup = `WITH m AS (
+	// cteMarker writes the marker unless a live one holds the key (an
+	// expired one is replaced); sqlEntryOfMarker the entry only with a new
+	// marker.
+	cteMarker = `m AS (
 			INSERT INTO queue_markers AS q (queue, dedup_key, seq, expires_ns)
 			VALUES ($1, $4, nextval('queue_seq'), $2)
 			ON CONFLICT (queue, dedup_key) DO UPDATE SET seq = EXCLUDED.seq, expires_ns = EXCLUDED.expires_ns
 			WHERE q.expires_ns <= $5
-			RETURNING seq)
-		INSERT INTO queue_entries (seq, queue, expires_ns, entry) SELECT seq, $1, $2, $3 FROM m RETURNING seq`
-	sqlMarker = `SELECT seq FROM queue_markers WHERE queue = $1 AND dedup_key = $2`
+			RETURNING seq)`
+	sqlEntryOfMarker = `INSERT INTO queue_entries (seq, queue, expires_ns, entry) SELECT seq, $1, $2, $3 FROM m RETURNING seq`
+	sqlEnqueueDedup  = `WITH ` + cteMarker + ` ` + sqlEntryOfMarker
+	sqlMarker        = `SELECT seq FROM queue_markers WHERE queue = $1 AND dedup_key = $2`
 )
 
 var errNilEntry = errors.New("pgstore: Enqueue of a nil entry")
@@ -33,57 +35,71 @@ var errNilEntry = errors.New("pgstore: Enqueue of a nil entry")
 // lock while they draw sequence numbers and commit, so the numbers are
 // strictly increasing in commit order across every instance.
 func (s *Store) Enqueue(ctx context.Context, e *state.QueueEntry) (uint64, bool, error) {
+	seq, dup, _, err := s.enqueue(ctx, e, nil)
+	return seq, dup, err
+}
+
+// enqueue is Enqueue of e and, when w is set, w's change to its record in
+// the same statement, made only when e is enqueued (not a duplicate) and
+// the record still has the write sequence w read. appended reports that
+// change made.
+func (s *Store) enqueue(ctx context.Context, e *state.QueueEntry, w *recordAppend) (seq uint64, dup, appended bool, err error) {
 	if e == nil {
-		return 0, false, errNilEntry
+		return 0, false, false, errNilEntry
 	}
 	args := []any{col(e.Queue), expiresNS(e.Expires), encodeEntry(e)}
 	var (
-		seq    int64
-		dup    bool
+		got    int64
 		getErr error
 	)
 	r := &request{seqLock: true}
-	if e.DedupKey == "" {
-		r.order = lockOrder{table: orderEntry, a: []byte(e.Queue)}
-		r.queue = func(b *pgx.Batch) {
-			b.Queue(sqlEnqueue, args...).QueryRow(func(row pgx.Row) error { return row.Scan(&seq) })
-		}
-	} else {
+	q := sqlEnqueue
+	if e.DedupKey != "" {
 		args = append(args, col(e.DedupKey), unixNano(s.now()))
+		q = sqlEnqueueDedup
 		r.order = lockOrder{table: orderMarker, a: []byte(e.Queue), b: []byte(e.DedupKey)}
-		r.queue = func(b *pgx.Batch) {
-			seq, dup, getErr = 0, false, nil
-			b.Queue(sqlEnqueueDedup, args...).QueryRow(func(row pgx.Row) error {
-				if err := row.Scan(&seq); errors.Is(err, pgx.ErrNoRows) {
-					dup = true
-				} else if err != nil {
-					return err
-				}
-				return nil
-			})
+	} else {
+		r.order = lockOrder{table: orderEntry, a: []byte(e.Queue)}
+	}
+	if w != nil {
+		q = sqlEnqueueAppend(e.DedupKey != "")
+		args = append(args, w.args...)
+		r.byKey = true
+	}
+	r.queue = func(b *pgx.Batch) {
+		got, dup, appended, getErr = 0, false, false, nil
+		b.Queue(q, args...).QueryRow(func(row pgx.Row) error {
+			dest := []any{&got}
+			if w != nil {
+				dest = append(dest, &appended)
+			}
+			if err := row.Scan(dest...); errors.Is(err, pgx.ErrNoRows) {
+				dup = true // only with a dedup key: the entry was not written
+			} else if err != nil {
+				return err
+			}
+			return nil
+		})
+		if e.DedupKey != "" {
 			b.Queue(sqlMarker, args[0], args[3]).QueryRow(func(row pgx.Row) error {
 				var m int64
 				if getErr = row.Scan(&m); dup {
-					seq = m
+					got = m
 				}
 				return nil
 			})
 		}
-	}
-	enqueue := r.queue
-	r.queue = func(b *pgx.Batch) {
-		enqueue(b)
 		// Delivered to the listeners when the batch's transaction commits;
 		// hex, as a queue name may hold any byte and a payload is text.
 		b.Queue(`SELECT pg_notify($1, $2)`, s.notifyChannel(), hex.EncodeToString([]byte(e.Queue)))
 	}
 	if err := s.submit(ctx, r); err != nil {
-		return 0, false, err
+		return 0, false, false, err
 	}
 	if dup && getErr != nil {
-		return 0, false, wrapErr(getErr)
+		return 0, false, false, wrapErr(getErr)
 	}
-	return uint64(seq), dup, nil
+	return uint64(got), dup, appended, nil
 }
 
 // List implements state.Queue.

@@ -20,6 +20,7 @@ import (
 // the key, expired or not.
 type keyRead struct {
 	key   state.Key
+	hot   bool // the history's first event only (AppendHot, EnqueueAppend)
 	found bool
 	st    string
 	body  []byte
@@ -33,14 +34,17 @@ type keyRead struct {
 // Reader sizing: groups of reads in flight at once.
 const readers = 4
 
-// sqlReadMany reads the records under the input keys (numbered n).
-const sqlReadMany = `SELECT i.n, r.state, r.body, r.history, r.expires_ns, r.wseq
-	FROM unnest($1::bytea[], $2::bytea[], $3::bytea[]) WITH ORDINALITY AS i(account, key, segment, n)
+// sqlReadMany reads the records under the input keys (numbered n), of
+// those read hot the history's first event only.
+const sqlReadMany = `SELECT i.n, r.state, r.body, CASE WHEN i.hot THEN r.history[1:1] ELSE r.history END,
+		r.expires_ns, r.wseq
+	FROM unnest($1::bytea[], $2::bytea[], $3::bytea[], $4::bool[]) WITH ORDINALITY AS i(account, key, segment, hot, n)
 	JOIN records r ON r.account = i.account AND r.key = i.key AND r.segment = i.segment`
 
-// readKey reads the record under k with the reads waiting with it. ctx
-// ending stops the wait, not the group's statement.
-func (s *Store) readKey(ctx context.Context, k state.Key) (*keyRead, error) {
+// readKey reads the record under k with the reads waiting with it; hot,
+// with the first event of its history only. ctx ending stops the wait,
+// not the group's statement.
+func (s *Store) readKey(ctx context.Context, k state.Key, hot bool) (*keyRead, error) {
 	if err := s.enter(ctx); err != nil {
 		return nil, err
 	}
@@ -48,7 +52,7 @@ func (s *Store) readKey(ctx context.Context, k state.Key) (*keyRead, error) {
 		s.exit()
 		return nil, err
 	}
-	r := &keyRead{key: k, done: make(chan struct{})}
+	r := &keyRead{key: k, hot: hot, done: make(chan struct{})}
 	select {
 	case s.reads <- r:
 		s.exit()
@@ -88,12 +92,13 @@ func (s *Store) readMany(batch []*keyRead) error {
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
 	defer cancel()
 	acc, key, seg := make([][]byte, len(batch)), make([][]byte, len(batch)), make([][]byte, len(batch))
+	hot := make([]bool, len(batch))
 	for i, r := range batch {
-		acc[i], key[i], seg[i] = col(r.key.Account), col(r.key.Key), col(r.key.Segment)
+		acc[i], key[i], seg[i], hot[i] = col(r.key.Account), col(r.key.Key), col(r.key.Segment), r.hot
 	}
 	b := &pgx.Batch{}
 	b.Queue(sqlIndexProbes)
-	b.Queue(sqlReadMany, acc, key, seg).Query(func(rows pgx.Rows) error { return scanReads(rows, batch) })
+	b.Queue(sqlReadMany, acc, key, seg, hot).Query(func(rows pgx.Rows) error { return scanReads(rows, batch) })
 	return s.pool.SendBatch(ctx, b).Close()
 }
 
