@@ -2,7 +2,6 @@ package pgstore
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/smppproxy/smppproxy/state"
 )
@@ -13,55 +12,14 @@ import (
 // history: ByMessageIDHot reads none, and the mark is written as events
 // appended to the stored history (cap_history in the statement) after a
 // read of its first event only. EnqueueAppend makes the entry and the
-// mark one statement of one batch: one transaction, the WAL flush shared
-// with the batch's other writes.
-
-// recordAppend is the change EnqueueAppend makes to a record along with
-// its entry: the record's columns (recordArgs without the history), the
-// events appended and the write sequence read.
-type recordAppend struct {
-	args []any
-}
+// mark part of the batch's one statement of enqueues: one transaction,
+// the WAL flush shared with the batch's other writes.
 
 func newRecordAppend(next *state.Record, added [][]byte, expect int64) *recordAppend {
 	if added == nil {
 		added = [][]byte{}
 	}
-	return &recordAppend{args: append(recordArgs(next, nil)[:13:13], added, expect)}
-}
-
-// cteAppend is u, the write of a record appended to (its arguments from
-// $n+1, as recordAppend's): made only when e, the entry, was written and
-// the record still has the write sequence read ($n+15).
-func cteAppend(n int) string {
-	p := make([]any, 15)
-	for i := range p {
-		p[i] = n + 1 + i
-	}
-	return fmt.Sprintf(`u AS (
-		UPDATE records r SET state = $%[4]d, owner_instance = $%[5]d, expires_ns = $%[6]d, upstream = $%[7]d,
-			match_id = $%[8]d, session = $%[9]d, seq = $%[10]d, proxy_id = $%[11]d, addr_hash = $%[12]d,
-			body = $%[13]d, history = cap_history(r.history || $%[14]d::bytea[], 64), wseq = nextval('record_wseq')
-		WHERE r.account = $%[1]d AND r.key = $%[2]d AND r.segment = $%[3]d AND r.wseq = $%[15]d
-			AND EXISTS (SELECT 1 FROM e)
-		RETURNING 1)`, p...)
-}
-
-// The statements of EnqueueAppend: Enqueue's (without, then with a dedup
-// key) and the record's change, returning the entry's seq and whether the
-// record was written; no row when the dedup key was taken.
-var (
-	sqlEnqueueAppendPlain = `WITH e AS (` + sqlEnqueue + `), ` + cteAppend(3) +
-		` SELECT e.seq, EXISTS (SELECT 1 FROM u) FROM e`
-	sqlEnqueueAppendDedup = `WITH ` + cteMarker + `, e AS (` + sqlEntryOfMarker + `), ` + cteAppend(5) +
-		` SELECT e.seq, EXISTS (SELECT 1 FROM u) FROM e`
-)
-
-func sqlEnqueueAppend(dedup bool) string {
-	if dedup {
-		return sqlEnqueueAppendDedup
-	}
-	return sqlEnqueueAppendPlain
+	return &recordAppend{args: recordArgs(next, nil), added: added, expect: expect}
 }
 
 // readColumnsHot are readColumns without the history (scanned as none).
@@ -134,7 +92,7 @@ func (s *Store) AppendHot(ctx context.Context, k state.Key, fn func(*state.Recor
 }
 
 // EnqueueAppend is Enqueue of e and, in the same statement of the same
-// batch (one transaction), AppendHot of record k with fn — made only when
+// batch (one transaction, with the batch's other enqueues), AppendHot of record k with fn — made only when
 // e is enqueued, not for a duplicate. appended reports whether the record
 // was changed: not when it is gone, fn failed (state.ErrAbort: the key
 // holds another record), fn's change needs what AppendHot leaves to

@@ -261,3 +261,56 @@ var _ interface {
 	AppendHot(ctx context.Context, k state.Key, fn func(*state.Record) error) error
 	EnqueueAppend(ctx context.Context, e *state.QueueEntry, k state.Key, fn func(*state.Record) error) (seq uint64, dup, appended bool, err error)
 } = (*Store)(nil)
+
+// The enqueues of one batch are one statement: of two for one dedup key,
+// the second is the first's duplicate (its seq, no second entry); of two
+// receipts of one record, each is queued and one record change is made
+// (the other reported not appended, for its caller to make).
+func TestOneBatchOfEnqueuesSettlesDuplicatesAndAppends(t *testing.T) {
+	t.Parallel()
+	s := openTest(t, Options{})
+	now := time.Now()
+	k := state.Key{Account: "acme", Key: "k1"}
+	rec := acceptedWithHistory(t, s, k, now, 2)
+	// Both read the record before either is written.
+	var apps []*recordAppend
+	for _, note := range []string{"receipt 1", "receipt 2"} {
+		next, added, wseq, err := s.hotChange(bg, k, deliveredMark(rec, now, note, nil))
+		if err != nil || next == nil {
+			t.Fatalf("hotChange = %v, %v", next, err)
+		}
+		apps = append(apps, newRecordAppend(next, added, wseq))
+	}
+	op := func(dedup string, app *recordAppend) *request {
+		e := receiptEntry(now, dedup)
+		o := &enqueueOp{queue: col(e.Queue), expires: expiresNS(e.Expires), entry: encodeEntry(e), now: unixNano(now), app: app}
+		if dedup != "" {
+			o.dedup = col(dedup)
+		}
+		return &request{seqLock: true, enqueue: o, byKey: app != nil}
+	}
+	first, second := op("r1", nil), op("r1", nil)
+	plain := op("", nil)
+	markA, markB := op("a", apps[0]), op("b", apps[1])
+	batch := []*request{first, second, plain, markA, markB}
+	if err := s.exec(batch); err != nil {
+		t.Fatalf("exec = %v", err)
+	}
+	for i, r := range batch {
+		if r.enqueue.err != nil || r.enqueue.seq == 0 {
+			t.Fatalf("op %d: seq %d, err %v; want an answer", i, r.enqueue.seq, r.enqueue.err)
+		}
+	}
+	if f, d := first.enqueue, second.enqueue; f.dup || !d.dup || d.seq != f.seq {
+		t.Errorf("two enqueues of one key in a batch: (%d, dup %v), (%d, dup %v); want the second a duplicate of the first", f.seq, f.dup, d.seq, d.dup)
+	}
+	if a, b := markA.enqueue, markB.enqueue; a.dup || b.dup || a.appended == b.appended {
+		t.Errorf("two receipts of one record in a batch: appended %v and %v, dup %v and %v; want both queued, one appended", a.appended, b.appended, a.dup, b.dup)
+	}
+	if es, err := s.List(bg, "esme/acme", 0, 10); err != nil || len(es) != 4 {
+		t.Errorf("List = %d entries, %v; want 4 (r1, the one without key, a, b)", len(es), err)
+	}
+	if got := notes(mustGet(t, s, k).History); len(got) != 3 {
+		t.Errorf("history %q; want the two events and one receipt's mark", got)
+	}
+}
