@@ -22,17 +22,22 @@ func newRecordAppend(next *state.Record, added [][]byte, expect int64) *recordAp
 	return &recordAppend{args: recordArgs(next, nil), added: added, expect: expect}
 }
 
-// readColumnsHot are readColumns without the history (scanned as none).
-const readColumnsHot = `account, key, segment, state, body, NULL::bytea[]`
-
 // ByMessageIDHot is ByMessageID without reading the record's history
 // (Record.History is nil): for the receipt intake, which needs the
-// record's key, state and ids only.
+// record's key, state and ids only. The lookups waiting at a moment are
+// one statement, as the reads by key.
 func (s *Store) ByMessageIDHot(ctx context.Context, upstream, id string) (*state.Record, error) {
 	if id == "" {
 		return s.notFound(ctx)
 	}
-	return s.byIndex(ctx, readColumnsHot, `upstream = $2 AND match_id = $3`, col(upstream), col(id))
+	r, err := s.readByID(ctx, upstream, id)
+	if err != nil {
+		return nil, err
+	}
+	if !r.live(s.now()) {
+		return nil, state.ErrNotFound
+	}
+	return decodeRecord(r.key, r.st, r.body, nil)
 }
 
 // hotChange reads the record under k with the first event of its history

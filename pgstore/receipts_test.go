@@ -2,12 +2,14 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/smppproxy/smppproxy/state"
+	"github.com/smppproxy/smppproxy/state/storetest"
 )
 
 // acceptedWithHistory creates a record accepted by smsc as m1, with n
@@ -312,5 +314,66 @@ func TestOneBatchOfEnqueuesSettlesDuplicatesAndAppends(t *testing.T) {
 	}
 	if got := notes(mustGet(t, s, k).History); len(got) != 3 {
 		t.Errorf("history %q; want the two events and one receipt's mark", got)
+	}
+}
+
+// Lookups by message id made at once are grouped (with reads by key) into
+// one round trip: each caller gets the record holding its own id, of two
+// records holding one id the one written last, and ErrNotFound for an id
+// no live record holds.
+func TestConcurrentLookupsByMessageIDEachGetTheirRecord(t *testing.T) {
+	t.Parallel()
+	c := storetest.NewClock(t0)
+	s := openTest(t, Options{Now: c.Now})
+	const n = 200
+	for i := range n {
+		r := sentRecord(t0, fmt.Sprintf("k%d", i), "test-1/1", uint32(i))
+		r.State, r.MessageID = state.Accepted, fmt.Sprintf("m%d", i)
+		if i%4 == 3 {
+			r.Expires = t0.Add(time.Second)
+		}
+		mustCreate(t, s, r)
+	}
+	// A later record holding m0 too (an SMSC reusing ids) takes it over.
+	later := sentRecord(t0, "later", "test-1/1", 1)
+	later.State, later.MessageID = state.Accepted, "m0"
+	mustCreate(t, s, later)
+	c.Advance(2 * time.Second)
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*n)
+	for i := range n + 20 {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			id := fmt.Sprintf("m%d", i)
+			want := state.Key{Account: "acme", Key: fmt.Sprintf("k%d", i)}
+			if i == 0 {
+				want.Key = "later"
+			}
+			got, err := s.ByMessageIDHot(bg, "smsc", id)
+			switch {
+			case i >= n || i%4 == 3:
+				if !errors.Is(err, state.ErrNotFound) {
+					errs <- fmt.Errorf("ByMessageIDHot(smsc, %s) = %+v, %v; want ErrNotFound", id, got, err)
+				}
+			case err != nil || got.Key != want || got.MessageID != id || got.History != nil:
+				errs <- fmt.Errorf("ByMessageIDHot(smsc, %s) = %+v, %v; want %v without history", id, got, err, want)
+			}
+			if _, err := s.ByMessageIDHot(bg, "other", id); !errors.Is(err, state.ErrNotFound) {
+				errs <- fmt.Errorf("ByMessageIDHot(other, %s) = %v; want ErrNotFound", id, err)
+			}
+		}()
+		go func() { // reads by key in the same groups
+			defer wg.Done()
+			k := state.Key{Account: "acme", Key: fmt.Sprintf("k%d", i)}
+			if got, err := s.Get(bg, k); (err == nil) != (i < n && i%4 != 3) || err == nil && got.Key != k {
+				errs <- fmt.Errorf("Get(%v) = %+v, %v", k, got, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
 	}
 }

@@ -281,12 +281,11 @@ func (s *Store) reportRead(ctx context.Context, err error) {
 }
 
 // byIndex returns the live record matching where (its arguments from $2;
-// $1 is now) written last, read as columns says (readColumns or
-// readColumnsHot).
-func (s *Store) byIndex(ctx context.Context, columns, where string, args ...any) (*state.Record, error) {
+// $1 is now) written last.
+func (s *Store) byIndex(ctx context.Context, where string, args ...any) (*state.Record, error) {
 	var rec *state.Record
 	err := s.read(ctx, func(ctx context.Context) error {
-		q := `SELECT ` + columns + ` FROM records WHERE expires_ns > $1 AND ` + where + ` ORDER BY wseq DESC LIMIT 1`
+		q := `SELECT ` + readColumns + ` FROM records WHERE expires_ns > $1 AND ` + where + ` ORDER BY wseq DESC LIMIT 1`
 		var err error
 		rec, err = scanRow(s.pool.QueryRow(ctx, q, append([]any{unixNano(s.now())}, args...)...))
 		return err
@@ -311,7 +310,7 @@ func (s *Store) ByMessageID(ctx context.Context, upstream, id string) (*state.Re
 	if id == "" {
 		return s.notFound(ctx)
 	}
-	return s.byIndex(ctx, readColumns, `upstream = $2 AND match_id = $3`, col(upstream), col(id))
+	return s.byIndex(ctx, `upstream = $2 AND match_id = $3`, col(upstream), col(id))
 }
 
 // ByProxyID implements state.Store.
@@ -319,7 +318,7 @@ func (s *Store) ByProxyID(ctx context.Context, account, id string) (*state.Recor
 	if id == "" {
 		return s.notFound(ctx)
 	}
-	return s.byIndex(ctx, readColumns, `account = $2 AND proxy_id = $3`, col(account), col(id))
+	return s.byIndex(ctx, `account = $2 AND proxy_id = $3`, col(account), col(id))
 }
 
 // notFound is the answer to a lookup that can match nothing: ErrNotFound,

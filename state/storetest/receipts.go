@@ -276,7 +276,7 @@ func testAppendHotAppendsAfterTheStoredHistory(t *testing.T, s state.Store, c *C
 // without its history, and nothing for an id no record holds.
 func testByMessageIDHot(t *testing.T, s state.Store, c *Clock) {
 	w := receiptWriterOf(t, s)
-	k := state.Key{Account: "shop", Key: "k1"}
+	k := state.Key{Account: "shop", Key: "k1", Segment: "2/3"}
 	rec := acceptedRecord(t, s, c, k, "m1", 3)
 	got, err := w.ByMessageIDHot(bg, "smsc", "m1")
 	want := rec.Clone()
