@@ -4,7 +4,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/smppproxy/smppproxy/internal/varcodec"
@@ -408,6 +407,7 @@ func queueEnqueues(b *pgx.Batch, ops []*enqueueOp, channel string) {
 		added   []string
 		expect  []int64
 		notify  []string
+		named   = map[string]bool{}
 		now     int64
 	)
 	for _, op := range ops {
@@ -428,8 +428,9 @@ func queueEnqueues(b *pgx.Batch, ops []*enqueueOp, channel string) {
 			recOp = append(recOp, int64(len(uniq)))
 			added, expect = append(added, byteaArray(op.app.added)), append(expect, op.app.expect)
 		}
-		if q := hex.EncodeToString(op.queue); !slices.Contains(notify, q) {
-			notify = append(notify, q)
+		if !named[string(op.queue)] {
+			named[string(op.queue)] = true
+			notify = append(notify, hex.EncodeToString(op.queue))
 		}
 		now = max(now, op.now) // the latest: a marker expired by then is not "live"
 	}
