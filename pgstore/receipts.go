@@ -15,6 +15,8 @@ import (
 // mark part of the batch's one statement of enqueues: one transaction,
 // the WAL flush shared with the batch's other writes.
 
+// newRecordAppend is the change of a record to next, with events added
+// appended to its stored history, if it still has write sequence expect.
 func newRecordAppend(next *state.Record, added [][]byte, expect int64) *recordAppend {
 	if added == nil {
 		added = [][]byte{}
@@ -41,12 +43,13 @@ func (s *Store) ByMessageIDHot(ctx context.Context, upstream, id string) (*state
 }
 
 // hotChange reads the record under k with the first event of its history
-// only and calls fn on it. The change returned appends fn's events to the
-// stored history, conditional on nobody having written the record since
-// the read; nil when fn rewrote the history (it saw the first event only,
+// only and calls fn on it. It returns fn's record, the events fn appended
+// (encoded) and the write sequence read, for a write that appends them to
+// the stored history on condition that nobody wrote the record since;
+// next is nil when fn rewrote the history (it saw the first event only,
 // so only Update can store that). err is the read's (state.ErrNotFound
 // for no live record) or fn's.
-func (s *Store) hotChange(ctx context.Context, k state.Key, fn func(*state.Record) error) (*state.Record, [][]byte, int64, error) {
+func (s *Store) hotChange(ctx context.Context, k state.Key, fn func(*state.Record) error) (next *state.Record, added [][]byte, wseq int64, err error) {
 	r, err := s.readKey(ctx, k, true)
 	if err != nil {
 		return nil, nil, 0, err
@@ -58,7 +61,7 @@ func (s *Store) hotChange(ctx context.Context, k state.Key, fn func(*state.Recor
 	if err != nil {
 		return nil, nil, 0, err
 	}
-	next, err := runUpdate(cur, fn)
+	next, err = runUpdate(cur, fn)
 	if err != nil {
 		return nil, nil, 0, err
 	}
