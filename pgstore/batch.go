@@ -2,8 +2,11 @@ package pgstore
 
 import (
 	"encoding/hex"
-	"github.com/smppproxy/smppproxy/internal/varcodec"
+	"errors"
+	"fmt"
 	"strings"
+
+	"github.com/smppproxy/smppproxy/internal/varcodec"
 
 	"github.com/jackc/pgx/v5"
 
@@ -250,20 +253,25 @@ func queueReplaces(b *pgx.Batch, ops []*replaceOp) {
 
 // casOp is the write of an Update that read the record outside the
 // batch: it applies only if the record still has the write sequence read
-// (nobody wrote it since).
+// (nobody wrote it since). An append (AppendHot) adds its events to the
+// stored history instead of writing the history whole: it read the first
+// event only.
 type casOp struct {
-	args    []any // recordArgs with the history to store
+	args    []any // recordArgs with the history to store (none for an append)
 	expect  int64 // wseq read
+	append  bool
+	added   [][]byte // an append's events
 	applied bool
 }
 
 // sqlCASMany writes each input row whose record still has the write
 // sequence expected, and returns the rows it wrote.
 const sqlCASMany = `WITH input AS (SELECT * FROM (` + inputRows + `) t0
-		JOIN unnest($15::int8[]) WITH ORDINALITY AS t1(expect, n) USING (n))
+		JOIN unnest($15::int8[], $16::bool[], $17::text[]) WITH ORDINALITY AS t1(expect, append, added, n) USING (n))
 	UPDATE records r SET state = i.state, owner_instance = i.owner_instance, expires_ns = i.expires_ns,
 		upstream = i.upstream, match_id = i.match_id, session = i.session, seq = i.seq,
-		proxy_id = i.proxy_id, addr_hash = i.addr_hash, body = i.body, history = i.history::bytea[],
+		proxy_id = i.proxy_id, addr_hash = i.addr_hash, body = i.body,
+		history = CASE WHEN i.append THEN cap_history(r.history || i.added::bytea[], 64) ELSE i.history::bytea[] END,
 		wseq = nextval('record_wseq')
 	FROM input i
 	WHERE (r.account, r.key, r.segment) = (i.account, i.key, i.segment) AND r.wseq = i.expect
@@ -277,11 +285,13 @@ func queueCAS(b *pgx.Batch, ops []*casOp) {
 	}
 	rows := make([][]any, len(ops))
 	expect := make([]int64, len(ops))
+	appends := make([]bool, len(ops))
+	added := make([]string, len(ops))
 	for i, op := range ops {
 		op.applied = false
-		rows[i], expect[i] = op.args, op.expect
+		rows[i], expect[i], appends[i], added[i] = op.args, op.expect, op.append, byteaArray(op.added)
 	}
-	b.Queue(sqlCASMany, append(columns(rows), expect)...).Query(func(rs pgx.Rows) error {
+	b.Queue(sqlCASMany, append(columns(rows), expect, appends, added)...).Query(func(rs pgx.Rows) error {
 		defer rs.Close()
 		for rs.Next() {
 			var n int64
@@ -292,4 +302,170 @@ func queueCAS(b *pgx.Batch, ops []*casOp) {
 		}
 		return rs.Err()
 	})
+}
+
+// enqueueOp is one Enqueue, or EnqueueAppend, in a batch. Its outcome:
+// the entry's seq, or dup and the seq of the live marker holding its
+// dedup key; appended when its record change was made. A second op of one
+// queue and dedup key in a batch is a duplicate of the first.
+type enqueueOp struct {
+	queue, dedup []byte // dedup nil: none
+	expires      int64
+	entry        []byte
+	now          int64
+	app          *recordAppend // EnqueueAppend's record change; nil none
+
+	seq           int64
+	dup, appended bool
+	err           error // the statement did not answer for it
+	dupOf         *enqueueOp
+}
+
+// recordAppend is the change EnqueueAppend makes to a record along with
+// its entry: the record's columns (recordArgs, no history), the events
+// appended and the write sequence read.
+type recordAppend struct {
+	args   []any
+	added  [][]byte
+	expect int64
+}
+
+// enqueueCTEs are the entries' part of a batch's enqueues, its arguments
+// from $n+1 (queue, dedup key or NULL, expires_ns, encoded entry, now):
+// m, the markers written (unless a live one holds the key; an expired one
+// is replaced); fresh, the inputs n enqueued and their seq (a new
+// marker's, or drawn for an entry without dedup key); e, their entries.
+func enqueueCTEs(n int) string {
+	return fmt.Sprintf(`input AS (
+			SELECT * FROM unnest($%[1]d::bytea[], $%[2]d::bytea[], $%[3]d::int8[], $%[4]d::bytea[])
+			WITH ORDINALITY AS t(queue, dedup, expires_ns, entry, n)),
+		m AS (
+			INSERT INTO queue_markers AS q (queue, dedup_key, seq, expires_ns)
+			SELECT queue, dedup, nextval('queue_seq'), expires_ns FROM input WHERE dedup IS NOT NULL ORDER BY n
+			ON CONFLICT (queue, dedup_key) DO UPDATE SET seq = EXCLUDED.seq, expires_ns = EXCLUDED.expires_ns
+			WHERE q.expires_ns <= $%[5]d
+			RETURNING queue, dedup_key, seq),
+		fresh AS (
+			SELECT i.n, m.seq FROM input i JOIN m ON m.queue = i.queue AND m.dedup_key = i.dedup
+			UNION ALL SELECT n, nextval('queue_seq') FROM input WHERE dedup IS NULL),
+		e AS (
+			INSERT INTO queue_entries (seq, queue, expires_ns, entry)
+			SELECT f.seq, i.queue, i.expires_ns, i.entry FROM fresh f JOIN input i USING (n))`,
+		n+1, n+2, n+3, n+4, n+5)
+}
+
+// sqlDupMarkers answers for the inputs not enqueued: the live marker that
+// holds their key. Enqueuing transactions being serialised (seqLockKey),
+// it is one the statement sees.
+const sqlDupMarkers = `SELECT i.n, q.seq, true, false FROM input i
+	JOIN queue_markers q ON q.queue = i.queue AND q.dedup_key = i.dedup
+	WHERE NOT EXISTS (SELECT 1 FROM fresh f WHERE f.n = i.n)`
+
+// sqlEnqueueMany enqueues a batch's entries and answers for each (n,
+// seq, dup, appended).
+var sqlEnqueueMany = `WITH ` + enqueueCTEs(0) + `
+	SELECT n, seq, false, false FROM fresh
+	UNION ALL ` + sqlDupMarkers
+
+// sqlEnqueueAppendMany is sqlEnqueueMany with records appended to: the
+// input rows of inputRows ($1…$14), each with the input n of its entry
+// ($15), the events it appends ($16) and the write sequence it read
+// ($17); a record is written only when its entry is enqueued and it still
+// has that write sequence (of two for one record, one is written).
+var sqlEnqueueAppendMany = `WITH ` + enqueueCTEs(17) + `,
+	rec AS (SELECT * FROM (` + inputRows + `) t0
+		JOIN unnest($15::int8[], $16::text[], $17::int8[]) WITH ORDINALITY AS t1(op, added, expect, n) USING (n)),
+	u AS (
+		UPDATE records r SET state = x.state, owner_instance = x.owner_instance, expires_ns = x.expires_ns,
+			upstream = x.upstream, match_id = x.match_id, session = x.session, seq = x.seq,
+			proxy_id = x.proxy_id, addr_hash = x.addr_hash, body = x.body,
+			history = cap_history(r.history || x.added::bytea[], 64), wseq = nextval('record_wseq')
+		FROM rec x JOIN fresh f ON f.n = x.op
+		WHERE (r.account, r.key, r.segment) = (x.account, x.key, x.segment) AND r.wseq = x.expect
+		RETURNING x.op)
+	SELECT n, seq, false, EXISTS (SELECT 1 FROM u WHERE u.op = fresh.n) FROM fresh
+	UNION ALL ` + sqlDupMarkers
+
+// queueEnqueues adds the batch's enqueues as one statement, and one
+// notification per queue (delivered to the listeners when the batch's
+// transaction commits; hex, as a queue name may hold any byte and a
+// payload is text).
+func queueEnqueues(b *pgx.Batch, ops []*enqueueOp, channel string) {
+	if len(ops) == 0 {
+		return
+	}
+	type markerKey struct{ queue, dedup string }
+	first := make(map[markerKey]*enqueueOp, len(ops))
+	var (
+		uniq    []*enqueueOp
+		queues  [][]byte
+		dedups  [][]byte
+		expires []int64
+		entries [][]byte
+		rows    [][]any
+		recOp   []int64
+		added   []string
+		expect  []int64
+		notify  []string
+		named   = map[string]bool{}
+		now     int64
+	)
+	for _, op := range ops {
+		op.seq, op.dup, op.appended, op.err, op.dupOf = 0, false, false, nil, nil
+		if op.dedup != nil {
+			k := markerKey{string(op.queue), string(op.dedup)}
+			if f, ok := first[k]; ok {
+				op.dupOf = f
+				continue
+			}
+			first[k] = op
+		}
+		uniq = append(uniq, op)
+		queues, dedups = append(queues, op.queue), append(dedups, op.dedup)
+		expires, entries = append(expires, op.expires), append(entries, op.entry)
+		if op.app != nil {
+			rows = append(rows, op.app.args)
+			recOp = append(recOp, int64(len(uniq)))
+			added, expect = append(added, byteaArray(op.app.added)), append(expect, op.app.expect)
+		}
+		if !named[string(op.queue)] {
+			named[string(op.queue)] = true
+			notify = append(notify, hex.EncodeToString(op.queue))
+		}
+		now = max(now, op.now) // the latest: a marker expired by then is not "live"
+	}
+	q, args := sqlEnqueueMany, []any{queues, dedups, expires, entries, now}
+	if len(rows) > 0 {
+		q, args = sqlEnqueueAppendMany, append(append(columns(rows), recOp, added, expect), args...)
+	}
+	for _, op := range uniq {
+		op.err = errors.New("pgstore: enqueue: no answer for the entry (its dedup key's marker vanished)")
+	}
+	b.Queue(q, args...).Query(func(rs pgx.Rows) error {
+		defer rs.Close()
+		for rs.Next() {
+			var (
+				n, seq        int64
+				dup, appended bool
+			)
+			if err := rs.Scan(&n, &seq, &dup, &appended); err != nil {
+				return err
+			}
+			if n < 1 || int(n) > len(uniq) {
+				return errors.New("pgstore: enqueue: answer for an entry not asked for")
+			}
+			op := uniq[n-1]
+			op.seq, op.dup, op.appended, op.err = seq, dup, appended, nil
+		}
+		return rs.Err()
+	})
+	b.Queue(`SELECT pg_notify($1, q) FROM unnest($2::text[]) AS q`, channel, notify)
+}
+
+// settle gives a second op of a queue and dedup key in a batch its
+// outcome: a duplicate of the first.
+func (op *enqueueOp) settle() {
+	if f := op.dupOf; f != nil {
+		op.seq, op.dup, op.appended, op.err = f.seq, true, false, f.err
+	}
 }

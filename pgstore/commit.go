@@ -25,11 +25,14 @@ import (
 type request struct {
 	order   lockOrder
 	seqLock bool // takes the queue sequence lock (Enqueue)
-	// One of: a Create, a Replace (written with the batch's others of the
-	// kind), or a function adding the request's own statements.
+	byKey   bool // its own statements write a record by key (sqlIndexProbes)
+	// One of: a Create, a Replace, a conditional write or an Enqueue
+	// (each written with the batch's others of the kind), or a function
+	// adding the request's own statements.
 	create  *createOp
 	replace *replaceOp
 	cas     *casOp
+	enqueue *enqueueOp
 	queue   func(b *pgx.Batch)
 
 	claim atomic.Int32 // claimWaiting, claimTaken, claimAbandoned
@@ -170,6 +173,7 @@ func (s *Store) exec(reqs []*request) error {
 		creates  []*createOp
 		replaces []*replaceOp
 		cas      []*casOp
+		enqueues []*enqueueOp
 	)
 	for _, r := range reqs {
 		switch {
@@ -179,14 +183,17 @@ func (s *Store) exec(reqs []*request) error {
 			replaces = append(replaces, r.replace)
 		case r.cas != nil:
 			cas = append(cas, r.cas)
+		case r.enqueue != nil:
+			enqueues = append(enqueues, r.enqueue)
 		}
 	}
-	if len(replaces)+len(cas) > 0 {
+	if len(replaces)+len(cas) > 0 || slices.ContainsFunc(reqs, func(r *request) bool { return r.byKey }) {
 		b.Queue(sqlIndexProbes)
 	}
 	queueCreates(b, creates)
 	queueReplaces(b, replaces)
 	queueCAS(b, cas)
+	queueEnqueues(b, enqueues, s.notifyChannel())
 	for _, r := range reqs {
 		if r.queue != nil {
 			r.queue(b)
@@ -200,6 +207,9 @@ func (s *Store) exec(reqs []*request) error {
 		return wrapErr(err)
 	}
 	for _, op := range creates {
+		op.settle()
+	}
+	for _, op := range enqueues {
 		op.settle()
 	}
 	s.commits.Add(1)

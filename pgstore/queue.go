@@ -3,7 +3,6 @@ package pgstore
 import (
 	"context"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"slices"
 
@@ -12,78 +11,40 @@ import (
 	"github.com/smppproxy/smppproxy/state"
 )
 
-const (
-	sqlEnqueue = `INSERT INTO queue_entries (seq, queue, expires_ns, entry)
-		VALUES (nextval('queue_seq'), $1, $2, $3) RETURNING seq`
-	// sqlEnqueueDedup writes the marker unless a live one holds the key
-	// (an expired one is replaced), and the entry only with a new marker.
-	sqlEnqueueDedup = `WITH m AS (
-			INSERT INTO queue_markers AS q (queue, dedup_key, seq, expires_ns)
-			VALUES ($1, $4, nextval('queue_seq'), $2)
-			ON CONFLICT (queue, dedup_key) DO UPDATE SET seq = EXCLUDED.seq, expires_ns = EXCLUDED.expires_ns
-			WHERE q.expires_ns <= $5
-			RETURNING seq)
-		INSERT INTO queue_entries (seq, queue, expires_ns, entry) SELECT seq, $1, $2, $3 FROM m RETURNING seq`
-	sqlMarker = `SELECT seq FROM queue_markers WHERE queue = $1 AND dedup_key = $2`
-)
-
 var errNilEntry = errors.New("pgstore: Enqueue of a nil entry")
 
 // Enqueue implements state.Queue. Enqueuing transactions hold an advisory
 // lock while they draw sequence numbers and commit, so the numbers are
-// strictly increasing in commit order across every instance.
+// strictly increasing in commit order across every instance. A batch's
+// Enqueues (and EnqueueAppends) are one statement.
 func (s *Store) Enqueue(ctx context.Context, e *state.QueueEntry) (uint64, bool, error) {
+	seq, dup, _, err := s.enqueue(ctx, e, nil)
+	return seq, dup, err
+}
+
+// enqueue is Enqueue of e and, when app is set, app's change to its record
+// in the same statement, made only when e is enqueued (not a duplicate)
+// and the record still has the write sequence app read. appended reports
+// that change made.
+func (s *Store) enqueue(ctx context.Context, e *state.QueueEntry, app *recordAppend) (seq uint64, dup, appended bool, err error) {
 	if e == nil {
-		return 0, false, errNilEntry
+		return 0, false, false, errNilEntry
 	}
-	args := []any{col(e.Queue), expiresNS(e.Expires), encodeEntry(e)}
-	var (
-		seq    int64
-		dup    bool
-		getErr error
-	)
-	r := &request{seqLock: true}
-	if e.DedupKey == "" {
-		r.order = lockOrder{table: orderEntry, a: []byte(e.Queue)}
-		r.queue = func(b *pgx.Batch) {
-			b.Queue(sqlEnqueue, args...).QueryRow(func(row pgx.Row) error { return row.Scan(&seq) })
-		}
+	op := &enqueueOp{queue: col(e.Queue), expires: expiresNS(e.Expires), entry: encodeEntry(e), now: unixNano(s.now()), app: app}
+	r := &request{seqLock: true, enqueue: op, byKey: app != nil}
+	if e.DedupKey != "" {
+		op.dedup = col(e.DedupKey)
+		r.order = lockOrder{table: orderMarker, a: op.queue, b: op.dedup}
 	} else {
-		args = append(args, col(e.DedupKey), unixNano(s.now()))
-		r.order = lockOrder{table: orderMarker, a: []byte(e.Queue), b: []byte(e.DedupKey)}
-		r.queue = func(b *pgx.Batch) {
-			seq, dup, getErr = 0, false, nil
-			b.Queue(sqlEnqueueDedup, args...).QueryRow(func(row pgx.Row) error {
-				if err := row.Scan(&seq); errors.Is(err, pgx.ErrNoRows) {
-					dup = true
-				} else if err != nil {
-					return err
-				}
-				return nil
-			})
-			b.Queue(sqlMarker, args[0], args[3]).QueryRow(func(row pgx.Row) error {
-				var m int64
-				if getErr = row.Scan(&m); dup {
-					seq = m
-				}
-				return nil
-			})
-		}
-	}
-	enqueue := r.queue
-	r.queue = func(b *pgx.Batch) {
-		enqueue(b)
-		// Delivered to the listeners when the batch's transaction commits;
-		// hex, as a queue name may hold any byte and a payload is text.
-		b.Queue(`SELECT pg_notify($1, $2)`, s.notifyChannel(), hex.EncodeToString([]byte(e.Queue)))
+		r.order = lockOrder{table: orderEntry, a: op.queue}
 	}
 	if err := s.submit(ctx, r); err != nil {
-		return 0, false, err
+		return 0, false, false, err
 	}
-	if dup && getErr != nil {
-		return 0, false, wrapErr(getErr)
+	if op.err != nil {
+		return 0, false, false, op.err
 	}
-	return uint64(seq), dup, nil
+	return uint64(op.seq), op.dup, op.appended, nil
 }
 
 // List implements state.Queue.

@@ -14,33 +14,60 @@ import (
 // Reads by key (Get, and the read of Update) are grouped like the writes:
 // the reads waiting at a moment are one statement, while the next group
 // gathers. A fresh submit reads its key first; one statement per read
-// would cost the database more than the submit's two writes.
+// would cost the database more than the submit's two writes. A receipt's
+// lookup by message id (ByMessageIDHot) is grouped the same way, a
+// statement of its own in the group's round trip.
 
 // keyRead is one read by key waiting for the reader: what is stored under
-// the key, expired or not.
+// the key, expired or not. One by message id (byID) reads the live record
+// holding upstream's id, without history, and sets key.
 type keyRead struct {
-	key   state.Key
-	found bool
-	st    string
-	body  []byte
-	hist  [][]byte
-	exp   int64 // expires_ns
-	wseq  int64
-	err   error
-	done  chan struct{}
+	key          state.Key
+	hot          bool // the history's first event only (AppendHot, EnqueueAppend)
+	byID         bool
+	upstream, id string
+	found        bool
+	st           string
+	body         []byte
+	hist         [][]byte
+	exp          int64 // expires_ns
+	wseq         int64
+	err          error
+	done         chan struct{}
 }
 
 // Reader sizing: groups of reads in flight at once.
 const readers = 4
 
-// sqlReadMany reads the records under the input keys (numbered n).
-const sqlReadMany = `SELECT i.n, r.state, r.body, r.history, r.expires_ns, r.wseq
-	FROM unnest($1::bytea[], $2::bytea[], $3::bytea[]) WITH ORDINALITY AS i(account, key, segment, n)
+// sqlReadMany reads the records under the input keys (numbered n), of
+// those read hot the history's first event only.
+const sqlReadMany = `SELECT i.n, r.state, r.body, CASE WHEN i.hot THEN r.history[1:1] ELSE r.history END,
+		r.expires_ns, r.wseq
+	FROM unnest($1::bytea[], $2::bytea[], $3::bytea[], $4::bool[]) WITH ORDINALITY AS i(account, key, segment, hot, n)
 	JOIN records r ON r.account = i.account AND r.key = i.key AND r.segment = i.segment`
 
-// readKey reads the record under k with the reads waiting with it. ctx
-// ending stops the wait, not the group's statement.
-func (s *Store) readKey(ctx context.Context, k state.Key) (*keyRead, error) {
+// sqlReadByIDMany reads the live record holding each input's message id
+// (numbered n), written last, without history.
+const sqlReadByIDMany = `SELECT i.n, r.account, r.key, r.segment, r.state, r.body, r.expires_ns, r.wseq
+	FROM unnest($1::bytea[], $2::bytea[]) WITH ORDINALITY AS i(upstream, id, n)
+	CROSS JOIN LATERAL (SELECT account, key, segment, state, body, expires_ns, wseq FROM records x
+		WHERE x.upstream = i.upstream AND x.match_id = i.id AND x.expires_ns > $3
+		ORDER BY x.wseq DESC LIMIT 1) r`
+
+// readKey reads the record under k with the reads waiting with it; hot,
+// with the first event of its history only. ctx ending stops the wait,
+// not the group's statement.
+func (s *Store) readKey(ctx context.Context, k state.Key, hot bool) (*keyRead, error) {
+	return s.readGrouped(ctx, &keyRead{key: k, hot: hot})
+}
+
+// readByID reads the live record holding upstream's message id with the
+// reads waiting with it.
+func (s *Store) readByID(ctx context.Context, upstream, id string) (*keyRead, error) {
+	return s.readGrouped(ctx, &keyRead{byID: true, upstream: upstream, id: id})
+}
+
+func (s *Store) readGrouped(ctx context.Context, r *keyRead) (*keyRead, error) {
 	if err := s.enter(ctx); err != nil {
 		return nil, err
 	}
@@ -48,7 +75,7 @@ func (s *Store) readKey(ctx context.Context, k state.Key) (*keyRead, error) {
 		s.exit()
 		return nil, err
 	}
-	r := &keyRead{key: k, done: make(chan struct{})}
+	r.done = make(chan struct{})
 	select {
 	case s.reads <- r:
 		s.exit()
@@ -83,17 +110,36 @@ func (s *Store) readLoop() {
 	}
 }
 
-// readMany runs one group of reads.
+// readMany runs one group of reads: the reads by key as one statement,
+// those by message id as another.
 func (s *Store) readMany(batch []*keyRead) error {
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
 	defer cancel()
-	acc, key, seg := make([][]byte, len(batch)), make([][]byte, len(batch)), make([][]byte, len(batch))
-	for i, r := range batch {
-		acc[i], key[i], seg[i] = col(r.key.Account), col(r.key.Key), col(r.key.Segment)
+	var byKey, byID []*keyRead
+	for _, r := range batch {
+		if r.byID {
+			byID = append(byID, r)
+		} else {
+			byKey = append(byKey, r)
+		}
 	}
 	b := &pgx.Batch{}
 	b.Queue(sqlIndexProbes)
-	b.Queue(sqlReadMany, acc, key, seg).Query(func(rows pgx.Rows) error { return scanReads(rows, batch) })
+	if len(byKey) > 0 {
+		acc, key, seg := make([][]byte, len(byKey)), make([][]byte, len(byKey)), make([][]byte, len(byKey))
+		hot := make([]bool, len(byKey))
+		for i, r := range byKey {
+			acc[i], key[i], seg[i], hot[i] = col(r.key.Account), col(r.key.Key), col(r.key.Segment), r.hot
+		}
+		b.Queue(sqlReadMany, acc, key, seg, hot).Query(func(rows pgx.Rows) error { return scanReads(rows, byKey) })
+	}
+	if len(byID) > 0 {
+		ups, ids := make([][]byte, len(byID)), make([][]byte, len(byID))
+		for i, r := range byID {
+			ups[i], ids[i] = col(r.upstream), col(r.id)
+		}
+		b.Queue(sqlReadByIDMany, ups, ids, unixNano(s.now())).Query(func(rows pgx.Rows) error { return scanReadsByID(rows, byID) })
+	}
 	return s.pool.SendBatch(ctx, b).Close()
 }
 
@@ -119,6 +165,26 @@ func scanReads(rows pgx.Rows, batch []*keyRead) error {
 		}
 		r := batch[n-1]
 		r.found, r.st, r.body, r.hist, r.exp, r.wseq = true, st, body, hist, exp, wseq
+	}
+	return rows.Err()
+}
+
+func scanReadsByID(rows pgx.Rows, batch []*keyRead) error {
+	defer rows.Close()
+	for rows.Next() {
+		var n int64
+		var account, key, segment, body []byte
+		var st string
+		var exp, wseq int64
+		if err := rows.Scan(&n, &account, &key, &segment, &st, &body, &exp, &wseq); err != nil {
+			return err
+		}
+		if n < 1 || int(n) > len(batch) {
+			return errors.New("pgstore: read of a message id not asked for")
+		}
+		r := batch[n-1]
+		r.key = state.Key{Account: string(account), Key: string(key), Segment: string(segment)}
+		r.found, r.st, r.body, r.exp, r.wseq = true, st, body, exp, wseq
 	}
 	return rows.Err()
 }

@@ -121,7 +121,7 @@ func (s *Store) Replace(ctx context.Context, old, rec *state.Record) error {
 // UPDATE). fn may therefore be called twice; only the last call's result
 // is stored.
 func (s *Store) Update(ctx context.Context, k state.Key, fn func(*state.Record) error) (*state.Record, error) {
-	r, err := s.readKey(ctx, k)
+	r, err := s.readKey(ctx, k, false)
 	if err != nil {
 		return nil, err
 	}
@@ -242,7 +242,7 @@ func runUpdate(cur *state.Record, fn func(*state.Record) error) (next *state.Rec
 // Get implements state.Store. The reads waiting at a moment are one
 // statement.
 func (s *Store) Get(ctx context.Context, k state.Key) (*state.Record, error) {
-	r, err := s.readKey(ctx, k)
+	r, err := s.readKey(ctx, k, false)
 	if err != nil {
 		return nil, err
 	}

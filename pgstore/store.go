@@ -7,13 +7,16 @@
 // events, capped like Badger's (the first event and the latest). Writes of
 // Create, Replace, Update, Enqueue and Ack go through a group committer:
 // the requests waiting are sent as one pipelined batch (the Creates as one
-// multi-row statement, the Replaces as another) that PostgreSQL runs as
-// one implicit transaction with one WAL flush (synchronous_commit stays
-// on), while the next batch gathers. Reads by key (Get, and Update's) are
-// grouped the same way, one statement per group. Update reads the record,
-// calls fn and writes the result in the batch on condition that nobody
-// wrote the record since; otherwise it runs again in a transaction of its
-// own that locks the row (SELECT … FOR UPDATE).
+// multi-row statement, the Replaces as another, the Enqueues as a third)
+// that PostgreSQL runs as one implicit transaction with one WAL flush
+// (synchronous_commit stays on), while the next batch gathers. Reads by
+// key (Get, and Update's) are grouped the same way, one statement per
+// group, and so are a receipt's lookups by message id (ByMessageIDHot).
+// A receipt's intake is one write request (EnqueueAppend: its entry and
+// its record's mark in the batch's statement of enqueues). Update reads
+// the record, calls fn and writes the result in the batch on condition
+// that nobody wrote the record since; otherwise it runs again in a
+// transaction of its own that locks the row (SELECT … FOR UPDATE).
 //
 // Every instance holds a lease in table instances, renewed every Lease/3;
 // ExpireDeadOwners turns the sent records of instances whose lease ran
