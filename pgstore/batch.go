@@ -28,6 +28,9 @@ type createOp struct {
 
 	created  bool
 	existing *state.Record
+	// err: the record holding the key could not be decoded (the batch
+	// committed all the same: the other requests keep their outcomes).
+	err error
 	// dupOf: an earlier Create of the same key in the same batch, whose
 	// outcome decides this one's.
 	dupOf *createOp
@@ -163,7 +166,7 @@ func queueCreates(b *pgx.Batch, ops []*createOp) {
 	var uniq []*createOp
 	var rows [][]any
 	for _, op := range ops {
-		op.created, op.existing, op.dupOf = false, nil, nil
+		op.created, op.existing, op.err, op.dupOf = false, nil, nil, nil
 		if f, ok := first[op.rec.Key]; ok {
 			op.dupOf = f
 			continue
@@ -198,11 +201,9 @@ func queueCreates(b *pgx.Batch, ops []*createOp) {
 			case st == nil:
 				op.created = true
 			default:
-				existing, err := decodeRecord(k, *st, body, hist)
-				if err != nil {
-					return err
-				}
-				op.existing = existing
+				// An error here is this Create's, not the batch's: the
+				// server commits the batch whatever its callbacks say.
+				op.existing, op.err = decodeRecord(k, *st, body, hist)
 			}
 		}
 		return rs.Err()
@@ -215,6 +216,8 @@ func queueCreates(b *pgx.Batch, ops []*createOp) {
 func (op *createOp) settle() {
 	switch f := op.dupOf; {
 	case f == nil:
+	case f.err != nil:
+		op.err = f.err
 	case f.created:
 		op.existing = f.rec.Clone()
 		op.existing.History = state.CapHistory(op.existing.History)

@@ -117,8 +117,9 @@ func (s *Store) commitLoop() {
 }
 
 // runBatch commits the requests their callers still wait for as one
-// transaction. A batch that fails for a reason other than the connection
-// is retried request by request, so one bad request fails alone.
+// transaction. A batch PostgreSQL refused (nothing of it written) is
+// retried request by request, so one bad request fails alone; a batch
+// whose outcome is unknown or that committed is never run again.
 func (s *Store) runBatch(batch []*request) {
 	live := batch[:0]
 	for _, r := range batch {
@@ -131,7 +132,10 @@ func (s *Store) runBatch(batch []*request) {
 	}
 	slices.SortStableFunc(live, compareOrder)
 	err := s.execRetry(live)
-	if err != nil && len(live) > 1 && !isConnError(err) {
+	if len(live) > 1 && rejected(err) {
+		// PostgreSQL refused a statement: the batch's implicit transaction
+		// rolled back and nothing of it was written. Each request is tried
+		// alone, so that one bad request fails only itself.
 		for _, r := range live {
 			r.err = s.execRetry([]*request{r})
 			close(r.done)
@@ -142,6 +146,17 @@ func (s *Store) runBatch(batch []*request) {
 		r.err = err
 		close(r.done)
 	}
+}
+
+// rejected reports whether err is PostgreSQL's refusal of a statement of
+// a batch, or an error before anything was sent, after which nothing of
+// the batch was written. Any other error
+// leaves the batch's outcome unknown (the connection broke: it may have
+// committed) or says the batch committed and reading its answers failed
+// here: a batch is never run again after those.
+func rejected(err error) bool {
+	var pe *pgconn.PgError
+	return (errors.As(err, &pe) || pgconn.SafeToRetry(err)) && !isConnError(err)
 }
 
 // execRetry runs exec again when PostgreSQL broke a deadlock or a

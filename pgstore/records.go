@@ -78,6 +78,8 @@ func (s *Store) Create(ctx context.Context, rec *state.Record) (*state.Record, b
 			return nil, false, err
 		}
 		switch {
+		case op.err != nil:
+			return nil, false, op.err
 		case op.created:
 			return nil, true, nil
 		case op.existing != nil:
