@@ -6,9 +6,14 @@ import (
 	"github.com/smppproxy/smppproxy/state"
 )
 
-// finalsCap bounds the records the engine remembers as settled: a few MB
-// at most, enough for the retries that follow a burst by seconds.
-const finalsCap = 1 << 15
+// finalsCap bounds the records the engine remembers as settled by its own
+// decisions: a few MB at most, enough for the retries that follow a burst
+// by seconds. readsCap bounds those it learned by reading them (the store,
+// or a create that found the key taken).
+const (
+	finalsCap = 1 << 15
+	readsCap  = 1 << 12
+)
 
 // finals remembers recently settled records (accepted or rejected: no
 // later write changes what a duplicate is answered) so that a retry is
@@ -16,23 +21,41 @@ const finalsCap = 1 << 15
 // history); the oldest is forgotten first. A hit is still checked for
 // expiry and the dedup window by the caller, exactly as a record read
 // from the store.
+//
+// The records the engine settled itself and those it only read take
+// separate rings, so that a pass of retries over keys it no longer
+// remembers (a client resending a day's backlog) cannot push out the keys
+// settled a moment ago, whose retries are the likeliest.
 type finals struct {
-	mu   sync.Mutex
-	m    map[state.Key]final
-	ring []state.Key // insertion order; ring[next] is the oldest once full
+	mu      sync.Mutex
+	m       map[state.Key]final
+	decided ring
+	read    ring
+}
+
+// ring is the insertion order of one kind of entry; keys[next] is the
+// oldest once full.
+type ring struct {
+	keys []state.Key
 	next int
 }
 
-// final is a remembered record and its slot in the ring: a key forgotten
-// and remembered again has a newer slot, and its older one, when reused,
-// must not forget it.
+// final is a remembered record, its ring and its slot there: a key
+// forgotten and remembered again has a newer slot, and its older one,
+// when reused, must not forget it.
 type final struct {
 	r    *state.Record
 	slot int
+	read bool // in the ring of records read
 }
 
 func newFinals(capacity int) *finals {
-	return &finals{m: make(map[state.Key]final, capacity), ring: make([]state.Key, 0, capacity)}
+	return newFinalsOf(capacity, readsCap)
+}
+
+func newFinalsOf(decided, read int) *finals {
+	return &finals{m: make(map[state.Key]final, decided+read),
+		decided: ring{keys: make([]state.Key, 0, decided)}, read: ring{keys: make([]state.Key, 0, read)}}
 }
 
 // get returns the remembered record of k, or nil.
@@ -42,9 +65,16 @@ func (f *finals) get(k state.Key) *state.Record {
 	return f.m[k].r
 }
 
-// put remembers r if it is settled. r is not modified afterwards by the
-// caller (it is stored as given, trimmed of its history).
-func (f *finals) put(r *state.Record) {
+// put remembers r, settled by the engine, if it is settled. r is not
+// modified afterwards by the caller (it is stored as given, trimmed of
+// its history).
+func (f *finals) put(r *state.Record) { f.remember(r, false) }
+
+// learn remembers r, read from the store (or found by a create), if it
+// is settled; see put.
+func (f *finals) learn(r *state.Record) { f.remember(r, true) }
+
+func (f *finals) remember(r *state.Record, read bool) {
 	if r == nil || (r.State != state.Accepted && r.State != state.Rejected) {
 		return
 	}
@@ -53,21 +83,26 @@ func (f *finals) put(r *state.Record) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if e, ok := f.m[c.Key]; ok {
-		f.m[c.Key] = final{r: &c, slot: e.slot}
+		e.r = &c
+		f.m[c.Key] = e
 		return
 	}
-	slot := len(f.ring)
-	if slot < cap(f.ring) {
-		f.ring = append(f.ring, c.Key)
+	g := &f.decided
+	if read {
+		g = &f.read
+	}
+	slot := len(g.keys)
+	if slot < cap(g.keys) {
+		g.keys = append(g.keys, c.Key)
 	} else {
-		slot = f.next
-		if old := f.ring[slot]; f.m[old].slot == slot {
+		slot = g.next
+		if old := g.keys[slot]; f.m[old].slot == slot && f.m[old].read == read {
 			delete(f.m, old)
 		}
-		f.ring[slot] = c.Key
-		f.next = (f.next + 1) % len(f.ring)
+		g.keys[slot] = c.Key
+		g.next = (g.next + 1) % len(g.keys)
 	}
-	f.m[c.Key] = final{r: &c, slot: slot}
+	f.m[c.Key] = final{r: &c, slot: slot, read: read}
 }
 
 // forget drops k (its record was replaced under the key).

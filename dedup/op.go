@@ -165,7 +165,7 @@ func (o *op) decide(ctx context.Context) Answer {
 		if f := o.found; f != nil && !f.Expired(e.now()) {
 			// The create that lost found it: no need to read it again.
 			existing, o.found = f, nil
-			e.finals.put(existing)
+			e.finals.learn(existing)
 		} else {
 			o.found = nil
 			existing, err = o.lookup(ctx, unread)
@@ -241,7 +241,7 @@ func (o *op) lookup(ctx context.Context, unread bool) (*state.Record, error) {
 		r, err = e.cfg.Store.Get(ctx, o.k)
 	}
 	if err == nil {
-		e.finals.put(r)
+		e.finals.learn(r)
 	}
 	return r, err
 }

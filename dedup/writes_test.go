@@ -3,6 +3,7 @@ package dedup
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -304,5 +305,48 @@ func TestCreateFirstNeverWaitsForUpstreamCapacityBeforeReading(t *testing.T) {
 	close(free)
 	if a := <-done; a.Outcome != OutForwarded || a.MessageID != "m-fresh" || sent.Load() != 1 {
 		t.Errorf("fresh key once capacity was freed = {%s %v %q}, %d sent; want forwarded as m-fresh, sent once", a.Outcome, a.Status, a.MessageID, sent.Load())
+	}
+}
+
+// A pass of retries over keys the engine no longer remembers (each read
+// from the store) does not push out the records it settled itself a
+// moment ago: those are remembered apart, and the records read take a
+// ring of their own.
+func TestFinalsReadsDoNotPushOutTheRecordsTheEngineSettled(t *testing.T) {
+	f := newFinalsOf(4, 2)
+	key := func(p string, i int) state.Key { return state.Key{Account: "a", Key: fmt.Sprint(p, i)} }
+	for i := range 4 {
+		f.put(&state.Record{Key: key("settled", i), State: state.Accepted})
+	}
+	for i := range 10 {
+		f.learn(&state.Record{Key: key("read", i), State: state.Accepted})
+	}
+	for i := range 4 {
+		if f.get(key("settled", i)) == nil {
+			t.Errorf("settled %d forgotten after 10 records read; want remembered", i)
+		}
+	}
+	for i := range 10 {
+		if got, want := f.get(key("read", i)) != nil, i >= 8; got != want {
+			t.Errorf("read %d remembered = %v, want %v (the 2 latest reads)", i, got, want)
+		}
+	}
+	if len(f.m) != 6 {
+		t.Errorf("%d entries, want 6", len(f.m))
+	}
+}
+
+// A key forgotten and remembered again in the other ring keeps its entry
+// when its first ring reuses the slot it had there.
+func TestFinalsKeepAKeyRememberedAgainInTheOtherRing(t *testing.T) {
+	f := newFinalsOf(2, 2)
+	a := state.Key{Account: "a", Key: "a"}
+	f.put(&state.Record{Key: a, State: state.Accepted, MessageID: "1"})
+	f.forget(a)
+	f.learn(&state.Record{Key: a, State: state.Accepted, MessageID: "2"})
+	f.put(&state.Record{Key: state.Key{Account: "a", Key: "b"}, State: state.Accepted})
+	f.put(&state.Record{Key: state.Key{Account: "a", Key: "c"}, State: state.Accepted}) // reuses a's first slot
+	if r := f.get(a); r == nil || r.MessageID != "2" {
+		t.Errorf("remembered record of a = %+v, want the one read after it was forgotten (message id 2)", r)
 	}
 }
