@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smppproxy/smppproxy/internal/testkit"
 	"github.com/smppproxy/smppproxy/state"
 )
 
@@ -220,8 +221,8 @@ func TestNoEntryCommitsBehindTheCursorAcrossInstances(t *testing.T) {
 // record marked again; a live one makes a duplicate.
 func TestEnqueueAppendAfterItsMarkerExpired(t *testing.T) {
 	t.Parallel()
-	c := newReviewClock(t0)
-	s := openTest(t, Options{Now: c.now})
+	c := testkit.NewClock(t0)
+	s := openTest(t, Options{Now: c.Now})
 	k := state.Key{Account: "acme", Key: "k1"}
 	rec := sentRecord(t0, "k1", "test-1/1", 1)
 	rec.Expires = t0.Add(10 * time.Hour)
@@ -231,12 +232,12 @@ func TestEnqueueAppendAfterItsMarkerExpired(t *testing.T) {
 	if err != nil || dup || !app {
 		t.Fatal(seq1, dup, app, err)
 	}
-	c.set(t0.Add(30 * time.Minute))
+	c.Advance(30 * time.Minute)
 	if seq, dup, app, err := s.EnqueueAppend(bg, e, k, deliveredMark(rec, t0, "two", nil)); err != nil || !dup || app || seq != seq1 {
 		t.Fatalf("live marker: %d %v %v %v", seq, dup, app, err)
 	}
-	c.set(t0.Add(2 * time.Hour))
-	e2 := receiptEntry(c.now(), "r1")
+	c.Advance(90 * time.Minute) // t0 + 2h
+	e2 := receiptEntry(c.Now(), "r1")
 	seq3, dup, app, err := s.EnqueueAppend(bg, e2, k, deliveredMark(rec, t0, "three", nil))
 	if err != nil || dup || !app || seq3 <= seq1 {
 		t.Fatalf("expired marker: %d %v %v %v", seq3, dup, app, err)
@@ -305,23 +306,6 @@ func TestCASAndEnqueueAppendOfOneRecordInOneBatch(t *testing.T) {
 	if got.Status != 9 || fmt.Sprint(notes(got.History)) != "[event 0 event 1 update]" {
 		t.Errorf("record %d %q", got.Status, notes(got.History))
 	}
-}
-
-type reviewClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newReviewClock(t time.Time) *reviewClock { return &reviewClock{t: t} }
-func (c *reviewClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-func (c *reviewClock) set(t time.Time) {
-	c.mu.Lock()
-	c.t = t
-	c.mu.Unlock()
 }
 
 // A batch whose statements all succeed on the server has committed, even
