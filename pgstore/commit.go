@@ -257,13 +257,18 @@ func isConnError(err error) bool {
 		ne net.Error
 	)
 	switch {
+	case errors.As(err, &ce):
+		// Whatever the server said while connecting (too many clients,
+		// no such database, authentication), no statement ran.
+		return true
 	case errors.As(err, &pe):
 		switch pe.Code {
-		case "57P01", "57P02", "57P03": // admin or crash shutdown, cannot connect now
+		case "57P01", "57P02", "57P03", // admin or crash shutdown, cannot connect now
+			"57P04", "57P05": // database dropped, idle session timeout
 			return true
 		}
 		return strings.HasPrefix(pe.Code, "08")
-	case errors.Is(err, ErrUnavailable), errors.Is(err, context.DeadlineExceeded), errors.As(err, &ce),
+	case errors.Is(err, ErrUnavailable), errors.Is(err, context.DeadlineExceeded),
 		errors.As(err, &ne), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
 		errors.Is(err, pgconn.ErrConnClosed), pgconn.Timeout(err):
 		return true
