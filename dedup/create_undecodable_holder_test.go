@@ -2,12 +2,14 @@ package dedup
 
 import (
 	"context"
+	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/smppproxy/smppproxy/internal/pgtest"
+	"github.com/smppproxy/smppproxy/internal/testkit"
 	"github.com/smppproxy/smppproxy/pgstore"
 	"github.com/smppproxy/smppproxy/smpp"
 )
@@ -15,7 +17,10 @@ import (
 // On the shared store a key the instance does not remember is created
 // without a read (CreateFirst); when the record holding it cannot be
 // decoded, that Create fails alone: the submit is answered ESME_RSYSERR
-// and nothing is written upstream, its retry neither.
+// and nothing is written upstream, its retry neither. The engine sees
+// that what holds the key is unreadable (state.ErrCorrupt), so it has
+// nothing of its own to release and starts no background retry of a
+// release that would fail the same way.
 func TestACreateOverAnUndecodableHolderAnswersSysErrAndForwardsNothing(t *testing.T) {
 	dsn := pgtest.DSN(t)
 	schema := pgtest.Schema(t, dsn, "dedup_undecodable_")
@@ -30,7 +35,8 @@ func TestACreateOverAnUndecodableHolderAnswersSysErrAndForwardsNothing(t *testin
 		t.Fatal(err)
 	}
 	f := &fakeForwarder{}
-	e := newTestEngine(t, Config{Store: st, Forwarder: f, InstanceID: "test", CreateFirst: true})
+	logs := testkit.NewLogLines()
+	e := newTestEngine(t, Config{Store: st, Forwarder: f, InstanceID: "test", CreateFirst: true, Logger: slog.New(logs)})
 	for i := range 2 {
 		got := e.Submit(ctx, "shop", Policy{}, submit(t, "k", "t"))
 		f.mu.Lock()
@@ -42,6 +48,9 @@ func TestACreateOverAnUndecodableHolderAnswersSysErrAndForwardsNothing(t *testin
 		if calls != i+1 {
 			t.Errorf("submit %d: %d journal attempts; want %d (the key is created, not read, first)", i, calls, i+1)
 		}
+	}
+	if n, _ := logs.Count("the record under the key cannot be read (damaged, or written by a newer version); nothing released"); n != 2 {
+		t.Errorf("%d submits logged that the key's record cannot be read and nothing is released; want 2 (no background release)", n)
 	}
 }
 

@@ -3,7 +3,6 @@ package pgstore
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"github.com/smppproxy/smppproxy/internal/varcodec"
 	"math"
@@ -42,7 +41,7 @@ import (
 const codecVersion1 = 1
 
 // errCorrupt is wrapped by every decoding error.
-var errCorrupt = errors.New("pgstore: corrupt row")
+var errCorrupt = fmt.Errorf("pgstore: corrupt row (%w)", state.ErrCorrupt)
 
 // maxHistory is the most events a stored history keeps: the first and the
 // latest maxHistory-1, as the embedded store.

@@ -2,7 +2,6 @@ package state
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"github.com/smppproxy/smppproxy/internal/varcodec"
 	"strings"
@@ -110,7 +109,7 @@ var (
 const LegacyResendNote = "on_unknown resend_after: retry forwards again"
 
 // errCorrupt is wrapped by every decoding error.
-var errCorrupt = errors.New("state: corrupt record")
+var errCorrupt = ErrCorrupt
 
 // encodeRecord appends the version 3 encoding of r (history inline) to
 // dst: MemStore's form. BadgerStore writes encodeHot and the event log.

@@ -31,6 +31,9 @@ var (
 	// ErrAbort may be returned by an Update function to leave the record
 	// untouched; Update then returns it unchanged with ErrAbort.
 	ErrAbort = errors.New("state: update aborted")
+	// ErrCorrupt: what is stored under the key cannot be decoded (damaged,
+	// or written by a newer version); nothing was written over it.
+	ErrCorrupt = errors.New("state: corrupt record")
 )
 
 // SubmitState is where a record stands in the submit state machine (SPEC §3).
