@@ -36,6 +36,11 @@ type createOp struct {
 	dupOf *createOp
 }
 
+// newCreateOp is the Create of rec decided at now (Unix nanoseconds).
+func newCreateOp(rec *state.Record, now int64) *createOp {
+	return &createOp{rec: rec.Clone(), args: recordArgs(rec, state.CapHistory(encodeEvents(rec.History))), now: now}
+}
+
 // replaceOp is one Replace in a batch.
 type replaceOp struct {
 	args    []any // recordArgs with the history to write when the row is gone

@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/smppproxy/smppproxy/state"
 )
 
 // A batch whose statements all succeeded on the server commits at its
@@ -21,7 +19,7 @@ func TestABatchIsNotRunAgainWhenAnAnswerFailsHereAfterItCommitted(t *testing.T) 
 	s := openTest(t, Options{})
 	now := time.Now()
 	fresh := sentRecord(now, "fresh", "test-1/1", 1)
-	cop := &createOp{rec: fresh.Clone(), args: recordArgs(fresh, state.CapHistory(encodeEvents(fresh.History))), now: unixNano(now)}
+	cop := newCreateOp(fresh, unixNano(now))
 	e := receiptEntry(now, "")
 	noKey := &enqueueOp{queue: col(e.Queue), expires: expiresNS(e.Expires), entry: encodeEntry(e), now: unixNano(now)}
 	failed := errors.New("reading the answer failed here")

@@ -73,7 +73,7 @@ func (s *Store) Create(ctx context.Context, rec *state.Record) (*state.Record, b
 		return nil, false, errNilRecord
 	}
 	for attempt := 0; ; attempt++ {
-		op := &createOp{rec: rec.Clone(), args: recordArgs(rec, state.CapHistory(encodeEvents(rec.History))), now: unixNano(s.now())}
+		op := newCreateOp(rec, unixNano(s.now()))
 		if err := s.submit(ctx, &request{order: keyOrder(rec.Key), create: op}); err != nil {
 			return nil, false, err
 		}
