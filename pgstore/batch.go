@@ -36,6 +36,10 @@ type createOp struct {
 	dupOf *createOp
 }
 
+// errNoAnswer: an enqueue the batch's statement returned no row for (its
+// dedup key's marker vanished); the answer's row clears it.
+var errNoAnswer = errors.New("pgstore: enqueue: no answer for the entry (its dedup key's marker vanished)")
+
 // newCreateOp is the Create of rec decided at now (Unix nanoseconds).
 func newCreateOp(rec *state.Record, now int64) *createOp {
 	return &createOp{rec: rec.Clone(), args: recordArgs(rec, state.CapHistory(encodeEvents(rec.History))), now: now}
@@ -447,7 +451,7 @@ func queueEnqueues(b *pgx.Batch, ops []*enqueueOp, channel string) {
 		q, args = sqlEnqueueAppendMany, append(append(columns(rows), recOp, added, expect), args...)
 	}
 	for _, op := range uniq {
-		op.err = errors.New("pgstore: enqueue: no answer for the entry (its dedup key's marker vanished)")
+		op.err = errNoAnswer
 	}
 	b.Queue(q, args...).Query(func(rs pgx.Rows) error {
 		defer rs.Close()

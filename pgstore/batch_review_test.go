@@ -296,7 +296,7 @@ func TestCASAndEnqueueAppendOfOneRecordInOneBatch(t *testing.T) {
 	upd.History = append(upd.History, state.Event{At: now, Note: "update"})
 	h := state.StoredHistory(encodeEvents(cur.History), encodeEvents(upd.History), sameBytes)
 	co := &casOp{args: recordArgs(upd, h), expect: wseq}
-	if err := s.exec([]*request{{order: keyOrder(k), cas: co}, {seqLock: true, enqueue: eo, byKey: true, order: lockOrder{table: orderMarker}}}); err != nil {
+	if err := s.exec([]*request{{order: keyOrder(k), cas: co}, {seqLock: true, enqueue: eo, order: lockOrder{table: orderMarker}}}); err != nil {
 		t.Fatal(err)
 	}
 	if !co.applied || eo.appended || eo.err != nil || eo.dup {

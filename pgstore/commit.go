@@ -25,7 +25,6 @@ import (
 type request struct {
 	order   lockOrder
 	seqLock bool // takes the queue sequence lock (Enqueue)
-	byKey   bool // its own statements write a record by key (sqlIndexProbes)
 	// One of: a Create, a Replace, a conditional write or an Enqueue
 	// (each written with the batch's others of the kind), or a function
 	// adding the request's own statements.
@@ -190,6 +189,7 @@ func (s *Store) exec(reqs []*request) error {
 		cas      []*casOp
 		enqueues []*enqueueOp
 	)
+	marks := false // an enqueue writes its record by key too
 	for _, r := range reqs {
 		switch {
 		case r.create != nil:
@@ -200,9 +200,10 @@ func (s *Store) exec(reqs []*request) error {
 			cas = append(cas, r.cas)
 		case r.enqueue != nil:
 			enqueues = append(enqueues, r.enqueue)
+			marks = marks || r.enqueue.app != nil
 		}
 	}
-	if len(replaces)+len(cas) > 0 || slices.ContainsFunc(reqs, func(r *request) bool { return r.byKey }) {
+	if len(replaces)+len(cas) > 0 || marks {
 		b.Queue(sqlIndexProbes)
 	}
 	queueCreates(b, creates)

@@ -31,7 +31,7 @@ func (s *Store) enqueue(ctx context.Context, e *state.QueueEntry, app *recordApp
 		return 0, false, false, errNilEntry
 	}
 	op := &enqueueOp{queue: col(e.Queue), expires: expiresNS(e.Expires), entry: encodeEntry(e), now: unixNano(s.now()), app: app}
-	r := &request{seqLock: true, enqueue: op, byKey: app != nil}
+	r := &request{seqLock: true, enqueue: op}
 	if e.DedupKey != "" {
 		op.dedup = col(e.DedupKey)
 		r.order = lockOrder{table: orderMarker, a: op.queue, b: op.dedup}
@@ -91,11 +91,7 @@ func seqArg(seq uint64) int64 {
 
 // Ack implements state.Queue.
 func (s *Store) Ack(ctx context.Context, queue string, seq uint64) error {
-	r := &request{order: lockOrder{table: orderEntry, a: []byte(queue), b: binary.BigEndian.AppendUint64(nil, seq)}}
-	r.queue = func(b *pgx.Batch) {
-		b.Queue(`DELETE FROM queue_entries WHERE queue = $1 AND seq = $2`, col(queue), seqArg(seq))
-	}
-	return s.submit(ctx, r)
+	return s.AckAll(ctx, queue, []uint64{seq})
 }
 
 // AckAll acknowledges the entries seqs of queue in one statement of one

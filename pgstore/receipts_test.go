@@ -289,7 +289,7 @@ func TestOneBatchOfEnqueuesSettlesDuplicatesAndAppends(t *testing.T) {
 		if dedup != "" {
 			o.dedup = col(dedup)
 		}
-		return &request{seqLock: true, enqueue: o, byKey: app != nil}
+		return &request{seqLock: true, enqueue: o}
 	}
 	first, second := op("r1", nil), op("r1", nil)
 	plain := op("", nil)
