@@ -49,7 +49,7 @@ func TestACreateOverAnUndecodableHolderAnswersSysErrAndForwardsNothing(t *testin
 			t.Errorf("submit %d: %d journal attempts; want %d (the key is created, not read, first)", i, calls, i+1)
 		}
 	}
-	if n, _ := logs.Count("the record under the key cannot be read (damaged, or written by a newer version); nothing released"); n != 2 {
+	if n, _ := logs.Count(msgUnreadable); n != 2 {
 		t.Errorf("%d submits logged that the key's record cannot be read and nothing is released; want 2 (no background release)", n)
 	}
 }

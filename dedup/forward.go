@@ -258,8 +258,8 @@ func (e *Engine) goBackground(fn func()) bool {
 
 // persistLater retries an outcome write that the store refused, with
 // back-off, until persistFor has passed on the engine's clock; it stops
-// when the write succeeds, the record is gone or no longer ours, the store
-// is closed, or the engine is closed. Until it succeeds the record stays
+// when the write succeeds, the record is gone, no longer ours or cannot
+// be read, the store is closed, or the engine is closed. Until it succeeds the record stays
 // `sent` (a restart makes it unknown).
 func (e *Engine) persistLater(log *slog.Logger, k state.Key, fn func(*state.Record) error) {
 	delay := 10 * time.Millisecond
@@ -280,12 +280,27 @@ func (e *Engine) persistLater(log *slog.Logger, k state.Key, fn func(*state.Reco
 		case err == nil:
 			log.Warn("outcome written after an earlier store error")
 			return
-		case errors.Is(err, errNotOwned), errors.Is(err, state.ErrNotFound), errors.Is(err, state.ErrClosed):
+		case nothingToWrite(err):
+			return
+		case errors.Is(err, state.ErrCorrupt):
+			log.Error(msgUnreadable, "err", err)
 			return
 		}
 	}
 	log.Error("outcome still not written; the record stays sent until a restart makes it unknown")
 }
+
+// nothingToWrite reports a store error after which a write of the record
+// is no longer this engine's to make: the record is gone or not ours, or
+// the store is closed.
+func nothingToWrite(err error) bool {
+	return errors.Is(err, errNotOwned) || errors.Is(err, state.ErrNotFound) || errors.Is(err, state.ErrClosed)
+}
+
+// msgUnreadable: what holds the key cannot be decoded (state.ErrCorrupt),
+// so it is no record of this engine's to write; trying again would fail
+// the same way.
+const msgUnreadable = "the record under the key cannot be read (damaged, or written by a newer version); nothing written"
 
 // persistFor bounds persistLater.
 const persistFor = 2 * time.Minute

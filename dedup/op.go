@@ -447,12 +447,10 @@ func (o *op) releaseUnsent(ctx context.Context, note string) {
 	switch {
 	case err == nil:
 		o.logger().Warn("record left by a failed store write released as retryable")
-	case errors.Is(err, errNotOwned), errors.Is(err, state.ErrNotFound), errors.Is(err, state.ErrClosed):
+	case nothingToWrite(err):
 	case errors.Is(err, state.ErrCorrupt):
-		// What holds the key cannot be read, so it is not a record this
-		// submit left behind: there is nothing to release, and retrying
-		// would only fail the same way.
-		o.logger().Error("the record under the key cannot be read (damaged, or written by a newer version); nothing released", "err", err)
+		// Not a record this submit left behind: nothing to release.
+		o.logger().Error(msgUnreadable, "err", err)
 	default:
 		log := o.logger()
 		if !o.e.goBackground(func() { o.e.persistLater(log, o.k, release) }) {
