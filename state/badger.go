@@ -223,8 +223,6 @@ type BadgerStore struct {
 	qseq           uint64 // committer only: last queue sequence number
 	// trimSyncAfter: see truncateCommitLog (the constant, or a test's).
 	trimSyncAfter time.Duration
-	// valueThreshold is Badger's (a value this long goes to its value log).
-	valueThreshold int64
 
 	mark         *marker       // the store's marker; nil in memory
 	commitSeq    uint64        // committer only: commits made (the high-water mark)
@@ -300,7 +298,6 @@ func OpenBadger(opts BadgerOptions) (*BadgerStore, error) {
 		path:           opts.Path,
 		minFree:        opts.MinFreeBytes,
 		trimSyncAfter:  cmp.Or(opts.trimSyncAfter, trimSyncAfter),
-		valueThreshold: bo.ValueThreshold,
 		diskFree:       opts.diskFree,
 		diskCheckEvery: cmp.Or(opts.diskCheckEvery, diskCheckEvery),
 		seed:           maphash.MakeSeed(),
@@ -327,7 +324,7 @@ func OpenBadger(opts BadgerOptions) (*BadgerStore, error) {
 		_ = db.Close()
 		return nil, err
 	}
-	if err := s.startCommitLog(opts); err != nil {
+	if err := s.startCommitLog(opts, bo.ValueThreshold); err != nil {
 		_ = db.Close()
 		return nil, err
 	}

@@ -714,8 +714,10 @@ func replayInto(db *badger.DB, dir string, ds *dirState, log *slog.Logger) error
 
 // startCommitLog runs at open, once the replayed store has been found
 // whole: it makes everything Badger holds durable, removes the replayed
-// segments and, unless NoCommitLog, starts a new one for the next commit.
-func (s *BadgerStore) startCommitLog(opts BadgerOptions) error {
+// segments and, unless NoCommitLog, starts a new one for the next commit
+// (valueThreshold: Badger's; a batch holding a value that long is synced
+// through Badger's value log too).
+func (s *BadgerStore) startCommitLog(opts BadgerOptions, valueThreshold int64) error {
 	if opts.InMemory {
 		return nil
 	}
@@ -741,8 +743,8 @@ func (s *BadgerStore) startCommitLog(opts BadgerOptions) error {
 	if s.clog, err = openCommitLog(s.path, s.commitSeq+1, nil, max(opts.commitLogRotate, 0)); err != nil {
 		return err
 	}
-	if s.valueThreshold < math.MaxInt32 {
-		s.clog.vlogAt = int(s.valueThreshold)
+	if valueThreshold < math.MaxInt32 {
+		s.clog.vlogAt = int(valueThreshold)
 	}
 	return nil
 }

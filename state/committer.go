@@ -296,28 +296,41 @@ func (st *stager) add(b *batch, r *request) {
 		}
 		return
 	}
-	ws := r.writes[:0]
-	for _, w := range r.writes {
-		if w.cond {
-			same, err := st.index(w.key, w.val)
-			if err != nil {
-				r.err, r.writes = err, nil
-				return
-			}
-			if !same {
-				continue
-			}
-			w = write{key: w.key, del: true, shared: true}
-		}
+	ws, err := st.resolve(r.writes)
+	if err != nil {
+		r.err, r.writes = err, nil
+		return
+	}
+	for _, w := range ws {
 		if w.shared {
 			st.overlay[string(w.key)] = ovEntry{w: w, r: r}
 			b.shared = append(b.shared, string(w.key))
 		}
 		b.count++
 		b.bytes += w.size()
-		ws = append(ws, w)
 	}
 	r.writes = ws
+}
+
+// resolve decides ws's conditional deletions (in place): one whose index
+// entry still points at its record becomes a deletion, the others are
+// dropped.
+func (st *stager) resolve(ws []write) ([]write, error) {
+	out := ws[:0]
+	for _, w := range ws {
+		if w.cond {
+			same, err := st.index(w.key, w.val)
+			if err != nil {
+				return nil, err
+			}
+			if !same {
+				continue
+			}
+			w = write{key: w.key, del: true, shared: true}
+		}
+		out = append(out, w)
+	}
+	return out, nil
 }
 
 // stage adds w to r's writes and to the overlay (queue operations).

@@ -322,20 +322,10 @@ func (s *BadgerStore) EnqueueAppend(ctx context.Context, e *QueueEntry, k Key, f
 	r := &request{done: make(chan struct{}), op: func(st *stager, r *request) {
 		// The record's conditional deletions are resolved first: nothing
 		// is staged when reading fails.
-		rws := make([]write, 0, len(ws))
-		for _, w := range ws {
-			if w.cond {
-				same, err := st.index(w.key, w.val)
-				if err != nil {
-					r.err = err
-					return
-				}
-				if !same {
-					continue
-				}
-				w = write{key: w.key, del: true}
-			}
-			rws = append(rws, w)
+		rws, err := st.resolve(ws)
+		if err != nil {
+			r.err = err
+			return
 		}
 		st.enqueue(r, proto)
 		if r.err != nil || r.dup {
