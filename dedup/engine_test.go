@@ -187,9 +187,12 @@ type getSignal struct {
 	got  chan struct{}
 }
 
+// Get signals once its first read is done: a write the test makes on the
+// signal lands after that read, never before it.
 func (s *getSignal) Get(ctx context.Context, k state.Key) (*state.Record, error) {
+	r, err := s.Store.Get(ctx, k)
 	s.once.Do(func() { close(s.got) })
-	return s.Store.Get(ctx, k)
+	return r, err
 }
 
 func TestSentByAnotherOwnerIsJoinedWhenItResolves(t *testing.T) {
