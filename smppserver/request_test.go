@@ -17,11 +17,22 @@ func deliverBody(text string) []byte { return submitBody(text) }
 // response frame, matched by sequence number.
 func TestSessionRequest(t *testing.T) {
 	t.Parallel()
-	srv, addr := startServer(t, nil)
+	// A session is announced (listed by ReceiversOf) just after its
+	// bind_resp is queued, so the ESME may read the bind_resp first: wait
+	// for the three OnBound calls before asking.
+	bound := make(chan struct{}, 3)
+	srv, addr := startServer(t, nil, func(s *Server) { s.OnBound = func(*Session) { bound <- struct{}{} } })
 	rx := dialBound(t, addr, smpp.CmdBindReceiver)
 	dialBound(t, addr, smpp.CmdBindTransmitter)
 	other := dialESME(t, addr)
 	other.mustBind(smpp.CmdBindTransceiver, "solo")
+	for range 3 {
+		select {
+		case <-bound:
+		case <-timeAfter():
+			t.Fatal("OnBound not called for each of the three binds")
+		}
+	}
 
 	recv := srv.ReceiversOf("shop")
 	if len(recv) != 1 || recv[0] != sessionOf(t, srv, rx) {
