@@ -108,6 +108,12 @@ type BadgerOptions struct {
 	// diskCheckEvery (tests in this package) replaces the longest time
 	// between two readings of the free space (negative: every batch).
 	diskCheckEvery time.Duration
+	// noKeyFilter (tests and benchmarks in this package) turns the filter
+	// of record keys off: every lookup reads Badger.
+	noKeyFilter bool
+	// keyFilterMinRoom (tests in this package) replaces the least number
+	// of keys the filter is sized for.
+	keyFilterMinRoom uint
 }
 
 // Defaults of the memory options of BadgerOptions (see there), measured
@@ -257,6 +263,12 @@ type BadgerStore struct {
 
 	commitObserver atomic.Pointer[func(ops int, took time.Duration)] // SetCommitObserver
 
+	// keys: the filter of the record keys held (nil: none, every lookup
+	// reads Badger); built by keyFilterLoop until stopKeys is closed.
+	keys     *keyFilter
+	stopKeys chan struct{}
+	keysDone chan struct{}
+
 	ops, commits, failed atomic.Uint64
 }
 
@@ -310,6 +322,11 @@ func OpenBadger(opts BadgerOptions) (*BadgerStore, error) {
 
 		stopCheckpoint: make(chan struct{}),
 		checkpointDone: make(chan struct{}),
+		stopKeys:       make(chan struct{}),
+		keysDone:       make(chan struct{}),
+	}
+	if !opts.noKeyFilter {
+		s.keys = newKeyFilter(cmp.Or(opts.keyFilterMinRoom, keyFilterMinRoom))
 	}
 	if mark != nil {
 		if err := s.startMarks(mark); err != nil {
@@ -330,6 +347,11 @@ func OpenBadger(opts BadgerOptions) (*BadgerStore, error) {
 	}
 	s.refreshSnapshot()
 	go s.commitLoop()
+	if s.keys != nil {
+		go s.keyFilterLoop()
+	} else {
+		close(s.keysDone)
+	}
 	if mark != nil && (opts.CheckpointInterval > 0 || s.clog != nil) {
 		every := opts.CheckpointInterval
 		if every <= 0 {
@@ -592,7 +614,11 @@ func (s *BadgerStore) get(ctx context.Context, k Key, history bool) (*Record, er
 	defer s.exit()
 	sn := s.acquire()
 	defer sn.release()
-	rec, _, _, err := loadRecord(sn.txn, recordKey(k), history)
+	rk := recordKey(k)
+	if !s.keys.mayHold(rk) {
+		return nil, ErrNotFound
+	}
+	rec, _, _, err := loadRecord(sn.txn, rk, history)
 	if err != nil {
 		return nil, err
 	}
@@ -739,6 +765,8 @@ func (s *BadgerStore) Close() error {
 		s.inflight.Wait() // no call is reading or enqueuing any more
 		close(s.reqs)
 		<-s.committerDone
+		close(s.stopKeys)
+		<-s.keysDone
 		s.snapMu.Lock()
 		s.snap.release()
 		s.snapMu.Unlock()
@@ -755,6 +783,24 @@ func (s *BadgerStore) Close() error {
 		s.closeErr = s.closeDB()
 	})
 	return s.closeErr
+}
+
+// keyFilterLoop builds the filter of record keys, then builds it again
+// each time it fills up, until the store closes. A build that fails
+// leaves the filter as it was (lookups of keys it does not say absent
+// read Badger).
+func (s *BadgerStore) keyFilterLoop() {
+	defer close(s.keysDone)
+	for {
+		if _, err := s.keys.build(s.db, s.stopKeys); err != nil {
+			s.log.Warn("state: the filter of record keys was not built; lookups read the store", "err", err)
+		}
+		select {
+		case <-s.stopKeys:
+			return
+		case <-s.keys.rebuild:
+		}
+	}
 }
 
 func (s *BadgerStore) gcLoop(every time.Duration) {

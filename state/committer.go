@@ -352,6 +352,7 @@ func (st *stager) completed(b, next *batch, err error) {
 	} else {
 		s.log.Error("state: commit failed", "err", err)
 	}
+	s.keys.add(b.reqs) // before the snapshot that shows them
 	s.refreshSnapshot()
 	st.forget(b)
 	s.finish(b.reqs, err)

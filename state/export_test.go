@@ -6,3 +6,15 @@ func WithCommitLogRotate(o BadgerOptions, size int64) BadgerOptions {
 	o.commitLogRotate = size
 	return o
 }
+
+// keyFilterState is what the filter of record keys holds, for tests.
+type keyFilterState struct {
+	Builds int
+	Room   uint
+}
+
+func (s *BadgerStore) keyFilterState() keyFilterState {
+	s.keys.mu.RLock()
+	defer s.keys.mu.RUnlock()
+	return keyFilterState{Builds: s.keys.builds, Room: s.keys.room}
+}

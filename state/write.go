@@ -316,8 +316,12 @@ func (s *BadgerStore) Create(ctx context.Context, rec *Record) (*Record, bool, e
 	rk := recordKey(rec.Key)
 	defer s.lockKey(rk).Unlock()
 	c := s.clock()
+	var cur *Record
+	var err error
 	sn := s.acquire()
-	cur, _, _, err := loadRecord(sn.txn, rk, false)
+	if s.keys.mayHold(rk) {
+		cur, _, _, err = loadRecord(sn.txn, rk, false)
+	}
 	if err == nil && cur != nil && !cur.Expired(c.now) {
 		cur, _, _, err = loadRecord(sn.txn, rk, true)
 		sn.release()
@@ -342,6 +346,9 @@ func (s *BadgerStore) Create(ctx context.Context, rec *Record) (*Record, bool, e
 // readLive reads the record under rk from the snapshot, as loadRecord,
 // and ErrNotFound when there is none live at c.
 func (s *BadgerStore) readLive(rk []byte, history bool, c clock) (rec *Record, histN uint32, hot bool, err error) {
+	if !s.keys.mayHold(rk) {
+		return nil, 0, false, ErrNotFound
+	}
 	sn := s.acquire()
 	rec, histN, hot, err = loadRecord(sn.txn, rk, history)
 	sn.release()

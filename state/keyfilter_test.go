@@ -1,0 +1,147 @@
+package state
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+)
+
+func filterRecord(i int, now time.Time) *Record {
+	return &Record{
+		Key:   Key{Account: "acme", Key: fmt.Sprintf("key-%06d", i)},
+		State: Sent, Created: now, Updated: now, Expires: now.Add(time.Hour),
+		History: []Event{{At: now, State: Sent, Note: "created"}},
+	}
+}
+
+func waitFilterBuilds(t *testing.T, s *BadgerStore, n int) {
+	t.Helper()
+	timeout := time.NewTimer(30 * time.Second)
+	defer timeout.Stop()
+	stop := make(chan struct{})
+	go func() {
+		<-timeout.C
+		close(stop)
+	}()
+	if !s.keys.waitBuilds(n, stop) {
+		t.Fatalf("the filter of record keys was not built %d times within 30s (%+v)", n, s.keyFilterState())
+	}
+}
+
+// The filter of record keys must never say "absent" of a key the store
+// holds: a Create that took a held key for new would forward a retry a
+// second time. Keys are created from several goroutines while the filter
+// fills up and is built again several times (a tiny starting room), each
+// one read back at once and created again (which must find it); after a
+// reopen, the filter built from the scan knows them all.
+func TestKeysCreatedWhileTheFilterIsRebuiltAreAlwaysFound(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	now := time.Now()
+	open := func() *BadgerStore {
+		s, err := OpenBadger(BadgerOptions{Path: dir, keyFilterMinRoom: 32})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	s := open()
+	const writers, each = 4, 400
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w * each; i < (w+1)*each; i++ {
+				rec := filterRecord(i, now)
+				if _, created, err := s.Create(ctx, rec); err != nil || !created {
+					errs <- fmt.Errorf("create %d: created=%v err=%v", i, created, err)
+					return
+				}
+				if _, err := s.GetHot(ctx, rec.Key); err != nil {
+					errs <- fmt.Errorf("read %d right after its create: %v", i, err)
+					return
+				}
+				if _, created, err := s.Create(ctx, filterRecord(i, now)); err != nil || created {
+					errs <- fmt.Errorf("second create of %d: created=%v err=%v (must find the first)", i, created, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	// 1,600 keys from a room of 32: built again at 64, 128, ... at least
+	// four times after the first build.
+	waitFilterBuilds(t, s, 5)
+	if st := s.keyFilterState(); st.Room < writers*each {
+		t.Errorf("the filter holds room for %d keys after %d were created", st.Room, writers*each)
+	}
+	for i := range writers * each {
+		if !s.keys.mayHold(recordKey(filterRecord(i, now).Key)) {
+			t.Fatalf("the filter says key %d is absent; the store holds it", i)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s = open()
+	defer s.Close()
+	waitFilterBuilds(t, s, 1)
+	for i := range writers * each {
+		k := filterRecord(i, now).Key
+		if !s.keys.mayHold(recordKey(k)) {
+			t.Fatalf("after a reopen the filter says key %d is absent; the store holds it", i)
+		}
+		if _, created, err := s.Create(ctx, filterRecord(i, now)); err != nil || created {
+			t.Fatalf("create of %d after a reopen: created=%v err=%v (must find the record)", i, created, err)
+		}
+	}
+}
+
+// Once built, the filter answers for keys the store has never held
+// (fresh submits) without reading Badger: no more than a few percent of
+// them are "maybe" (it is sized for a 1% false-positive rate), and each
+// of those is still answered "not found" by the read.
+func TestKeysNeverHeldAreAnsweredByTheFilter(t *testing.T) {
+	ctx := context.Background()
+	s, err := OpenBadger(BadgerOptions{Path: t.TempDir(), keyFilterMinRoom: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	now := time.Now()
+	for i := range 2000 {
+		if _, _, err := s.Create(ctx, filterRecord(i, now)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFilterBuilds(t, s, 1)
+	maybe := 0
+	const fresh = 20000
+	for i := 2000; i < 2000+fresh; i++ {
+		k := filterRecord(i, now).Key
+		if s.keys.mayHold(recordKey(k)) {
+			maybe++
+		}
+		if _, err := s.GetHot(ctx, k); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("key %d never created: GetHot = %v, want ErrNotFound", i, err)
+		}
+	}
+	if maybe > fresh*3/100 {
+		t.Errorf("the filter says %d of %d keys never held may be held (over 3%%)", maybe, fresh)
+	}
+	for i := range 2000 {
+		if _, err := s.GetHot(ctx, filterRecord(i, now).Key); err != nil {
+			t.Fatalf("key %d held: GetHot = %v", i, err)
+		}
+	}
+}
