@@ -114,6 +114,9 @@ type BadgerOptions struct {
 	// keyFilterMinRoom (tests in this package) replaces the least number
 	// of keys the filter is sized for.
 	keyFilterMinRoom uint
+	// noRowCache (tests and benchmarks in this package): every read of a
+	// record or an index entry is Badger's.
+	noRowCache bool
 }
 
 // Defaults of the memory options of BadgerOptions (see there), measured
@@ -268,6 +271,9 @@ type BadgerStore struct {
 	keys     *keyFilter
 	stopKeys chan struct{}
 	keysDone chan struct{}
+	// rows: the values committed last of record keys and message-id
+	// index entries (nil: none kept, every read is Badger's).
+	rows *rowCache
 
 	ops, commits, failed atomic.Uint64
 }
@@ -327,6 +333,9 @@ func OpenBadger(opts BadgerOptions) (*BadgerStore, error) {
 	}
 	if !opts.noKeyFilter {
 		s.keys = newKeyFilter(cmp.Or(opts.keyFilterMinRoom, keyFilterMinRoom))
+	}
+	if !opts.noRowCache {
+		s.rows = newRowCache(rowCacheKeys)
 	}
 	if mark != nil {
 		if err := s.startMarks(mark); err != nil {
@@ -618,7 +627,7 @@ func (s *BadgerStore) get(ctx context.Context, k Key, history bool) (*Record, er
 	if !s.keys.mayHold(rk) {
 		return nil, ErrNotFound
 	}
-	rec, _, _, err := loadRecord(sn.txn, rk, history)
+	rec, _, _, err := s.loadLatest(sn, rk, history)
 	if err != nil {
 		return nil, err
 	}
@@ -646,18 +655,21 @@ func (s *BadgerStore) byIndex(ctx context.Context, ik []byte, history bool, matc
 	sn := s.acquire()
 	defer sn.release()
 	var rec *Record
-	item, err := sn.txn.Get(ik)
-	if errors.Is(err, badger.ErrKeyNotFound) {
-		return nil, ErrNotFound
+	rk, ok := s.rows.get(ik)
+	if !ok {
+		item, err := sn.txn.Get(ik)
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return nil, ErrNotFound
+		}
+		if err != nil {
+			return nil, fmt.Errorf("state: read index: %w", err)
+		}
+		if rk, err = item.ValueCopy(nil); err != nil {
+			return nil, fmt.Errorf("state: read index: %w", err)
+		}
 	}
+	rec, _, _, err := s.loadLatest(sn, rk, history)
 	if err != nil {
-		return nil, fmt.Errorf("state: read index: %w", err)
-	}
-	rk, err := item.ValueCopy(nil)
-	if err != nil {
-		return nil, fmt.Errorf("state: read index: %w", err)
-	}
-	if rec, _, _, err = loadRecord(sn.txn, rk, history); err != nil {
 		return nil, err
 	}
 	if rec == nil || rec.Expired(s.now()) || !match(rec) {

@@ -352,7 +352,10 @@ func (st *stager) completed(b, next *batch, err error) {
 	} else {
 		s.log.Error("state: commit failed", "err", err)
 	}
-	s.keys.add(b.reqs) // before the snapshot that shows them
+	// Before the snapshot that shows the batch: the filter of record keys
+	// and the row cache never lag a published snapshot.
+	s.keys.add(b.reqs)
+	s.rows.add(b.reqs, err)
 	s.refreshSnapshot()
 	st.forget(b)
 	s.finish(b.reqs, err)

@@ -106,6 +106,20 @@ func loadRecord(txn *badger.Txn, rk []byte, history bool) (rec *Record, histN ui
 	return rec, histN, hot, nil
 }
 
+// loadLatest is loadRecord from the store's snapshot sn, or, when the row
+// cache has the record, from there (then possibly newer than sn, never
+// older). A record whose history is (partly) in the log, read with its
+// history, is read from sn alone, so that the record and its log agree.
+func (s *BadgerStore) loadLatest(sn *snapshot, rk []byte, history bool) (rec *Record, histN uint32, hot bool, err error) {
+	if v, ok := s.rows.get(rk); ok {
+		rec, histN, hot, err = decodeStored(v)
+		if err == nil && (!history || !hot || histN <= uint32(len(rec.History))) {
+			return rec, histN, hot, nil
+		}
+	}
+	return loadRecord(sn.txn, rk, history)
+}
+
 // loadHistory reads the events kept of the n logged for the record under
 // rk, after first (the events kept with the record: those of sequence
 // numbers 0 to len(first)-1). An event missing (dropped by TTL) is left
@@ -320,10 +334,10 @@ func (s *BadgerStore) Create(ctx context.Context, rec *Record) (*Record, bool, e
 	var err error
 	sn := s.acquire()
 	if s.keys.mayHold(rk) {
-		cur, _, _, err = loadRecord(sn.txn, rk, false)
+		cur, _, _, err = s.loadLatest(sn, rk, false)
 	}
 	if err == nil && cur != nil && !cur.Expired(c.now) {
-		cur, _, _, err = loadRecord(sn.txn, rk, true)
+		cur, _, _, err = s.loadLatest(sn, rk, true)
 		sn.release()
 		s.exit()
 		if err != nil {
@@ -350,7 +364,7 @@ func (s *BadgerStore) readLive(rk []byte, history bool, c clock) (rec *Record, h
 		return nil, 0, false, ErrNotFound
 	}
 	sn := s.acquire()
-	rec, histN, hot, err = loadRecord(sn.txn, rk, history)
+	rec, histN, hot, err = s.loadLatest(sn, rk, history)
 	sn.release()
 	if err == nil && (rec == nil || rec.Expired(c.now)) {
 		err = ErrNotFound
@@ -412,7 +426,7 @@ func (s *BadgerStore) Replace(ctx context.Context, old, rec *Record) error {
 		// the store's), or be a record of version 1 to 3, which has no
 		// log: it is written whole.
 		sn := s.acquire()
-		cur, n, hot, err := loadRecord(sn.txn, rk, false)
+		cur, n, hot, err := s.loadLatest(sn, rk, false)
 		sn.release()
 		if err != nil {
 			s.exit()

@@ -1,0 +1,186 @@
+package state
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"reflect"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// A write the store refused must not be read back: the disk guard fails a
+// batch before Badger has it, and the row cache, which took the record's
+// first write, must then answer with that first write, not the refused
+// one.
+func TestARefusedWriteIsNotReadBackFromTheRowCache(t *testing.T) {
+	const minFree = 512 << 20
+	var free atomic.Uint64
+	free.Store(minFree << 2)
+	s, err := OpenBadger(BadgerOptions{Path: t.TempDir(), MinFreeBytes: minFree, diskCheckEvery: -1,
+		diskFree: func(string) (uint64, bool) { return free.Load(), true }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	now := time.Now()
+	rec := filterRecord(1, now)
+	if _, _, err := s.Create(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Update(ctx, rec.Key, func(r *Record) error {
+		r.State, r.MessageID, r.Upstream = Accepted, "m-1", "smsc"
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	free.Store(minFree - 1)
+	_, err = s.Update(ctx, rec.Key, func(r *Record) error {
+		r.State, r.MessageID = Rejected, "m-2"
+		return nil
+	})
+	if !errors.Is(err, ErrDiskFull) {
+		t.Fatalf("Update with the disk low = %v; want ErrDiskFull", err)
+	}
+	got, err := s.GetHot(ctx, rec.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != Accepted || got.MessageID != "m-1" {
+		t.Errorf("after a refused update the record reads %s/%s; want the stored accepted/m-1", got.State, got.MessageID)
+	}
+	if _, err := s.ByMessageIDHot(ctx, "smsc", "m-2"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("the refused update's message id is found (%v); want ErrNotFound", err)
+	}
+	if r, err := s.ByMessageIDHot(ctx, "smsc", "m-1"); err != nil || r.Key != rec.Key {
+		t.Errorf("the stored message id reads %v, %v", r, err)
+	}
+}
+
+// What a store with the row cache reads is what a store without it reads,
+// after every write of a random sequence over a few keys: creates,
+// outcomes that set and change message ids, receipts' marks (AppendHot
+// and EnqueueAppend), renewals by Replace, and histories that outgrow
+// what a record keeps with itself. ROW_CACHE_SEEDS=n runs n seeds.
+func TestTheRowCacheReadsWhatBadgerHolds(t *testing.T) {
+	seeds := 3
+	if v, err := strconv.Atoi(os.Getenv("ROW_CACHE_SEEDS")); err == nil && v > 0 {
+		seeds = v
+	}
+	for seed := range seeds {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) { compareRowCache(t, uint64(seed)) })
+	}
+}
+
+func compareRowCache(t *testing.T, seed uint64) {
+	ctx := context.Background()
+	now := time.Now()
+	open := func(noCache bool) *BadgerStore {
+		s, err := OpenBadger(BadgerOptions{Path: t.TempDir(), noRowCache: noCache, noKeyFilter: noCache, Now: func() time.Time { return now }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	stores := []*BadgerStore{open(false), open(true)}
+	rng := rand.New(rand.NewPCG(seed, 7))
+	const keys = 6
+	key := func(i int) Key { return Key{Account: "acme", Key: fmt.Sprint("k", i)} }
+	event := func(n string) Event { return Event{At: now, State: Accepted, Note: n} }
+	for step := range 400 {
+		i := rng.IntN(keys)
+		k := key(i)
+		var do func(s *BadgerStore) error
+		var what string
+		switch op := rng.IntN(6); op {
+		case 0:
+			what = "create"
+			do = func(s *BadgerStore) error {
+				r := filterRecord(i, now)
+				r.Key = k
+				_, _, err := s.Create(ctx, r)
+				return err
+			}
+		case 1:
+			id := fmt.Sprint("m", rng.IntN(8))
+			what = "outcome " + id
+			do = func(s *BadgerStore) error {
+				_, err := s.Update(ctx, k, func(r *Record) error {
+					r.State, r.Upstream, r.MessageID = Accepted, "smsc", id
+					r.History = append(r.History, event("answered "+id))
+					return nil
+				})
+				return err
+			}
+		case 2:
+			what = "receipt mark"
+			do = func(s *BadgerStore) error {
+				return s.AppendHot(ctx, k, func(r *Record) error {
+					r.History = append(r.History, event("receipt"))
+					return nil
+				})
+			}
+		case 3:
+			q := fmt.Sprint("q", step)
+			what = "enqueue+mark " + q
+			do = func(s *BadgerStore) error {
+				_, _, _, err := s.EnqueueAppend(ctx, &QueueEntry{Queue: "acme", DedupKey: q, Expires: now.Add(time.Hour)}, k, func(r *Record) error {
+					r.History = append(r.History, event("queued"))
+					return nil
+				})
+				return err
+			}
+		case 4:
+			what = "renew"
+			do = func(s *BadgerStore) error {
+				old, err := s.Get(ctx, k)
+				if err != nil {
+					return err
+				}
+				r := filterRecord(i, now)
+				r.Key = k
+				return s.Replace(ctx, old, r)
+			}
+		default:
+			what = "mark many"
+			do = func(s *BadgerStore) error {
+				_, err := s.Update(ctx, k, func(r *Record) error {
+					for range 3 {
+						r.History = append(r.History, event("more"))
+					}
+					return nil
+				})
+				return err
+			}
+		}
+		var errs [2]error
+		for j, s := range stores {
+			errs[j] = do(s)
+		}
+		if (errs[0] == nil) != (errs[1] == nil) || (errs[0] != nil && errs[0].Error() != errs[1].Error()) {
+			t.Fatalf("step %d (%s of key %d): with the cache %v, without %v", step, what, i, errs[0], errs[1])
+		}
+		for j := range keys {
+			for _, read := range []struct {
+				name string
+				fn   func(*BadgerStore) (*Record, error)
+			}{
+				{"Get", func(s *BadgerStore) (*Record, error) { return s.Get(ctx, key(j)) }},
+				{"GetHot", func(s *BadgerStore) (*Record, error) { return s.GetHot(ctx, key(j)) }},
+				{"ByMessageIDHot", func(s *BadgerStore) (*Record, error) { return s.ByMessageIDHot(ctx, "smsc", fmt.Sprint("m", j)) }},
+			} {
+				a, errA := read.fn(stores[0])
+				b, errB := read.fn(stores[1])
+				if !reflect.DeepEqual(a, b) || fmt.Sprint(errA) != fmt.Sprint(errB) {
+					t.Fatalf("after step %d (%s of key %d), %s(%d): with the cache %+v, %v; without %+v, %v", step, what, i, read.name, j, a, errA, b, errB)
+				}
+			}
+		}
+	}
+}
