@@ -404,6 +404,9 @@ func (st *stager) get(key []byte) (val []byte, found bool, err error) {
 		}
 		return e.w.val, true, nil
 	}
+	if filtered(key) && !st.s.keys.mayHold(key) {
+		return nil, false, nil // (the overlay holds what is not in it yet)
+	}
 	item, err := st.s.snap.txn.Get(key)
 	if errors.Is(err, badger.ErrKeyNotFound) {
 		return nil, false, nil

@@ -8,21 +8,23 @@ import (
 	"github.com/dgraph-io/badger/v4"
 )
 
-// keyFilter is a Bloom filter of the record keys the store holds, so that
-// a lookup of a key the store has never held (a fresh submit: the
-// engine's read, then the create's own) answers "not found" without
-// searching Badger's memtables and every level of its tree, which costs
-// more than a lookup that finds its record. It never says "absent" of a
+// keyFilter is a Bloom filter of the record keys and queue dedup markers
+// the store holds, so that a lookup of a key the store has never held (a
+// fresh submit: the engine's read, then the create's own; a receipt's
+// marker when it is queued) answers "not found" without searching
+// Badger's memtables and every level of its tree, which costs more than a
+// lookup that finds its key. It never says "absent" of a
 // key the store holds; it may say "maybe" of one it does not hold (about
 // 1% of them, then read from Badger as before).
 //
 // The invariant: every record key in a snapshot the store has published
-// is in the filter (add runs on the committer before the snapshot that
-// shows a batch is published). Until the first build is done, every key
+// (or marker) is in the filter (add runs on the committer before the
+// snapshot that shows a batch is published, and before the committer's
+// own overlay forgets the batch's markers). Until the first build is done, every key
 // is "maybe".
 //
-// The filter is built in the background after open from a scan of the
-// record keys (two passes, keys only: one counts, one adds, so that it is
+// The filter is built in the background after open from a scan of those
+// keys (two passes, keys only: one counts, one adds, so that it is
 // sized for what the store holds), and built again the same way, with
 // twice the room, once the keys added since reach its capacity. While a
 // build runs, add writes to the filter in use and to the one being built;
@@ -53,8 +55,14 @@ func newKeyFilter(minRoom uint) *keyFilter {
 	return &keyFilter{rebuild: make(chan struct{}, 1), minRoom: max(minRoom, 1), fpRate: keyFilterFP, built: make(chan struct{})}
 }
 
-// mayHold reports whether the store may hold record key rk: false only
-// when it certainly does not.
+// filtered reports whether the filter answers for key: record keys and
+// queue dedup markers.
+func filtered(key []byte) bool {
+	return bytes.HasPrefix(key, []byte(prefixRecord)) || bytes.HasPrefix(key, []byte(prefixDedup))
+}
+
+// mayHold reports whether the store may hold key rk (filtered): false
+// only when it certainly does not.
 func (f *keyFilter) mayHold(rk []byte) bool {
 	if f == nil {
 		return true
@@ -64,8 +72,8 @@ func (f *keyFilter) mayHold(rk []byte) bool {
 	return f.cur == nil || f.cur.Test(rk)
 }
 
-// add records the record keys among ws (committer, before the snapshot
-// holding them is published).
+// add records the filtered keys the requests' writes put (committer,
+// before the snapshot holding them is published).
 func (f *keyFilter) add(reqs []*request) {
 	if f == nil {
 		return
@@ -78,7 +86,7 @@ func (f *keyFilter) add(reqs []*request) {
 	for _, r := range reqs {
 		for i := range r.writes {
 			w := &r.writes[i]
-			if w.del || !bytes.HasPrefix(w.key, []byte(prefixRecord)) {
+			if w.del || !filtered(w.key) {
 				continue
 			}
 			if f.next != nil {
@@ -101,7 +109,7 @@ func (f *keyFilter) add(reqs []*request) {
 // build makes a new filter from the record keys of db and puts it in
 // use. stop ends it early (the store is closing): it then reports false.
 func (f *keyFilter) build(db *badger.DB, stop <-chan struct{}) (bool, error) {
-	count, ok, err := scanRecordKeys(db, stop, nil)
+	count, ok, err := scanFilteredKeys(db, stop, nil)
 	if err != nil || !ok {
 		return false, err
 	}
@@ -112,7 +120,7 @@ func (f *keyFilter) build(db *badger.DB, stop <-chan struct{}) (bool, error) {
 	f.mu.Unlock()
 	// From here on add writes to next too, and the scan below begins
 	// after: a key is either added by add or seen by the scan.
-	n, ok, err := scanRecordKeys(db, stop, func(k []byte) {
+	n, ok, err := scanFilteredKeys(db, stop, func(k []byte) {
 		f.mu.Lock()
 		next.Add(k)
 		f.mu.Unlock()
@@ -130,24 +138,27 @@ func (f *keyFilter) build(db *badger.DB, stop <-chan struct{}) (bool, error) {
 	return true, nil
 }
 
-// scanRecordKeys calls fn (when not nil) with every record key db holds,
-// and returns how many there are; ok=false when stop closed first.
-func scanRecordKeys(db *badger.DB, stop <-chan struct{}, fn func([]byte)) (n uint, ok bool, err error) {
+// scanFilteredKeys calls fn (when not nil) with every filtered key db
+// holds, and returns how many there are; ok=false when stop closed first.
+func scanFilteredKeys(db *badger.DB, stop <-chan struct{}, fn func([]byte)) (n uint, ok bool, err error) {
 	err = db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(prefixRecord)})
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			if n%4096 == 0 {
-				select {
-				case <-stop:
-					return nil
-				default:
+		for _, prefix := range []string{prefixRecord, prefixDedup} {
+			it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(prefix)})
+			for it.Rewind(); it.Valid(); it.Next() {
+				if n%4096 == 0 {
+					select {
+					case <-stop:
+						it.Close()
+						return nil
+					default:
+					}
 				}
+				if fn != nil {
+					fn(it.Item().Key())
+				}
+				n++
 			}
-			if fn != nil {
-				fn(it.Item().Key())
-			}
-			n++
+			it.Close()
 		}
 		ok = true
 		return nil

@@ -145,3 +145,64 @@ func TestKeysNeverHeldAreAnsweredByTheFilter(t *testing.T) {
 		}
 	}
 }
+
+// A receipt queued twice (the upstream resent it) must be found by its
+// dedup marker however the filter stands: markers are filtered too, and
+// are read from the committer's own overlay until their batch is in the
+// filter. Entries are queued from several goroutines while the filter is
+// built again and again, each one then queued a second time (a
+// duplicate), and again after a reopen.
+func TestDedupMarkersAreFoundWhileTheFilterIsRebuilt(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	now := time.Now()
+	open := func() *BadgerStore {
+		s, err := OpenBadger(BadgerOptions{Path: dir, keyFilterMinRoom: 32})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	entry := func(i int) *QueueEntry {
+		return &QueueEntry{Queue: "acme", DedupKey: fmt.Sprint("receipt-", i), Expires: now.Add(time.Hour)}
+	}
+	s := open()
+	const writers, each = 4, 300
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w * each; i < (w+1)*each; i++ {
+				first, dup, err := s.Enqueue(ctx, entry(i))
+				if err != nil || dup {
+					errs <- fmt.Errorf("enqueue %d: dup=%v err=%v", i, dup, err)
+					return
+				}
+				again, dup, err := s.Enqueue(ctx, entry(i))
+				if err != nil || !dup || again != first {
+					errs <- fmt.Errorf("second enqueue of %d: seq %d (first %d) dup=%v err=%v; want the first's, dup", i, again, first, dup, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	waitFilterBuilds(t, s, 4)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = open()
+	defer s.Close()
+	waitFilterBuilds(t, s, 1)
+	for i := range writers * each {
+		if _, dup, err := s.Enqueue(ctx, entry(i)); err != nil || !dup {
+			t.Fatalf("enqueue of %d after a reopen: dup=%v err=%v; want dup", i, dup, err)
+		}
+	}
+}
