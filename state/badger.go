@@ -354,6 +354,13 @@ func OpenBadger(opts BadgerOptions) (*BadgerStore, error) {
 		_ = db.Close()
 		return nil, err
 	}
+	s.start(opts)
+	return s, nil
+}
+
+// start publishes the first snapshot and starts the store's goroutines:
+// the committer, the key filter's builder, the checkpoint and the GC.
+func (s *BadgerStore) start(opts BadgerOptions) {
 	s.refreshSnapshot()
 	go s.commitLoop()
 	if s.keys != nil {
@@ -361,7 +368,7 @@ func OpenBadger(opts BadgerOptions) (*BadgerStore, error) {
 	} else {
 		close(s.keysDone)
 	}
-	if mark != nil && (opts.CheckpointInterval > 0 || s.clog != nil) {
+	if s.mark != nil && (opts.CheckpointInterval > 0 || s.clog != nil) {
 		every := opts.CheckpointInterval
 		if every <= 0 {
 			every = time.Second // the commit log is trimmed even so
@@ -375,7 +382,6 @@ func OpenBadger(opts BadgerOptions) (*BadgerStore, error) {
 	} else {
 		close(s.gcDone)
 	}
-	return s, nil
 }
 
 // badgerOptions returns Badger's options for opts (defaults set).
