@@ -112,6 +112,7 @@ func (s *Store) commitLoop() {
 	defer s.commitDone.Done()
 	for batch := range s.batches {
 		s.runBatch(batch)
+		s.gate.finished()
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -191,14 +192,20 @@ func scanReadsByID(rows pgx.Rows, batch []*keyRead) error {
 
 // gatherBatches collects what arrives on in into batches of at most max
 // and hands each to the first free worker on out: while the workers are
-// busy, the next batch grows. It closes out once in is closed and every
-// item is handed on.
-func gatherBatches[T any](in <-chan T, out chan<- []T, max int) {
+// busy, the next batch grows. With a gate, a batch goes to a free worker
+// while another worker's batch is in flight only once it holds
+// gate.eager items (see pipeGate). It closes out once in is closed and
+// every item is handed on.
+func gatherBatches[T any](in <-chan T, out chan<- []T, max int, gate *pipeGate) {
 	defer close(out)
 	var pending []T
+	var wake <-chan struct{}
+	if gate != nil {
+		wake = gate.done
+	}
 	for in != nil || len(pending) > 0 {
 		var send chan<- []T
-		if len(pending) > 0 {
+		if len(pending) > 0 && gate.ready(len(pending)) {
 			send = out
 		}
 		recv := in
@@ -214,6 +221,51 @@ func gatherBatches[T any](in <-chan T, out chan<- []T, max int) {
 			pending = append(pending, r)
 		case send <- pending:
 			pending = nil
+			gate.handed()
+		case <-wake:
 		}
+	}
+}
+
+// pipeGate paces the write batches of an instance: the first batch goes
+// to PostgreSQL at once, a second one while the first is in flight only
+// when it holds eager requests; smaller, it waits for the first to end
+// and grows meanwhile. Each batch costs PostgreSQL and this process a
+// transaction, a WAL flush and a round trip whatever its size, so while
+// the load is moderate, or spread over several instances on one
+// database, fewer and fuller batches cost less CPU per submit (two
+// instances on one 2-core machine: ~20% less in each) for at most one
+// round trip more of waiting; under a heavy load the batches are full
+// and pipelined as before.
+type pipeGate struct {
+	eager int
+	busy  atomic.Int32  // batches handed to the workers and not done
+	done  chan struct{} // a worker finished a batch (capacity 1)
+}
+
+func newPipeGate(eager int) *pipeGate {
+	return &pipeGate{eager: eager, done: make(chan struct{}, 1)}
+}
+
+// ready reports whether a batch of n may go now (a nil gate: always).
+func (g *pipeGate) ready(n int) bool {
+	return g == nil || g.busy.Load() == 0 || n >= g.eager
+}
+
+func (g *pipeGate) handed() {
+	if g != nil {
+		g.busy.Add(1)
+	}
+}
+
+// finished is called by a worker when its batch is done.
+func (g *pipeGate) finished() {
+	if g == nil {
+		return
+	}
+	g.busy.Add(-1)
+	select {
+	case g.done <- struct{}{}:
+	default:
 	}
 }

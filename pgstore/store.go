@@ -111,6 +111,7 @@ type Store struct {
 
 	reqs        chan *request
 	batches     chan []*request
+	gate        *pipeGate // paces batches (see pipeGate)
 	reads       chan *keyRead
 	readBatches chan []*keyRead
 	commitDone  sync.WaitGroup
@@ -137,6 +138,9 @@ const (
 	queueSize  = 8192 // write requests waiting for the committer
 	maxBatch   = 512  // write requests per batch
 	committers = 2    // batches in flight at once
+	// eagerBatch: the requests a batch needs to go while another is in
+	// flight (see pipeGate).
+	eagerBatch = 32
 )
 
 func (o *Options) setDefaults() error {
@@ -185,7 +189,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	}
 	s := &Store{
 		pool: pool, opts: opts, now: opts.Now, log: opts.Logger.With("store", "postgres", "schema", opts.Schema),
-		token: randomToken(), reqs: make(chan *request, queueSize), batches: make(chan []*request), stop: make(chan struct{}),
+		token: randomToken(), reqs: make(chan *request, queueSize), batches: make(chan []*request), gate: newPipeGate(eagerBatch), stop: make(chan struct{}),
 		reads: make(chan *keyRead, queueSize), readBatches: make(chan []*keyRead),
 	}
 	s.host, _ = os.Hostname()
@@ -208,14 +212,14 @@ func (s *Store) start(ctx context.Context) error {
 	s.commitDone.Add(1 + committers + 1 + readers)
 	go func() {
 		defer s.commitDone.Done()
-		gatherBatches(s.reqs, s.batches, maxBatch)
+		gatherBatches(s.reqs, s.batches, maxBatch, s.gate)
 	}()
 	for range committers {
 		go s.commitLoop()
 	}
 	go func() {
 		defer s.commitDone.Done()
-		gatherBatches(s.reads, s.readBatches, maxBatch)
+		gatherBatches(s.reads, s.readBatches, maxBatch, nil)
 	}()
 	for range readers {
 		go s.readLoop()
