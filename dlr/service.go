@@ -681,7 +681,7 @@ func deliveryMark(upstream string, r *receipt, now time.Time, matched *state.Rec
 		}
 		rec.Updated = now
 		rec.History = append(rec.History, state.Event{At: now, State: rec.State, MessageID: rec.MessageID,
-			Note: fmt.Sprintf("receipt from %s: %s (stat %s)", upstream, orDash(string(r.state)), orDash(r.stat))})
+			Note: "receipt from " + upstream + ": " + orDash(string(r.state)) + " (stat " + orDash(r.stat) + ")"})
 		return nil
 	}
 }
