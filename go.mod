@@ -3,6 +3,7 @@ module github.com/smppproxy/smppproxy
 go 1.26.8
 
 require (
+	github.com/bits-and-blooms/bloom/v3 v3.7.1
 	github.com/chromedp/chromedp v0.23.0
 	github.com/dgraph-io/badger/v4 v4.9.6
 	github.com/fiorix/go-smpp v0.0.0-20210403173735-2894b96e70ba
@@ -20,7 +21,6 @@ require (
 
 require (
 	github.com/bits-and-blooms/bitset v1.24.2 // indirect
-	github.com/bits-and-blooms/bloom/v3 v3.7.1 // indirect
 	github.com/chromedp/cdproto v0.159.0 // indirect
 	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect

@@ -13,7 +13,7 @@ import (
 func TestASmallBatchWaitsForTheOneInFlight(t *testing.T) {
 	in := make(chan int)
 	out := make(chan []int)
-	gate := newPipeGate(4)
+	gate := newPipeGate(4, time.Hour)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -69,5 +69,31 @@ func TestASmallBatchWaitsForTheOneInFlight(t *testing.T) {
 	<-done
 	if _, ok := <-out; ok {
 		t.Fatal("out not closed after the input closed")
+	}
+}
+
+// A batch in flight that takes long (a failed batch rerun request by
+// request, a connection that hangs) holds a small next batch for maxHold
+// at most: it then goes to the free committer although the first has not
+// ended. (From review: the next batch waited for the slow one however
+// long it took.)
+func TestASlowBatchInFlightHoldsTheNextForMaxHoldAtMost(t *testing.T) {
+	in := make(chan int)
+	out := make(chan []int)
+	gate := newPipeGate(100, 20*time.Millisecond)
+	go gatherBatches(in, out, 1000, gate)
+	defer close(in)
+	in <- 1
+	if b := <-out; !slices.Equal(b, []int{1}) {
+		t.Fatalf("first batch %v, want [1]", b)
+	}
+	in <- 2 // the first never finishes
+	select {
+	case b := <-out:
+		if !slices.Equal(b, []int{2}) {
+			t.Fatalf("second batch %v, want [2]", b)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a small batch waited 10s behind a batch in flight (maxHold 20ms)")
 	}
 }

@@ -193,20 +193,30 @@ func scanReadsByID(rows pgx.Rows, batch []*keyRead) error {
 // gatherBatches collects what arrives on in into batches of at most max
 // and hands each to the first free worker on out: while the workers are
 // busy, the next batch grows. With a gate, a batch goes to a free worker
-// while another worker's batch is in flight only once it holds
-// gate.eager items (see pipeGate). It closes out once in is closed and
-// every item is handed on.
+// while another worker's batch is in flight only when the gate says so
+// (see pipeGate). It closes out once in is closed and every item is
+// handed on.
 func gatherBatches[T any](in <-chan T, out chan<- []T, max int, gate *pipeGate) {
 	defer close(out)
 	var pending []T
 	var wake <-chan struct{}
+	var hold *time.Timer // fires when a batch held by the gate may go
 	if gate != nil {
 		wake = gate.done
+		hold = time.NewTimer(time.Hour)
+		hold.Stop()
+		defer hold.Stop()
 	}
 	for in != nil || len(pending) > 0 {
 		var send chan<- []T
-		if len(pending) > 0 && gate.ready(len(pending)) {
-			send = out
+		var held <-chan time.Time
+		if len(pending) > 0 {
+			if wait := gate.wait(len(pending), time.Now()); wait <= 0 {
+				send = out
+			} else {
+				hold.Reset(wait)
+				held = hold.C
+			}
 		}
 		recv := in
 		if len(pending) >= max {
@@ -221,40 +231,55 @@ func gatherBatches[T any](in <-chan T, out chan<- []T, max int, gate *pipeGate) 
 			pending = append(pending, r)
 		case send <- pending:
 			pending = nil
-			gate.handed()
+			gate.handed(time.Now())
 		case <-wake:
+		case <-held:
+		}
+		if held != nil && !hold.Stop() {
+			select {
+			case <-hold.C:
+			default:
+			}
 		}
 	}
 }
 
 // pipeGate paces the write batches of an instance: the first batch goes
-// to PostgreSQL at once, a second one while the first is in flight only
-// when it holds eager requests; smaller, it waits for the first to end
-// and grows meanwhile. Each batch costs PostgreSQL and this process a
+// to PostgreSQL at once; while it is in flight, the next goes only once
+// it holds eager requests or the one in flight has taken maxHold; until
+// then it waits and grows. Each batch costs PostgreSQL and this process a
 // transaction, a WAL flush and a round trip whatever its size, so while
 // the load is moderate, or spread over several instances on one
 // database, fewer and fuller batches cost less CPU per submit (two
-// instances on one 2-core machine: ~20% less in each) for at most one
-// round trip more of waiting; under a heavy load the batches are full
+// instances on one 2-core machine: ~20% less in each) for at most maxHold
+// of waiting (a batch slowed by a failure, or a connection that hangs,
+// holds the next one no longer); under a heavy load the batches are full
 // and pipelined as before.
 type pipeGate struct {
-	eager int
-	busy  atomic.Int32  // batches handed to the workers and not done
-	done  chan struct{} // a worker finished a batch (capacity 1)
+	eager   int
+	maxHold time.Duration
+	busy    atomic.Int32  // batches handed to the workers and not done
+	started time.Time     // when the last batch was handed (gatherer only)
+	done    chan struct{} // a worker finished a batch (capacity 1)
 }
 
-func newPipeGate(eager int) *pipeGate {
-	return &pipeGate{eager: eager, done: make(chan struct{}, 1)}
+func newPipeGate(eager int, maxHold time.Duration) *pipeGate {
+	return &pipeGate{eager: eager, maxHold: maxHold, done: make(chan struct{}, 1)}
 }
 
-// ready reports whether a batch of n may go now (a nil gate: always).
-func (g *pipeGate) ready(n int) bool {
-	return g == nil || g.busy.Load() == 0 || n >= g.eager
+// wait returns how long a batch of n must still wait at now (<= 0: it
+// may go; a nil gate: always).
+func (g *pipeGate) wait(n int, now time.Time) time.Duration {
+	if g == nil || g.busy.Load() == 0 || n >= g.eager {
+		return 0
+	}
+	return g.maxHold - now.Sub(g.started)
 }
 
-func (g *pipeGate) handed() {
+func (g *pipeGate) handed(now time.Time) {
 	if g != nil {
 		g.busy.Add(1)
+		g.started = now
 	}
 }
 

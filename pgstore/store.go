@@ -139,8 +139,9 @@ const (
 	maxBatch   = 512  // write requests per batch
 	committers = 2    // batches in flight at once
 	// eagerBatch: the requests a batch needs to go while another is in
-	// flight (see pipeGate).
+	// flight, unless that one has taken maxHold (see pipeGate).
 	eagerBatch = 32
+	maxHold    = 5 * time.Millisecond
 )
 
 func (o *Options) setDefaults() error {
@@ -189,7 +190,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	}
 	s := &Store{
 		pool: pool, opts: opts, now: opts.Now, log: opts.Logger.With("store", "postgres", "schema", opts.Schema),
-		token: randomToken(), reqs: make(chan *request, queueSize), batches: make(chan []*request), gate: newPipeGate(eagerBatch), stop: make(chan struct{}),
+		token: randomToken(), reqs: make(chan *request, queueSize), batches: make(chan []*request), gate: newPipeGate(eagerBatch, maxHold), stop: make(chan struct{}),
 		reads: make(chan *keyRead, queueSize), readBatches: make(chan []*keyRead),
 	}
 	s.host, _ = os.Hostname()

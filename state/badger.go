@@ -652,33 +652,41 @@ func (s *BadgerStore) ByMessageID(ctx context.Context, upstream, id string) (*Re
 
 // byIndex reads the live record index entry ik points at, if match
 // accepts it; with history, with its history (else History may hold the
-// events an older version kept inline).
+// events an older version kept inline). The entry and the record are
+// read from the row cache when it has both; when the record has to come
+// from the snapshot (not cached, or its history is in the log), the
+// entry is read from the snapshot too, so the two agree: a cached entry
+// may be newer than the snapshot's record.
 func (s *BadgerStore) byIndex(ctx context.Context, ik []byte, history bool, match func(*Record) bool) (*Record, error) {
 	if err := s.enter(ctx); err != nil {
 		return nil, err
 	}
 	defer s.exit()
-	sn := s.acquire()
-	defer sn.release()
-	var rec *Record
-	rk, ok := s.rows.get(ik)
-	if !ok {
-		item, err := sn.txn.Get(ik)
-		if errors.Is(err, badger.ErrKeyNotFound) {
-			return nil, ErrNotFound
-		}
-		if err != nil {
-			return nil, fmt.Errorf("state: read index: %w", err)
-		}
-		if rk, err = item.ValueCopy(nil); err != nil {
-			return nil, fmt.Errorf("state: read index: %w", err)
+	now := s.now()
+	live := func(rec *Record) bool { return rec != nil && !rec.Expired(now) && match(rec) }
+	if rk, ok := s.rows.get(ik); ok {
+		if rec, _, _, ok := s.cachedRecord(rk, history); ok && live(rec) {
+			return rec, nil
 		}
 	}
-	rec, _, _, err := s.loadLatest(sn, rk, history)
+	sn := s.acquire()
+	defer sn.release()
+	item, err := sn.txn.Get(ik)
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("state: read index: %w", err)
+	}
+	rk, err := item.ValueCopy(nil)
+	if err != nil {
+		return nil, fmt.Errorf("state: read index: %w", err)
+	}
+	rec, _, _, err := loadRecord(sn.txn, rk, history)
 	if err != nil {
 		return nil, err
 	}
-	if rec == nil || rec.Expired(s.now()) || !match(rec) {
+	if !live(rec) {
 		return nil, ErrNotFound
 	}
 	return rec, nil

@@ -106,6 +106,13 @@ func (b *batch) full(s *BadgerStore) bool {
 // own goroutines) and arranges for the outcome to arrive on done. A
 // request that does not fit in the transaction goes back to next.
 func (s *BadgerStore) launch(b *batch, next *batch, done chan<- error) {
+	if s.clog != nil && s.clog.broken != nil {
+		// The commit log's tail is unknown: nothing more is written, to
+		// Badger either (a batch Badger took while its log append failed
+		// would be read back although its writers were told it failed).
+		done <- s.clog.broken
+		return
+	}
 	if err := s.checkDisk(b.bytes); err != nil {
 		done <- err
 		return

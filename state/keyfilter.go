@@ -31,15 +31,16 @@ import (
 // a record committed before the build's scan began is in the scan (its
 // batch was in Badger before add saw the new filter).
 type keyFilter struct {
-	mu      sync.RWMutex
-	cur     *bloom.BloomFilter // nil until the first build is done
-	next    *bloom.BloomFilter // being built, or nil
-	room    uint               // keys cur was sized for
-	n       uint               // keys in cur (the build's and those added since)
-	asked   bool               // a rebuild is asked for and not begun
-	rebuild chan struct{}      // asks the build loop for a rebuild
-	minRoom uint
-	fpRate  float64
+	mu        sync.RWMutex
+	cur       *bloom.BloomFilter // nil until the first build is done
+	next      *bloom.BloomFilter // being built, or nil
+	room      uint               // keys cur was sized for
+	n         uint               // keys in cur (the build's and those added since)
+	nextAdded uint               // keys add put in next (a build in progress)
+	asked     bool               // a rebuild is asked for and not begun
+	rebuild   chan struct{}      // asks the build loop for a rebuild
+	minRoom   uint
+	fpRate    float64
 	// builds counts the builds put in use; built is closed (and
 	// replaced) at each (tests wait on it).
 	builds int
@@ -89,8 +90,8 @@ func (f *keyFilter) add(reqs []*request) {
 			if w.del || !filtered(w.key) {
 				continue
 			}
-			if f.next != nil {
-				f.next.Add(w.key)
+			if f.next != nil && !f.next.TestAndAdd(w.key) {
+				f.nextAdded++
 			}
 			if f.cur != nil && !f.cur.TestAndAdd(w.key) {
 				f.n++
@@ -116,7 +117,11 @@ func (f *keyFilter) build(db *badger.DB, stop <-chan struct{}) (bool, error) {
 	room := max(f.minRoom, 2*count)
 	next := bloom.NewWithEstimates(room, f.fpRate)
 	f.mu.Lock()
-	f.next, f.asked = next, false
+	f.next, f.asked, f.nextAdded = next, false, 0
+	select {
+	case <-f.rebuild: // asked before this build began: it answers that
+	default:
+	}
 	f.mu.Unlock()
 	// From here on add writes to next too, and the scan below begins
 	// after: a key is either added by add or seen by the scan.
@@ -131,7 +136,7 @@ func (f *keyFilter) build(db *badger.DB, stop <-chan struct{}) (bool, error) {
 	if err != nil || !ok {
 		return false, err
 	}
-	f.cur, f.room, f.n = next, room, n
+	f.cur, f.room, f.n = next, room, n+f.nextAdded
 	f.builds++
 	close(f.built)
 	f.built = make(chan struct{})

@@ -111,13 +111,25 @@ func loadRecord(txn *badger.Txn, rk []byte, history bool) (rec *Record, histN ui
 // older). A record whose history is (partly) in the log, read with its
 // history, is read from sn alone, so that the record and its log agree.
 func (s *BadgerStore) loadLatest(sn *snapshot, rk []byte, history bool) (rec *Record, histN uint32, hot bool, err error) {
-	if v, ok := s.rows.get(rk); ok {
-		rec, histN, hot, err = decodeStored(v)
-		if err == nil && (!history || !hot || histN <= uint32(len(rec.History))) {
-			return rec, histN, hot, nil
-		}
+	if rec, histN, hot, ok := s.cachedRecord(rk, history); ok {
+		return rec, histN, hot, nil
 	}
 	return loadRecord(sn.txn, rk, history)
+}
+
+// cachedRecord returns the record under rk from the row cache, as
+// loadRecord would, if the cache has it whole (with history: one whose
+// history is kept with it).
+func (s *BadgerStore) cachedRecord(rk []byte, history bool) (rec *Record, histN uint32, hot, ok bool) {
+	v, ok := s.rows.get(rk)
+	if !ok {
+		return nil, 0, false, false
+	}
+	rec, histN, hot, err := decodeStored(v)
+	if err != nil || (history && hot && histN > uint32(len(rec.History))) {
+		return nil, 0, false, false
+	}
+	return rec, histN, hot, true
 }
 
 // loadHistory reads the events kept of the n logged for the record under
