@@ -13,23 +13,23 @@ import (
 // fresh submit: the engine's read, then the create's own; a receipt's
 // marker when it is queued) answers "not found" without searching
 // Badger's memtables and every level of its tree, which costs more than a
-// lookup that finds its key. It never says "absent" of a
-// key the store holds; it may say "maybe" of one it does not hold (about
-// 1% of them, then read from Badger as before).
+// lookup that finds its key. It never says "absent" of a key the store
+// holds; it may say "maybe" of one it does not hold (about 1% of them,
+// then read from Badger as before).
 //
-// The invariant: every record key in a snapshot the store has published
-// (or marker) is in the filter (add runs on the committer before the
+// The invariant: every record key or marker in a snapshot the store has
+// published is in the filter. add runs on the committer before the
 // snapshot that shows a batch is published, and before the committer's
-// own overlay forgets the batch's markers). Until the first build is done, every key
-// is "maybe".
+// own overlay forgets the batch's markers. Until the first build is done,
+// every key is "maybe".
 //
 // The filter is built in the background after open from a scan of those
-// keys (two passes, keys only: one counts, one adds, so that it is
-// sized for what the store holds), and built again the same way, with
-// twice the room, once the keys added since reach its capacity. While a
-// build runs, add writes to the filter in use and to the one being built;
-// a record committed before the build's scan began is in the scan (its
-// batch was in Badger before add saw the new filter).
+// keys (two passes, keys only: one counts, one adds, so that it is sized
+// for what the store holds), and built again the same way, with twice
+// the room, once the keys added since reach its capacity. While a build
+// runs, add writes to the filter in use and to the one being built; a
+// key committed before the build's scan began is in the scan (its batch
+// was in Badger before add saw the new filter).
 type keyFilter struct {
 	mu        sync.RWMutex
 	cur       *bloom.BloomFilter // nil until the first build is done

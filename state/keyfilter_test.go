@@ -54,43 +54,21 @@ func TestKeysCreatedWhileTheFilterIsRebuiltAreAlwaysFound(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	now := time.Now()
-	open := func() *BadgerStore {
-		s, err := OpenBadger(BadgerOptions{Path: dir, keyFilterMinRoom: 32})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
-	s := open()
+	s := openTinyFilter(t, dir)
 	const writers, each = 4, 400
-	var wg sync.WaitGroup
-	errs := make(chan error, writers)
-	for w := range writers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := w * each; i < (w+1)*each; i++ {
-				rec := filterRecord(i, now)
-				if _, created, err := s.Create(ctx, rec); err != nil || !created {
-					errs <- fmt.Errorf("create %d: created=%v err=%v", i, created, err)
-					return
-				}
-				if _, err := s.GetHot(ctx, rec.Key); err != nil {
-					errs <- fmt.Errorf("read %d right after its create: %v", i, err)
-					return
-				}
-				if _, created, err := s.Create(ctx, filterRecord(i, now)); err != nil || created {
-					errs <- fmt.Errorf("second create of %d: created=%v err=%v (must find the first)", i, created, err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
+	concurrently(t, writers, each, func(i int) error {
+		rec := filterRecord(i, now)
+		if _, created, err := s.Create(ctx, rec); err != nil || !created {
+			return fmt.Errorf("create %d: created=%v err=%v", i, created, err)
+		}
+		if _, err := s.GetHot(ctx, rec.Key); err != nil {
+			return fmt.Errorf("read %d right after its create: %v", i, err)
+		}
+		if _, created, err := s.Create(ctx, filterRecord(i, now)); err != nil || created {
+			return fmt.Errorf("second create of %d: created=%v err=%v (must find the first)", i, created, err)
+		}
+		return nil
+	})
 	// 1,600 keys from a room of 32: built again as they come.
 	waitFilterRoom(t, s, writers*each)
 	for i := range writers * each {
@@ -102,7 +80,7 @@ func TestKeysCreatedWhileTheFilterIsRebuiltAreAlwaysFound(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	s = open()
+	s = openTinyFilter(t, dir)
 	defer s.Close()
 	waitFilterBuilds(t, s, 1)
 	for i := range writers * each {
@@ -113,6 +91,43 @@ func TestKeysCreatedWhileTheFilterIsRebuiltAreAlwaysFound(t *testing.T) {
 		if _, created, err := s.Create(ctx, filterRecord(i, now)); err != nil || created {
 			t.Fatalf("create of %d after a reopen: created=%v err=%v (must find the record)", i, created, err)
 		}
+	}
+}
+
+// openTinyFilter opens the store in dir with a filter of keys sized for
+// 32 keys at first, so that it is built again and again.
+func openTinyFilter(t *testing.T, dir string) *BadgerStore {
+	t.Helper()
+	s, err := OpenBadger(BadgerOptions{Path: dir, keyFilterMinRoom: 32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// concurrently runs fn(i) for i from 0 to writers×each-1 on writers
+// goroutines, each over a range of its own (stopping at its first
+// error), and fails t with every error.
+func concurrently(t *testing.T, writers, each int, fn func(i int) error) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w * each; i < (w+1)*each; i++ {
+				if err := fn(i); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
 	}
 }
 
@@ -165,48 +180,27 @@ func TestDedupMarkersAreFoundWhileTheFilterIsRebuilt(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	now := time.Now()
-	open := func() *BadgerStore {
-		s, err := OpenBadger(BadgerOptions{Path: dir, keyFilterMinRoom: 32})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
 	entry := func(i int) *QueueEntry {
 		return &QueueEntry{Queue: "acme", DedupKey: fmt.Sprint("receipt-", i), Expires: now.Add(time.Hour)}
 	}
-	s := open()
+	s := openTinyFilter(t, dir)
 	const writers, each = 4, 300
-	var wg sync.WaitGroup
-	errs := make(chan error, writers)
-	for w := range writers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := w * each; i < (w+1)*each; i++ {
-				first, dup, err := s.Enqueue(ctx, entry(i))
-				if err != nil || dup {
-					errs <- fmt.Errorf("enqueue %d: dup=%v err=%v", i, dup, err)
-					return
-				}
-				again, dup, err := s.Enqueue(ctx, entry(i))
-				if err != nil || !dup || again != first {
-					errs <- fmt.Errorf("second enqueue of %d: seq %d (first %d) dup=%v err=%v; want the first's, dup", i, again, first, dup, err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
+	concurrently(t, writers, each, func(i int) error {
+		first, dup, err := s.Enqueue(ctx, entry(i))
+		if err != nil || dup {
+			return fmt.Errorf("enqueue %d: dup=%v err=%v", i, dup, err)
+		}
+		again, dup, err := s.Enqueue(ctx, entry(i))
+		if err != nil || !dup || again != first {
+			return fmt.Errorf("second enqueue of %d: seq %d (first %d) dup=%v err=%v; want the first's, dup", i, again, first, dup, err)
+		}
+		return nil
+	})
 	waitFilterRoom(t, s, writers*each)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s = open()
+	s = openTinyFilter(t, dir)
 	defer s.Close()
 	waitFilterBuilds(t, s, 1)
 	for i := range writers * each {
