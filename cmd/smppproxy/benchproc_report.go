@@ -143,6 +143,14 @@ func (r *procReport) latencyRow(name, target string, d, p func(procRound) float6
 	return row
 }
 
+// cpuRow adds a row of the proxies' CPU time per operation (µs), when it
+// was measured.
+func (r *procReport) cpuRow(name string, cpu func(procRound) float64) {
+	if v := r.median(cpu); v > 0 {
+		r.Rows = append(r.Rows, procRow{Name: name, Unit: "µs", Proxied: ptr(v)})
+	}
+}
+
 // summarize fills Rows from Runs, Invariants and Preload.
 func (r *procReport) summarize() {
 	tput := func(b func(procRound) benchResult) func(procRound) float64 {
@@ -155,24 +163,24 @@ func (r *procReport) summarize() {
 	dRate, pRate := func(x procRound) benchResult { return x.DirectRate }, func(x procRound) benchResult { return x.ProxiedRate }
 	p50, p99 := func(l latencies) float64 { return l.P50 }, func(l latencies) float64 { return l.P99 }
 	at := fmt.Sprintf("at %.0f/s offered", r.Rate)
-	r.Rows = []procRow{
-		r.rateRow("fresh-key submits/s, saturation", ">= 30000", tput(dSat), tput(pSat)),
+	r.Rows = []procRow{r.rateRow("fresh-key submits/s, saturation", ">= 30000", tput(dSat), tput(pSat))}
+	r.cpuRow("proxy CPU per fresh submit", procRound.SubmitCPU)
+	r.Rows = append(r.Rows,
 		r.latencyRow("p50 at saturation", "", lat(dSat, p50), lat(pSat, p50)),
 		r.latencyRow("p99 at saturation", "", lat(dSat, p99), lat(pSat, p99)),
 		r.rateRow("answered/s "+at, "", tput(dRate), tput(pRate)),
 		r.latencyRow("p50 "+at, "added <= 2", lat(dRate, p50), lat(pRate, p50)),
 		r.latencyRow("p99 "+at, "added <= 10", lat(dRate, p99), lat(pRate, p99)),
 		r.rateRow("retries of acknowledged keys/s", ">= 100000", nil, tput(func(x procRound) benchResult { return x.Retry })),
-	}
+	)
+	r.cpuRow("proxy CPU per retry", procRound.RetryCPU)
 	if len(r.Runs) > 0 && r.Runs[0].ProxiedReceipts != nil {
 		rcpt := func(b func(procRound) *benchResult) func(procRound) float64 {
 			return func(x procRound) float64 { return b(x).ReceiptsPerSecond }
 		}
 		r.Rows = append(r.Rows, r.rateRow("receipts/s (dlr-delay "+r.DLRDelay+")", ">= 30000",
 			rcpt(func(x procRound) *benchResult { return x.DirectReceipts }), rcpt(func(x procRound) *benchResult { return x.ProxiedReceipts })))
-		if cpu := r.median(procRound.ReceiptCPU); cpu > 0 {
-			r.Rows = append(r.Rows, procRow{Name: "proxy CPU per receipt", Unit: "µs", Proxied: ptr(cpu)})
-		}
+		r.cpuRow("proxy CPU per receipt", procRound.ReceiptCPU)
 	}
 	i := r.Invariants
 	r.Rows = append(r.Rows,

@@ -34,7 +34,25 @@ type procRound struct {
 	// saturation run and the proxied receipts run, in seconds (0 where
 	// /proc/PID/stat cannot be read).
 	SatProxyCPU      float64 `json:"proxied_saturation_proxy_cpu_s,omitempty"`
+	RetryProxyCPU    float64 `json:"proxied_retry_proxy_cpu_s,omitempty"`
 	ReceiptsProxyCPU float64 `json:"proxied_receipts_proxy_cpu_s,omitempty"`
+}
+
+// SubmitCPU is the proxies' CPU time per fresh submit of the saturation
+// run in µs (0 when it was not measured): on a machine whose speed
+// varies, or that other work shares, a steadier comparison of two builds
+// than the rates.
+func (r procRound) SubmitCPU() float64 { return perOp(r.SatProxyCPU, r.ProxiedSat.Count) }
+
+// RetryCPU is the proxies' CPU time per retry of an acknowledged key in
+// µs (0 when it was not measured).
+func (r procRound) RetryCPU() float64 { return perOp(r.RetryProxyCPU, r.Retry.Count) }
+
+func perOp(cpu float64, n int) float64 {
+	if cpu == 0 || n == 0 {
+		return 0
+	}
+	return cpu / float64(n) * 1e6
 }
 
 // ReceiptCPU is the proxies' CPU time per receipt in µs: that of the
@@ -166,7 +184,7 @@ func (h *procHarness) round(ctx context.Context) (procRound, error) {
 		{"proxied, saturation", h.proxied(), func(o *benchOptions) { o.KeyPrefix, o.IDs = prefix, true }, &r.ProxiedSat, &r.SatProxyCPU},
 		{"proxied, retries of the acknowledged keys", h.proxied(), func(o *benchOptions) {
 			o.KeyPrefix, o.IDs, o.Duration, o.Count = prefix, true, 0, max(1, r.ProxiedSat.Count)
-		}, &r.Retry, nil},
+		}, &r.Retry, &r.RetryProxyCPU},
 		{fmt.Sprintf("direct, %.0f/s offered", h.o.Rate), h.direct(), rate, &r.DirectRate, nil},
 		{fmt.Sprintf("proxied, %.0f/s offered", h.o.Rate), h.proxied(), rate, &r.ProxiedRate, nil},
 	}

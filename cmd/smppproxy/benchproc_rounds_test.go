@@ -29,6 +29,9 @@ func TestReceiptCPUIsTheReceiptsRunLessItsSubmits(t *testing.T) {
 	if !strings.Contains(out.String(), "proxy CPU per receipt (µs)") || !strings.Contains(out.String(), "150.00") {
 		t.Errorf("table has no proxy CPU per receipt of 150.00 µs:\n%s", out.String())
 	}
+	if !strings.Contains(out.String(), "proxy CPU per fresh submit (µs)") || !strings.Contains(out.String(), "100.00") {
+		t.Errorf("table has no proxy CPU per fresh submit of 100.00 µs:\n%s", out.String())
+	}
 
 	r.SatProxyCPU = 0 // /proc not readable
 	rep = procReport{DLRDelay: "200ms", Runs: []procRound{r}}
@@ -37,5 +40,29 @@ func TestReceiptCPUIsTheReceiptsRunLessItsSubmits(t *testing.T) {
 	printProcReport(&out, rep)
 	if r.ReceiptCPU() != 0 || strings.Contains(out.String(), "proxy CPU per receipt") {
 		t.Errorf("without the CPU time read: ReceiptCPU() = %v, table:\n%s", r.ReceiptCPU(), out.String())
+	}
+}
+
+// The proxy's CPU per retry is the retries run's CPU time per retry; it
+// is left out of the table when the CPU time was not read.
+func TestRetryCPUIsTheRetriesRunPerRetry(t *testing.T) {
+	r := procRound{Retry: benchResult{Count: 40000}, RetryProxyCPU: 0.8}
+	if got := r.RetryCPU(); math.Abs(got-20) > 1e-9 {
+		t.Errorf("RetryCPU() = %v µs; want 20", got)
+	}
+	rep := procReport{Runs: []procRound{r}}
+	rep.summarize()
+	var out bytes.Buffer
+	printProcReport(&out, rep)
+	if !strings.Contains(out.String(), "proxy CPU per retry (µs)") || !strings.Contains(out.String(), "20.00") {
+		t.Errorf("table has no proxy CPU per retry of 20.00 µs:\n%s", out.String())
+	}
+	r.RetryProxyCPU = 0
+	rep = procReport{Runs: []procRound{r}}
+	rep.summarize()
+	out.Reset()
+	printProcReport(&out, rep)
+	if strings.Contains(out.String(), "proxy CPU per retry") || strings.Contains(out.String(), "per fresh submit") {
+		t.Errorf("rows of CPU time not read are in the table:\n%s", out.String())
 	}
 }
