@@ -811,23 +811,30 @@ func (s *BadgerStore) Close() error {
 	return s.closeErr
 }
 
-// keyFilterLoop builds the filter of record keys, then builds it again
+// keyFilterLoop builds the filter of keys held, then builds it again
 // each time it fills up, until the store closes. A build that fails
 // leaves the filter as it was (lookups of keys it does not say absent
-// read Badger).
+// read Badger) and is tried again after keyFilterRetry.
 func (s *BadgerStore) keyFilterLoop() {
 	defer close(s.keysDone)
 	for {
+		var retry <-chan time.Time
 		if _, err := s.keys.build(s.db, s.stopKeys); err != nil {
-			s.log.Warn("state: the filter of record keys was not built; lookups read the store", "err", err)
+			s.log.Warn("state: the filter of keys held was not built; lookups read the store meanwhile", "err", err, "retry_in", keyFilterRetry)
+			retry = time.After(keyFilterRetry)
 		}
 		select {
 		case <-s.stopKeys:
 			return
 		case <-s.keys.rebuild:
+		case <-retry:
 		}
 	}
 }
+
+// keyFilterRetry: how long after a failed build of the filter of keys
+// held the next is tried.
+const keyFilterRetry = time.Minute
 
 func (s *BadgerStore) gcLoop(every time.Duration) {
 	defer close(s.gcDone)
