@@ -281,7 +281,7 @@ func (s *BadgerStore) AppendHot(ctx context.Context, k Key, fn func(*Record) err
 		s.exit()
 		return err
 	}
-	if _, rewrite := historyDelta(cur.History, next.History); !hot || rewrite || !next.Expires.Equal(cur.Expires) {
+	if !appendsOnly(cur, next, hot) {
 		mu.Unlock()
 		s.exit()
 		_, err := s.Update(ctx, k, fn)
@@ -290,6 +290,15 @@ func (s *BadgerStore) AppendHot(ctx context.Context, k Key, fn func(*Record) err
 	defer mu.Unlock()
 	ws, _ := plan(rk, cur, curN, next, false, c)
 	return s.write(ctx, ws)
+}
+
+// appendsOnly reports whether next, fn's change of cur (read without its
+// history log: hot), is one AppendHot writes: events appended to the
+// history, Expires unchanged (the events logged before would need the new
+// TTL), on a record of the current form. Anything else is Update's.
+func appendsOnly(cur, next *Record, hot bool) bool {
+	_, rewrite := historyDelta(cur.History, next.History)
+	return hot && !rewrite && next.Expires.Equal(cur.Expires)
 }
 
 // EnqueueAppend is Enqueue of e and, in the same write request (one
@@ -312,10 +321,8 @@ func (s *BadgerStore) EnqueueAppend(ctx context.Context, e *QueueEntry, k Key, f
 	s.exit()
 	var ws []write
 	if rerr == nil && hot {
-		if next, err := runUpdate(cur, fn); err == nil {
-			if _, rewrite := historyDelta(cur.History, next.History); !rewrite && next.Expires.Equal(cur.Expires) {
-				ws, _ = plan(rk, cur, curN, next, false, c)
-			}
+		if next, err := runUpdate(cur, fn); err == nil && appendsOnly(cur, next, hot) {
+			ws, _ = plan(rk, cur, curN, next, false, c)
 		}
 	}
 	proto := cloneEntry(e, 0)
