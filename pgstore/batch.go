@@ -74,7 +74,7 @@ const inputRows = `SELECT * FROM unnest($1::bytea[], $2::bytea[], $3::bytea[], $
 // take), so a batch of creates that all find their key taken — retries
 // an instance does not remember — writes nothing and commits without a
 // WAL flush.
-const sqlCreateMany = `WITH input AS (` + inputRows + `),
+var sqlCreateMany = `WITH input AS (` + inputRows + `),
 	ins AS (
 		INSERT INTO records (` + recordColumns + `)
 		SELECT account, key, segment, state, owner_instance, expires_ns, upstream, match_id, session, seq,
@@ -82,9 +82,7 @@ const sqlCreateMany = `WITH input AS (` + inputRows + `),
 		ON CONFLICT (account, key, segment) DO NOTHING
 		RETURNING account, key, segment),
 	upd AS (
-		UPDATE records r SET state = i.state, owner_instance = i.owner_instance, expires_ns = i.expires_ns,
-			upstream = i.upstream, match_id = i.match_id, session = i.session, seq = i.seq,
-			proxy_id = i.proxy_id, addr_hash = i.addr_hash, body = i.body, history = i.history::bytea[],
+		UPDATE records r SET ` + recordSetFrom("i") + `, history = i.history::bytea[],
 			wseq = nextval('record_wseq')
 		FROM input i
 		WHERE (r.account, r.key, r.segment) = (i.account, i.key, i.segment) AND r.expires_ns <= $15
@@ -99,12 +97,10 @@ const sqlCreateMany = `WITH input AS (` + inputRows + `),
 
 // sqlReplaceMany updates the records (the history grows by added, capped,
 // unless rewrite) and inserts those whose row is gone.
-const sqlReplaceMany = `WITH input AS (SELECT * FROM (` + inputRows + `) t0
+var sqlReplaceMany = `WITH input AS (SELECT * FROM (` + inputRows + `) t0
 		JOIN unnest($15::bool[], $16::text[]) WITH ORDINALITY AS t1(rewrite, added, n) USING (n)),
 	upd AS (
-		UPDATE records r SET state = i.state, owner_instance = i.owner_instance, expires_ns = i.expires_ns,
-			upstream = i.upstream, match_id = i.match_id, session = i.session, seq = i.seq,
-			proxy_id = i.proxy_id, addr_hash = i.addr_hash, body = i.body, wseq = nextval('record_wseq'),
+		UPDATE records r SET ` + recordSetFrom("i") + `, wseq = nextval('record_wseq'),
 			history = CASE WHEN i.rewrite THEN i.history::bytea[]
 				ELSE cap_history(r.history || i.added::bytea[], 64) END
 		FROM input i
@@ -278,11 +274,9 @@ type casOp struct {
 
 // sqlCASMany writes each input row whose record still has the write
 // sequence expected, and returns the rows it wrote.
-const sqlCASMany = `WITH input AS (SELECT * FROM (` + inputRows + `) t0
+var sqlCASMany = `WITH input AS (SELECT * FROM (` + inputRows + `) t0
 		JOIN unnest($15::int8[], $16::bool[], $17::text[]) WITH ORDINALITY AS t1(expect, append, added, n) USING (n))
-	UPDATE records r SET state = i.state, owner_instance = i.owner_instance, expires_ns = i.expires_ns,
-		upstream = i.upstream, match_id = i.match_id, session = i.session, seq = i.seq,
-		proxy_id = i.proxy_id, addr_hash = i.addr_hash, body = i.body,
+	UPDATE records r SET ` + recordSetFrom("i") + `,
 		history = CASE WHEN i.append THEN cap_history(r.history || i.added::bytea[], 64) ELSE i.history::bytea[] END,
 		wseq = nextval('record_wseq')
 	FROM input i
@@ -388,9 +382,7 @@ var sqlEnqueueAppendMany = `WITH ` + enqueueCTEs(17) + `,
 	rec AS (SELECT * FROM (` + inputRows + `) t0
 		JOIN unnest($15::int8[], $16::text[], $17::int8[]) WITH ORDINALITY AS t1(op, added, expect, n) USING (n)),
 	u AS (
-		UPDATE records r SET state = x.state, owner_instance = x.owner_instance, expires_ns = x.expires_ns,
-			upstream = x.upstream, match_id = x.match_id, session = x.session, seq = x.seq,
-			proxy_id = x.proxy_id, addr_hash = x.addr_hash, body = x.body,
+		UPDATE records r SET ` + recordSetFrom("x") + `,
 			history = cap_history(r.history || x.added::bytea[], 64), wseq = nextval('record_wseq')
 		FROM rec x JOIN fresh f ON f.n = x.op
 		WHERE (r.account, r.key, r.segment) = (x.account, x.key, x.segment) AND r.wseq = x.expect

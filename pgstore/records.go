@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -15,22 +16,30 @@ const (
 	recordColumns = `account, key, segment, state, owner_instance, expires_ns, upstream,
 		match_id, session, seq, proxy_id, addr_hash, body, history, wseq`
 	recordValues = `$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, nextval('record_wseq')`
-	recordSet    = `state = EXCLUDED.state, owner_instance = EXCLUDED.owner_instance,
-		expires_ns = EXCLUDED.expires_ns, upstream = EXCLUDED.upstream, match_id = EXCLUDED.match_id,
-		session = EXCLUDED.session, seq = EXCLUDED.seq, proxy_id = EXCLUDED.proxy_id,
-		addr_hash = EXCLUDED.addr_hash, body = EXCLUDED.body, wseq = EXCLUDED.wseq`
 	// readColumns are what scanRow reads.
 	readColumns = `account, key, segment, state, body, history`
 	byKey       = `account = $1 AND key = $2 AND segment = $3`
 )
 
+// recordSetFrom is the SET list of a write of a record's columns from the
+// row src (EXCLUDED, or a statement's input row), but for its history and
+// its write sequence, which each statement sets its own way.
+func recordSetFrom(src string) string {
+	cols := []string{"state", "owner_instance", "expires_ns", "upstream", "match_id", "session", "seq", "proxy_id", "addr_hash", "body"}
+	for i, c := range cols {
+		cols[i] = c + " = " + src + "." + c
+	}
+	return strings.Join(cols, ", ")
+}
+
 // sqlReplace writes a record whatever is stored, its history growing by
 // $16 (capped) unless $15 says the writer replaced it ($14): the second
 // Replace of a key in a batch.
-const (
-	sqlReplace = `INSERT INTO records AS r (` + recordColumns + `) VALUES (` + recordValues + `)
-		ON CONFLICT (account, key, segment) DO UPDATE SET ` + recordSet + `,
+var sqlReplace = `INSERT INTO records AS r (` + recordColumns + `) VALUES (` + recordValues + `)
+		ON CONFLICT (account, key, segment) DO UPDATE SET ` + recordSetFrom("EXCLUDED") + `, wseq = EXCLUDED.wseq,
 		history = CASE WHEN $15 THEN EXCLUDED.history ELSE cap_history(r.history || $16::bytea[], 64) END`
+
+const (
 	sqlLockKey = `SELECT state, body, history, expires_ns FROM records WHERE ` + byKey + ` FOR UPDATE`
 	sqlUpdate  = `UPDATE records SET state = $4, owner_instance = $5, expires_ns = $6, upstream = $7,
 		match_id = $8, session = $9, seq = $10, proxy_id = $11, addr_hash = $12, body = $13,
