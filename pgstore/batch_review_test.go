@@ -100,16 +100,8 @@ func TestEnqueueAppendRacingUpdatesOfAnotherInstanceLosesNoWrite(t *testing.T) {
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
-			mark := deliveredMark(rec, now, fmt.Sprint("receipt ", i), nil)
-			_, dup, appended, err := a.EnqueueAppend(bg, receiptEntry(now, fmt.Sprint("r", i)), k, mark)
-			if err != nil || dup {
-				t.Errorf("EnqueueAppend %d: %v %v", i, dup, err)
-				return
-			}
-			if !appended {
-				if err := a.AppendHot(bg, k, mark); err != nil {
-					t.Errorf("AppendHot %d: %v", i, err)
-				}
+			if err := intakeReceipt(a, k, rec, now, i); err != nil {
+				t.Error(err)
 			}
 		}()
 		go func() {
@@ -183,26 +175,8 @@ func TestNoEntryCommitsBehindTheCursorAcrossInstances(t *testing.T) {
 		}()
 	}
 	go func() { wg.Wait(); close(done) }()
-	var cursor uint64
 	read := map[uint64]bool{}
-	finished := false
-	for !finished {
-		select {
-		case <-done:
-			finished = true
-		default:
-		}
-		es, err := a.List(bg, "esme/acme", cursor, 1000)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range es {
-			read[e.Seq] = true
-			cursor = e.Seq
-		}
-	}
-	es, _ := a.List(bg, "esme/acme", cursor, 1000)
-	for _, e := range es {
+	for _, e := range tailQueue(t, a, "esme/acme", 1000, done) {
 		read[e.Seq] = true
 	}
 	missed := 0

@@ -51,6 +51,24 @@ func deliveredMark(matched *state.Record, now time.Time, note string, seen *int)
 	}
 }
 
+// intakeReceipt takes receipt i of the record matched under k as the
+// receipt intake does: queued with its mark by EnqueueAppend, or marked
+// by AppendHot when EnqueueAppend left the mark to its caller. The entry
+// must be new.
+func intakeReceipt(s *Store, k state.Key, matched *state.Record, now time.Time, i int) error {
+	mark := deliveredMark(matched, now, fmt.Sprint("receipt ", i), nil)
+	_, dup, appended, err := s.EnqueueAppend(bg, receiptEntry(now, fmt.Sprint("r", i)), k, mark)
+	switch {
+	case err != nil || dup:
+		return fmt.Errorf("EnqueueAppend #%d = %v, %v; want a new entry", i, dup, err)
+	case !appended:
+		if err := s.AppendHot(bg, k, mark); err != nil {
+			return fmt.Errorf("AppendHot #%d = %v", i, err)
+		}
+	}
+	return nil
+}
+
 func receiptEntry(now time.Time, dedup string) *state.QueueEntry {
 	return &state.QueueEntry{Queue: "esme/acme", DedupKey: dedup, Kind: "receipt", Upstream: "smsc", MessageID: "m1",
 		Stat: "DELIVRD", Command: 5, Body: []byte("id:m1 stat:DELIVRD"), Enqueued: now, Expires: now.Add(time.Hour)}
@@ -167,16 +185,8 @@ func TestEnqueueAppendAcrossInstances(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-start
-			mark := deliveredMark(rec, now, fmt.Sprint("receipt ", i), nil)
-			_, dup, appended, err := s.EnqueueAppend(bg, receiptEntry(now, fmt.Sprint("r", i)), k, mark)
-			if err != nil || dup {
-				t.Errorf("EnqueueAppend #%d = %v, %v; want a new entry", i, dup, err)
-				return
-			}
-			if !appended {
-				if err := s.AppendHot(bg, k, mark); err != nil {
-					t.Errorf("AppendHot #%d = %v", i, err)
-				}
+			if err := intakeReceipt(s, k, rec, now, i); err != nil {
+				t.Error(err)
 			}
 		}()
 	}

@@ -252,6 +252,33 @@ func TestConcurrentCreateAcrossInstancesHasOneWinner(t *testing.T) {
 	}
 }
 
+// tailQueue reads queue as a consumer with a cursor does (List after the
+// last sequence number seen, limit at a time) until done is closed and a
+// List after that finds nothing more, and returns every entry it read.
+func tailQueue(t *testing.T, s *Store, queue string, limit int, done <-chan struct{}) []*state.QueueEntry {
+	t.Helper()
+	var read []*state.QueueEntry
+	var after uint64
+	for finished := false; ; {
+		select {
+		case <-done:
+			finished = true
+		default:
+		}
+		es, err := s.List(bg, queue, after, limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range es {
+			read = append(read, e)
+			after = e.Seq
+		}
+		if finished && len(es) == 0 {
+			return read
+		}
+	}
+}
+
 // Entries enqueued by two instances at once reach a consumer that tails
 // the queue with a cursor (List after the last sequence number it saw)
 // without one being skipped: sequence numbers commit in order.
@@ -281,24 +308,8 @@ func TestQueueCursorMissesNothingAcrossInstances(t *testing.T) {
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
 	seen := map[string]bool{}
-	var after uint64
-	for finished := false; ; {
-		select {
-		case <-done:
-			finished = true
-		default:
-		}
-		es, err := b.List(bg, "shop", after, 50)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range es {
-			seen[e.MessageID] = true
-			after = e.Seq
-		}
-		if finished && len(es) == 0 {
-			break
-		}
+	for _, e := range tailQueue(t, b, "shop", 50, done) {
+		seen[e.MessageID] = true
 	}
 	if len(seen) != 2*per {
 		t.Errorf("a consumer tailing the queue saw %d of %d entries", len(seen), 2*per)

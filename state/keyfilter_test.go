@@ -76,13 +76,7 @@ func TestKeysCreatedWhileTheFilterIsRebuiltAreAlwaysFound(t *testing.T) {
 			t.Fatalf("the filter says key %d is absent; the store holds it", i)
 		}
 	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-
-	s = openTinyFilter(t, dir)
-	defer s.Close()
-	waitFilterBuilds(t, s, 1)
+	s = reopenTinyFilter(t, s, dir)
 	for i := range writers * each {
 		k := filterRecord(i, now).Key
 		if !s.keys.mayHold(recordKey(k)) {
@@ -102,6 +96,20 @@ func openTinyFilter(t *testing.T, dir string) *BadgerStore {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return s
+}
+
+// reopenTinyFilter closes s and opens the store in dir again, as
+// openTinyFilter, once its filter is built from the scan (closed at the
+// end of the test).
+func reopenTinyFilter(t *testing.T, s *BadgerStore, dir string) *BadgerStore {
+	t.Helper()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openTinyFilter(t, dir)
+	t.Cleanup(func() { s.Close() })
+	waitFilterBuilds(t, s, 1)
 	return s
 }
 
@@ -197,12 +205,7 @@ func TestDedupMarkersAreFoundWhileTheFilterIsRebuilt(t *testing.T) {
 		return nil
 	})
 	waitFilterRoom(t, s, writers*each)
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	s = openTinyFilter(t, dir)
-	defer s.Close()
-	waitFilterBuilds(t, s, 1)
+	s = reopenTinyFilter(t, s, dir)
 	for i := range writers * each {
 		if _, dup, err := s.Enqueue(ctx, entry(i)); err != nil || !dup {
 			t.Fatalf("enqueue of %d after a reopen: dup=%v err=%v; want dup", i, dup, err)
