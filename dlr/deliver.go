@@ -257,7 +257,7 @@ func (d *dispatcher) pump() (time.Duration, bool) {
 	prune := d.deleted
 	d.deleted = nil
 	d.mu.Unlock()
-	entries, err := d.s.q.List(d.s.ctx, d.queue, c.after, c.limit)
+	entries, err := d.list(c.after, c.limit)
 	if err != nil {
 		d.mu.Lock()
 		d.deleted = append(d.deleted, prune...) // forgotten after a List
@@ -292,6 +292,17 @@ func (d *dispatcher) pump() (time.Duration, bool) {
 	d.mu.Unlock()
 	d.start(sends)
 	return min(sleep, wait), stop < len(entries) || len(entries) == c.limit
+}
+
+// list lists the queue for a pump: on a queue shared with other processes
+// (state.Claimer), without the entries another process has claimed, which
+// this one could not claim (it lists them again once their claim ran out,
+// on its next List from the head).
+func (d *dispatcher) list(after uint64, limit int) ([]*state.QueueEntry, error) {
+	if c, ok := d.s.q.(state.Claimer); ok {
+		return c.ListClaimable(d.s.ctx, d.queue, after, limit, d.s.cfg.Instance)
+	}
+	return d.s.q.List(d.s.ctx, d.queue, after, limit)
 }
 
 // window is the account's window of deliver_sm awaiting their response

@@ -28,6 +28,12 @@ const sqlClaim = `WITH c AS (
 	FROM c WHERE q.seq = c.seq
 	RETURNING q.seq`
 
+// ListClaimable implements state.Claimer: List, less the entries on which
+// another owner's claim is still running.
+func (s *Store) ListClaimable(ctx context.Context, queue string, after uint64, limit int, owner string) ([]*state.QueueEntry, error) {
+	return s.list(ctx, queue, after, limit, &owner)
+}
+
 // Claim implements state.Claimer, in one statement: the entries seqs of
 // queue are this owner's to deliver until until, unless another owner's
 // claim on one is still running. Claiming again extends one's own claim.

@@ -1,6 +1,7 @@
 package pgstore
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -68,5 +69,53 @@ func TestAnEnqueueOnOneInstanceNotifiesTheOther(t *testing.T) {
 		case <-deadline:
 			t.Fatal("no notification of another instance's enqueue within 10s")
 		}
+	}
+}
+
+func TestListClaimableLeavesOutOnlyWhatAnotherOwnersRunningClaimHolds(t *testing.T) {
+	s := openTest(t, Options{})
+	now := time.Now()
+	var seqs []uint64
+	for range 4 {
+		seq, _, err := s.Enqueue(bg, &state.QueueEntry{Queue: "esme/shop", Body: []byte("r"), Enqueued: now, Expires: now.Add(time.Hour)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs = append(seqs, seq)
+	}
+	claim := func(owner string, seq uint64, until time.Time) {
+		t.Helper()
+		if got, err := s.Claim(bg, "esme/shop", []uint64{seq}, owner, until); err != nil || len(got) != 1 {
+			t.Fatalf("claim of %d by %s: %v, %v", seq, owner, got, err)
+		}
+	}
+	claim("b", seqs[1], now.Add(time.Minute))  // b is delivering it
+	claim("a", seqs[2], now.Add(time.Minute))  // a is
+	claim("b", seqs[3], now.Add(-time.Second)) // b's claim ran out
+	list := func(owner string, after uint64, limit int) []uint64 {
+		t.Helper()
+		es, err := s.ListClaimable(bg, "esme/shop", after, limit, owner)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []uint64
+		for _, e := range es {
+			out = append(out, e.Seq)
+		}
+		return out
+	}
+	if got, want := list("a", 0, 10), []uint64{seqs[0], seqs[2], seqs[3]}; !slices.Equal(got, want) {
+		t.Errorf("a lists %v, want %v (all but the one b is delivering)", got, want)
+	}
+	if got, want := list("b", 0, 10), []uint64{seqs[0], seqs[1], seqs[3]}; !slices.Equal(got, want) {
+		t.Errorf("b lists %v, want %v (its own claims, run out or not, and not the one a is delivering)", got, want)
+	}
+	if got, want := list("a", seqs[0], 1), []uint64{seqs[2]}; !slices.Equal(got, want) {
+		t.Errorf("a lists %v after %d with limit 1, want %v: the limit counts what is listed", got, seqs[0], want)
+	}
+	// List itself still shows every live entry.
+	all, err := s.List(bg, "esme/shop", 0, 10)
+	if err != nil || len(all) != 4 {
+		t.Errorf("List: %d entries, %v; want 4", len(all), err)
 	}
 }

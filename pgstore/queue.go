@@ -49,14 +49,32 @@ func (s *Store) enqueue(ctx context.Context, e *state.QueueEntry, app *recordApp
 
 // List implements state.Queue.
 func (s *Store) List(ctx context.Context, queue string, after uint64, limit int) ([]*state.QueueEntry, error) {
+	return s.list(ctx, queue, after, limit, nil)
+}
+
+// sqlList lists a queue; sqlListClaimable leaves out the entries on which
+// another owner's claim is still running ($5: the owner listing).
+const (
+	sqlList = `SELECT seq, entry FROM queue_entries
+			WHERE queue = $1 AND seq > $2 AND expires_ns > $3 ORDER BY seq LIMIT $4`
+	sqlListClaimable = `SELECT seq, entry FROM queue_entries
+			WHERE queue = $1 AND seq > $2 AND expires_ns > $3
+				AND (claimed_by IS NULL OR claimed_by = $5 OR claimed_until_ns <= $3)
+			ORDER BY seq LIMIT $4`
+)
+
+// list is List, or ListClaimable for owner when owner is not nil.
+func (s *Store) list(ctx context.Context, queue string, after uint64, limit int, owner *string) ([]*state.QueueEntry, error) {
 	var out []*state.QueueEntry
 	err := s.read(ctx, func(ctx context.Context) error {
 		if limit <= 0 {
 			return nil
 		}
-		rows, err := s.pool.Query(ctx, `SELECT seq, entry FROM queue_entries
-			WHERE queue = $1 AND seq > $2 AND expires_ns > $3 ORDER BY seq LIMIT $4`,
-			col(queue), seqArg(after), unixNano(s.now()), limit)
+		q, args := sqlList, []any{col(queue), seqArg(after), unixNano(s.now()), limit}
+		if owner != nil {
+			q, args = sqlListClaimable, append(args, *owner)
+		}
+		rows, err := s.pool.Query(ctx, q, args...)
 		if err != nil {
 			return err
 		}

@@ -51,6 +51,12 @@ type Claimer interface {
 	// claim by another owner has not run out. Claiming again extends
 	// one's own claim; an entry that is gone is not claimed.
 	Claim(ctx context.Context, queue string, seqs []uint64, owner string, until time.Time) ([]uint64, error)
+
+	// ListClaimable is Queue.List less the entries on which another
+	// owner's claim has not run out: those owner could not claim. A
+	// process that lists with it does not keep trying to claim what
+	// another process is delivering.
+	ListClaimable(ctx context.Context, queue string, after uint64, limit int, owner string) ([]*QueueEntry, error)
 }
 
 // Notifier is implemented by a Queue shared by several processes that can
