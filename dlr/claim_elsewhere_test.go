@@ -2,8 +2,10 @@ package dlr
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,15 +15,26 @@ import (
 // sharedQueue is the store's queue as several processes share it
 // (state.Claimer): the entries in elsewhere are being delivered by another
 // process, so Claim refuses them and ListClaimable leaves them out; tried
-// counts the claims of those entries that were asked all the same.
+// counts the claims of those entries asked all the same, fromHead the
+// lists from the head since the last set. Its Acks fail while failAck is
+// set.
 type sharedQueue struct {
 	state.Queue
+	failAck   atomic.Bool
 	mu        sync.Mutex
 	elsewhere map[uint64]bool
 	tried     int
+	fromHead  int
 }
 
 func (q *sharedQueue) wrap(c *Config) { q.Queue = c.Store.(state.Queue); c.Queue = q }
+
+func (q *sharedQueue) Ack(ctx context.Context, queue string, seq uint64) error {
+	if q.failAck.Load() {
+		return errors.New("disk full")
+	}
+	return q.Queue.Ack(ctx, queue, seq)
+}
 
 func (q *sharedQueue) Claim(ctx context.Context, queue string, seqs []uint64, owner string, until time.Time) ([]uint64, error) {
 	q.mu.Lock()
@@ -40,9 +53,39 @@ func (q *sharedQueue) Claim(ctx context.Context, queue string, seqs []uint64, ow
 func (q *sharedQueue) ListClaimable(ctx context.Context, queue string, after uint64, limit int, owner string) ([]*state.QueueEntry, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if after == 0 {
+		q.fromHead++
+	}
 	es, err := q.Queue.List(ctx, queue, after, limit+len(q.elsewhere))
 	es = slices.DeleteFunc(es, func(e *state.QueueEntry) bool { return q.elsewhere[e.Seq] })
 	return es[:min(len(es), limit)], err
+}
+
+// set says which entries another process holds from now on.
+func (q *sharedQueue) set(elsewhere map[uint64]bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.elsewhere, q.fromHead = elsewhere, 0
+}
+
+func (q *sharedQueue) listedFromHead() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.fromHead
+}
+
+// sharedSetup queues n receipts for shop on a shared queue and returns
+// their ids in queue order and their entries.
+func sharedSetup(t *testing.T, n int) (*env, *sharedQueue, []string, []*state.QueueEntry) {
+	t.Helper()
+	sq := &sharedQueue{}
+	e := newEnv(t, sq.wrap)
+	want := queueReceipts(t, e, n)
+	es := queued(t, e.st, accountQueue("shop"))
+	if len(es) != n {
+		t.Fatalf("%d entries queued, want %d", len(es), n)
+	}
+	return e, sq, want, es
 }
 
 // On a queue shared by several instances, a dispatcher delivers what no
@@ -50,16 +93,8 @@ func (q *sharedQueue) ListClaimable(ctx context.Context, queue string, after uin
 // the entries another instance holds: each such claim is a write to the
 // shared store that cannot succeed.
 func TestADispatcherDoesNotTryToClaimWhatAnotherInstanceIsDelivering(t *testing.T) {
-	sq := &sharedQueue{}
-	e := newEnv(t, sq.wrap)
-	want := queueReceipts(t, e, 4)
-	es := queued(t, e.st, accountQueue("shop"))
-	if len(es) != 4 {
-		t.Fatalf("%d entries queued, want 4", len(es))
-	}
-	sq.mu.Lock()
-	sq.elsewhere = map[uint64]bool{es[1].Seq: true, es[2].Seq: true}
-	sq.mu.Unlock()
+	e, sq, want, es := sharedSetup(t, 4)
+	sq.set(map[uint64]bool{es[1].Seq: true, es[2].Seq: true})
 	rx := &fakeRx{id: "s1"}
 	e.rcv.bind("shop", rx)
 	e.svc.kick("shop")
@@ -71,5 +106,57 @@ func TestADispatcherDoesNotTryToClaimWhatAnotherInstanceIsDelivering(t *testing.
 	defer sq.mu.Unlock()
 	if sq.tried != 0 {
 		t.Errorf("%d claims of entries another instance is delivering", sq.tried)
+	}
+}
+
+// The entries another instance held are delivered once its claims run out
+// (it died), though this instance's cursor passed them meanwhile: its
+// reads from the head find them.
+func TestEntriesAnotherInstanceHeldAreDeliveredOnceItsClaimRunsOut(t *testing.T) {
+	e, sq, want, es := sharedSetup(t, 4)
+	sq.set(map[uint64]bool{es[1].Seq: true, es[2].Seq: true})
+	rx := &fakeRx{id: "s1"}
+	e.rcv.bind("shop", rx)
+	e.svc.kick("shop")
+	waitFor(t, "the two free entries delivered", func() bool { return len(rx.received()) == 2 })
+	sq.set(nil) // the other instance died, its claims ran out
+	waitFor(t, "queue empty", queueEmpty(e))
+	got := rx.received()
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("delivered %v, want %v", got, want)
+	}
+}
+
+// An entry the ESME acknowledged whose Ack the store refuses is never sent
+// again by this instance, even when, its claim having run out, another
+// instance held it for a while (so this instance's reads left it out) and
+// then died.
+func TestAnAckPendingEntryIsNotSentAgainAfterAnotherInstanceHeldIt(t *testing.T) {
+	e, sq, _, es := sharedSetup(t, 1)
+	seq := es[0].Seq
+	sq.failAck.Store(true)
+	rx := &fakeRx{id: "s1"}
+	e.rcv.bind("shop", rx)
+	e.svc.kick("shop")
+	waitFor(t, "the entry acknowledged, its Ack refused", func() bool {
+		e.svc.mu.Lock()
+		d := e.svc.accounts["shop"]
+		e.svc.mu.Unlock()
+		if d == nil {
+			return false
+		}
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		en := d.entries[seq]
+		return en != nil && en.state == entryAckPending
+	})
+	sq.set(map[uint64]bool{seq: true}) // another instance claimed it
+	waitFor(t, "two reads from the head", func() bool { return sq.listedFromHead() >= 2 })
+	sq.set(nil) // that instance died; the store takes Acks again
+	sq.failAck.Store(false)
+	waitFor(t, "queue empty", queueEmpty(e))
+	if n := len(rx.received()); n != 1 {
+		t.Errorf("acknowledged once, sent %d times by this instance; want 1", n)
 	}
 }

@@ -393,6 +393,13 @@ func (d *dispatcher) seqsLocked(st entryState) []uint64 {
 // after seq after should have returned and did not: they are gone
 // (expired). List covers every seq from after to the last one it
 // returned, and all of them past after when it returned fewer than limit.
+//
+// On a queue shared with other processes (state.Claimer) the list leaves
+// out the entries another process's claim holds, so an entry missing from
+// it may be live: one refused here is then that process's to deliver
+// (forgetting it is right), but one acknowledged here is kept until its
+// Ack is written (an Ack of an entry gone deletes nothing), else it could
+// be sent again once that other claim runs out.
 func (d *dispatcher) forgetExpiredLocked(listed []*state.QueueEntry, after uint64, limit int) {
 	if d.held[entryRefused]+d.held[entryAckPending] == 0 {
 		return
@@ -401,8 +408,12 @@ func (d *dispatcher) forgetExpiredLocked(listed []*state.QueueEntry, after uint6
 	for _, e := range listed {
 		in[e.Seq] = true
 	}
+	_, shared := d.s.q.(state.Claimer)
 	for seq, e := range d.entries {
 		if e.state != entryRefused && e.state != entryAckPending || in[seq] || seq <= after {
+			continue
+		}
+		if shared && e.state == entryAckPending {
 			continue
 		}
 		if len(listed) < limit || seq < listed[len(listed)-1].Seq {
