@@ -119,3 +119,42 @@ func TestListClaimableLeavesOutOnlyWhatAnotherOwnersRunningClaimHolds(t *testing
 		t.Errorf("List: %d entries, %v; want 4", len(all), err)
 	}
 }
+
+// An instance that stops gives up its claims: the entries it had claimed
+// and not delivered are another instance's to deliver at once, not once
+// the claims run out.
+func TestAnInstanceThatStopsGivesUpItsClaims(t *testing.T) {
+	dsn := testDSN(t)
+	schema := newSchema(t, dsn)
+	a := openTest(t, Options{DSN: dsn, Schema: schema, InstanceID: "a", Migrate: true})
+	b := openTest(t, Options{DSN: dsn, Schema: schema, InstanceID: "b"})
+	now := time.Now()
+	var seqs []uint64
+	for range 2 {
+		seq, _, err := a.Enqueue(bg, &state.QueueEntry{Queue: "esme/shop", Body: []byte("r"), Enqueued: now, Expires: now.Add(time.Hour)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs = append(seqs, seq)
+	}
+	if got, err := a.Claim(bg, "esme/shop", seqs[:1], "a", now.Add(time.Hour)); err != nil || len(got) != 1 {
+		t.Fatalf("a's claim: %v, %v", got, err)
+	}
+	if got, err := b.Claim(bg, "esme/shop", seqs[1:], "b", now.Add(time.Hour)); err != nil || len(got) != 1 {
+		t.Fatalf("b's claim: %v, %v", got, err)
+	}
+	if got, err := b.Claim(bg, "esme/shop", seqs[:1], "b", now.Add(time.Hour)); err != nil || len(got) != 0 {
+		t.Fatalf("b claimed the entry a holds: %v, %v", got, err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := b.Claim(bg, "esme/shop", seqs[:1], "b", now.Add(time.Hour)); err != nil || len(got) != 1 {
+		t.Errorf("after a stopped, b's claim of the entry a held: %v, %v; want it claimed", got, err)
+	}
+	// b's own claim is not a's to give up.
+	c := openTest(t, Options{DSN: dsn, Schema: schema, InstanceID: "c"})
+	if got, err := c.Claim(bg, "esme/shop", seqs[1:], "c", now.Add(time.Hour)); err != nil || len(got) != 0 {
+		t.Errorf("c claimed the entry b holds after a stopped: %v, %v", got, err)
+	}
+}

@@ -139,17 +139,28 @@ func (s *Store) renew(ctx context.Context) error {
 }
 
 // release ends the lease at Close, so that the other instances take over
-// this one's sent records without waiting for it to run out.
+// this one's sent records without waiting for it to run out, and gives up
+// this one's claims on queued receipts and MO (it delivers nothing more),
+// so that the others deliver them without waiting for the claims to run
+// out: one transaction, the claims released only while the lease is still
+// this process's.
 func (s *Store) release() {
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
 	defer cancel()
-	_, err := s.pool.Exec(ctx, `UPDATE instances SET lease_until = $3 WHERE id = $1 AND token = $2`,
+	b := &pgx.Batch{}
+	b.Queue(sqlReleaseClaims, s.opts.InstanceID, s.token)
+	b.Queue(`UPDATE instances SET lease_until = $3 WHERE id = $1 AND token = $2`,
 		s.opts.InstanceID, s.token, s.now())
-	if err != nil {
-		s.log.Warn("giving up the instance lease failed; it runs out by itself", "instance", s.opts.InstanceID, "err", err)
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		s.log.Warn("giving up the instance lease and its claims failed; they run out by themselves", "instance", s.opts.InstanceID, "err", err)
 	}
 	s.leaseUntil.Store(0)
 }
+
+// sqlReleaseClaims gives up the claims of owner $1 on queue entries while
+// the instance $1 is still the process of token $2.
+const sqlReleaseClaims = `UPDATE queue_entries SET claimed_by = NULL, claimed_until_ns = 0
+	WHERE claimed_by = $1 AND EXISTS (SELECT 1 FROM instances WHERE id = $1 AND token = $2)`
 
 // sqlExpireDead turns into unknown the live sent records whose owner
 // instance is not $3 (when set) and holds no lease at $4 (an owner without
