@@ -4,7 +4,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/smppproxy/smppproxy/internal/varcodec"
 
@@ -53,14 +52,15 @@ type replaceOp struct {
 }
 
 // The input of a multi-row write: the columns of recordArgs as arrays,
-// the histories as bytea[] literals (an array of arrays cannot vary in
-// length), numbered in order.
+// numbered in order, but the history: an array of arrays cannot vary in
+// length, so a row's history column is its range in the statement's flat
+// array of events (events), which evSlice turns back into a bytea[].
 const inputColumns = `account, key, segment, state, owner_instance, expires_ns, upstream,
 	match_id, session, seq, proxy_id, addr_hash, body, history`
 
 const inputRows = `SELECT * FROM unnest($1::bytea[], $2::bytea[], $3::bytea[], $4::text[], $5::text[],
 	$6::int8[], $7::bytea[], $8::bytea[], $9::bytea[], $10::int8[], $11::bytea[], $12::bytea[],
-	$13::bytea[], $14::text[]) WITH ORDINALITY AS t(` + inputColumns + `, n)`
+	$13::bytea[], $14::int8[]) WITH ORDINALITY AS t(` + inputColumns + `, n)`
 
 // sqlCreateMany inserts the records whose keys no live record holds (an
 // expired one is replaced) and returns the keys it wrote (state NULL),
@@ -78,11 +78,11 @@ var sqlCreateMany = `WITH input AS (` + inputRows + `),
 	ins AS (
 		INSERT INTO records (` + recordColumns + `)
 		SELECT account, key, segment, state, owner_instance, expires_ns, upstream, match_id, session, seq,
-			proxy_id, addr_hash, body, history::bytea[], nextval('record_wseq') FROM input ORDER BY n
+			proxy_id, addr_hash, body, ` + evSlice("history", 16) + `, nextval('record_wseq') FROM input ORDER BY n
 		ON CONFLICT (account, key, segment) DO NOTHING
 		RETURNING account, key, segment),
 	upd AS (
-		UPDATE records r SET ` + recordSetFrom("i") + `, history = i.history::bytea[],
+		UPDATE records r SET ` + recordSetFrom("i") + `, history = ` + evSlice("i.history", 16) + `,
 			wseq = nextval('record_wseq')
 		FROM input i
 		WHERE (r.account, r.key, r.segment) = (i.account, i.key, i.segment) AND r.expires_ns <= $15
@@ -98,24 +98,24 @@ var sqlCreateMany = `WITH input AS (` + inputRows + `),
 // sqlReplaceMany updates the records (the history grows by added, capped,
 // unless rewrite) and inserts those whose row is gone.
 var sqlReplaceMany = `WITH input AS (SELECT * FROM (` + inputRows + `) t0
-		JOIN unnest($15::bool[], $16::text[]) WITH ORDINALITY AS t1(rewrite, added, n) USING (n)),
+		JOIN unnest($15::bool[], $16::int8[]) WITH ORDINALITY AS t1(rewrite, added, n) USING (n)),
 	upd AS (
 		UPDATE records r SET ` + recordSetFrom("i") + `, wseq = nextval('record_wseq'),
-			history = CASE WHEN i.rewrite THEN i.history::bytea[]
-				ELSE cap_history(r.history || i.added::bytea[], 64) END
+			history = CASE WHEN i.rewrite THEN ` + evSlice("i.history", 17) + `
+				ELSE cap_history(r.history || ` + evSlice("i.added", 17) + `, 64) END
 		FROM input i
 		WHERE (r.account, r.key, r.segment) = (i.account, i.key, i.segment)
 		RETURNING r.account, r.key, r.segment)
 	INSERT INTO records (` + recordColumns + `)
 	SELECT account, key, segment, state, owner_instance, expires_ns, upstream, match_id, session, seq,
-		proxy_id, addr_hash, body, history::bytea[], nextval('record_wseq') FROM input i
+		proxy_id, addr_hash, body, ` + evSlice("history", 17) + `, nextval('record_wseq') FROM input i
 	WHERE NOT EXISTS (SELECT 1 FROM upd WHERE (upd.account, upd.key, upd.segment) = (i.account, i.key, i.segment))
 	ORDER BY n
 	ON CONFLICT DO NOTHING`
 
 // columns turns rows of recordArgs into the 14 array arguments of
-// inputRows.
-func columns(rows [][]any) []any {
+// inputRows, their histories into ranges of ev.
+func columns(rows [][]any, ev *events) []any {
 	out := make([]any, 14)
 	for c := range 14 {
 		switch c {
@@ -132,9 +132,9 @@ func columns(rows [][]any) []any {
 			}
 			out[c] = a
 		case 13: // history
-			a := make([]string, len(rows))
+			a := make([]int64, len(rows))
 			for i, r := range rows {
-				a[i] = byteaArray(r[c].([][]byte))
+				a[i] = ev.add(r[c].([][]byte))
 			}
 			out[c] = a
 		default: // bytea, NULL when nil
@@ -148,20 +148,25 @@ func columns(rows [][]any) []any {
 	return out
 }
 
-// byteaArray is the text form of a bytea[] holding h.
-func byteaArray(h [][]byte) string {
-	var sb strings.Builder
-	sb.WriteByte('{')
-	for i, e := range h {
-		if i > 0 {
-			sb.WriteByte(',')
-		}
-		sb.WriteString(`"\\x`)
-		sb.WriteString(hex.EncodeToString(e))
-		sb.WriteByte('"')
-	}
-	sb.WriteByte('}')
-	return sb.String()
+// events are the events (encoded) of a multi-row statement's rows, in one
+// flat bytea[] argument: a row's events are a range of it. Sent in binary,
+// they need neither the text form of a bytea[] per row nor its parsing.
+type events struct{ flat [][]byte }
+
+func newEvents() *events { return &events{flat: [][]byte{}} } // not NULL when empty
+
+// add appends h and returns its range: first<<32 | last, the 1-based
+// bounds of evSlice (empty, last < first, when h is).
+func (ev *events) add(h [][]byte) int64 {
+	first := int64(len(ev.flat) + 1)
+	ev.flat = append(ev.flat, h...)
+	return first<<32 | int64(len(ev.flat))
+}
+
+// evSlice is the SQL of the bytea[] that range col (events.add) names in
+// the flat array of events, argument $param.
+func evSlice(col string, param int) string {
+	return fmt.Sprintf("($%d::bytea[])[(%s >> 32)::int4 : (%s & 4294967295)::int4]", param, col, col)
 }
 
 // queueCreates adds the batch's Creates (sorted by key) as one statement;
@@ -187,7 +192,8 @@ func queueCreates(b *pgx.Batch, ops []*createOp) {
 	for _, op := range uniq {
 		now = max(now, op.now) // the latest: a record expired by then is not "live"
 	}
-	args := append(columns(rows), now)
+	ev := newEvents()
+	args := append(columns(rows, ev), now, ev.flat)
 	b.Queue(sqlCreateMany, args...).Query(func(rs pgx.Rows) error {
 		defer rs.Close()
 		for rs.Next() {
@@ -238,8 +244,9 @@ func queueReplaces(b *pgx.Batch, ops []*replaceOp) {
 	seen := make(map[string]bool, len(ops))
 	var rows [][]any
 	var rewrite []bool
-	var added []string
+	var added []int64
 	var later []*replaceOp
+	ev := newEvents()
 	for _, op := range ops {
 		k := string(varcodec.AppendString(varcodec.AppendString(varcodec.AppendString(nil, string(op.args[0].([]byte))), string(op.args[1].([]byte))), string(op.args[2].([]byte))))
 		if seen[k] {
@@ -249,10 +256,10 @@ func queueReplaces(b *pgx.Batch, ops []*replaceOp) {
 		seen[k] = true
 		rows = append(rows, op.args)
 		rewrite = append(rewrite, op.rewrite)
-		added = append(added, byteaArray(op.added))
+		added = append(added, ev.add(op.added))
 	}
 	if len(rows) > 0 {
-		b.Queue(sqlReplaceMany, append(columns(rows), rewrite, added)...)
+		b.Queue(sqlReplaceMany, append(columns(rows, ev), rewrite, added, ev.flat)...)
 	}
 	for _, op := range later {
 		b.Queue(sqlReplace, append(op.args, op.rewrite, op.added)...)
@@ -275,9 +282,10 @@ type casOp struct {
 // sqlCASMany writes each input row whose record still has the write
 // sequence expected, and returns the rows it wrote.
 var sqlCASMany = `WITH input AS (SELECT * FROM (` + inputRows + `) t0
-		JOIN unnest($15::int8[], $16::bool[], $17::text[]) WITH ORDINALITY AS t1(expect, append, added, n) USING (n))
+		JOIN unnest($15::int8[], $16::bool[], $17::int8[]) WITH ORDINALITY AS t1(expect, append, added, n) USING (n))
 	UPDATE records r SET ` + recordSetFrom("i") + `,
-		history = CASE WHEN i.append THEN cap_history(r.history || i.added::bytea[], 64) ELSE i.history::bytea[] END,
+		history = CASE WHEN i.append THEN cap_history(r.history || ` + evSlice("i.added", 18) + `, 64)
+			ELSE ` + evSlice("i.history", 18) + ` END,
 		wseq = nextval('record_wseq')
 	FROM input i
 	WHERE (r.account, r.key, r.segment) = (i.account, i.key, i.segment) AND r.wseq = i.expect
@@ -292,12 +300,13 @@ func queueCAS(b *pgx.Batch, ops []*casOp) {
 	rows := make([][]any, len(ops))
 	expect := make([]int64, len(ops))
 	appends := make([]bool, len(ops))
-	added := make([]string, len(ops))
+	added := make([]int64, len(ops))
+	ev := newEvents()
 	for i, op := range ops {
 		op.applied = false
-		rows[i], expect[i], appends[i], added[i] = op.args, op.expect, op.append, byteaArray(op.added)
+		rows[i], expect[i], appends[i], added[i] = op.args, op.expect, op.append, ev.add(op.added)
 	}
-	b.Queue(sqlCASMany, append(columns(rows), expect, appends, added)...).Query(func(rs pgx.Rows) error {
+	b.Queue(sqlCASMany, append(columns(rows, ev), expect, appends, added, ev.flat)...).Query(func(rs pgx.Rows) error {
 		defer rs.Close()
 		for rs.Next() {
 			var n int64
@@ -380,10 +389,10 @@ var sqlEnqueueMany = `WITH ` + enqueueCTEs(0) + `
 // has that write sequence (of two for one record, one is written).
 var sqlEnqueueAppendMany = `WITH ` + enqueueCTEs(17) + `,
 	rec AS (SELECT * FROM (` + inputRows + `) t0
-		JOIN unnest($15::int8[], $16::text[], $17::int8[]) WITH ORDINALITY AS t1(op, added, expect, n) USING (n)),
+		JOIN unnest($15::int8[], $16::int8[], $17::int8[]) WITH ORDINALITY AS t1(op, added, expect, n) USING (n)),
 	u AS (
 		UPDATE records r SET ` + recordSetFrom("x") + `,
-			history = cap_history(r.history || x.added::bytea[], 64), wseq = nextval('record_wseq')
+			history = cap_history(r.history || ` + evSlice("x.added", 23) + `, 64), wseq = nextval('record_wseq')
 		FROM rec x JOIN fresh f ON f.n = x.op
 		WHERE (r.account, r.key, r.segment) = (x.account, x.key, x.segment) AND r.wseq = x.expect
 		RETURNING x.op)
@@ -408,8 +417,9 @@ func queueEnqueues(b *pgx.Batch, ops []*enqueueOp, channel string) {
 		entries [][]byte
 		rows    [][]any
 		recOp   []int64
-		added   []string
+		added   []int64
 		expect  []int64
+		ev      = newEvents()
 		notify  []string
 		named   = map[string]bool{}
 		now     int64
@@ -430,7 +440,7 @@ func queueEnqueues(b *pgx.Batch, ops []*enqueueOp, channel string) {
 		if op.app != nil {
 			rows = append(rows, op.app.args)
 			recOp = append(recOp, int64(len(uniq)))
-			added, expect = append(added, byteaArray(op.app.added)), append(expect, op.app.expect)
+			added, expect = append(added, ev.add(op.app.added)), append(expect, op.app.expect)
 		}
 		if !named[string(op.queue)] {
 			named[string(op.queue)] = true
@@ -440,7 +450,7 @@ func queueEnqueues(b *pgx.Batch, ops []*enqueueOp, channel string) {
 	}
 	q, args := sqlEnqueueMany, []any{queues, dedups, expires, entries, now}
 	if len(rows) > 0 {
-		q, args = sqlEnqueueAppendMany, append(append(columns(rows), recOp, added, expect), args...)
+		q, args = sqlEnqueueAppendMany, append(append(append(columns(rows, ev), recOp, added, expect), args...), ev.flat)
 	}
 	for _, op := range uniq {
 		op.err = errNoAnswer
