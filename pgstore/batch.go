@@ -193,7 +193,8 @@ func queueCreates(b *pgx.Batch, ops []*createOp) {
 		now = max(now, op.now) // the latest: a record expired by then is not "live"
 	}
 	ev := newEvents()
-	args := append(columns(rows, ev), now, ev.flat)
+	cols := columns(rows, ev) // fills ev.flat: before it is read
+	args := append(cols, now, ev.flat)
 	b.Queue(sqlCreateMany, args...).Query(func(rs pgx.Rows) error {
 		defer rs.Close()
 		for rs.Next() {
@@ -259,7 +260,8 @@ func queueReplaces(b *pgx.Batch, ops []*replaceOp) {
 		added = append(added, ev.add(op.added))
 	}
 	if len(rows) > 0 {
-		b.Queue(sqlReplaceMany, append(columns(rows, ev), rewrite, added, ev.flat)...)
+		cols := columns(rows, ev) // fills ev.flat: before it is read
+		b.Queue(sqlReplaceMany, append(cols, rewrite, added, ev.flat)...)
 	}
 	for _, op := range later {
 		b.Queue(sqlReplace, append(op.args, op.rewrite, op.added)...)
@@ -306,7 +308,8 @@ func queueCAS(b *pgx.Batch, ops []*casOp) {
 		op.applied = false
 		rows[i], expect[i], appends[i], added[i] = op.args, op.expect, op.append, ev.add(op.added)
 	}
-	b.Queue(sqlCASMany, append(columns(rows, ev), expect, appends, added, ev.flat)...).Query(func(rs pgx.Rows) error {
+	cols := columns(rows, ev) // fills ev.flat: before it is read
+	b.Queue(sqlCASMany, append(cols, expect, appends, added, ev.flat)...).Query(func(rs pgx.Rows) error {
 		defer rs.Close()
 		for rs.Next() {
 			var n int64
@@ -450,7 +453,8 @@ func queueEnqueues(b *pgx.Batch, ops []*enqueueOp, channel string) {
 	}
 	q, args := sqlEnqueueMany, []any{queues, dedups, expires, entries, now}
 	if len(rows) > 0 {
-		q, args = sqlEnqueueAppendMany, append(append(append(columns(rows, ev), recOp, added, expect), args...), ev.flat)
+		cols := columns(rows, ev) // fills ev.flat: before it is read
+		q, args = sqlEnqueueAppendMany, append(append(append(cols, recOp, added, expect), args...), ev.flat)
 	}
 	for _, op := range uniq {
 		op.err = errNoAnswer
