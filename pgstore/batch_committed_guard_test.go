@@ -23,15 +23,21 @@ func TestABatchIsNotRunAgainWhenAnAnswerFailsHereAfterItCommitted(t *testing.T) 
 	e := receiptEntry(now, "")
 	noKey := &enqueueOp{queue: col(e.Queue), expires: expiresNS(e.Expires), entry: encodeEntry(e), now: unixNano(now)}
 	failed := errors.New("reading the answer failed here")
-	reqs := []*request{
-		{order: keyOrder(fresh.Key), create: cop},
-		{seqLock: true, enqueue: noKey, order: lockOrder{table: orderEntry, a: noKey.queue}},
-		{order: lockOrder{table: orderEntry, a: []byte("zz")}, queue: func(b *pgx.Batch) {
+	failing := func(seqLock bool) *request {
+		return &request{seqLock: seqLock, order: lockOrder{table: orderEntry, a: []byte("zz")}, queue: func(b *pgx.Batch) {
 			b.Queue(`SELECT 1`).Query(func(rows pgx.Rows) error {
 				rows.Close()
 				return failed
 			})
-		}},
+		}}
+	}
+	// The enqueues of a batch and its other writes are two transactions:
+	// an answer fails in each.
+	reqs := []*request{
+		{order: keyOrder(fresh.Key), create: cop},
+		{seqLock: true, enqueue: noKey, order: lockOrder{table: orderEntry, a: noKey.queue}},
+		failing(false),
+		failing(true),
 	}
 	for _, r := range reqs {
 		r.done = make(chan struct{})

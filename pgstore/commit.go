@@ -116,24 +116,44 @@ func (s *Store) commitLoop() {
 	}
 }
 
-// runBatch commits the requests their callers still wait for as one
-// transaction. A batch PostgreSQL refused (nothing of it written) is
-// retried request by request, so one bad request fails alone; a batch
-// whose outcome is unknown or that committed is never run again.
+// runBatch commits the requests their callers still wait for: the
+// enqueues in one transaction, which takes the queue sequence lock (every
+// instance's enqueues wait for each other's), the other writes in another,
+// side by side, so that they never wait for that lock. See commitPart.
 func (s *Store) runBatch(batch []*request) {
-	live := batch[:0]
+	var locked, free []*request
 	for _, r := range batch {
-		if r.claim.CompareAndSwap(claimWaiting, claimTaken) {
-			live = append(live, r)
+		if !r.claim.CompareAndSwap(claimWaiting, claimTaken) {
+			continue
+		}
+		if r.seqLock {
+			locked = append(locked, r)
+		} else {
+			free = append(free, r)
 		}
 	}
+	if len(locked) > 0 && len(free) > 0 {
+		var wg sync.WaitGroup
+		wg.Go(func() { s.commitPart(locked) })
+		s.commitPart(free)
+		wg.Wait()
+		return
+	}
+	s.commitPart(append(locked, free...))
+}
+
+// commitPart commits reqs as one transaction. A part PostgreSQL refused
+// (nothing of it written) is retried request by request, so one bad
+// request fails alone; a part whose outcome is unknown or that committed
+// is never run again.
+func (s *Store) commitPart(live []*request) {
 	if len(live) == 0 {
 		return
 	}
 	slices.SortStableFunc(live, compareOrder)
 	err := s.execRetry(live)
 	if len(live) > 1 && rejected(err) {
-		// PostgreSQL refused a statement: the batch's implicit transaction
+		// PostgreSQL refused a statement: the part's implicit transaction
 		// rolled back and nothing of it was written. Each request is tried
 		// alone, so that one bad request fails only itself.
 		for _, r := range live {
