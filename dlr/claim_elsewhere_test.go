@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smppproxy/smppproxy/internal/testkit"
 	"github.com/smppproxy/smppproxy/state"
 )
 
@@ -74,18 +75,34 @@ func (q *sharedQueue) listedFromHead() int {
 	return q.fromHead
 }
 
-// sharedSetup queues n receipts for shop on a shared queue and returns
-// their ids in queue order and their entries.
-func sharedSetup(t *testing.T, n int) (*env, *sharedQueue, []string, []*state.QueueEntry) {
+// sharedSetup queues n receipts for shop on a shared queue (its clock
+// injected) and returns their ids in queue order and their entries.
+func sharedSetup(t *testing.T, n int) (*env, *sharedQueue, *testkit.Clock, []string, []*state.QueueEntry) {
 	t.Helper()
+	clock := newClock()
 	sq := &sharedQueue{}
-	e := newEnv(t, sq.wrap)
+	e := newEnv(t, sq.wrap, func(c *Config) { c.Now = clock.Now })
 	want := queueReceipts(t, e, n)
 	es := queued(t, e.st, accountQueue("shop"))
 	if len(es) != n {
 		t.Fatalf("%d entries queued, want %d", len(es), n)
 	}
-	return e, sq, want, es
+	return e, sq, clock, want, es
+}
+
+// heldElsewhere queues 4 receipts for shop, of which another instance is
+// delivering the 2nd and 3rd, binds a session and waits until it got the
+// two others.
+func heldElsewhere(t *testing.T) (*env, *sharedQueue, *testkit.Clock, *fakeRx, []string) {
+	t.Helper()
+	e, sq, clock, want, es := sharedSetup(t, 4)
+	sq.set(map[uint64]bool{es[1].Seq: true, es[2].Seq: true})
+	rx := &fakeRx{id: "s1"}
+	e.rcv.bind("shop", rx)
+	clock.Advance(time.Second) // past BindSettle
+	e.svc.kick("shop")
+	waitFor(t, "the two entries no other instance holds delivered", func() bool { return len(rx.received()) == 2 })
+	return e, sq, clock, rx, want
 }
 
 // On a queue shared by several instances, a dispatcher delivers what no
@@ -93,12 +110,7 @@ func sharedSetup(t *testing.T, n int) (*env, *sharedQueue, []string, []*state.Qu
 // the entries another instance holds: each such claim is a write to the
 // shared store that cannot succeed.
 func TestADispatcherDoesNotTryToClaimWhatAnotherInstanceIsDelivering(t *testing.T) {
-	e, sq, want, es := sharedSetup(t, 4)
-	sq.set(map[uint64]bool{es[1].Seq: true, es[2].Seq: true})
-	rx := &fakeRx{id: "s1"}
-	e.rcv.bind("shop", rx)
-	e.svc.kick("shop")
-	waitFor(t, "the two entries no other instance holds delivered", func() bool { return len(rx.received()) == 2 })
+	_, sq, _, rx, want := heldElsewhere(t)
 	if got := rx.received(); !slices.Equal(got, []string{want[0], want[3]}) {
 		t.Errorf("delivered %v, want %v", got, []string{want[0], want[3]})
 	}
@@ -111,20 +123,17 @@ func TestADispatcherDoesNotTryToClaimWhatAnotherInstanceIsDelivering(t *testing.
 
 // The entries another instance held are delivered once its claims run out
 // (it died), though this instance's cursor passed them meanwhile: its
-// reads from the head find them.
+// next read from the head finds them.
 func TestEntriesAnotherInstanceHeldAreDeliveredOnceItsClaimRunsOut(t *testing.T) {
-	e, sq, want, es := sharedSetup(t, 4)
-	sq.set(map[uint64]bool{es[1].Seq: true, es[2].Seq: true})
-	rx := &fakeRx{id: "s1"}
-	e.rcv.bind("shop", rx)
-	e.svc.kick("shop")
-	waitFor(t, "the two free entries delivered", func() bool { return len(rx.received()) == 2 })
+	e, sq, clock, rx, want := heldElsewhere(t)
 	sq.set(nil) // the other instance died, its claims ran out
+	clock.Advance(fullListEvery)
+	e.svc.kick("shop")
 	waitFor(t, "queue empty", queueEmpty(e))
 	got := rx.received()
 	slices.Sort(got)
 	if !slices.Equal(got, want) {
-		t.Errorf("delivered %v, want %v", got, want)
+		t.Errorf("delivered %v, want each of %v once", got, want)
 	}
 }
 
@@ -133,11 +142,12 @@ func TestEntriesAnotherInstanceHeldAreDeliveredOnceItsClaimRunsOut(t *testing.T)
 // instance held it for a while (so this instance's reads left it out) and
 // then died.
 func TestAnAckPendingEntryIsNotSentAgainAfterAnotherInstanceHeldIt(t *testing.T) {
-	e, sq, _, es := sharedSetup(t, 1)
+	e, sq, clock, _, es := sharedSetup(t, 1)
 	seq := es[0].Seq
 	sq.failAck.Store(true)
 	rx := &fakeRx{id: "s1"}
 	e.rcv.bind("shop", rx)
+	clock.Advance(time.Second) // past BindSettle
 	e.svc.kick("shop")
 	waitFor(t, "the entry acknowledged, its Ack refused", func() bool {
 		e.svc.mu.Lock()
@@ -152,9 +162,13 @@ func TestAnAckPendingEntryIsNotSentAgainAfterAnotherInstanceHeldIt(t *testing.T)
 		return en != nil && en.state == entryAckPending
 	})
 	sq.set(map[uint64]bool{seq: true}) // another instance claimed it
-	waitFor(t, "two reads from the head", func() bool { return sq.listedFromHead() >= 2 })
+	clock.Advance(fullListEvery)
+	e.svc.kick("shop")
+	waitFor(t, "a read from the head", func() bool { return sq.listedFromHead() >= 1 })
 	sq.set(nil) // that instance died; the store takes Acks again
 	sq.failAck.Store(false)
+	clock.Advance(time.Minute) // the next read from the head, and the Ack's next try, are due
+	e.svc.kick("shop")
 	waitFor(t, "queue empty", queueEmpty(e))
 	if n := len(rx.received()); n != 1 {
 		t.Errorf("acknowledged once, sent %d times by this instance; want 1", n)

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/smppproxy/smppproxy/state"
 	"github.com/smppproxy/smppproxy/state/storetest"
 )
 
@@ -17,14 +16,7 @@ func TestAClaimOfManyEntriesGivesEachToOneOwnerAtATime(t *testing.T) {
 	t.Parallel()
 	c := storetest.NewClock(t0)
 	s := openTest(t, Options{Now: c.Now})
-	var seqs []uint64
-	for range 60 {
-		seq, _, err := s.Enqueue(bg, &state.QueueEntry{Queue: "esme/shop", Body: []byte("r"), Enqueued: t0, Expires: t0.Add(time.Hour)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		seqs = append(seqs, seq)
-	}
+	seqs := enqueueShop(t, s, t0, 60)
 	until := t0.Add(time.Minute)
 	held := map[string][]uint64{}
 	for round := range 10 {

@@ -75,14 +75,7 @@ func TestAnEnqueueOnOneInstanceNotifiesTheOther(t *testing.T) {
 func TestListClaimableLeavesOutOnlyWhatAnotherOwnersRunningClaimHolds(t *testing.T) {
 	s := openTest(t, Options{})
 	now := time.Now()
-	var seqs []uint64
-	for range 4 {
-		seq, _, err := s.Enqueue(bg, &state.QueueEntry{Queue: "esme/shop", Body: []byte("r"), Enqueued: now, Expires: now.Add(time.Hour)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		seqs = append(seqs, seq)
-	}
+	seqs := enqueueShop(t, s, now, 4)
 	claim := func(owner string, seq uint64, until time.Time) {
 		t.Helper()
 		if got, err := s.Claim(bg, "esme/shop", []uint64{seq}, owner, until); err != nil || len(got) != 1 {
@@ -129,14 +122,7 @@ func TestAnInstanceThatStopsGivesUpItsClaims(t *testing.T) {
 	a := openTest(t, Options{DSN: dsn, Schema: schema, InstanceID: "a", Migrate: true})
 	b := openTest(t, Options{DSN: dsn, Schema: schema, InstanceID: "b"})
 	now := time.Now()
-	var seqs []uint64
-	for range 2 {
-		seq, _, err := a.Enqueue(bg, &state.QueueEntry{Queue: "esme/shop", Body: []byte("r"), Enqueued: now, Expires: now.Add(time.Hour)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		seqs = append(seqs, seq)
-	}
+	seqs := enqueueShop(t, a, now, 2)
 	if got, err := a.Claim(bg, "esme/shop", seqs[:1], "a", now.Add(time.Hour)); err != nil || len(got) != 1 {
 		t.Fatalf("a's claim: %v, %v", got, err)
 	}
@@ -157,4 +143,19 @@ func TestAnInstanceThatStopsGivesUpItsClaims(t *testing.T) {
 	if got, err := c.Claim(bg, "esme/shop", seqs[1:], "c", now.Add(time.Hour)); err != nil || len(got) != 0 {
 		t.Errorf("c claimed the entry b holds after a stopped: %v, %v", got, err)
 	}
+}
+
+// enqueueShop queues n entries in queue esme/shop at now, for an hour, and
+// returns their seqs.
+func enqueueShop(t *testing.T, s *Store, now time.Time, n int) []uint64 {
+	t.Helper()
+	var seqs []uint64
+	for range n {
+		seq, _, err := s.Enqueue(bg, &state.QueueEntry{Queue: "esme/shop", Body: []byte("r"), Enqueued: now, Expires: now.Add(time.Hour)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs = append(seqs, seq)
+	}
+	return seqs
 }
