@@ -352,6 +352,12 @@ const (
 	MaxGCPercent = 1000
 )
 
+// MinMaxConns is the smallest store.max_conns accepted: what one instance
+// may use at once on PostgreSQL (two write batches in flight, each up to
+// two transactions; four groups of reads; the LISTEN connection; one for
+// the other reads). Fewer, and its writes would wait for a connection.
+const MinMaxConns = 10
+
 // MinMemoryLimit is the smallest memory_limit accepted (other than 0):
 // below it the collector would run nearly all the time.
 const MinMemoryLimit = Bytes(32 << 20)

@@ -65,6 +65,7 @@ func TestPostgresStoreNeedsADSNAndSaneLimits(t *testing.T) {
 		"no dsn":           {"store:\n  backend: postgres\n", "store.dsn"},
 		"both dsn forms":   {"store:\n  backend: postgres\n  dsn: x\n  dsn_file: f\n", "store.dsn_file"},
 		"no connections":   {"store:\n  backend: postgres\n  dsn: x\n  max_conns: 0\n", "store.max_conns"},
+		"too few conns":    {"store:\n  backend: postgres\n  dsn: x\n  max_conns: 9\n", "store.max_conns"},
 		"migrate typo":     {"store:\n  backend: postgres\n  dsn: x\n  migrate: sometimes\n", "store.migrate"},
 		"dsn under badger": {"store:\n  dsn: x\n", "store.dsn"},
 	} {

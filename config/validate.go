@@ -448,8 +448,8 @@ func (k *checker) store(s *Store) {
 			k.errorf("store.dsn_file", "set store.dsn or store.dsn_file, not both")
 		}
 		k.positive("store.lease", s.Lease)
-		if s.MaxConns < 1 {
-			k.errorf("store.max_conns", "must be at least 1 (got %d)", s.MaxConns)
+		if s.MaxConns < MinMaxConns {
+			k.errorf("store.max_conns", "must be at least %d: two batches of writes in flight, each up to two transactions, four groups of reads, the LISTEN connection and one more (got %d)", MinMaxConns, s.MaxConns)
 		}
 		oneOf(k, "store.migrate", s.Migrate, MigrateAuto, MigrateOff)
 		if !schemaName.MatchString(s.Schema) {

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/smppproxy/smppproxy/internal/varcodec"
-
 	"github.com/jackc/pgx/v5"
 
 	"github.com/smppproxy/smppproxy/state"
@@ -249,7 +247,7 @@ func queueReplaces(b *pgx.Batch, ops []*replaceOp) {
 	var later []*replaceOp
 	ev := newEvents()
 	for _, op := range ops {
-		k := string(varcodec.AppendString(varcodec.AppendString(varcodec.AppendString(nil, string(op.args[0].([]byte))), string(op.args[1].([]byte))), string(op.args[2].([]byte))))
+		k := recordName(op.args[0].([]byte), op.args[1].([]byte), op.args[2].([]byte))
 		if seen[k] {
 			later = append(later, op)
 			continue

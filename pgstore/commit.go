@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/smppproxy/smppproxy/internal/varcodec"
 	"github.com/smppproxy/smppproxy/state"
 )
 
@@ -119,19 +120,16 @@ func (s *Store) commitLoop() {
 // runBatch commits the requests their callers still wait for: the
 // enqueues in one transaction, which takes the queue sequence lock (every
 // instance's enqueues wait for each other's), the other writes in another,
-// side by side, so that they never wait for that lock. See commitPart.
+// side by side, so that they never wait for that lock (see splitBatch and
+// commitPart).
 func (s *Store) runBatch(batch []*request) {
-	var locked, free []*request
+	var live []*request
 	for _, r := range batch {
-		if !r.claim.CompareAndSwap(claimWaiting, claimTaken) {
-			continue
-		}
-		if r.seqLock {
-			locked = append(locked, r)
-		} else {
-			free = append(free, r)
+		if r.claim.CompareAndSwap(claimWaiting, claimTaken) {
+			live = append(live, r)
 		}
 	}
+	locked, free := splitBatch(live)
 	if len(locked) > 0 && len(free) > 0 {
 		var wg sync.WaitGroup
 		wg.Go(func() { s.commitPart(locked) })
@@ -140,6 +138,45 @@ func (s *Store) runBatch(batch []*request) {
 		return
 	}
 	s.commitPart(append(locked, free...))
+}
+
+// splitBatch parts a batch into the requests that take the queue sequence
+// lock (enqueues) and the others, but a write of a record that an enqueue
+// of the batch marks (EnqueueAppend) goes with the enqueues: two
+// transactions of one batch writing the same records, each in its own
+// order, could wait for each other in a cycle (PostgreSQL would break it
+// only after deadlock_timeout, the queue lock held all along).
+func splitBatch(reqs []*request) (locked, free []*request) {
+	var marked map[string]bool
+	for _, r := range reqs {
+		if !r.seqLock {
+			continue
+		}
+		locked = append(locked, r)
+		if r.enqueue != nil && r.enqueue.app != nil {
+			if marked == nil {
+				marked = map[string]bool{}
+			}
+			a := r.enqueue.app.args
+			marked[recordName(a[0].([]byte), a[1].([]byte), a[2].([]byte))] = true
+		}
+	}
+	for _, r := range reqs {
+		switch {
+		case r.seqLock:
+		case r.order.table == orderRecord && marked[recordName(r.order.a, r.order.b, r.order.c)]:
+			locked = append(locked, r)
+		default:
+			free = append(free, r)
+		}
+	}
+	return locked, free
+}
+
+// recordName names a record by its account, key and segment (one string
+// per record: a map key).
+func recordName(account, key, segment []byte) string {
+	return string(varcodec.AppendString(varcodec.AppendString(varcodec.AppendString(nil, string(account)), string(key)), string(segment)))
 }
 
 // commitPart commits reqs as one transaction. A part PostgreSQL refused

@@ -9,7 +9,9 @@
 // the requests waiting are sent as one pipelined batch (the Creates as one
 // multi-row statement, the Replaces as another, the Enqueues as a third)
 // that PostgreSQL runs as one implicit transaction with one WAL flush
-// (synchronous_commit stays on), while the next batch gathers. Reads by
+// (synchronous_commit stays on), while the next batch gathers; a batch's
+// Enqueues, which take the lock that serialises every instance's, are a
+// second transaction beside it, with the writes of the records they mark. Reads by
 // key (Get, and Update's) are grouped the same way, one statement per
 // group, and so are a receipt's lookups by message id (ByMessageIDHot).
 // A receipt's intake is one write request (EnqueueAppend: its entry and
@@ -157,7 +159,7 @@ func (o *Options) setDefaults() error {
 		o.Lease = 30 * time.Second
 	}
 	if o.MaxConns <= 0 {
-		o.MaxConns = 8
+		o.MaxConns = 12 // above config.MinMaxConns
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = 5 * time.Second
@@ -316,8 +318,9 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// CommitStats reports the group commits so far: batches committed, the
-// write requests they carried and the time spent running batches (sent,
+// CommitStats reports the group commits so far: transactions committed
+// (a batch with enqueues and other writes is two), the write requests they
+// carried and the time spent running batches (sent,
 // executed, committed and answered).
 func (s *Store) CommitStats() (batches, ops uint64, busy time.Duration) {
 	return s.commits.Load(), s.ops.Load(), time.Duration(s.execNanos.Load())
