@@ -159,3 +159,30 @@ func enqueueShop(t *testing.T, s *Store, now time.Time, n int) []uint64 {
 	}
 	return seqs
 }
+
+// The lease is given up at Close even when giving up the claims cannot be
+// done in time (a claimed entry locked by another transaction): the other
+// instances take over the stopped one's sent records at once all the same.
+func TestTheLeaseIsGivenUpEvenWhenReleasingTheClaimsFails(t *testing.T) {
+	dsn := testDSN(t)
+	schema := newSchema(t, dsn)
+	a := openTest(t, Options{DSN: dsn, Schema: schema, InstanceID: "a", Migrate: true, Timeout: 300 * time.Millisecond})
+	b := openTest(t, Options{DSN: dsn, Schema: schema, InstanceID: "b"})
+	now := time.Now()
+	seqs := enqueueShop(t, a, now, 1)
+	if got, err := a.Claim(bg, "esme/shop", seqs, "a", now.Add(time.Hour)); err != nil || len(got) != 1 {
+		t.Fatalf("a's claim: %v, %v", got, err)
+	}
+	tx, err := b.pool.Begin(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(bg) }()
+	if _, err := tx.Exec(bg, `SELECT 1 FROM queue_entries WHERE seq = $1 FOR UPDATE`, int64(seqs[0])); err != nil {
+		t.Fatal(err)
+	}
+	_ = a.Close()
+	if live, err := b.InstanceLive(bg, "a"); err != nil || live {
+		t.Errorf("InstanceLive(a) = %v, %v after a stopped; want its lease given up", live, err)
+	}
+}

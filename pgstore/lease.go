@@ -139,22 +139,25 @@ func (s *Store) renew(ctx context.Context) error {
 }
 
 // release ends the lease at Close, so that the other instances take over
-// this one's sent records without waiting for it to run out, and gives up
-// this one's claims on queued receipts and MO (it delivers nothing more),
-// so that the others deliver them without waiting for the claims to run
-// out: one transaction, the claims released only while the lease is still
-// this process's.
+// this one's sent records without waiting for it to run out; then it gives
+// up this one's claims on queued receipts and MO (it delivers nothing
+// more), so that the others deliver them without waiting for the claims to
+// run out. Two statements: the claims (a scan of the queue, which may wait
+// for a row another transaction holds) must not hold the lease back; they
+// are released only while the instance is still this process's (its
+// token).
 func (s *Store) release() {
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
 	defer cancel()
-	b := &pgx.Batch{}
-	b.Queue(sqlReleaseClaims, s.opts.InstanceID, s.token)
-	b.Queue(`UPDATE instances SET lease_until = $3 WHERE id = $1 AND token = $2`,
-		s.opts.InstanceID, s.token, s.now())
-	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
-		s.log.Warn("giving up the instance lease and its claims failed; they run out by themselves", "instance", s.opts.InstanceID, "err", err)
-	}
 	s.leaseUntil.Store(0)
+	if _, err := s.pool.Exec(ctx, `UPDATE instances SET lease_until = $3 WHERE id = $1 AND token = $2`,
+		s.opts.InstanceID, s.token, s.now()); err != nil {
+		s.log.Warn("giving up the instance lease failed; it runs out by itself", "instance", s.opts.InstanceID, "err", err)
+		return
+	}
+	if _, err := s.pool.Exec(ctx, sqlReleaseClaims, s.opts.InstanceID, s.token); err != nil {
+		s.log.Warn("giving up the instance's claims on queued receipts failed; they run out by themselves", "instance", s.opts.InstanceID, "err", err)
+	}
 }
 
 // sqlReleaseClaims gives up the claims of owner $1 on queue entries while

@@ -319,8 +319,8 @@ func (s *Store) Close() error {
 }
 
 // CommitStats reports the group commits so far: transactions committed
-// (a batch with enqueues and other writes is two), the write requests they
-// carried and the time spent running batches (sent,
+// (a batch with enqueues and other writes is two, run side by side, whose
+// times both count in busy), the write requests they carried and the time spent running batches (sent,
 // executed, committed and answered).
 func (s *Store) CommitStats() (batches, ops uint64, busy time.Duration) {
 	return s.commits.Load(), s.ops.Load(), time.Duration(s.execNanos.Load())
