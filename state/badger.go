@@ -117,6 +117,10 @@ type BadgerOptions struct {
 	// noRowCache (tests and benchmarks in this package): every read of a
 	// record or an index entry is Badger's.
 	noRowCache bool
+	// onRecordLookup, when set (by tests in this package), is called each
+	// time a read of a record searches Badger (neither the filter of keys
+	// held nor the row cache answered it).
+	onRecordLookup func()
 }
 
 // Defaults of the memory options of BadgerOptions (see there), measured
@@ -274,6 +278,8 @@ type BadgerStore struct {
 	// rows: the values committed last of record keys and message-id
 	// index entries (nil: none kept, every read is Badger's).
 	rows *rowCache
+	// onRecordLookup: BadgerOptions.onRecordLookup.
+	onRecordLookup func()
 
 	ops, commits, failed atomic.Uint64
 }
@@ -317,6 +323,7 @@ func OpenBadger(opts BadgerOptions) (*BadgerStore, error) {
 		minFree:        opts.MinFreeBytes,
 		trimSyncAfter:  cmp.Or(opts.trimSyncAfter, trimSyncAfter),
 		diskFree:       opts.diskFree,
+		onRecordLookup: opts.onRecordLookup,
 		diskCheckEvery: cmp.Or(opts.diskCheckEvery, diskCheckEvery),
 		seed:           maphash.MakeSeed(),
 		batchCount:     db.MaxBatchCount() * 3 / 4,
@@ -629,11 +636,7 @@ func (s *BadgerStore) get(ctx context.Context, k Key, history bool) (*Record, er
 	defer s.exit()
 	sn := s.acquire()
 	defer sn.release()
-	rk := recordKey(k)
-	if !s.keys.mayHold(rk) {
-		return nil, ErrNotFound
-	}
-	rec, _, _, err := s.loadLatest(sn, rk, history)
+	rec, _, _, err := s.loadLatest(sn, recordKey(k), history)
 	if err != nil {
 		return nil, err
 	}

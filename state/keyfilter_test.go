@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -145,7 +146,8 @@ func concurrently(t *testing.T, writers, each int, fn func(i int) error) {
 // of those is still answered "not found" by the read.
 func TestKeysNeverHeldAreAnsweredByTheFilter(t *testing.T) {
 	ctx := context.Background()
-	s, err := OpenBadger(BadgerOptions{Path: t.TempDir(), keyFilterMinRoom: 4096})
+	var lookups atomic.Int64 // reads of a record that searched Badger
+	s, err := OpenBadger(BadgerOptions{Path: t.TempDir(), keyFilterMinRoom: 4096, onRecordLookup: func() { lookups.Add(1) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,6 +159,7 @@ func TestKeysNeverHeldAreAnsweredByTheFilter(t *testing.T) {
 		}
 	}
 	waitFilterBuilds(t, s, 1)
+	lookups.Store(0)
 	maybe := 0
 	const fresh = 20000
 	for i := 2000; i < 2000+fresh; i++ {
@@ -170,6 +173,9 @@ func TestKeysNeverHeldAreAnsweredByTheFilter(t *testing.T) {
 	}
 	if maybe > fresh*3/100 {
 		t.Errorf("the filter says %d of %d keys never held may be held (over 3%%)", maybe, fresh)
+	}
+	if n := lookups.Load(); n > int64(maybe) {
+		t.Errorf("%d reads of keys never held searched Badger; only the %d the filter says may be held should", n, maybe)
 	}
 	for i := range 2000 {
 		if _, err := s.GetHot(ctx, filterRecord(i, now).Key); err != nil {

@@ -108,11 +108,19 @@ func loadRecord(txn *badger.Txn, rk []byte, history bool) (rec *Record, histN ui
 
 // loadLatest is loadRecord from the store's snapshot sn, or, when the row
 // cache has the record, from there (then possibly newer than sn, never
-// older). A record whose history is (partly) in the log, read with its
-// history, is read from sn alone, so that the record and its log agree.
+// older); a key the filter of keys held says absent is absent (nil)
+// without a lookup. A record whose history is (partly) in the log, read
+// with its history, is read from sn alone, so that the record and its log
+// agree.
 func (s *BadgerStore) loadLatest(sn *snapshot, rk []byte, history bool) (rec *Record, histN uint32, hot bool, err error) {
+	if !s.keys.mayHold(rk) {
+		return nil, 0, false, nil
+	}
 	if rec, histN, hot, ok := s.cachedRecord(rk, history); ok {
 		return rec, histN, hot, nil
+	}
+	if s.onRecordLookup != nil {
+		s.onRecordLookup()
 	}
 	return loadRecord(sn.txn, rk, history)
 }
@@ -342,12 +350,8 @@ func (s *BadgerStore) Create(ctx context.Context, rec *Record) (*Record, bool, e
 	rk := recordKey(rec.Key)
 	defer s.lockKey(rk).Unlock()
 	c := s.clock()
-	var cur *Record
-	var err error
 	sn := s.acquire()
-	if s.keys.mayHold(rk) {
-		cur, _, _, err = s.loadLatest(sn, rk, false)
-	}
+	cur, _, _, err := s.loadLatest(sn, rk, false)
 	if err == nil && cur != nil && !cur.Expired(c.now) {
 		cur, _, _, err = s.loadLatest(sn, rk, true)
 		sn.release()
@@ -372,9 +376,6 @@ func (s *BadgerStore) Create(ctx context.Context, rec *Record) (*Record, bool, e
 // readLive reads the record under rk from the snapshot, as loadRecord,
 // and ErrNotFound when there is none live at c.
 func (s *BadgerStore) readLive(rk []byte, history bool, c clock) (rec *Record, histN uint32, hot bool, err error) {
-	if !s.keys.mayHold(rk) {
-		return nil, 0, false, ErrNotFound
-	}
 	sn := s.acquire()
 	rec, histN, hot, err = s.loadLatest(sn, rk, history)
 	sn.release()
