@@ -94,18 +94,8 @@ func TestBadgerTTLFromStoreClock(t *testing.T) {
 // Badger fault on a memory-mapped page); reads go on, and writes resume
 // once space is back.
 func TestBadgerDiskFullGuard(t *testing.T) {
-	var free atomic.Uint64
-	free.Store(1 << 30)
-	s, err := OpenBadger(BadgerOptions{
-		Path:           t.TempDir(),
-		MinFreeBytes:   512 << 20,
-		diskFree:       func(string) (uint64, bool) { return free.Load(), true },
-		diskCheckEvery: -1, // every batch: the drop below is seen at once
-	})
-	if err != nil {
-		t.Fatalf("OpenBadger = %v", err)
-	}
-	defer s.Close()
+	// The free space read for every batch: the drop below is seen at once.
+	s, free := openOnDisk(t, 512<<20, 1<<30, -1)
 	ctx := context.Background()
 	now := time.Now()
 	rec := func(k string) *Record {

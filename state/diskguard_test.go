@@ -15,14 +15,7 @@ import (
 // to less than 1/64 of the room the last reading saw.
 func TestDiskGuardChecksTheFirstBatchAndBoundsWhatGoesAfterADrop(t *testing.T) {
 	const min = 512 << 20
-	var free atomic.Uint64
-	free.Store(min - 1)
-	s, err := OpenBadger(BadgerOptions{Path: t.TempDir(), MinFreeBytes: min, diskCheckEvery: time.Hour,
-		diskFree: func(string) (uint64, bool) { return free.Load(), true }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, free := openOnDisk(t, min, min-1, time.Hour)
 	ctx := context.Background()
 	now := time.Now()
 	n := 0
@@ -55,4 +48,21 @@ func TestDiskGuardChecksTheFirstBatchAndBoundsWhatGoesAfterADrop(t *testing.T) {
 	if accepted >= room/64 {
 		t.Errorf("%d bytes accepted after the disk went low; want < %d", accepted, room/64)
 	}
+}
+
+// openOnDisk opens a store on a temporary directory whose free space is
+// what free holds (initially initial), refusing writes below min, with the
+// free space read at most every checkEvery (negative: every batch). The
+// store is closed at the end of the test.
+func openOnDisk(t *testing.T, min int64, initial uint64, checkEvery time.Duration) (s *BadgerStore, free *atomic.Uint64) {
+	t.Helper()
+	free = new(atomic.Uint64)
+	free.Store(initial)
+	s, err := OpenBadger(BadgerOptions{Path: t.TempDir(), MinFreeBytes: min, diskCheckEvery: checkEvery,
+		diskFree: func(string) (uint64, bool) { return free.Load(), true }})
+	if err != nil {
+		t.Fatalf("OpenBadger = %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, free
 }

@@ -8,7 +8,6 @@ import (
 	"os"
 	"reflect"
 	"strconv"
-	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -19,14 +18,7 @@ import (
 // one.
 func TestARefusedWriteIsNotReadBackFromTheRowCache(t *testing.T) {
 	const minFree = 512 << 20
-	var free atomic.Uint64
-	free.Store(minFree << 2)
-	s, err := OpenBadger(BadgerOptions{Path: t.TempDir(), MinFreeBytes: minFree, diskCheckEvery: -1,
-		diskFree: func(string) (uint64, bool) { return free.Load(), true }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, free := openOnDisk(t, minFree, minFree<<2, -1)
 	ctx := context.Background()
 	now := time.Now()
 	rec := filterRecord(1, now)
@@ -40,7 +32,7 @@ func TestARefusedWriteIsNotReadBackFromTheRowCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	free.Store(minFree - 1)
-	_, err = s.Update(ctx, rec.Key, func(r *Record) error {
+	_, err := s.Update(ctx, rec.Key, func(r *Record) error {
 		r.State, r.MessageID = Rejected, "m-2"
 		return nil
 	})
