@@ -123,7 +123,7 @@ func (s *Store) commitLoop() {
 // side by side, so that they never wait for that lock (see splitBatch and
 // commitPart).
 func (s *Store) runBatch(batch []*request) {
-	var live []*request
+	live := batch[:0]
 	for _, r := range batch {
 		if r.claim.CompareAndSwap(claimWaiting, claimTaken) {
 			live = append(live, r)

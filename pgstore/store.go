@@ -11,9 +11,10 @@
 // that PostgreSQL runs as one implicit transaction with one WAL flush
 // (synchronous_commit stays on), while the next batch gathers; a batch's
 // Enqueues, which take the lock that serialises every instance's, are a
-// second transaction beside it, with the writes of the records they mark. Reads by
-// key (Get, and Update's) are grouped the same way, one statement per
-// group, and so are a receipt's lookups by message id (ByMessageIDHot).
+// second transaction beside it, with the writes of the records they mark.
+// Reads by key (Get, and Update's) are grouped the same way, one statement
+// per group, and so are a receipt's lookups by message id
+// (ByMessageIDHot).
 // A receipt's intake is one write request (EnqueueAppend: its entry and
 // its record's mark in the batch's statement of enqueues). Update reads
 // the record, calls fn and writes the result in the batch on condition
@@ -320,8 +321,8 @@ func (s *Store) Close() error {
 
 // CommitStats reports the group commits so far: transactions committed
 // (a batch with enqueues and other writes is two, run side by side, whose
-// times both count in busy), the write requests they carried and the time spent running batches (sent,
-// executed, committed and answered).
+// times both count in busy), the write requests they carried and the time
+// spent running them (sent, executed, committed and answered).
 func (s *Store) CommitStats() (batches, ops uint64, busy time.Duration) {
 	return s.commits.Load(), s.ops.Load(), time.Duration(s.execNanos.Load())
 }
