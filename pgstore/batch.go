@@ -112,7 +112,8 @@ var sqlReplaceMany = `WITH input AS (SELECT * FROM (` + inputRows + `) t0
 	ON CONFLICT DO NOTHING`
 
 // columns turns rows of recordArgs into the 14 array arguments of
-// inputRows, their histories into ranges of ev.
+// inputRows, their histories into ranges of ev; the bytea[] and int8[]
+// ones already encoded (rawArray).
 func columns(rows [][]any, ev *events) []any {
 	out := make([]any, 14)
 	for c := range 14 {
@@ -128,19 +129,19 @@ func columns(rows [][]any, ev *events) []any {
 			for i, r := range rows {
 				a[i] = r[c].(int64)
 			}
-			out[c] = a
+			out[c] = int8Array(a)
 		case 13: // history
 			a := make([]int64, len(rows))
 			for i, r := range rows {
 				a[i] = ev.add(r[c].([][]byte))
 			}
-			out[c] = a
+			out[c] = int8Array(a)
 		default: // bytea, NULL when nil
 			a := make([][]byte, len(rows))
 			for i, r := range rows {
 				a[i] = r[c].([]byte)
 			}
-			out[c] = a
+			out[c] = byteaArray(a)
 		}
 	}
 	return out
@@ -152,6 +153,10 @@ func columns(rows [][]any, ev *events) []any {
 type events struct{ flat [][]byte }
 
 func newEvents() *events { return &events{flat: [][]byte{}} } // not NULL when empty
+
+// arg is the flat array as a statement's argument: read it after every
+// add.
+func (ev *events) arg() *rawArray { return byteaArray(ev.flat) }
 
 // add appends h and returns its range: first<<32 | last, the 1-based
 // bounds of evSlice (empty, last < first, when h is).
@@ -165,6 +170,13 @@ func (ev *events) add(h [][]byte) int64 {
 // the flat array of events, argument $param.
 func evSlice(col string, param int) string {
 	return fmt.Sprintf("($%d::bytea[])[(%s >> 32)::int4 : (%s & 4294967295)::int4]", param, col, col)
+}
+
+// queue adds a statement to b, its first rawArray asking for room for
+// all of its arguments (reserveArgs).
+func queue(b *pgx.Batch, sql string, args ...any) *pgx.QueuedQuery {
+	reserveArgs(args)
+	return b.Queue(sql, args...)
 }
 
 // queueCreates adds the batch's Creates (sorted by key) as one statement;
@@ -192,8 +204,8 @@ func queueCreates(b *pgx.Batch, ops []*createOp) {
 	}
 	ev := newEvents()
 	cols := columns(rows, ev) // fills ev.flat: before it is read
-	args := append(cols, now, ev.flat)
-	b.Queue(sqlCreateMany, args...).Query(func(rs pgx.Rows) error {
+	args := append(cols, now, ev.arg())
+	queue(b, sqlCreateMany, args...).Query(func(rs pgx.Rows) error {
 		defer rs.Close()
 		for rs.Next() {
 			var (
@@ -259,7 +271,7 @@ func queueReplaces(b *pgx.Batch, ops []*replaceOp) {
 	}
 	if len(rows) > 0 {
 		cols := columns(rows, ev) // fills ev.flat: before it is read
-		b.Queue(sqlReplaceMany, append(cols, rewrite, added, ev.flat)...)
+		queue(b, sqlReplaceMany, append(cols, rewrite, int8Array(added), ev.arg())...)
 	}
 	for _, op := range later {
 		b.Queue(sqlReplace, append(op.args, op.rewrite, op.added)...)
@@ -307,7 +319,7 @@ func queueCAS(b *pgx.Batch, ops []*casOp) {
 		rows[i], expect[i], appends[i], added[i] = op.args, op.expect, op.append, ev.add(op.added)
 	}
 	cols := columns(rows, ev) // fills ev.flat: before it is read
-	b.Queue(sqlCASMany, append(cols, expect, appends, added, ev.flat)...).Query(func(rs pgx.Rows) error {
+	queue(b, sqlCASMany, append(cols, int8Array(expect), appends, int8Array(added), ev.arg())...).Query(func(rs pgx.Rows) error {
 		defer rs.Close()
 		for rs.Next() {
 			var n int64
@@ -449,15 +461,15 @@ func queueEnqueues(b *pgx.Batch, ops []*enqueueOp, channel string) {
 		}
 		now = max(now, op.now) // the latest: a marker expired by then is not "live"
 	}
-	q, args := sqlEnqueueMany, []any{queues, dedups, expires, entries, now}
+	q, args := sqlEnqueueMany, []any{byteaArray(queues), byteaArray(dedups), int8Array(expires), byteaArray(entries), now}
 	if len(rows) > 0 {
 		cols := columns(rows, ev) // fills ev.flat: before it is read
-		q, args = sqlEnqueueAppendMany, append(append(append(cols, recOp, added, expect), args...), ev.flat)
+		q, args = sqlEnqueueAppendMany, append(append(append(cols, int8Array(recOp), int8Array(added), int8Array(expect)), args...), ev.arg())
 	}
 	for _, op := range uniq {
 		op.err = errNoAnswer
 	}
-	b.Queue(q, args...).Query(func(rs pgx.Rows) error {
+	queue(b, q, args...).Query(func(rs pgx.Rows) error {
 		defer rs.Close()
 		for rs.Next() {
 			var (

@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/smppproxy/smppproxy/internal/varcodec"
 	"github.com/smppproxy/smppproxy/state"
@@ -274,7 +275,7 @@ func (s *Store) exec(reqs []*request) error {
 		}
 	}
 	start := time.Now()
-	err := s.pool.SendBatch(ctx, b).Close()
+	err := sendBatch(ctx, s.pool, b)
 	s.execNanos.Add(uint64(time.Since(start)))
 	s.health.report(err)
 	if err != nil {
@@ -289,6 +290,25 @@ func (s *Store) exec(reqs []*request) error {
 	s.commits.Add(1)
 	s.ops.Add(uint64(len(reqs)))
 	return nil
+}
+
+// sendBatch runs b on a connection of pool, whose write buffer is first
+// grown to hold it (reserveWrite), and reads its results.
+func sendBatch(ctx context.Context, pool *pgxpool.Pool, b *pgx.Batch) error {
+	c, err := pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Release()
+	size := 0
+	for _, q := range b.QueuedQueries {
+		size += 256 // the messages around the arguments (Bind with the statement's name, Execute)
+		for _, a := range q.Arguments {
+			size += 6 + encodedSize(a) // length and format code
+		}
+	}
+	c.Conn().PgConn().Frontend().Send(reserveWrite(size + size/16))
+	return c.SendBatch(ctx, b).Close()
 }
 
 // wrapErr marks connection failures with ErrUnavailable.
