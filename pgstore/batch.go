@@ -156,7 +156,7 @@ func newEvents() *events { return &events{flat: [][]byte{}} } // not NULL when e
 
 // arg is the flat array as a statement's argument: read it after every
 // add.
-func (ev *events) arg() *rawArray { return byteaArray(ev.flat) }
+func (ev *events) arg() *rawBytea { return byteaArray(ev.flat) }
 
 // add appends h and returns its range: first<<32 | last, the 1-based
 // bounds of evSlice (empty, last < first, when h is).

@@ -21,13 +21,27 @@ import (
 // for the whole batch (reserveWrite) before pgx writes it.
 
 // rawArray is an array argument already in PostgreSQL's binary format
-// (what array_recv reads): a bytea[] (byteaArray) or an int8[]
-// (int8Array). reserve, when set, is how much room the statement's
-// arguments need in all: the encoder's buffer is grown to it first.
+// (what array_recv reads), src the slice it encodes: a bytea[]
+// (*rawBytea) or an int8[] (*rawInt8). reserve, when set, is how much
+// room the statement's arguments need in all: the encoder's buffer is
+// grown to it first. Where pgx encodes in text (a DSN's
+// default_query_exec_mode exec or simple_protocol, without the
+// parameters' types), src is encoded by pgx's own codec instead.
 type rawArray struct {
 	b       []byte
 	reserve int
+	src     any
 }
+
+func (r *rawArray) raw() *rawArray { return r }
+
+type (
+	rawBytea struct{ rawArray }
+	rawInt8  struct{ rawArray }
+)
+
+// rawValue is a *rawBytea or a *rawInt8.
+type rawValue interface{ raw() *rawArray }
 
 // arrayHeader appends the header of a one-dimensional array of n elements
 // of type elem (lower bound 1), hasNull saying whether one is NULL.
@@ -44,7 +58,7 @@ func arrayHeader(dst []byte, n int, elem uint32, hasNull bool) []byte {
 }
 
 // byteaArray encodes a as a bytea[], a nil element as NULL.
-func byteaArray(a [][]byte) *rawArray {
+func byteaArray(a [][]byte) *rawBytea {
 	size, hasNull := 20, false
 	for _, e := range a {
 		size += 4 + len(e)
@@ -59,17 +73,17 @@ func byteaArray(a [][]byte) *rawArray {
 		b = binary.BigEndian.AppendUint32(b, uint32(len(e)))
 		b = append(b, e...)
 	}
-	return &rawArray{b: b}
+	return &rawBytea{rawArray{b: b, src: a}}
 }
 
 // int8Array encodes a as an int8[].
-func int8Array(a []int64) *rawArray {
+func int8Array(a []int64) *rawInt8 {
 	b := arrayHeader(make([]byte, 0, 20+12*len(a)), len(a), pgtype.Int8OID, false)
 	for _, v := range a {
 		b = binary.BigEndian.AppendUint32(b, 8)
 		b = binary.BigEndian.AppendUint64(b, uint64(v))
 	}
-	return &rawArray{b: b}
+	return &rawInt8{rawArray{b: b, src: a}}
 }
 
 // reserveArgs makes the first rawArray of a statement's arguments ask for
@@ -80,8 +94,8 @@ func reserveArgs(args []any) int {
 	total := 0
 	for _, a := range args {
 		total += 4 + encodedSize(a)
-		if r, ok := a.(*rawArray); ok && first == nil {
-			first = r
+		if r, ok := a.(rawValue); ok && first == nil {
+			first = r.raw()
 		}
 	}
 	if first == nil {
@@ -94,8 +108,8 @@ func reserveArgs(args []any) int {
 // encodedSize bounds the size of a's encoding as an argument.
 func encodedSize(a any) int {
 	switch v := a.(type) {
-	case *rawArray:
-		return len(v.b)
+	case rawValue:
+		return len(v.raw().b)
 	case []string:
 		n := 20
 		for _, e := range v {
@@ -122,20 +136,28 @@ func encodedSize(a any) int {
 }
 
 // rawArrayCodec is the codec of bytea[] and int8[] that writes a rawArray
-// as it is and leaves every other value to pgx's own codec.
+// as it is (its source slice when pgx encodes in text) and leaves every
+// other value to pgx's own codec.
 type rawArrayCodec struct{ pgtype.Codec }
 
 func (c rawArrayCodec) PlanEncode(m *pgtype.Map, oid uint32, format int16, value any) pgtype.EncodePlan {
-	if _, ok := value.(*rawArray); ok && format == pgtype.BinaryFormatCode {
+	r, ok := value.(rawValue)
+	switch {
+	case !ok:
+		return c.Codec.PlanEncode(m, oid, format, value)
+	case format == pgtype.BinaryFormatCode:
 		return rawArrayPlan{}
 	}
-	return c.Codec.PlanEncode(m, oid, format, value)
+	if next := m.PlanEncode(oid, format, r.raw().src); next != nil { // with pgx's wrappers of slices
+		return rawSourcePlan{next}
+	}
+	return nil
 }
 
 type rawArrayPlan struct{}
 
 func (rawArrayPlan) Encode(value any, buf []byte) ([]byte, error) {
-	r := value.(*rawArray)
+	r := value.(rawValue).raw()
 	if r.reserve > cap(buf)-len(buf) {
 		grown := make([]byte, len(buf), len(buf)+r.reserve)
 		copy(grown, buf)
@@ -144,14 +166,24 @@ func (rawArrayPlan) Encode(value any, buf []byte) ([]byte, error) {
 	return append(buf, r.b...), nil
 }
 
+// rawSourcePlan encodes a rawArray's source slice with pgx's plan for it.
+type rawSourcePlan struct{ next pgtype.EncodePlan }
+
+func (p rawSourcePlan) Encode(value any, buf []byte) ([]byte, error) {
+	return p.next.Encode(value.(rawValue).raw().src, buf)
+}
+
 // registerRawArrays makes the connection's type map encode rawArray
-// arguments of bytea[] and int8[] parameters.
+// arguments of bytea[] and int8[] parameters, and know their types where
+// the parameters' are not known (text encodings).
 func registerRawArrays(m *pgtype.Map) {
 	for _, oid := range []uint32{pgtype.ByteaArrayOID, pgtype.Int8ArrayOID} {
 		if t, ok := m.TypeForOID(oid); ok {
 			m.RegisterType(&pgtype.Type{Name: t.Name, OID: oid, Codec: rawArrayCodec{t.Codec}})
 		}
 	}
+	m.RegisterDefaultPgType(&rawBytea{}, "_bytea")
+	m.RegisterDefaultPgType(&rawInt8{}, "_int8")
 }
 
 // reserveWrite is a message of no bytes that grows the connection's write
