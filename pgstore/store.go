@@ -143,8 +143,11 @@ const (
 	maxBatch   = 512  // write requests per batch
 	committers = 2    // batches in flight at once
 	// eagerBatch: the requests a batch needs to go while another is in
-	// flight, unless that one has taken maxHold (see pipeGate).
-	eagerBatch = 32
+	// flight, unless that one has taken maxHold (see pipeGate). Fuller
+	// batches cost both sides less per write: with two instances on one
+	// 2-core machine, 96 instead of 32 gave ~7% more submits/s and ~10%
+	// less of PostgreSQL's CPU per submit; one instance the same.
+	eagerBatch = 96
 	maxHold    = 5 * time.Millisecond
 )
 
