@@ -383,8 +383,8 @@ func enqueueCTEs(n int) string {
 }
 
 // sqlDupMarkers answers for the inputs not enqueued: the live marker that
-// holds their key. Enqueuing transactions into a queue being serialised
-// (queueLocks), it is one the statement sees.
+// holds their key. Enqueuing transactions being serialised (seqLockKey),
+// it is one the statement sees.
 const sqlDupMarkers = `SELECT i.n, q.seq, true, false FROM input i
 	JOIN queue_markers q ON q.queue = i.queue AND q.dedup_key = i.dedup
 	WHERE NOT EXISTS (SELECT 1 FROM fresh f WHERE f.n = i.n)`

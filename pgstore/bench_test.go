@@ -2,7 +2,6 @@ package pgstore
 
 import (
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -155,65 +154,4 @@ func benchReceipt(s *Store, oneWrite bool, id, dedup string, now time.Time) erro
 	}
 	_, err = s.Update(bg, rec.Key, mark)
 	return err
-}
-
-// BenchmarkReceiptIntakeTwoInstances: two instances on one store take the
-// receipts of one account each (into their own queues), 64 callers each;
-// enqueues into different queues do not wait for each other's lock.
-//
-//	go test -run x -bench ReceiptIntakeTwoInstances -benchtime 20000x ./pgstore/
-func BenchmarkReceiptIntakeTwoInstances(b *testing.B) {
-	dsn := testDSN(b)
-	schema := newSchema(b, dsn)
-	stores := []*Store{
-		openTest(b, Options{DSN: dsn, Schema: schema, Migrate: true, InstanceID: "test-1"}),
-		openTest(b, Options{DSN: dsn, Schema: schema, InstanceID: "test-2"}),
-	}
-	accounts := []string{"acme", "shop"}
-	now := time.Now()
-	const keys = 2048
-	for i := range keys {
-		for j, s := range stores {
-			rec := &state.Record{Key: state.Key{Account: accounts[j], Key: fmt.Sprintf("r-%d", i)}, State: state.Accepted,
-				Owner: "test-1/1", Upstream: "smsc", MessageID: fmt.Sprintf("m-%s-%d", accounts[j], i), Created: now, Updated: now,
-				Expires: now.Add(time.Hour), History: []state.Event{{At: now, State: state.Sent}, {At: now, State: state.Accepted}}}
-			if _, _, err := s.Create(bg, rec); err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
-	var n atomic.Uint64
-	b.ResetTimer()
-	start := time.Now()
-	var wg sync.WaitGroup
-	for j, s := range stores {
-		for range 64 {
-			wg.Go(func() {
-				for {
-					i := n.Add(1)
-					if i > uint64(b.N) {
-						return
-					}
-					id := fmt.Sprintf("m-%s-%d", accounts[j], i%keys)
-					rec, err := s.ByMessageIDHot(bg, "smsc", id)
-					if err != nil {
-						b.Error(err)
-						return
-					}
-					e := &state.QueueEntry{Queue: "esme/" + accounts[j], DedupKey: fmt.Sprint("d-", i), Kind: "receipt", Upstream: "smsc",
-						MessageID: id, Stat: "DELIVRD", Command: 5, Body: []byte("id:" + id + " stat:DELIVRD"), Enqueued: now, Expires: now.Add(time.Hour)}
-					if _, _, _, err := s.EnqueueAppend(bg, e, rec.Key, func(r *state.Record) error {
-						r.Delivery, r.DeliveryAt = state.DeliveryDelivered, now
-						r.History = append(r.History, state.Event{At: now, State: r.State, Note: "receipt"})
-						return nil
-					}); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			})
-		}
-	}
-	wg.Wait()
-	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "receipts/s")
 }

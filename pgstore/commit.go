@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"net"
 	"slices"
@@ -27,7 +26,7 @@ import (
 // those results count only once the batch committed (err nil).
 type request struct {
 	order   lockOrder
-	seqLock bool // takes its queue's lock (Enqueue; see queueLocks)
+	seqLock bool // takes the queue sequence lock (Enqueue)
 	// One of: a Create, a Replace, a conditional write or an Enqueue
 	// (each written with the batch's others of the kind), or a function
 	// adding the request's own statements.
@@ -75,49 +74,9 @@ func compareOrder(x, y *request) int {
 	return bytes.Compare(x.order.c, y.order.c)
 }
 
-// Enqueuing transactions into one queue are serialised, so that its
-// entries commit in the order of their sequence numbers (a reader that
-// has seen an entry never misses one with a smaller number committed
-// later): each takes the advisory lock of every queue it enqueues into
-// (queueLockClass and a 32-bit hash of the queue's name; two queues of one
-// hash share a lock), in the order of those hashes, so two batches never
-// wait for each other in a cycle, and before any row lock. Enqueues into
-// other queues, from this instance or another, do not wait. Versions
-// before took one lock for all queues (seqLockKey, exclusively); it is
-// now taken shared as well, so that during a rolling upgrade an instance
-// of the older version still excludes the newer ones.
-const (
-	seqLockKey     = 0x736d7070_71736571 // "smppqseq"
-	queueLockClass = 0x736d7071          // "smpq"
-)
-
-// queueLocks returns the sorted, distinct queue lock keys of the
-// requests that enqueue (nil: none does).
-func queueLocks(reqs []*request) []int32 {
-	var keys []int32
-	for _, r := range reqs {
-		if !r.seqLock {
-			continue
-		}
-		var q []byte
-		if r.enqueue != nil {
-			q = r.enqueue.queue
-		}
-		keys = append(keys, queueLockKey(q))
-	}
-	if keys == nil {
-		return nil
-	}
-	slices.Sort(keys)
-	return slices.Compact(keys)
-}
-
-// queueLockKey is the second key of queue's advisory lock (FNV-1a).
-func queueLockKey(queue []byte) int32 {
-	h := fnv.New32a()
-	h.Write(queue)
-	return int32(h.Sum32())
-}
+// seqLockKey is the advisory lock that serialises enqueuing transactions
+// (pg_advisory_xact_lock), so queue sequence numbers commit in order.
+const seqLockKey = 0x736d7070_71736571 // "smppqseq"
 
 // submit hands r to the committer (waiting for room while ctx allows) and
 // waits for its outcome. When ctx ends before the committer took r, r is
@@ -160,8 +119,8 @@ func (s *Store) commitLoop() {
 }
 
 // runBatch commits the requests their callers still wait for: the
-// enqueues in one transaction, which takes the locks of their queues (every
-// instance's enqueues into a queue wait for each other's), the other writes in another,
+// enqueues in one transaction, which takes the queue sequence lock (every
+// instance's enqueues wait for each other's), the other writes in another,
 // side by side, so that they never wait for that lock (see splitBatch and
 // commitPart).
 func (s *Store) runBatch(batch []*request) {
@@ -182,12 +141,12 @@ func (s *Store) runBatch(batch []*request) {
 	s.commitPart(append(locked, free...))
 }
 
-// splitBatch parts a batch into the requests that take a queue's lock
-// (enqueues) and the others, but a write of a record that an enqueue
+// splitBatch parts a batch into the requests that take the queue sequence
+// lock (enqueues) and the others, but a write of a record that an enqueue
 // of the batch marks (EnqueueAppend) goes with the enqueues: two
 // transactions of one batch writing the same records, each in its own
 // order, could wait for each other in a cycle (PostgreSQL would break it
-// only after deadlock_timeout, the queue locks held all along).
+// only after deadlock_timeout, the queue lock held all along).
 func splitBatch(reqs []*request) (locked, free []*request) {
 	var marked map[string]bool
 	for _, r := range reqs {
@@ -280,11 +239,8 @@ func (s *Store) exec(reqs []*request) error {
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
 	defer cancel()
 	b := &pgx.Batch{}
-	if keys := queueLocks(reqs); keys != nil {
-		// Shared: an instance of a version that takes it exclusively (for
-		// all queues at once) still excludes these, during an upgrade.
-		b.Queue("SELECT pg_advisory_xact_lock_shared($1)", int64(seqLockKey))
-		b.Queue("SELECT pg_advisory_xact_lock($1, k) FROM unnest($2::int4[]) AS k", int32(queueLockClass), keys)
+	if slices.ContainsFunc(reqs, func(r *request) bool { return r.seqLock }) {
+		b.Queue("SELECT pg_advisory_xact_lock($1)", int64(seqLockKey))
 	}
 	var (
 		creates  []*createOp

@@ -13,11 +13,10 @@ import (
 
 var errNilEntry = errors.New("pgstore: Enqueue of a nil entry")
 
-// Enqueue implements state.Queue. Enqueuing transactions hold the
-// advisory lock of each queue they enqueue into while they draw sequence
-// numbers and commit, so a queue's numbers are strictly increasing in
-// commit order across every instance (queueLocks). A batch's Enqueues
-// (and EnqueueAppends) are one statement.
+// Enqueue implements state.Queue. Enqueuing transactions hold an advisory
+// lock while they draw sequence numbers and commit, so the numbers are
+// strictly increasing in commit order across every instance. A batch's
+// Enqueues (and EnqueueAppends) are one statement.
 func (s *Store) Enqueue(ctx context.Context, e *state.QueueEntry) (uint64, bool, error) {
 	seq, dup, _, err := s.enqueue(ctx, e, nil)
 	return seq, dup, err

@@ -1,7 +1,6 @@
 package pgstore
 
 import (
-	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -9,11 +8,9 @@ import (
 	"github.com/smppproxy/smppproxy/state"
 )
 
-// The queue locks serialise the enqueues of every instance; the record
-// writes gathered in the same batch as an enqueue do not wait for them:
-// while another session holds the lock all queues were serialised by
-// (exclusively, as an instance of the version before takes it, which this
-// version still honours during an upgrade), a batch's Create commits and
+// The queue sequence lock serialises the enqueues of every instance; the
+// record writes gathered in the same batch as an enqueue do not wait for
+// it: while another session holds the lock, a batch's Create commits and
 // its Enqueue waits, then commits once the lock is free.
 func TestRecordWritesOfABatchDoNotWaitForTheQueueLock(t *testing.T) {
 	s := openTest(t, Options{})
@@ -107,73 +104,5 @@ func TestWritesOfARecordABatchMarksShareTheMarksTransaction(t *testing.T) {
 	}
 	if !other.create.created {
 		t.Error("the create of k3 was not made")
-	}
-}
-
-// An enqueue waits only for the enqueues into its own queue: while
-// another session holds queue A's lock, an enqueue into queue B commits
-// and one into A waits until the lock is free.
-func TestEnqueuesIntoOtherQueuesDoNotWaitForAQueuesLock(t *testing.T) {
-	s := openTest(t, Options{})
-	now := time.Now()
-	a, b := receiptEntry(now, ""), receiptEntry(now, "")
-	a.Queue, b.Queue = "esme/shop-a", "esme/shop-b"
-	if queueLockKey(col(a.Queue)) == queueLockKey(col(b.Queue)) {
-		t.Fatal("the two queues share a lock; pick other names")
-	}
-	holder, err := s.pool.Acquire(bg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Release()
-	if _, err := holder.Exec(bg, "SELECT pg_advisory_lock($1, $2)", int32(queueLockClass), queueLockKey(col(a.Queue))); err != nil {
-		t.Fatal(err)
-	}
-	enqueue := func(e *state.QueueEntry) *request {
-		r := &request{seqLock: true, order: lockOrder{table: orderEntry, a: col(e.Queue)}, done: make(chan struct{}),
-			enqueue: &enqueueOp{queue: col(e.Queue), expires: expiresNS(e.Expires), entry: encodeEntry(e), now: unixNano(now)}}
-		go s.runBatch([]*request{r})
-		return r
-	}
-	intoB := enqueue(b)
-	select {
-	case <-intoB.done:
-		if intoB.err != nil || intoB.enqueue.seq == 0 {
-			t.Fatalf("enqueue into B: seq %d, err %v", intoB.enqueue.seq, intoB.err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the enqueue into B waited for the lock of queue A")
-	}
-	intoA := enqueue(a)
-	lockWaits := func() int {
-		var n int
-		if err := s.pool.QueryRow(bg, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
-			AND classid = $1::oid`, int64(uint32(queueLockClass))).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for lockWaits() == 0 { // the enqueue into A reaches the lock and waits
-		select {
-		case <-intoA.done:
-			t.Fatalf("the enqueue into A committed while another session held A's lock (err %v)", intoA.err)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the enqueue into A never waited for A's lock")
-		}
-		runtime.Gosched()
-	}
-	if _, err := holder.Exec(bg, "SELECT pg_advisory_unlock($1, $2)", int32(queueLockClass), queueLockKey(col(a.Queue))); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-intoA.done:
-		if intoA.err != nil || intoA.enqueue.seq <= intoB.enqueue.seq {
-			t.Fatalf("enqueue into A: seq %d (B's %d), err %v", intoA.enqueue.seq, intoB.enqueue.seq, intoA.err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the enqueue into A did not commit once its lock was free")
 	}
 }
