@@ -143,8 +143,8 @@ func (r *procReport) latencyRow(name, target string, d, p func(procRound) float6
 	return row
 }
 
-// cpuRow adds a row of the proxies' CPU time per operation (µs), when it
-// was measured.
+// cpuRow adds a row of CPU time per operation (µs: the proxies', or the
+// database's), when it was measured.
 func (r *procReport) cpuRow(name string, cpu func(procRound) float64) {
 	if v := r.median(cpu); v > 0 {
 		r.Rows = append(r.Rows, procRow{Name: name, Unit: "µs", Proxied: ptr(v)})
@@ -165,6 +165,7 @@ func (r *procReport) summarize() {
 	at := fmt.Sprintf("at %.0f/s offered", r.Rate)
 	r.Rows = []procRow{r.rateRow("fresh-key submits/s, saturation", ">= 30000", tput(dSat), tput(pSat))}
 	r.cpuRow("proxy CPU per fresh submit", procRound.SubmitCPU)
+	r.cpuRow("PostgreSQL CPU per fresh submit", procRound.DBSubmitCPU)
 	r.Rows = append(r.Rows,
 		r.latencyRow("p50 at saturation", "", lat(dSat, p50), lat(pSat, p50)),
 		r.latencyRow("p99 at saturation", "", lat(dSat, p99), lat(pSat, p99)),

@@ -5,11 +5,14 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/smppproxy/smppproxy/smpp"
 )
@@ -33,7 +36,11 @@ type procRound struct {
 	// The CPU time (user+system) the proxies spent during the proxied
 	// saturation run and the proxied receipts run, in seconds (0 where
 	// /proc/PID/stat cannot be read).
-	SatProxyCPU      float64 `json:"proxied_saturation_proxy_cpu_s,omitempty"`
+	SatProxyCPU float64 `json:"proxied_saturation_proxy_cpu_s,omitempty"`
+	// SatDBCPU is the CPU time of this machine's PostgreSQL processes
+	// during the proxied saturation run, in seconds, when --postgres names
+	// a database on this machine (0 otherwise).
+	SatDBCPU         float64 `json:"proxied_saturation_db_cpu_s,omitempty"`
 	RetryProxyCPU    float64 `json:"proxied_retry_proxy_cpu_s,omitempty"`
 	ReceiptsProxyCPU float64 `json:"proxied_receipts_proxy_cpu_s,omitempty"`
 }
@@ -43,6 +50,10 @@ type procRound struct {
 // varies, or that other work shares, a steadier comparison of two builds
 // than the rates.
 func (r procRound) SubmitCPU() float64 { return perOp(r.SatProxyCPU, r.ProxiedSat.Count) }
+
+// DBSubmitCPU is PostgreSQL's CPU time per fresh submit of the saturation
+// run in µs (0 when it was not measured): what to size the database by.
+func (r procRound) DBSubmitCPU() float64 { return perOp(r.SatDBCPU, r.ProxiedSat.Count) }
 
 // RetryCPU is the proxies' CPU time per retry of an acknowledged key in
 // µs (0 when it was not measured).
@@ -78,21 +89,86 @@ func (h *procHarness) proxyCPU() float64 {
 		if err != nil {
 			return 0
 		}
-		// The fields after the command (in parentheses, which may hold
-		// spaces): state is the 3rd field, utime and stime the 14th and 15th.
-		i := bytes.LastIndexByte(b, ')')
-		f := strings.Fields(string(b[i+1:]))
-		if i < 0 || len(f) < 13 {
+		_, cpu, ok := statCPU(b)
+		if !ok {
 			return 0
 		}
-		ut, err1 := strconv.ParseFloat(f[11], 64)
-		st, err2 := strconv.ParseFloat(f[12], 64)
-		if err1 != nil || err2 != nil {
-			return 0
-		}
-		total += (ut + st) / clockTicks
+		total += cpu
 	}
 	return total
+}
+
+// dbCPU is the CPU time (user+system) this machine's PostgreSQL processes
+// have used so far, in seconds, when --postgres names a database on this
+// machine (0 otherwise: a database elsewhere is not measured).
+func (h *procHarness) dbCPU() float64 {
+	if !localDSN(h.o.Postgres) {
+		return 0
+	}
+	return commandCPU("postgres")
+}
+
+// localDSN reports whether dsn names a database on this machine (a
+// loopback address or a Unix socket).
+func localDSN(dsn string) bool {
+	if dsn == "" {
+		return false
+	}
+	cfg, err := pgconn.ParseConfig(dsn)
+	if err != nil {
+		return false
+	}
+	switch h := cfg.Host; {
+	case strings.HasPrefix(h, "/"), h == "localhost":
+		return true
+	default:
+		ip := net.ParseIP(h)
+		return ip != nil && ip.IsLoopback()
+	}
+}
+
+// commandCPU is the CPU time (user+system) used so far by the processes
+// whose command is comm, in seconds (those it may read).
+func commandCPU(comm string) float64 {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0
+	}
+	total := 0.0
+	for _, e := range ents {
+		if e.Name()[0] < '0' || e.Name()[0] > '9' {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue // gone meanwhile
+		}
+		if c, cpu, ok := statCPU(b); ok && c == comm {
+			total += cpu
+		}
+	}
+	return total
+}
+
+// statCPU reads the command and the CPU time (utime+stime, in seconds) of
+// a /proc/PID/stat line.
+func statCPU(b []byte) (comm string, cpu float64, ok bool) {
+	// The command is in parentheses and may hold spaces and parentheses;
+	// after it, state is the 3rd field, utime and stime the 14th and 15th.
+	i, j := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')')
+	if i < 0 || j < i {
+		return "", 0, false
+	}
+	f := strings.Fields(string(b[j+1:]))
+	if len(f) < 13 {
+		return "", 0, false
+	}
+	ut, err1 := strconv.ParseFloat(f[11], 64)
+	st, err2 := strconv.ParseFloat(f[12], 64)
+	if err1 != nil || err2 != nil {
+		return "", 0, false
+	}
+	return string(b[i+1 : j]), (ut + st) / clockTicks, true
 }
 
 // clockTicks is USER_HZ, the unit of /proc/PID/stat times: 100 on every
@@ -170,6 +246,7 @@ type procStep struct {
 	adjust func(*benchOptions)
 	dst    *benchResult
 	cpu    *float64 // nil, or where the proxies' CPU time over the run goes
+	db     *float64 // nil, or where PostgreSQL's CPU time over the run goes
 }
 
 // round runs, alternating direct and proxied: saturation, the retry of
@@ -180,23 +257,26 @@ func (h *procHarness) round(ctx context.Context) (procRound, error) {
 	rate := func(o *benchOptions) { o.Rate = h.o.Rate }
 	receipts := func(o *benchOptions) { o.Receipts = true }
 	steps := []procStep{
-		{"direct, saturation", h.direct(), nil, &r.DirectSat, nil},
-		{"proxied, saturation", h.proxied(), func(o *benchOptions) { o.KeyPrefix, o.IDs = prefix, true }, &r.ProxiedSat, &r.SatProxyCPU},
+		{"direct, saturation", h.direct(), nil, &r.DirectSat, nil, nil},
+		{"proxied, saturation", h.proxied(), func(o *benchOptions) { o.KeyPrefix, o.IDs = prefix, true }, &r.ProxiedSat, &r.SatProxyCPU, &r.SatDBCPU},
 		{"proxied, retries of the acknowledged keys", h.proxied(), func(o *benchOptions) {
 			o.KeyPrefix, o.IDs, o.Duration, o.Count = prefix, true, 0, max(1, r.ProxiedSat.Count)
-		}, &r.Retry, &r.RetryProxyCPU},
-		{fmt.Sprintf("direct, %.0f/s offered", h.o.Rate), h.direct(), rate, &r.DirectRate, nil},
-		{fmt.Sprintf("proxied, %.0f/s offered", h.o.Rate), h.proxied(), rate, &r.ProxiedRate, nil},
+		}, &r.Retry, &r.RetryProxyCPU, nil},
+		{fmt.Sprintf("direct, %.0f/s offered", h.o.Rate), h.direct(), rate, &r.DirectRate, nil, nil},
+		{fmt.Sprintf("proxied, %.0f/s offered", h.o.Rate), h.proxied(), rate, &r.ProxiedRate, nil, nil},
 	}
 	if h.o.DLRDelay > 0 {
 		r.DirectReceipts, r.ProxiedReceipts = &benchResult{}, &benchResult{}
 		steps = append(steps,
-			procStep{"direct, receipts", h.direct(), receipts, r.DirectReceipts, nil},
-			procStep{"proxied, receipts", h.proxied(), receipts, r.ProxiedReceipts, &r.ReceiptsProxyCPU})
+			procStep{"direct, receipts", h.direct(), receipts, r.DirectReceipts, nil, nil},
+			procStep{"proxied, receipts", h.proxied(), receipts, r.ProxiedReceipts, &r.ReceiptsProxyCPU, nil})
 	}
 	for _, s := range steps {
 		h.progress("  %s", s.name)
-		cpu0 := h.proxyCPU()
+		cpu0, db0 := h.proxyCPU(), 0.0
+		if s.db != nil {
+			db0 = h.dbCPU()
+		}
 		res, err := h.run(ctx, s.t, func(o *benchOptions) {
 			o.Label = s.name
 			if s.adjust != nil {
@@ -209,6 +289,11 @@ func (h *procHarness) round(ctx context.Context) (procRound, error) {
 		*s.dst = res
 		if cpu1 := h.proxyCPU(); s.cpu != nil && cpu0 > 0 && cpu1 > cpu0 {
 			*s.cpu = cpu1 - cpu0
+		}
+		if s.db != nil && db0 > 0 {
+			if db1 := h.dbCPU(); db1 > db0 {
+				*s.db = db1 - db0
+			}
 		}
 	}
 	r.ChangedIDs = changedIDs(r.ProxiedSat.ids, r.Retry.ids)
