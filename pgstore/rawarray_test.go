@@ -215,8 +215,10 @@ func TestABatchIsWrittenWithoutRegrowingBuffers(t *testing.T) {
 	}
 	run() // the statement is prepared on its first batch, which flushes early
 	// The arguments are copied into pgx's argument buffer and into the
-	// connection's write buffer: twice the payload, and a margin.
-	if got, limit := run(), uint64(payload)*5/2; got > limit {
+	// connection's write buffer: twice the payload (2.2 times measured),
+	// and a margin for what else the process allocates meanwhile; regrown
+	// by appends they took 5.4–6.5 times.
+	if got, limit := run(), uint64(payload)*3; got > limit {
 		t.Errorf("sending a batch of %d bytes allocated %d bytes, want at most %d", payload, got, limit)
 	}
 }
