@@ -77,6 +77,10 @@ type dispatcher struct {
 	s       *Service
 	account string
 	queue   string
+	// claimer is the queue when other processes deliver from it too
+	// (state.Claimer): its entries are claimed before they are sent; nil
+	// when this process is the queue's only deliverer.
+	claimer state.Claimer
 	kickc   chan struct{}
 	bound   atomic.Int32 // receiving sessions seen by the last pump
 
@@ -155,8 +159,9 @@ const (
 )
 
 func newDispatcher(s *Service, account string) *dispatcher {
+	c, _ := s.q.(state.Claimer)
 	return &dispatcher{
-		s: s, account: account, queue: accountQueue(account),
+		s: s, account: account, queue: accountQueue(account), claimer: c,
 		kickc:   make(chan struct{}, 1),
 		entries: map[uint64]*entry{}, held: map[entryState]int{}, perSess: map[string]int{},
 	}
@@ -299,8 +304,8 @@ func (d *dispatcher) pump() (time.Duration, bool) {
 // this one could not claim (it lists them again once their claim ran out,
 // on its next List from the head).
 func (d *dispatcher) list(after uint64, limit int) ([]*state.QueueEntry, error) {
-	if c, ok := d.s.q.(state.Claimer); ok {
-		return c.ListClaimable(d.s.ctx, d.queue, after, limit, d.s.cfg.Instance)
+	if d.claimer != nil {
+		return d.claimer.ListClaimable(d.s.ctx, d.queue, after, limit, d.s.cfg.Instance)
 	}
 	return d.s.q.List(d.s.ctx, d.queue, after, limit)
 }
@@ -408,7 +413,7 @@ func (d *dispatcher) forgetExpiredLocked(listed []*state.QueueEntry, after uint6
 	for _, e := range listed {
 		in[e.Seq] = true
 	}
-	_, shared := d.s.q.(state.Claimer)
+	shared := d.claimer != nil
 	for seq, e := range d.entries {
 		if e.state != entryRefused && e.state != entryAckPending || in[seq] || seq <= after {
 			continue
@@ -477,8 +482,8 @@ func (d *dispatcher) start(sends []assignment) {
 // back (left pending: listed again by a later pump, delivered by the other
 // process or once its claim ran out).
 func (d *dispatcher) claim(sends []assignment) []assignment {
-	c, ok := d.s.q.(state.Claimer)
-	if !ok || len(sends) == 0 {
+	c := d.claimer
+	if c == nil || len(sends) == 0 {
 		return sends
 	}
 	until := d.s.now().Add(2 * d.s.account(d.account).Redelivery)
