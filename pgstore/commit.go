@@ -302,10 +302,9 @@ func sendBatch(ctx context.Context, pool *pgxpool.Pool, b *pgx.Batch) error {
 	defer c.Release()
 	size := 0
 	for _, q := range b.QueuedQueries {
-		size += 256 // the messages around the arguments (Bind with the statement's name, Execute)
-		for _, a := range q.Arguments {
-			size += 6 + encodedSize(a) // length and format code
-		}
+		// The messages around the arguments (Bind with the statement's
+		// name, Execute), and the arguments.
+		size += 256 + argsSize(q.Arguments)
 	}
 	c.Conn().PgConn().Frontend().Send(reserveWrite(size + size/16))
 	return c.SendBatch(ctx, b).Close()
