@@ -1,0 +1,177 @@
+package pgstore
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/smppproxy/smppproxy/state"
+	"github.com/smppproxy/smppproxy/state/storetest"
+)
+
+// planNode is the part of EXPLAIN (FORMAT JSON) the tests read.
+type planNode struct {
+	Type     string     `json:"Node Type"`
+	Relation string     `json:"Relation Name"`
+	Index    string     `json:"Index Name"`
+	Rows     float64    `json:"Actual Rows"`
+	Loops    float64    `json:"Actual Loops"`
+	Filtered float64    `json:"Rows Removed by Filter"`
+	Rechecks float64    `json:"Rows Removed by Index Recheck"`
+	Plans    []planNode `json:"Plans"`
+}
+
+// walk calls fn for n and every node under it.
+func (n *planNode) walk(fn func(*planNode)) {
+	fn(n)
+	for i := range n.Plans {
+		n.Plans[i].walk(fn)
+	}
+}
+
+// explainSweep runs sql after sqlIndexScans, as the maintenance does, under
+// EXPLAIN (ANALYZE) in a transaction it rolls back, and returns the plan.
+func explainSweep(t *testing.T, s *Store, sql string, args ...any) planNode {
+	t.Helper()
+	conn, err := pgx.Connect(bg, s.opts.DSN)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	defer conn.Close(bg)
+	tx, err := conn.Begin(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(bg)
+	if _, err := tx.Exec(bg, `SELECT set_config('search_path', $1, true)`, pgx.Identifier{s.opts.Schema}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(bg, sqlIndexScans); err != nil {
+		t.Fatal(err)
+	}
+	var out []byte
+	if err := tx.QueryRow(bg, `EXPLAIN (ANALYZE, FORMAT JSON) `+sql, args...).Scan(&out); err != nil {
+		t.Fatalf("EXPLAIN: %v", err)
+	}
+	var plans []struct{ Plan planNode }
+	if err := json.Unmarshal(out, &plans); err != nil || len(plans) != 1 {
+		t.Fatalf("EXPLAIN output %s: %v", out, err)
+	}
+	return plans[0].Plan
+}
+
+// rowsRead is how many rows of table the plan's nodes read: those they
+// returned and those their conditions turned down.
+func rowsRead(p planNode, table string) float64 {
+	var n float64
+	p.walk(func(x *planNode) {
+		if x.Relation == table {
+			n += (x.Rows + x.Filtered + x.Rechecks) * max(x.Loops, 1)
+		}
+	})
+	return n
+}
+
+// fillRecords inserts n records of account acct straight into the records
+// table (the sweeps read only their columns), expiring at expires.
+func fillRecords(t *testing.T, s *Store, acct, st string, n int, expires time.Time) {
+	t.Helper()
+	exec(t, s.opts.DSN, `INSERT INTO `+s.opts.Schema+`.records
+		(account, key, segment, state, owner_instance, expires_ns, upstream, seq, body, history, wseq)
+		SELECT $1::bytea, convert_to('k' || g, 'UTF8'), ''::bytea, $2, 'gone', $3, ''::bytea, g, ''::bytea, '{}', g
+		FROM generate_series(1, $4::int) g`, []byte(acct), st, unixNano(expires), n)
+}
+
+// The expiry sweep reads the expired rows, not the table: a store holds
+// every record of its retention (hours of traffic), and the maintenance
+// sweeps it every few seconds on every instance. It read all of it.
+func TestTheExpirySweepReadsOnlyTheExpiredRows(t *testing.T) {
+	t.Parallel()
+	c := storetest.NewClock(t0)
+	s := openTest(t, Options{Now: c.Now})
+	const live, expired = 5000, 20
+	fillRecords(t, s, "live", "accepted", live, c.Now().Add(72*time.Hour))
+	fillRecords(t, s, "old", "accepted", expired, c.Now().Add(time.Minute))
+	c.Advance(time.Minute)
+
+	plan := explainSweep(t, s, sqlSweep("records"), unixNano(c.Now()))
+	if got := rowsRead(plan, "records"); got > 4*expired {
+		t.Errorf("the sweep read %.0f rows of records to delete %d expired among %d; want at most %d", got, expired, live+expired, 4*expired)
+	}
+
+	if err := s.collect(bg); err != nil {
+		t.Fatalf("collect = %v", err)
+	}
+	count := func(acct string) int64 {
+		return exec(t, s.opts.DSN, `SELECT 1 FROM `+s.opts.Schema+`.records WHERE account = $1`, []byte(acct)).rows
+	}
+	if got := count("old"); got != 0 {
+		t.Errorf("%d expired records left after the sweep; want 0", got)
+	}
+	if got := count("live"); got != live {
+		t.Errorf("%d live records left after the sweep; want %d", got, live)
+	}
+}
+
+// Taking over the sent records of dead instances reads the records_sent
+// index entry by entry. The index keeps an entry for every record created
+// since the last vacuum, most of them no longer sent: a bitmap scan visits
+// every such row at every sweep, an index scan marks the entries of rows
+// no one can see any more as dead, so that later sweeps skip them.
+func TestTheDeadOwnerSweepReadsTheSentIndexEntryByEntry(t *testing.T) {
+	t.Parallel()
+	c := storetest.NewClock(t0)
+	s := openTest(t, Options{Now: c.Now})
+	fillRecords(t, s, "done", "sent", 3000, c.Now().Add(time.Hour))
+	exec(t, s.opts.DSN, `UPDATE `+s.opts.Schema+`.records SET state = 'accepted'`)
+	fillRecords(t, s, "orphan", "sent", 2, c.Now().Add(time.Hour))
+
+	ev := state.Event{At: c.Now(), State: state.Unknown, Note: "test"}
+	plan := explainSweep(t, s, sqlExpireDead, unixNano(c.Now()), [][]byte{encodeEvent(&ev)}, "test-1", c.Now())
+	var scans []string
+	plan.walk(func(x *planNode) {
+		if x.Relation == "records" && strings.HasSuffix(x.Type, "Scan") {
+			scans = append(scans, fmt.Sprintf("%s %s", x.Type, x.Index))
+		}
+	})
+	for _, sc := range scans {
+		if sc != "Index Scan records_sent" {
+			t.Errorf("the sweep reads records by %q; want only index scans of records_sent (all: %q)", sc, scans)
+		}
+	}
+	if n, err := s.ExpireDeadOwners(bg); err != nil || n != 2 {
+		t.Errorf("ExpireDeadOwners = %d, %v; want the 2 sent records of the dead instance", n, err)
+	}
+}
+
+// The upgrade to the expiry btree accepts the index an operator built
+// beforehand without blocking writes (CREATE INDEX CONCURRENTLY), and
+// drops the BRIN index it replaces.
+func TestTheExpiryIndexMigrationKeepsAnIndexBuiltBeforehand(t *testing.T) {
+	t.Parallel()
+	dsn := testDSN(t)
+	schema := newSchema(t, dsn)
+	if err := Migrate(bg, dsn, schema); err != nil {
+		t.Fatal(err)
+	}
+	// Back to version 4, as a store left by the previous build.
+	exec(t, dsn, `DROP INDEX `+schema+`.records_expiry`)
+	exec(t, dsn, `CREATE INDEX records_expires ON `+schema+`.records USING brin (expires_ns)`)
+	exec(t, dsn, `DELETE FROM `+schema+`.schema_migrations WHERE version = 5`)
+
+	exec(t, dsn, `CREATE INDEX CONCURRENTLY records_expiry ON `+schema+`.records (expires_ns)`)
+	if err := Migrate(bg, dsn, schema); err != nil {
+		t.Fatalf("Migrate with the index built beforehand = %v", err)
+	}
+	indexes := func(name string) int64 {
+		return exec(t, dsn, `SELECT 1 FROM pg_indexes WHERE schemaname = $1 AND indexname = $2`, schema, name).rows
+	}
+	if indexes("records_expiry") != 1 || indexes("records_expires") != 0 {
+		t.Errorf("after the migration: records_expiry %d, records_expires %d; want the btree alone",
+			indexes("records_expiry"), indexes("records_expires"))
+	}
+}
