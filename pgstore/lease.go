@@ -170,10 +170,13 @@ const sqlReleaseClaims = `UPDATE queue_entries SET claimed_by = NULL, claimed_un
 // instance is not $3 (when set) and holds no lease at $4 (an owner without
 // an instance part has none), locking them in key order
 // (the order of the committer's batches); $2 is the history event.
+// The records are found through the records_sent index: the expiry is
+// tested as an expression (+ 0), which the expiry index cannot serve, so
+// the planner never reads every live record through it.
 const sqlExpireDead = `UPDATE records r
 	SET state = 'unknown', history = cap_history(r.history || $2::bytea[], 64), wseq = nextval('record_wseq')
 	FROM (SELECT account, key, segment FROM records x
-		WHERE x.state = 'sent' AND x.expires_ns > $1 AND ($3 = '' OR x.owner_instance <> $3)
+		WHERE x.state = 'sent' AND x.expires_ns + 0 > $1 AND ($3 = '' OR x.owner_instance <> $3)
 		AND NOT EXISTS (SELECT 1 FROM instances i WHERE i.id = x.owner_instance AND i.lease_until > $4)
 		ORDER BY account, key, segment
 		FOR UPDATE) dead
@@ -199,6 +202,7 @@ func (s *Store) expireDead(ctx context.Context, self string) (int, error) {
 	ev := state.Event{At: now, State: state.Unknown, Note: "owner instance's lease expired while sent"}
 	var n int64
 	for range 4 {
+		n = 0
 		b := &pgx.Batch{}
 		b.Queue(sqlIndexScans)
 		b.Queue(sqlExpireDead, unixNano(now), [][]byte{encodeEvent(&ev)}, self, now).Exec(func(tag pgconn.CommandTag) error {

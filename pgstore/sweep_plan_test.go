@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/smppproxy/smppproxy/internal/testkit"
 	"github.com/smppproxy/smppproxy/state"
 	"github.com/smppproxy/smppproxy/state/storetest"
 )
@@ -98,11 +99,6 @@ func TestTheExpirySweepReadsOnlyTheExpiredRows(t *testing.T) {
 	fillRecords(t, s, "old", "accepted", expired, c.Now().Add(time.Minute))
 	c.Advance(time.Minute)
 
-	plan := explainSweep(t, s, sqlSweep("records"), unixNano(c.Now()))
-	if got := rowsRead(plan, "records"); got > 4*expired {
-		t.Errorf("the sweep read %.0f rows of records to delete %d expired among %d; want at most %d", got, expired, live+expired, 4*expired)
-	}
-
 	if err := s.collect(bg); err != nil {
 		t.Fatalf("collect = %v", err)
 	}
@@ -115,6 +111,34 @@ func TestTheExpirySweepReadsOnlyTheExpiredRows(t *testing.T) {
 	if got := count("live"); got != live {
 		t.Errorf("%d live records left after the sweep; want %d", got, live)
 	}
+	s.Close() // its connections report their statistics as they end
+	testkit.Eventually(t, 10*time.Second, func() bool {
+		scans, _ := indexStats(t, s, "records_expiry")
+		return scans > 0
+	}, "the sweep did not use the expiry index")
+
+	// What a sweep reads, as EXPLAIN ANALYZE counts it.
+	fillRecords(t, s, "older", "accepted", expired, c.Now())
+	plan := explainSweep(t, s, sqlSweep("records"), unixNano(c.Now()))
+	if got := rowsRead(plan, "records"); got > 4*expired {
+		t.Errorf("the sweep read %.0f rows of records to delete %d expired among %d; want at most %d", got, expired, live+expired, 4*expired)
+	}
+}
+
+// indexStats returns the index scans of the store's index name and the
+// table rows they fetched one by one (a bitmap scan fetches none).
+func indexStats(t *testing.T, s *Store, name string) (scans, fetched int64) {
+	t.Helper()
+	conn, err := pgx.Connect(bg, s.opts.DSN)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	defer conn.Close(bg)
+	if err := conn.QueryRow(bg, `SELECT coalesce(sum(idx_scan), 0)::bigint, coalesce(sum(idx_tup_fetch), 0)::bigint
+		FROM pg_stat_user_indexes WHERE schemaname = $1 AND indexrelname = $2`, s.opts.Schema, name).Scan(&scans, &fetched); err != nil {
+		t.Fatalf("reading the statistics of %s: %v", name, err)
+	}
+	return scans, fetched
 }
 
 // Taking over the sent records of dead instances reads the records_sent
@@ -127,8 +151,20 @@ func TestTheDeadOwnerSweepReadsTheSentIndexEntryByEntry(t *testing.T) {
 	c := storetest.NewClock(t0)
 	s := openTest(t, Options{Now: c.Now})
 	fillRecords(t, s, "done", "sent", 3000, c.Now().Add(time.Hour))
+	// The statistics lag the table, as they do under load: they still see
+	// the records sent.
+	exec(t, s.opts.DSN, `ANALYZE `+s.opts.Schema+`.records`)
 	exec(t, s.opts.DSN, `UPDATE `+s.opts.Schema+`.records SET state = 'accepted'`)
 	fillRecords(t, s, "orphan", "sent", 2, c.Now().Add(time.Hour))
+
+	if n, err := s.ExpireDeadOwners(bg); err != nil || n != 2 {
+		t.Errorf("ExpireDeadOwners = %d, %v; want the 2 sent records of the dead instance", n, err)
+	}
+	s.Close() // its connections report their statistics as they end
+	testkit.Eventually(t, 10*time.Second, func() bool {
+		_, fetched := indexStats(t, s, "records_sent")
+		return fetched >= 2
+	}, "the takeover fetched no record through an index scan of records_sent")
 
 	ev := state.Event{At: c.Now(), State: state.Unknown, Note: "test"}
 	plan := explainSweep(t, s, sqlExpireDead, unixNano(c.Now()), [][]byte{encodeEvent(&ev)}, "test-1", c.Now())
@@ -142,9 +178,6 @@ func TestTheDeadOwnerSweepReadsTheSentIndexEntryByEntry(t *testing.T) {
 		if sc != "Index Scan records_sent" {
 			t.Errorf("the sweep reads records by %q; want only index scans of records_sent (all: %q)", sc, scans)
 		}
-	}
-	if n, err := s.ExpireDeadOwners(bg); err != nil || n != 2 {
-		t.Errorf("ExpireDeadOwners = %d, %v; want the 2 sent records of the dead instance", n, err)
 	}
 }
 
@@ -173,5 +206,58 @@ func TestTheExpiryIndexMigrationKeepsAnIndexBuiltBeforehand(t *testing.T) {
 	if indexes("records_expiry") != 1 || indexes("records_expires") != 0 {
 		t.Errorf("after the migration: records_expiry %d, records_expires %d; want the btree alone",
 			indexes("records_expiry"), indexes("records_expires"))
+	}
+}
+
+// A concurrent build that failed leaves an invalid index under the name;
+// the migration builds it again instead of taking it for the index (the
+// sweep would read the table again, without its BRIN index either).
+func TestTheExpiryIndexMigrationRebuildsAnIndexLeftInvalid(t *testing.T) {
+	t.Parallel()
+	dsn := testDSN(t)
+	schema := newSchema(t, dsn)
+	if err := Migrate(bg, dsn, schema); err != nil {
+		t.Fatal(err)
+	}
+	exec(t, dsn, `DROP INDEX `+schema+`.records_expiry`)
+	exec(t, dsn, `CREATE INDEX records_expires ON `+schema+`.records USING brin (expires_ns)`)
+	exec(t, dsn, `DELETE FROM `+schema+`.schema_migrations WHERE version = 5`)
+
+	// A build that gives up waiting for a transaction writing the table.
+	writer, err := pgx.Connect(bg, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer writer.Close(bg)
+	tx, err := writer.Begin(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(bg, `INSERT INTO `+schema+`.records (account, key, segment, state, owner_instance, expires_ns, upstream, seq, body, history, wseq)
+		VALUES ('a', 'k', '', 'accepted', '', 1, '', 0, '', '{}', 0)`); err != nil {
+		t.Fatal(err)
+	}
+	builder, err := pgx.Connect(bg, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer builder.Close(bg)
+	if _, err := builder.Exec(bg, `SET statement_timeout = '300ms'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := builder.Exec(bg, `CREATE INDEX CONCURRENTLY records_expiry ON `+schema+`.records (expires_ns)`); err == nil {
+		t.Fatal("the concurrent build finished beside an open writer; want it cancelled, leaving an invalid index")
+	}
+	if err := tx.Rollback(bg); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := Migrate(bg, dsn, schema); err != nil {
+		t.Fatalf("Migrate with an invalid index left by a failed build = %v", err)
+	}
+	var valid bool
+	if err := builder.QueryRow(bg, `SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass($1)`,
+		schema+".records_expiry").Scan(&valid); err != nil || !valid {
+		t.Errorf("records_expiry valid = %v, %v after the migration; want a valid index", valid, err)
 	}
 }

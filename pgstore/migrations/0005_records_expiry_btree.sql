@@ -3,11 +3,23 @@
 -- rewritten (created, then their outcome, then receipts) into whatever
 -- pages have room, so every block range soon spans old and new expiries,
 -- and the planner preferred reading the whole table, at every sweep.
--- The btree costs each write an index insert (writes already update every
--- index: they change the state the records_sent index is partial on).
 --
 -- CREATE INDEX blocks writes to the table while it builds. On a large
--- table, build it first without blocking them, then migrate (this finds it):
+-- table, build it first without blocking them, then migrate (this keeps
+-- it, and rebuilds it if that build failed and left it invalid):
 --   CREATE INDEX CONCURRENTLY records_expiry ON <schema>.records (expires_ns);
-CREATE INDEX IF NOT EXISTS records_expiry ON records (expires_ns);
+-- The locks this takes wait at most lock_timeout for a transaction that
+-- holds the table (the migration then fails, and can be run again),
+-- rather than queueing every instance's writes behind them.
+SET LOCAL lock_timeout = '10s';
+DO $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_index WHERE indexrelid = to_regclass('records_expiry') AND NOT indisvalid) THEN
+        DROP INDEX records_expiry;
+    END IF;
+    IF to_regclass('records_expiry') IS NULL THEN
+        CREATE INDEX records_expiry ON records (expires_ns);
+    END IF;
+END
+$$;
 DROP INDEX IF EXISTS records_expires;
