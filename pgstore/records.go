@@ -382,6 +382,49 @@ func collect(rows pgx.Rows) ([]*state.Record, error) {
 // scanPage is how many records Scan and ScanState read per query.
 const scanPage = 1000
 
+// sqlCountStates counts the live records by state over at most $2 of
+// them (n <= $2), and says whether there are more (all > $2). The expiry
+// is tested as an expression (+ 0): the records are read in the table's
+// order, a count needs no index.
+const sqlCountStates = `SELECT state, count(*) FILTER (WHERE n <= $2), count(*)
+	FROM (SELECT state, row_number() OVER () AS n
+		FROM (SELECT state FROM records WHERE expires_ns + 0 > $1 LIMIT $2 + 1) l) x
+	GROUP BY state`
+
+var _ state.StateCounter = (*Store)(nil)
+
+// CountStates implements state.StateCounter: PostgreSQL counts the live
+// records by state, over at most limit of them, and sends the counts.
+func (s *Store) CountStates(ctx context.Context, limit int) (map[state.SubmitState]int, bool, error) {
+	counts := make(map[state.SubmitState]int)
+	all := 0
+	err := s.read(ctx, func(ctx context.Context) error {
+		clear(counts)
+		all = 0
+		rows, err := s.pool.Query(ctx, sqlCountStates, unixNano(s.now()), limit)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var st string
+			var counted, n int
+			if err := rows.Scan(&st, &counted, &n); err != nil {
+				return err
+			}
+			if counted > 0 {
+				counts[state.SubmitState(st)] = counted
+			}
+			all += n
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	return counts, all <= limit, nil
+}
+
 // Scan implements state.Store. It reads the records in pages in key order,
 // each page a query of its own, and calls fn between queries.
 func (s *Store) Scan(ctx context.Context, fn func(*state.Record) bool) error {

@@ -150,12 +150,30 @@ func (m *Metrics) ObserveCommit(ops int, took time.Duration) {
 	m.mu.Unlock()
 }
 
-// RefreshRecords counts the live records by state with one Scan of at most
-// ScanCap records.
+// StateCounter is a Store that counts its live records by state itself,
+// over at most limit of them (complete: none was left out). RefreshRecords
+// asks it instead of scanning: a Scan decodes every record, and on a
+// shared store carries each of them over the network.
+type StateCounter interface {
+	CountStates(ctx context.Context, limit int) (counts map[SubmitState]int, complete bool, err error)
+}
+
+// RefreshRecords counts the live records by state, over at most ScanCap
+// records: by the store when it is a StateCounter, else with one Scan.
 func (m *Metrics) RefreshRecords(ctx context.Context) error {
 	limit := m.ScanCap
 	if limit <= 0 {
 		limit = DefaultScanCap
+	}
+	if sc, ok := m.store.(StateCounter); ok {
+		counts, complete, err := sc.CountStates(ctx, limit)
+		if err != nil {
+			return err
+		}
+		m.mu.Lock()
+		m.counts, m.scannedAt, m.complete = counts, time.Now(), complete
+		m.mu.Unlock()
+		return nil
 	}
 	counts := make(map[SubmitState]int, len(allStates))
 	n := 0

@@ -153,3 +153,52 @@ func writeCounts(t *testing.T, reg *prometheus.Registry) map[string]uint64 {
 	}
 	return out
 }
+
+// counting is a store that counts its records by state itself; a Scan of
+// it fails the test.
+type counting struct {
+	state.Store
+	t      *testing.T
+	limits []int
+}
+
+func (c *counting) CountStates(_ context.Context, limit int) (map[state.SubmitState]int, bool, error) {
+	c.limits = append(c.limits, limit)
+	return map[state.SubmitState]int{state.Accepted: 7, state.Sent: 1}, false, nil
+}
+
+func (c *counting) Scan(context.Context, func(*state.Record) bool) error {
+	c.t.Error("RefreshRecords scanned a store that counts by state itself")
+	return nil
+}
+
+// A store that counts its records by state itself (a database) is asked
+// for the counts, with the scan cap, instead of sending every record.
+func TestMetricsAskAStoreThatCountsByStateInsteadOfScanning(t *testing.T) {
+	s := &counting{Store: state.NewMem(time.Now), t: t}
+	m := state.NewMetrics(s)
+	m.ScanCap = 1000
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(m)
+	if err := m.RefreshRecords(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	want := `
+# HELP smppproxy_store_records Live records by submit state, as of the last periodic scan.
+# TYPE smppproxy_store_records gauge
+smppproxy_store_records{state="accepted"} 7
+smppproxy_store_records{state="rejected"} 0
+smppproxy_store_records{state="retryable"} 0
+smppproxy_store_records{state="sent"} 1
+smppproxy_store_records{state="unknown"} 0
+# HELP smppproxy_store_records_scan_complete 1 if the last scan visited every record, 0 if it stopped at the scan cap.
+# TYPE smppproxy_store_records_scan_complete gauge
+smppproxy_store_records_scan_complete 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "smppproxy_store_records", "smppproxy_store_records_scan_complete"); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.limits) != 1 || s.limits[0] != 1000 {
+		t.Errorf("CountStates asked with limits %v; want once with the scan cap 1000", s.limits)
+	}
+}
