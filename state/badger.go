@@ -746,6 +746,70 @@ func (s *BadgerStore) Scan(ctx context.Context, fn func(*Record) bool) error {
 	})
 }
 
+var _ StateCounter = (*BadgerStore)(nil)
+
+// CountStates implements StateCounter: Scan's walk over the records,
+// reading of each only its state and expiry (its history neither, which
+// Scan loads when it is not kept with the record).
+func (s *BadgerStore) CountStates(ctx context.Context, limit int) (map[SubmitState]int, bool, error) {
+	if err := s.enter(ctx); err != nil {
+		return nil, false, err
+	}
+	defer s.exit()
+	now := s.now()
+	counts := make(map[SubmitState]int, len(allStates))
+	complete := true
+	err := s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{
+			// Values are read in place (no copy): they are
+			// records, small, kept in the tables themselves.
+			Prefix: []byte(prefixRecord),
+		})
+		defer it.Close()
+		n, seen := 0, 0
+		for it.Rewind(); it.Valid(); it.Next() {
+			if seen++; seen%256 == 0 {
+				if err := ctxErr(ctx); err != nil {
+					return err
+				}
+			}
+			var (
+				st  SubmitState
+				exp time.Time
+			)
+			err := it.Item().Value(func(v []byte) error {
+				var ok bool
+				var err error
+				if st, exp, ok, err = peekStateExpires(v); ok || err != nil {
+					return err
+				}
+				rec, _, _, err := decodeStored(v)
+				if err == nil {
+					st, exp = rec.State, rec.Expires
+				}
+				return err
+			})
+			if err != nil {
+				return fmt.Errorf("state: count %q: %w", it.Item().Key(), err)
+			}
+			if !exp.IsZero() && !now.Before(exp) {
+				continue // expired (Record.Expired)
+			}
+			if n == limit {
+				complete = false
+				return nil
+			}
+			n++
+			counts[st]++
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	return counts, complete, nil
+}
+
 // ScanState implements Store. For Sent it visits the index of Sent
 // records only (a key per such record), so its cost follows the records
 // in flight, not the store's size; other states scan every record.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"github.com/smppproxy/smppproxy/internal/varcodec"
 	"strings"
+	"time"
 )
 
 // Record encoding, shared by every backend that stores bytes.
@@ -392,6 +393,53 @@ func decodeStored(b []byte) (r *Record, histN uint32, hot bool, err error) {
 		return nil, 0, false, err
 	}
 	return r, uint32(len(r.History)), false, nil
+}
+
+// peekStateExpires reads the state and the expiry of a record encoded in
+// version 4 or 5 and nothing else (it allocates nothing, and checks
+// nothing after the expiry): what a count of records by state needs.
+// ok=false for the other versions, which the caller decodes whole. It
+// follows decodeHot field by field (a fuzz test holds the two together).
+func peekStateExpires(b []byte) (st SubmitState, expires time.Time, ok bool, err error) {
+	if len(b) == 0 || (b[0] != recordVersion4 && b[0] != recordVersion5) {
+		return "", time.Time{}, false, nil
+	}
+	d := varcodec.Decoder{Corrupt: errCorrupt, B: b[1:]}
+	d.SkipStr() // account
+	d.SkipStr() // key
+	d.SkipStr() // segment
+	var fp [32 + 1]byte
+	d.Bytes(fp[:]) // fingerprint and its version
+	st = code(&d, stateCodes[:], 0)
+	d.SkipStr() // owner
+	d.SkipStr() // upstream
+	d.SkipStr() // session
+	d.U32()     // sequence
+	d.SkipStr() // message id
+	d.SkipStr() // normalised id
+	d.SkipStr() // proxy id
+	var flag [1]byte
+	d.Bytes(flag[:])
+	switch {
+	case d.Err != nil:
+	case flag[0] == 1:
+		var h [16]byte
+		d.Bytes(h[:])
+	case flag[0] != 0:
+		d.Fail("address flag %d", flag[0])
+	}
+	code(&d, deliveryCodes[:], 0xff)
+	d.Time() // delivery at
+	d.U32()  // status
+	d.Int()  // attempts
+	d.Int()  // resends
+	d.Time() // created
+	d.Time() // updated
+	expires = d.Time()
+	if d.Err != nil {
+		return "", time.Time{}, true, d.Err
+	}
+	return st, expires, true, nil
 }
 
 // decodeInline decodes versions 1 to 3.

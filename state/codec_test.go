@@ -142,9 +142,17 @@ func FuzzDecodeRecord(f *testing.F) {
 	f.Add(encodeHot(nil, &Record{State: "x", Delivery: "y"}, 0))
 	f.Add(encodeHotVersion(nil, codecSample(), 5, recordVersion4))
 	f.Fuzz(func(t *testing.T, b []byte) {
+		st, exp, peeked, perr := peekStateExpires(b)
 		r, n, hot, err := decodeStored(b)
 		if err != nil {
 			return
+		}
+		// What a count by state reads of a record is what decoding it gives.
+		if hot && (!peeked || perr != nil || st != r.State || !exp.Equal(r.Expires)) {
+			t.Fatalf("peekStateExpires(%x) = %q, %v, %v, %v; decodeStored gives %q, %v", b, st, exp, peeked, perr, r.State, r.Expires)
+		}
+		if !hot && peeked {
+			t.Fatalf("peekStateExpires read a version %d record; want it left to decodeStored", b[0])
 		}
 		if hot {
 			again := encodeHot(nil, r, n)

@@ -118,6 +118,19 @@ func (d *Decoder) Str() string {
 	return s
 }
 
+// SkipStr passes over a string without reading it.
+func (d *Decoder) SkipStr() {
+	n := d.Uvarint()
+	if d.Err != nil {
+		return
+	}
+	if n > uint64(len(d.B)) {
+		d.Fail("string length %d beyond end", n)
+		return
+	}
+	d.B = d.B[n:]
+}
+
 // Bytes fills dst.
 func (d *Decoder) Bytes(dst []byte) {
 	if d.Err != nil {

@@ -3,6 +3,7 @@ package storetest
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"testing"
@@ -283,5 +284,56 @@ func testSubmitsConcurrent(t *testing.T, s state.Store, c *Clock) {
 	}
 	if got := sentKeys(t, s); len(got) != 0 {
 		t.Errorf("ScanState(Sent) after every outcome = %v; want nothing", got)
+	}
+}
+
+// testCountStates: a store that counts its records by state itself
+// (state.StateCounter, behind the records-by-state metrics) counts what a
+// Scan visits, long histories and expiry included, up to its limit.
+func testCountStates(t *testing.T, s state.Store, c *Clock) {
+	sc, ok := s.(state.StateCounter)
+	if !ok {
+		t.Skip("the store does not count its records by state itself")
+	}
+	for i, st := range []state.SubmitState{state.Sent, state.Accepted, state.Accepted, state.Unknown, state.Rejected, state.Accepted} {
+		r := submitted(c, fmt.Sprintf("k%d", i), uint32(i))
+		r.State = st
+		if i == 5 {
+			r.Expires = c.Now().Add(time.Minute) // expires before the count
+		}
+		mustCreate(t, s, r)
+	}
+	// A history longer than what a record keeps with it.
+	for i := range 12 {
+		mustUpdate(t, s, state.Key{Account: "acme", Key: "k1"}, func(r *state.Record) {
+			r.History = append(r.History, state.Event{At: c.Now(), State: state.Accepted, Note: fmt.Sprint("receipt ", i)})
+		})
+	}
+	mustUpdate(t, s, state.Key{Account: "acme", Key: "k0"}, func(r *state.Record) { r.State = state.Retryable })
+	c.Advance(time.Minute)
+
+	want := map[state.SubmitState]int{}
+	if err := s.Scan(bg, func(r *state.Record) bool { want[r.State]++; return true }); err != nil {
+		t.Fatal(err)
+	}
+	if len(want) != 4 || want[state.Accepted] != 2 {
+		t.Fatalf("Scan counted %v; want 5 live records in 4 states", want)
+	}
+	for _, limit := range []int{100, 5} {
+		got, complete, err := sc.CountStates(bg, limit)
+		if err != nil || !complete || !maps.Equal(got, want) {
+			t.Errorf("CountStates(%d) = %v, %v, %v; want %v, complete", limit, got, complete, err, want)
+		}
+	}
+	got, complete, err := sc.CountStates(bg, 3)
+	n := 0
+	for st, k := range got {
+		n += k
+		if k > want[st] {
+			t.Errorf("CountStates(3) counted %d %s records; there are %d", k, st, want[st])
+		}
+	}
+	if err != nil || complete || n != 3 {
+		t.Errorf("CountStates(3) over 5 live records = %v, %v, %v; want 3 counted, not complete", got, complete, err)
 	}
 }

@@ -66,6 +66,7 @@ func Run(t *testing.T, open Opener) {
 		{"ReplaceHistoryAppendAndCap", testReplaceHistory},
 		{"HistoryCap", testHistoryCap},
 		{"ScanState", testScanState},
+		{"CountStatesAgreesWithScan", testCountStates},
 		{"SubmitsConcurrent", testSubmitsConcurrent},
 		{"CanceledContext", testCanceled},
 		{"FailWrites", testFailWrites},
