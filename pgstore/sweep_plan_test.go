@@ -181,6 +181,18 @@ func TestTheDeadOwnerSweepReadsTheSentIndexEntryByEntry(t *testing.T) {
 	}
 }
 
+// atVersion4 migrates schema, then takes it back to version 4 (a BRIN
+// index on the expiry, no btree), as the previous build left stores.
+func atVersion4(t *testing.T, dsn, schema string) {
+	t.Helper()
+	if err := Migrate(bg, dsn, schema); err != nil {
+		t.Fatal(err)
+	}
+	exec(t, dsn, `DROP INDEX `+schema+`.records_expiry`)
+	exec(t, dsn, `CREATE INDEX records_expires ON `+schema+`.records USING brin (expires_ns)`)
+	exec(t, dsn, `DELETE FROM `+schema+`.schema_migrations WHERE version = 5`)
+}
+
 // The upgrade to the expiry btree accepts the index an operator built
 // beforehand without blocking writes (CREATE INDEX CONCURRENTLY), and
 // drops the BRIN index it replaces.
@@ -188,13 +200,7 @@ func TestTheExpiryIndexMigrationKeepsAnIndexBuiltBeforehand(t *testing.T) {
 	t.Parallel()
 	dsn := testDSN(t)
 	schema := newSchema(t, dsn)
-	if err := Migrate(bg, dsn, schema); err != nil {
-		t.Fatal(err)
-	}
-	// Back to version 4, as a store left by the previous build.
-	exec(t, dsn, `DROP INDEX `+schema+`.records_expiry`)
-	exec(t, dsn, `CREATE INDEX records_expires ON `+schema+`.records USING brin (expires_ns)`)
-	exec(t, dsn, `DELETE FROM `+schema+`.schema_migrations WHERE version = 5`)
+	atVersion4(t, dsn, schema)
 
 	exec(t, dsn, `CREATE INDEX CONCURRENTLY records_expiry ON `+schema+`.records (expires_ns)`)
 	if err := Migrate(bg, dsn, schema); err != nil {
@@ -216,12 +222,7 @@ func TestTheExpiryIndexMigrationRebuildsAnIndexLeftInvalid(t *testing.T) {
 	t.Parallel()
 	dsn := testDSN(t)
 	schema := newSchema(t, dsn)
-	if err := Migrate(bg, dsn, schema); err != nil {
-		t.Fatal(err)
-	}
-	exec(t, dsn, `DROP INDEX `+schema+`.records_expiry`)
-	exec(t, dsn, `CREATE INDEX records_expires ON `+schema+`.records USING brin (expires_ns)`)
-	exec(t, dsn, `DELETE FROM `+schema+`.schema_migrations WHERE version = 5`)
+	atVersion4(t, dsn, schema)
 
 	// A build that gives up waiting for a transaction writing the table.
 	writer, err := pgx.Connect(bg, dsn)

@@ -165,15 +165,20 @@ func (m *Metrics) RefreshRecords(ctx context.Context) error {
 	if limit <= 0 {
 		limit = DefaultScanCap
 	}
+	counts, complete, err := m.count(ctx, limit)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	m.counts, m.scannedAt, m.complete = counts, time.Now(), complete
+	m.mu.Unlock()
+	return nil
+}
+
+// count counts the live records by state over at most limit of them.
+func (m *Metrics) count(ctx context.Context, limit int) (map[SubmitState]int, bool, error) {
 	if sc, ok := m.store.(StateCounter); ok {
-		counts, complete, err := sc.CountStates(ctx, limit)
-		if err != nil {
-			return err
-		}
-		m.mu.Lock()
-		m.counts, m.scannedAt, m.complete = counts, time.Now(), complete
-		m.mu.Unlock()
-		return nil
+		return sc.CountStates(ctx, limit)
 	}
 	counts := make(map[SubmitState]int, len(allStates))
 	n := 0
@@ -187,13 +192,7 @@ func (m *Metrics) RefreshRecords(ctx context.Context) error {
 		counts[r.State]++
 		return true
 	})
-	if err != nil {
-		return err
-	}
-	m.mu.Lock()
-	m.counts, m.scannedAt, m.complete = counts, time.Now(), complete
-	m.mu.Unlock()
-	return nil
+	return counts, complete, err
 }
 
 // scanShare bounds the time Run spends scanning: after a scan that took d,
