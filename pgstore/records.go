@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -386,44 +388,61 @@ const scanPage = 1000
 // them (n <= $2), and says whether there are more (all > $2). The expiry
 // is tested as an expression (+ 0): the records are read in the table's
 // order, a count needs no index.
-const sqlCountStates = `SELECT state, count(*) FILTER (WHERE n <= $2), count(*)
+const sqlCountStates = `SELECT state, count(*) FILTER (WHERE n <= $2::bigint), count(*)
 	FROM (SELECT state, row_number() OVER () AS n
-		FROM (SELECT state FROM records WHERE expires_ns + 0 > $1 LIMIT $2 + 1) l) x
+		FROM (SELECT state FROM records WHERE expires_ns + 0 > $1 LIMIT $2::bigint + 1) l) x
 	GROUP BY state`
 
 var _ state.StateCounter = (*Store)(nil)
 
 // CountStates implements state.StateCounter: PostgreSQL counts the live
-// records by state, over at most limit of them, and sends the counts.
+// records by state, over at most limit of them, and sends the counts. The
+// count is one statement, which may take a while over a million records
+// on a busy database: it has countTimeout, not the store's Timeout, and a
+// count that runs out of time says nothing of the database's health (the
+// store's other operations do).
 func (s *Store) CountStates(ctx context.Context, limit int) (map[state.SubmitState]int, bool, error) {
+	if err := s.enter(ctx); err != nil {
+		return nil, false, err
+	}
+	defer s.exit()
+	if err := s.health.gate(); err != nil {
+		return nil, false, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, max(countTimeout, s.opts.Timeout))
+	defer cancel()
 	counts := make(map[state.SubmitState]int)
 	all := 0
-	err := s.read(ctx, func(ctx context.Context) error {
-		clear(counts)
-		all = 0
-		rows, err := s.pool.Query(ctx, sqlCountStates, unixNano(s.now()), limit)
+	err := func() error {
+		rows, err := s.pool.Query(cctx, sqlCountStates, unixNano(s.now()), int64(min(limit, math.MaxInt64-1)))
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
 		for rows.Next() {
 			var st string
-			var counted, n int
+			var counted, n int64
 			if err := rows.Scan(&st, &counted, &n); err != nil {
 				return err
 			}
 			if counted > 0 {
-				counts[state.SubmitState(st)] = counted
+				counts[state.SubmitState(st)] = int(counted)
 			}
-			all += n
+			all += int(n)
 		}
 		return rows.Err()
-	})
+	}()
 	if err != nil {
-		return nil, false, err
+		if cctx.Err() == nil {
+			s.reportRead(ctx, err)
+		}
+		return nil, false, wrapErr(err)
 	}
 	return counts, all <= limit, nil
 }
+
+// countTimeout bounds a CountStates.
+const countTimeout = time.Minute
 
 // Scan implements state.Store. It reads the records in pages in key order,
 // each page a query of its own, and calls fn between queries.

@@ -761,8 +761,8 @@ func (s *BadgerStore) CountStates(ctx context.Context, limit int) (map[SubmitSta
 	complete := true
 	err := s.db.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{
-			// Values are read in place (no copy): they are
-			// records, small, kept in the tables themselves.
+			// Values are read one at a time, in place where they
+			// are kept in the tables (not copied ahead).
 			Prefix: []byte(prefixRecord),
 		})
 		defer it.Close()

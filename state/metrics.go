@@ -84,11 +84,11 @@ func NewMetrics(s Store) *Metrics {
 		lost: prometheus.NewDesc("smppproxy_store_lost_commits",
 			"Commits found missing when the store was opened (a write-ahead log cut short) and started anyway with --force-empty-store; 0 on a normal start.", nil, nil),
 		records: prometheus.NewDesc("smppproxy_store_records",
-			"Live records by submit state, as of the last periodic scan.", []string{"state"}, nil),
+			"Live records by submit state, as of the last periodic count (of at most the scan cap).", []string{"state"}, nil),
 		scanTime: prometheus.NewDesc("smppproxy_store_records_scan_timestamp_seconds",
-			"When the last scan counting records by state finished (Unix time).", nil, nil),
+			"When the last count of records by state finished (Unix time).", nil, nil),
 		scanComplete: prometheus.NewDesc("smppproxy_store_records_scan_complete",
-			"1 if the last scan visited every record, 0 if it stopped at the scan cap.", nil, nil),
+			"1 if the last count covered every record, 0 if it stopped at the scan cap.", nil, nil),
 	}
 	if b, ok := s.(interface{ Stats() BadgerStats }); ok {
 		m.badger = b

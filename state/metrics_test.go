@@ -48,14 +48,14 @@ func TestMetricsCountRecordsByStateOnRefreshOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := `
-# HELP smppproxy_store_records Live records by submit state, as of the last periodic scan.
+# HELP smppproxy_store_records Live records by submit state, as of the last periodic count (of at most the scan cap).
 # TYPE smppproxy_store_records gauge
 smppproxy_store_records{state="accepted"} 3
 smppproxy_store_records{state="rejected"} 0
 smppproxy_store_records{state="retryable"} 0
 smppproxy_store_records{state="sent"} 0
 smppproxy_store_records{state="unknown"} 2
-# HELP smppproxy_store_records_scan_complete 1 if the last scan visited every record, 0 if it stopped at the scan cap.
+# HELP smppproxy_store_records_scan_complete 1 if the last count covered every record, 0 if it stopped at the scan cap.
 # TYPE smppproxy_store_records_scan_complete gauge
 smppproxy_store_records_scan_complete 1
 # HELP smppproxy_store_write_ops_total Write requests (Create, Update, Replace, queue operations) handled by the committer.
@@ -184,14 +184,14 @@ func TestMetricsAskAStoreThatCountsByStateInsteadOfScanning(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := `
-# HELP smppproxy_store_records Live records by submit state, as of the last periodic scan.
+# HELP smppproxy_store_records Live records by submit state, as of the last periodic count (of at most the scan cap).
 # TYPE smppproxy_store_records gauge
 smppproxy_store_records{state="accepted"} 7
 smppproxy_store_records{state="rejected"} 0
 smppproxy_store_records{state="retryable"} 0
 smppproxy_store_records{state="sent"} 1
 smppproxy_store_records{state="unknown"} 0
-# HELP smppproxy_store_records_scan_complete 1 if the last scan visited every record, 0 if it stopped at the scan cap.
+# HELP smppproxy_store_records_scan_complete 1 if the last count covered every record, 0 if it stopped at the scan cap.
 # TYPE smppproxy_store_records_scan_complete gauge
 smppproxy_store_records_scan_complete 0
 `

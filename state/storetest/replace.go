@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"sync"
 	"testing"
@@ -319,7 +320,7 @@ func testCountStates(t *testing.T, s state.Store, c *Clock) {
 	if len(want) != 4 || want[state.Accepted] != 2 {
 		t.Fatalf("Scan counted %v; want 5 live records in 4 states", want)
 	}
-	for _, limit := range []int{100, 5} {
+	for _, limit := range []int{math.MaxInt, 100, 5} {
 		got, complete, err := sc.CountStates(bg, limit)
 		if err != nil || !complete || !maps.Equal(got, want) {
 			t.Errorf("CountStates(%d) = %v, %v, %v; want %v, complete", limit, got, complete, err, want)
