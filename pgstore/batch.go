@@ -83,14 +83,14 @@ var sqlCreateMany = `WITH input AS (` + inputRows + `),
 		UPDATE records r SET ` + recordSetFrom("i") + `, history = ` + evSlice("i.history", 16) + `,
 			wseq = nextval('record_wseq')
 		FROM input i
-		WHERE (r.account, r.key, r.segment) = (i.account, i.key, i.segment) AND r.expires_ns <= $15
+		WHERE (r.account, r.key, r.segment) = (i.account, i.key, i.segment) AND r.expires_ns + 0 <= $15
 			AND NOT EXISTS (SELECT 1 FROM ins WHERE (ins.account, ins.key, ins.segment) = (i.account, i.key, i.segment))
 		RETURNING r.account, r.key, r.segment)
 	SELECT account, key, segment, NULL::text AS state, NULL::bytea AS body, NULL::bytea[] AS history FROM ins
 	UNION ALL SELECT account, key, segment, NULL, NULL, NULL FROM upd
 	UNION ALL SELECT r.account, r.key, r.segment, r.state, r.body, r.history
 		FROM records r JOIN input i ON (r.account, r.key, r.segment) = (i.account, i.key, i.segment)
-		WHERE r.expires_ns > $15
+		WHERE r.expires_ns + 0 > $15
 			AND NOT EXISTS (SELECT 1 FROM ins WHERE (ins.account, ins.key, ins.segment) = (i.account, i.key, i.segment))`
 
 // sqlReplaceMany updates the records (the history grows by added, capped,

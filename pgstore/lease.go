@@ -394,7 +394,7 @@ func readStatus(ctx context.Context, pool *pgxpool.Pool, schema string, now time
 	if err != nil {
 		return st, wrapErr(err)
 	}
-	rows, err = pool.Query(ctx, `SELECT state, count(*) FROM records WHERE expires_ns > $1 GROUP BY state`, unixNano(now))
+	rows, err = pool.Query(ctx, `SELECT state, count(*) FROM records WHERE expires_ns + 0 > $1 GROUP BY state`, unixNano(now))
 	if err != nil {
 		return st, wrapErr(err)
 	}

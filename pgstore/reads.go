@@ -52,7 +52,7 @@ const sqlReadMany = `SELECT i.n, r.state, r.body, CASE WHEN i.hot THEN r.history
 const sqlReadByIDMany = `SELECT i.n, r.account, r.key, r.segment, r.state, r.body, r.expires_ns, r.wseq
 	FROM unnest($1::bytea[], $2::bytea[]) WITH ORDINALITY AS i(upstream, id, n)
 	CROSS JOIN LATERAL (SELECT account, key, segment, state, body, expires_ns, wseq FROM records x
-		WHERE x.upstream = i.upstream AND x.match_id = i.id AND x.expires_ns > $3
+		WHERE x.upstream = i.upstream AND x.match_id = i.id AND x.expires_ns + 0 > $3
 		ORDER BY x.wseq DESC LIMIT 1) r`
 
 // readKey reads the record under k with the reads waiting with it; hot,

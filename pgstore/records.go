@@ -298,7 +298,7 @@ func (s *Store) reportRead(ctx context.Context, err error) {
 func (s *Store) byIndex(ctx context.Context, where string, args ...any) (*state.Record, error) {
 	var rec *state.Record
 	err := s.read(ctx, func(ctx context.Context) error {
-		q := `SELECT ` + readColumns + ` FROM records WHERE expires_ns > $1 AND ` + where + ` ORDER BY wseq DESC LIMIT 1`
+		q := `SELECT ` + readColumns + ` FROM records WHERE expires_ns + 0 > $1 AND ` + where + ` ORDER BY wseq DESC LIMIT 1`
 		var err error
 		rec, err = scanRow(s.pool.QueryRow(ctx, q, append([]any{unixNano(s.now())}, args...)...))
 		return err
@@ -356,7 +356,7 @@ func (s *Store) UnknownByAddr(ctx context.Context, upstream string, h [16]byte) 
 	var out []*state.Record
 	err := s.read(ctx, func(ctx context.Context) error {
 		rows, err := s.pool.Query(ctx, `SELECT `+readColumns+` FROM records
-			WHERE state = 'unknown' AND upstream = $1 AND addr_hash = $2 AND expires_ns > $3`,
+			WHERE state = 'unknown' AND upstream = $1 AND addr_hash = $2 AND expires_ns + 0 > $3`,
 			col(upstream), h[:], unixNano(s.now()))
 		if err != nil {
 			return err
@@ -476,7 +476,7 @@ func (s *Store) scan(ctx context.Context, st string, fn func(*state.Record) bool
 }
 
 func (s *Store) scanPage(ctx context.Context, st string, after *state.Key) ([]*state.Record, error) {
-	q := `SELECT ` + readColumns + ` FROM records WHERE expires_ns > $1`
+	q := `SELECT ` + readColumns + ` FROM records WHERE expires_ns + 0 > $1`
 	args := []any{unixNano(s.now())}
 	if st != "" {
 		args = append(args, st)
