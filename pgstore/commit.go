@@ -262,7 +262,10 @@ func (s *Store) exec(reqs []*request) error {
 			marks = marks || r.enqueue.app != nil
 		}
 	}
-	if len(replaces)+len(cas) > 0 || marks {
+	// Every statement that joins a batch's keys with records probes the
+	// primary key (creates too: planned for the arguments of their first
+	// executions on a connection, a large batch of them read the table).
+	if len(creates)+len(replaces)+len(cas) > 0 || marks {
 		b.Queue(sqlIndexProbes)
 	}
 	queueCreates(b, creates)

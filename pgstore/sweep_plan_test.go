@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -290,5 +291,54 @@ func TestALookupByMessageIDNeverReadsThroughTheExpiryIndex(t *testing.T) {
 	})
 	if got := rowsRead(plan, "records"); got > 10 {
 		t.Errorf("the lookup of one message id read %.0f records; want the one", got)
+	}
+}
+
+// A batch of creates alone finds the keys it takes by probing the primary
+// key, like every other batch: on a new connection PostgreSQL plans the
+// statement for its arguments, and with sequential scans allowed it read
+// the whole table (twice, once the expiry could not use its index) for
+// each of its first executions, when a burst of fresh submits opens them.
+func TestABatchOfCreatesNeverReadsTheWholeTable(t *testing.T) {
+	t.Parallel()
+	c := storetest.NewClock(t0)
+	s := openTest(t, Options{Now: c.Now})
+	fillRecords(t, s, "bulk", "accepted", 50000, c.Now().Add(72*time.Hour))
+	fillRecords(t, s, "old", "accepted", 200, c.Now().Add(-time.Minute))
+	exec(t, s.opts.DSN, `ANALYZE `+s.opts.Schema+`.records`)
+	// The statistics arrive as each connection ends: wait for the rows
+	// inserted so far, and count the whole-table reads from there (the
+	// migration's index builds read the table too).
+	stats := func(inserted int64) (seqScans int64) {
+		testkit.Eventually(t, 10*time.Second, func() bool {
+			var n int64
+			conn, err := pgx.Connect(bg, s.opts.DSN)
+			if err != nil {
+				t.Fatalf("connect: %v", err)
+			}
+			defer conn.Close(bg)
+			if err := conn.QueryRow(bg, `SELECT seq_scan, n_tup_ins FROM pg_stat_user_tables WHERE schemaname = $1 AND relname = 'records'`,
+				s.opts.Schema).Scan(&seqScans, &n); err != nil {
+				t.Fatal(err)
+			}
+			return n >= inserted
+		}, "the statistics of the rows inserted did not arrive")
+		return seqScans
+	}
+	before := stats(50200)
+
+	const n = 3000
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			if _, created, err := s.Create(bg, sentRecord(c.Now(), fmt.Sprint("fresh-", i), "test-1/1", uint32(i))); err != nil || !created {
+				t.Errorf("Create = %v, %v", created, err)
+			}
+		})
+	}
+	wg.Wait()
+	s.Close() // its connections report their statistics as they end
+	if got := stats(50200+n) - before; got != 0 {
+		t.Errorf("records was read whole %d times for %d creates; want its primary key probed", got, n)
 	}
 }
