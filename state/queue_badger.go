@@ -139,7 +139,9 @@ func (s *BadgerStore) Depths(ctx context.Context) (map[string]int, error) {
 	now := s.now()
 	out := map[string]int{}
 	err := s.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{PrefetchValues: true, PrefetchSize: 100, Prefix: []byte(prefixQueue)})
+		// Each entry's queue and expiry are read in place, the rest
+		// (its PDU above all) passed over.
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(prefixQueue)})
 		defer it.Close()
 		n := 0
 		for it.Rewind(); it.Valid(); it.Next() {
@@ -148,12 +150,16 @@ func (s *BadgerStore) Depths(ctx context.Context) (map[string]int, error) {
 					return err
 				}
 			}
-			e, err := itemEntry(it.Item())
-			if err != nil {
+			item := it.Item()
+			err := item.Value(func(v []byte) error {
+				q, exp, err := peekQueueExpires(v)
+				if err == nil && (exp.IsZero() || now.Before(exp)) { // (QueueEntry.Expired)
+					out[string(q)]++
+				}
 				return err
-			}
-			if !e.Expired(now) {
-				out[e.Queue]++
+			})
+			if err != nil {
+				return fmt.Errorf("state: queue entry %q: %w", item.Key(), err)
 			}
 		}
 		return nil

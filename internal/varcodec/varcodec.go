@@ -118,6 +118,22 @@ func (d *Decoder) Str() string {
 	return s
 }
 
+// StrBytes reads a string's bytes without copying them: the slice aliases
+// the input.
+func (d *Decoder) StrBytes() []byte {
+	n := d.Uvarint()
+	if d.Err != nil {
+		return nil
+	}
+	if n > uint64(len(d.B)) {
+		d.Fail("string length %d beyond end", n)
+		return nil
+	}
+	b := d.B[:n:n]
+	d.B = d.B[n:]
+	return b
+}
+
 // SkipStr passes over a string without reading it.
 func (d *Decoder) SkipStr() {
 	n := d.Uvarint()
