@@ -193,35 +193,15 @@ func BenchmarkRecordsByState(b *testing.B) {
 	}
 	defer s.Close()
 	const n = 100_000
-	var next atomic.Uint64
-	done := make(chan error)
-	for range 64 {
-		go func() {
-			for {
-				i := next.Add(1)
-				if i > n {
-					done <- nil
-					return
-				}
-				r := benchRecord(i)
-				if _, _, err := s.Create(context.Background(), r.Clone()); err != nil {
-					done <- err
-					return
-				}
-				out := r.Clone()
-				benchOutcome(out, i)
-				if err := s.Replace(context.Background(), r, out); err != nil {
-					done <- err
-					return
-				}
-			}
-		}()
-	}
-	for range 64 {
-		if err := <-done; err != nil {
-			b.Fatal(err)
+	fillParallel(b, n, func(i uint64) error {
+		r := benchRecord(i)
+		if _, _, err := s.Create(context.Background(), r.Clone()); err != nil {
+			return err
 		}
-	}
+		out := r.Clone()
+		benchOutcome(out, i)
+		return s.Replace(context.Background(), r, out)
+	})
 	for _, tc := range []struct {
 		name  string
 		store state.Store
@@ -250,6 +230,27 @@ func BenchmarkQueueDepths(b *testing.B) {
 	defer s.Close()
 	const n = 100_000
 	now := time.Now()
+	fillParallel(b, n, func(i uint64) error {
+		e := &state.QueueEntry{Queue: fmt.Sprint("account-", i%4), DedupKey: fmt.Sprint("smsc\x00", i, "\x00DELIVRD"),
+			Kind: "receipt", Upstream: "smsc", MessageID: fmt.Sprint(i), Stat: "DELIVRD", Command: 5,
+			Body: make([]byte, 160), Enqueued: now, Expires: now.Add(72 * time.Hour)}
+		_, _, err := s.Enqueue(context.Background(), e)
+		return err
+	})
+	b.ReportAllocs()
+	for b.Loop() {
+		d, err := s.Depths(context.Background())
+		if err != nil || len(d) != 4 {
+			b.Fatalf("Depths = %v, %v", d, err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/entry")
+}
+
+// fillParallel calls fill(1) to fill(n) from 64 goroutines (so that the
+// store's group commits carry many writes) and fails b on an error.
+func fillParallel(b *testing.B, n uint64, fill func(i uint64) error) {
+	b.Helper()
 	var next atomic.Uint64
 	done := make(chan error)
 	for range 64 {
@@ -260,10 +261,7 @@ func BenchmarkQueueDepths(b *testing.B) {
 					done <- nil
 					return
 				}
-				e := &state.QueueEntry{Queue: fmt.Sprint("account-", i%4), DedupKey: fmt.Sprint("smsc\x00", i, "\x00DELIVRD"),
-					Kind: "receipt", Upstream: "smsc", MessageID: fmt.Sprint(i), Stat: "DELIVRD", Command: 5,
-					Body: make([]byte, 160), Enqueued: now, Expires: now.Add(72 * time.Hour)}
-				if _, _, err := s.Enqueue(context.Background(), e); err != nil {
+				if err := fill(i); err != nil {
 					done <- err
 					return
 				}
@@ -275,12 +273,4 @@ func BenchmarkQueueDepths(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	b.ReportAllocs()
-	for b.Loop() {
-		d, err := s.Depths(context.Background())
-		if err != nil || len(d) != 4 {
-			b.Fatalf("Depths = %v, %v", d, err)
-		}
-	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/entry")
 }
