@@ -202,14 +202,8 @@ func (s *Store) expireDead(ctx context.Context, self string) (int, error) {
 	ev := state.Event{At: now, State: state.Unknown, Note: "owner instance's lease expired while sent"}
 	var n int64
 	for range 4 {
-		n = 0
-		b := &pgx.Batch{}
-		b.Queue(sqlIndexScans)
-		b.Queue(sqlExpireDead, unixNano(now), [][]byte{encodeEvent(&ev)}, self, now).Exec(func(tag pgconn.CommandTag) error {
-			n = tag.RowsAffected()
-			return nil
-		})
-		err := s.pool.SendBatch(ctx, b).Close()
+		var err error
+		n, err = s.execIndexScanned(ctx, sqlExpireDead, unixNano(now), [][]byte{encodeEvent(&ev)}, self, now)
 		if isRetryable(err) {
 			continue
 		}
@@ -235,6 +229,22 @@ func (s *Store) expireDead(ctx context.Context, self string) (int, error) {
 //     entries of rows no transaction can see any more as dead (the
 //     executor's kill_prior_tuple), so the next sweep skips them.
 const sqlIndexScans = `SELECT set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true)`
+
+// execIndexScanned runs sql after sqlIndexScans, in one transaction, and
+// returns the rows it changed.
+func (s *Store) execIndexScanned(ctx context.Context, sql string, args ...any) (int64, error) {
+	var n int64
+	b := &pgx.Batch{}
+	b.Queue(sqlIndexScans)
+	b.Queue(sql, args...).Exec(func(tag pgconn.CommandTag) error {
+		n = tag.RowsAffected()
+		return nil
+	})
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return 0, err
+	}
+	return n, nil
+}
 
 // maintain renews the lease every Lease/3 and, every third renewal, takes
 // over the records of dead instances and deletes expired rows.
@@ -286,14 +296,8 @@ func (s *Store) collect(ctx context.Context) error {
 	now := unixNano(s.now())
 	for _, table := range expiringTables {
 		for {
-			var n int64
-			b := &pgx.Batch{}
-			b.Queue(sqlIndexScans)
-			b.Queue(sqlSweep(table), now).Exec(func(tag pgconn.CommandTag) error {
-				n = tag.RowsAffected()
-				return nil
-			})
-			if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+			n, err := s.execIndexScanned(ctx, sqlSweep(table), now)
+			if err != nil {
 				return wrapErr(err)
 			}
 			if n < gcLimit {

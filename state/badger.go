@@ -792,8 +792,8 @@ func (s *BadgerStore) CountStates(ctx context.Context, limit int) (map[SubmitSta
 			if err != nil {
 				return fmt.Errorf("state: count %q: %w", it.Item().Key(), err)
 			}
-			if !exp.IsZero() && !now.Before(exp) {
-				continue // expired (Record.Expired)
+			if expiredAt(exp, now) {
+				continue
 			}
 			if n == limit {
 				complete = false

@@ -97,7 +97,7 @@ type QueueEntry struct {
 
 // Expired reports whether the entry is past Expires at now.
 func (e *QueueEntry) Expired(now time.Time) bool {
-	return !e.Expires.IsZero() && !now.Before(e.Expires)
+	return expiredAt(e.Expires, now)
 }
 
 // errNilEntry is returned by Enqueue(ctx, nil).
@@ -207,7 +207,7 @@ func decodeMarker(b []byte) (dedupMarker, error) {
 }
 
 func (m dedupMarker) live(now time.Time) bool {
-	return m.expires.IsZero() || now.Before(m.expires)
+	return !expiredAt(m.expires, now)
 }
 
 // queuePrefix is the common prefix of the entries of queue.

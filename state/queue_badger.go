@@ -153,7 +153,7 @@ func (s *BadgerStore) Depths(ctx context.Context) (map[string]int, error) {
 			item := it.Item()
 			err := item.Value(func(v []byte) error {
 				q, exp, err := peekQueueExpires(v)
-				if err == nil && (exp.IsZero() || now.Before(exp)) { // (QueueEntry.Expired)
+				if err == nil && !expiredAt(exp, now) {
 					out[string(q)]++
 				}
 				return err

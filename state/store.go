@@ -208,7 +208,13 @@ func (r *Record) Clone() *Record {
 
 // Expired reports whether the record is past Expires at now.
 func (r *Record) Expired(now time.Time) bool {
-	return !r.Expires.IsZero() && !now.Before(r.Expires)
+	return expiredAt(r.Expires, now)
+}
+
+// expiredAt reports whether an expiry has passed at now: a zero one never
+// does, one equal to now has.
+func expiredAt(expires, now time.Time) bool {
+	return !expires.IsZero() && !now.Before(expires)
 }
 
 // Store is the durable record store. All methods are safe for concurrent

@@ -104,19 +104,7 @@ func (d *Decoder) Byte() byte {
 }
 
 // Str reads a string.
-func (d *Decoder) Str() string {
-	n := d.Uvarint()
-	if d.Err != nil {
-		return ""
-	}
-	if n > uint64(len(d.B)) {
-		d.Fail("string length %d beyond end", n)
-		return ""
-	}
-	s := string(d.B[:n])
-	d.B = d.B[n:]
-	return s
-}
+func (d *Decoder) Str() string { return string(d.StrBytes()) }
 
 // StrBytes reads a string's bytes without copying them: the slice aliases
 // the input.
@@ -135,17 +123,7 @@ func (d *Decoder) StrBytes() []byte {
 }
 
 // SkipStr passes over a string without reading it.
-func (d *Decoder) SkipStr() {
-	n := d.Uvarint()
-	if d.Err != nil {
-		return
-	}
-	if n > uint64(len(d.B)) {
-		d.Fail("string length %d beyond end", n)
-		return
-	}
-	d.B = d.B[n:]
-}
+func (d *Decoder) SkipStr() { d.StrBytes() }
 
 // Bytes fills dst.
 func (d *Decoder) Bytes(dst []byte) {
