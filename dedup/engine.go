@@ -54,7 +54,9 @@ type Config struct {
 	// nothing is sent, and the submit is decided again by the record the
 	// create returned. For stores where a read is a round trip (a shared
 	// database), it saves one per fresh submit; a retry the engine does
-	// not remember costs a create attempt instead of a read.
+	// not remember costs a create attempt instead of a read. While most
+	// keys it does not remember turn out to have a record (retries of what
+	// another instance settled), it reads them first instead (haveRecord).
 	CreateFirst bool
 }
 
@@ -74,6 +76,9 @@ type Engine struct {
 	count   [numOutcomes]atomic.Uint64
 	// finals answers retries of recently settled keys without a read.
 	finals *finals
+	// haveRecord: with CreateFirst, whether to read unremembered keys
+	// first (see haveRecord).
+	haveRecord haveRecord
 	// macs holds HMACs under the secret for fingerprints (fingerprint).
 	macs sync.Pool
 	// owners says whether another instance owning a sent record is

@@ -25,7 +25,7 @@ func (o *op) forward(ctx context.Context, created time.Time) Answer {
 		case o.unread:
 			// Nothing free at once and nothing journaled: decide again,
 			// reading the key first.
-			o.lost = true
+			o.lost, o.noSlot = true, true
 		default:
 			o.recordUnsent(ctx, res, stored)
 		}
@@ -123,6 +123,9 @@ func (o *op) journal(ctx context.Context, upstream, session string, seq uint32) 
 		rec.Upstream, rec.Session, rec.Sequence = upstream, session, seq
 		rec.History = []state.Event{{At: rec.Created, State: state.Sent, Session: session, Sequence: seq, Note: "created; journaled before write to " + upstream}}
 		found, created, err := e.cfg.Store.Create(ctx, rec)
+		if err == nil {
+			o.observeKey(!created)
+		}
 		switch {
 		case err != nil:
 			o.createErr = err

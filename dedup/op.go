@@ -50,6 +50,10 @@ type op struct {
 	// unread: the pending record's key was not read before its forward
 	// (see forwardNew).
 	unread bool
+	// observed: whether the key had a record was noted (observeKey).
+	// noSlot: the last attempt, made without a read, found no upstream
+	// slot free at once and did nothing (the key is decided again).
+	observed, noSlot bool
 	// found is the record a create that lost to another writer found
 	// under the key (decide answers by it without reading it again).
 	found *state.Record
@@ -159,7 +163,8 @@ func (o *op) decide(ctx context.Context) Answer {
 		if i > 0 {
 			e.finals.forget(o.k) // moved meanwhile: read the store
 		}
-		unread := i == 0 && e.cfg.CreateFirst
+		// An untracked key is unique: it never has a record to read.
+		unread := i == 0 && e.cfg.CreateFirst && (!o.tracked || !e.haveRecord.readFirst())
 		var existing *state.Record
 		var err error
 		if f := o.found; f != nil && !f.Expired(e.now()) {
@@ -168,7 +173,10 @@ func (o *op) decide(ctx context.Context) Answer {
 			e.finals.learn(existing)
 		} else {
 			o.found = nil
-			existing, err = o.lookup(ctx, unread)
+			// A read counts for haveRecord when it is the first look at the
+			// key: the first pass, or the pass after one that found no
+			// upstream slot free at once (it learned nothing of the key).
+			existing, err = o.lookup(ctx, unread, i == 0 || o.noSlot)
 		}
 		switch {
 		case errors.Is(err, state.ErrNotFound):
@@ -225,7 +233,7 @@ func (o *op) newRecord(ctx context.Context, now time.Time) *state.Record {
 // unread, a key the engine does not remember is taken as new without
 // reading the store (Config.CreateFirst): the create finds a record that
 // exists, and the decision is then taken again by that record.
-func (o *op) lookup(ctx context.Context, unread bool) (*state.Record, error) {
+func (o *op) lookup(ctx context.Context, unread, first bool) (*state.Record, error) {
 	e := o.e
 	if r := e.finals.get(o.k); r != nil && !r.Expired(e.now()) {
 		return r, nil
@@ -243,7 +251,19 @@ func (o *op) lookup(ctx context.Context, unread bool) (*state.Record, error) {
 	if err == nil {
 		e.finals.learn(r)
 	}
+	if first && (err == nil || errors.Is(err, state.ErrNotFound)) {
+		o.observeKey(err == nil)
+	}
 	return r, err
+}
+
+// observeKey notes, once per submit, whether its key, not remembered,
+// had a record (Config.CreateFirst; see haveRecord).
+func (o *op) observeKey(had bool) {
+	if o.e.cfg.CreateFirst && o.tracked && !o.observed {
+		o.observed = true
+		o.e.haveRecord.observe(had)
+	}
 }
 
 // forwardNew forwards a submit whose key has no record: rec is created by
@@ -255,7 +275,7 @@ func (o *op) lookup(ctx context.Context, unread bool) (*state.Record, error) {
 func (o *op) forwardNew(ctx context.Context, rec *state.Record, unread bool) (a Answer, raced bool) {
 	// A new attempt: what an earlier one (lost to another writer) found
 	// does not carry over.
-	o.pending, o.created, o.lost, o.createErr, o.held = rec, false, false, nil, nil
+	o.pending, o.created, o.lost, o.createErr, o.held, o.noSlot = rec, false, false, nil, nil, false
 	o.unread = unread
 	a = o.forward(ctx, rec.Created)
 	switch {

@@ -350,3 +350,81 @@ func TestFinalsKeepAKeyRememberedAgainInTheOtherRing(t *testing.T) {
 		t.Errorf("remembered record of a = %+v, want the one read after it was forgotten (message id 2)", r)
 	}
 }
+
+// With CreateFirst, when most keys the engine does not remember turn out
+// to have a record (a client resending through this instance what another
+// instance settled), the engine reads such keys first instead of
+// attempting a create for each (a create that finds the record costs
+// more than the read that finds it); once fresh keys prevail again, it
+// creates them without a read. Every retry is replayed either way.
+func TestCreateFirstReadsFirstWhileUnrememberedKeysMostlyHaveRecords(t *testing.T) {
+	st := &countingStore{Store: state.NewMem(nil)}
+	f := &fakeForwarder{}
+	first := newTestEngine(t, Config{Store: st, Forwarder: f, InstanceID: "a", CreateFirst: true})
+	const n = 64
+	ids := make([]string, n+1) // the last is retried on the other engine last of all
+	for i := range n + 1 {
+		a := first.Submit(ctx, "shop", Policy{}, submit(t, fmt.Sprint("k-rf-", i), "hello"))
+		if a.Outcome != OutForwarded {
+			t.Fatalf("submit %d = %s, want forwarded", i, a.Outcome)
+		}
+		ids[i] = a.MessageID
+	}
+
+	other := newTestEngine(t, Config{Store: st, Forwarder: f, InstanceID: "b", CreateFirst: true, Secret: first.cfg.Secret})
+	st.reads.Store(0)
+	st.writes.Store(0)
+	lateCreates := int64(0)
+	for i := range n {
+		a := other.Submit(ctx, "shop", Policy{}, submit(t, fmt.Sprint("k-rf-", i), "hello"))
+		if a.Outcome != OutReplayed || a.MessageID != ids[i] {
+			t.Fatalf("retry %d on the other engine = {%s %q}, want replayed with %q", i, a.Outcome, a.MessageID, ids[i])
+		}
+		if i == n/2 {
+			lateCreates = st.writes.Load()
+		}
+	}
+	if f.count() != n+1 {
+		t.Errorf("retries were sent upstream: %d forwards in all, want %d", f.count(), n+1)
+	}
+	if late := st.writes.Load() - lateCreates; late != 0 {
+		t.Errorf("the last %d retries attempted %d creates, want 0 (read first once most unremembered keys had a record)", n-n/2-1, late)
+	}
+	if st.reads.Load() == 0 {
+		t.Error("no retry was read first")
+	}
+
+	// Submits without a key (untracked: a unique key of their own) are
+	// never read first, and do not count as fresh keys: the retries that
+	// follow them are still read first.
+	st.reads.Store(0)
+	for i := range n {
+		if a := other.Submit(ctx, "shop", Policy{}, submit(t, "", fmt.Sprint("no key ", i))); a.Outcome != OutUntracked {
+			t.Fatalf("submit without a key %d = %s, want untracked", i, a.Outcome)
+		}
+	}
+	if r := st.reads.Load(); r != 0 {
+		t.Errorf("submits without a key were read %d times, want 0", r)
+	}
+	writes := st.writes.Load()
+	if a := other.Submit(ctx, "shop", Policy{}, submit(t, fmt.Sprint("k-rf-", n), "hello")); a.Outcome != OutReplayed || a.MessageID != ids[n] {
+		t.Fatalf("retry after the untracked submits = {%s %q}, want replayed with %q", a.Outcome, a.MessageID, ids[n])
+	}
+	if w := st.writes.Load() - writes; w != 0 || st.reads.Load() != 1 {
+		t.Errorf("a retry after %d untracked submits attempted %d creates and %d reads, want 0 and 1 (still read first)", n, w, st.reads.Load())
+	}
+
+	// Fresh keys again: after a while they are created without a read.
+	var lateReads int64
+	for i := range n {
+		if i == n/2 {
+			lateReads = st.reads.Load()
+		}
+		if a := other.Submit(ctx, "shop", Policy{}, submit(t, fmt.Sprint("k-fresh-", i), "hello")); a.Outcome != OutForwarded {
+			t.Fatalf("fresh submit %d = %s, want forwarded", i, a.Outcome)
+		}
+	}
+	if late := st.reads.Load() - lateReads; late != 0 {
+		t.Errorf("the last %d fresh keys were read %d times before their create, want 0 (created first again once fresh keys prevailed)", n-n/2, late)
+	}
+}
