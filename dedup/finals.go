@@ -2,17 +2,19 @@ package dedup
 
 import (
 	"sync"
+	"time"
 
 	"github.com/smppproxy/smppproxy/state"
 )
 
 // finalsCap bounds the records the engine remembers as settled by its own
-// decisions: about 20 MB, two seconds of answers at 30,000 submits/s, for
-// the retries that follow a burst by seconds (a retry answered from here
-// took ~10 µs of CPU, one read from the store ~20; 65,536 instead of
-// 32,768 added ~10 MB to the peak RSS of a 60,000-key run). readsCap
-// bounds those it learned by reading them (the store, or a create that
-// found the key taken).
+// decisions: ~22 MB (~345 bytes each with the map, BenchmarkFinalsMemory;
+// ~660 when each kept a copy of its whole record), two seconds
+// of answers at 30,000 submits/s, for the retries that follow a burst by
+// seconds (a retry answered from here took ~10 µs of CPU, one read from
+// the store ~20; 65,536 instead of 32,768 added ~10 MB to the peak RSS
+// of a 60,000-key run). readsCap bounds those it learned by reading them
+// (the store, or a create that found the key taken).
 const (
 	finalsCap = 1 << 16
 	readsCap  = 1 << 12
@@ -20,10 +22,11 @@ const (
 
 // finals remembers recently settled records (accepted or rejected: no
 // later write changes what a duplicate is answered) so that a retry is
-// answered without reading the store. Entries are trimmed copies (no
-// history); the oldest is forgotten first. A hit is still checked for
-// expiry and the dedup window by the caller, exactly as a record read
-// from the store.
+// answered without reading the store. It keeps of each only what that
+// answer needs (final), and get makes a record of it again: the fields a
+// decision reads, never the history, the owner or where it was sent. A
+// hit is still checked for expiry and the dedup window by the caller,
+// exactly as a record read from the store; the oldest is forgotten first.
 //
 // The records the engine settled itself and those it only read take
 // separate rings, so that a pass of retries over keys it no longer
@@ -43,13 +46,30 @@ type ring struct {
 	next int
 }
 
-// final is a remembered record, its ring and its slot there: a key
-// forgotten and remembered again has a newer slot, and its older one,
-// when reused, must not forget it.
+// final is a remembered record — what answering a duplicate reads of it —
+// with its ring and its slot there: a key forgotten and remembered again
+// has a newer slot, and its older one, when reused, must not forget it.
 type final struct {
-	r    *state.Record
-	slot int
-	read bool // in the ring of records read
+	fp                 [32]byte
+	created, expires   time.Time
+	messageID, proxyID string
+	upstream           string
+	status             uint32
+	slot               int32
+	fpVersion          uint8
+	accepted           bool // else rejected
+	read               bool // in the ring of records read
+}
+
+// record sets *r to the record f remembers, as decisions read it.
+func (f *final) record(k state.Key, r *state.Record) {
+	st := state.Rejected
+	if f.accepted {
+		st = state.Accepted
+	}
+	*r = state.Record{Key: k, Fingerprint: f.fp, FingerprintVersion: f.fpVersion, State: st,
+		Status: f.status, MessageID: f.messageID, ProxyID: f.proxyID, Upstream: f.upstream,
+		Created: f.created, Expires: f.expires}
 }
 
 func newFinals(capacity int) *finals {
@@ -61,16 +81,19 @@ func newFinalsOf(decided, read int) *finals {
 		decided: ring{keys: make([]state.Key, 0, decided)}, read: ring{keys: make([]state.Key, 0, read)}}
 }
 
-// get returns the remembered record of k, or nil.
-func (f *finals) get(k state.Key) *state.Record {
+// get sets *r to the remembered record of k (see final) and reports
+// whether there is one.
+func (f *finals) get(k state.Key, r *state.Record) bool {
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.m[k].r
+	e, ok := f.m[k]
+	f.mu.Unlock()
+	if ok {
+		e.record(k, r)
+	}
+	return ok
 }
 
-// put remembers r, settled by the engine, if it is settled. r is not
-// modified afterwards by the caller (it is stored as given, trimmed of
-// its history).
+// put remembers r, settled by the engine, if it is settled.
 func (f *finals) put(r *state.Record) { f.remember(r, false) }
 
 // learn remembers r, read from the store (or found by a create), if it
@@ -81,13 +104,14 @@ func (f *finals) remember(r *state.Record, read bool) {
 	if r == nil || (r.State != state.Accepted && r.State != state.Rejected) {
 		return
 	}
-	c := *r
-	c.History = nil
+	e := final{fp: r.Fingerprint, created: r.Created, expires: r.Expires, messageID: r.MessageID,
+		proxyID: r.ProxyID, upstream: r.Upstream, status: r.Status, fpVersion: r.FingerprintVersion,
+		accepted: r.State == state.Accepted, read: read}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if e, ok := f.m[c.Key]; ok {
-		e.r = &c
-		f.m[c.Key] = e
+	if old, ok := f.m[r.Key]; ok {
+		e.slot, e.read = old.slot, old.read
+		f.m[r.Key] = e
 		return
 	}
 	g := &f.decided
@@ -96,16 +120,17 @@ func (f *finals) remember(r *state.Record, read bool) {
 	}
 	slot := len(g.keys)
 	if slot < cap(g.keys) {
-		g.keys = append(g.keys, c.Key)
+		g.keys = append(g.keys, r.Key)
 	} else {
 		slot = g.next
-		if old := g.keys[slot]; f.m[old].slot == slot && f.m[old].read == read {
+		if old := g.keys[slot]; int(f.m[old].slot) == slot && f.m[old].read == read {
 			delete(f.m, old)
 		}
-		g.keys[slot] = c.Key
+		g.keys[slot] = r.Key
 		g.next = (g.next + 1) % len(g.keys)
 	}
-	f.m[c.Key] = final{r: &c, slot: slot, read: read}
+	e.slot = int32(slot)
+	f.m[r.Key] = e
 }
 
 // forget drops k (its record was replaced under the key).

@@ -50,6 +50,10 @@ type op struct {
 	// unread: the pending record's key was not read before its forward
 	// (see forwardNew).
 	unread bool
+	// remembered holds the record lookup found in the engine's memory
+	// (finals), in the op so that a retry answered from there allocates
+	// no record of its own.
+	remembered state.Record
 	// observed: whether the key had a record was noted (observeKey).
 	// noSlot: the last attempt, made without a read, found no upstream
 	// slot free at once and did nothing (the key is decided again).
@@ -193,9 +197,17 @@ func (o *op) decide(ctx context.Context) Answer {
 			rec := o.newRecord(ctx, now)
 			rec.History = []state.Event{{At: now, State: state.Sent, Note: "created"}}
 			e.finals.forget(o.k) // replaced, or about to be
-			if full, err := e.cfg.Store.Get(ctx, o.k); err == nil {
-				existing = full // the archive keeps the history
+			// The archive is the whole record, history and all (a record
+			// the engine remembers holds only what an answer needs).
+			full, err := e.cfg.Store.Get(ctx, o.k)
+			switch {
+			case errors.Is(err, state.ErrNotFound):
+				continue // gone meanwhile: decide again
+			case err != nil:
+				o.logger().Error("store refused the lookup; nothing forwarded", "err", err)
+				return o.storeErr()
 			}
+			existing = full
 			renewed, err := o.renew(ctx, existing, rec)
 			if err != nil {
 				// The renewal may have been applied all the same.
@@ -235,7 +247,7 @@ func (o *op) newRecord(ctx context.Context, now time.Time) *state.Record {
 // exists, and the decision is then taken again by that record.
 func (o *op) lookup(ctx context.Context, unread, first bool) (*state.Record, error) {
 	e := o.e
-	if r := e.finals.get(o.k); r != nil && !r.Expired(e.now()) {
+	if r := &o.remembered; e.finals.get(o.k, r) && !r.Expired(e.now()) {
 		return r, nil
 	}
 	if unread {

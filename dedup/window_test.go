@@ -37,3 +37,27 @@ func TestFingerprintWindowRenewsButKeepsTheOldRecordForReceipts(t *testing.T) {
 		t.Errorf("inside the new window = %q (forwards %d), want replay of %q", a.MessageID, f.count(), second.MessageID)
 	}
 }
+
+// The engine remembers of a settled record only what answering a retry
+// needs; a renewal past the fingerprint window archives the whole record
+// as the store holds it (where it was sent, its history), not that.
+func TestFingerprintWindowArchivesTheWholeRecordTheEngineRemembered(t *testing.T) {
+	f := &fakeForwarder{}
+	e, st, clk := newEngine(t, f)
+	p := Policy{Key: config.KeyFingerprint, FingerprintWindow: time.Minute, Retention: 72 * time.Hour}
+	first := e.Submit(ctx, "shop", p, submit(t, "", "same text"))
+	stored, err := st.Get(ctx, first.Key)
+	if err != nil || stored.Session == "" || len(stored.History) == 0 {
+		t.Fatalf("first record = %+v, %v; want one with its session and history", stored, err)
+	}
+	clk.Advance(2 * time.Minute)
+	e.Submit(ctx, "shop", p, submit(t, "", "same text"))
+	arch, err := st.ByMessageID(ctx, "up", first.MessageID)
+	if err != nil || !strings.Contains(arch.Key.Key, "@") {
+		t.Fatalf("ByMessageID(first) = %+v, %v; want the archived record", arch, err)
+	}
+	if arch.Session != stored.Session || arch.Sequence != stored.Sequence || arch.NormID != stored.NormID || len(arch.History) < len(stored.History) {
+		t.Errorf("archived record = session %q seq %d norm %q, %d events; want the stored one's: %q %d %q, at least %d events",
+			arch.Session, arch.Sequence, arch.NormID, len(arch.History), stored.Session, stored.Sequence, stored.NormID, len(stored.History))
+	}
+}

@@ -135,14 +135,14 @@ func TestFinalsForgetTheOldestBeyondTheirCapacity(t *testing.T) {
 	f.put(rec("2"))
 	f.put(&state.Record{Key: state.Key{Account: "a", Key: "s"}, State: state.Sent}) // not settled: not kept
 	f.put(rec("3"))
-	if f.get(state.Key{Account: "a", Key: "1"}) != nil {
+	if remembered(f, state.Key{Account: "a", Key: "1"}) != nil {
 		t.Error("the oldest entry is still remembered beyond the capacity")
 	}
-	if f.get(state.Key{Account: "a", Key: "s"}) != nil {
+	if remembered(f, state.Key{Account: "a", Key: "s"}) != nil {
 		t.Error("a sent record was remembered")
 	}
-	r := f.get(state.Key{Account: "a", Key: "3"})
-	if r == nil || f.get(state.Key{Account: "a", Key: "2"}) == nil {
+	r := remembered(f, state.Key{Account: "a", Key: "3"})
+	if r == nil || remembered(f, state.Key{Account: "a", Key: "2"}) == nil {
 		t.Fatal("the two newest settled records are not remembered")
 	}
 	if r.History != nil || len(f.m) != 2 {
@@ -159,7 +159,7 @@ func TestFinalsKeepAKeyRememberedAgainAfterItWasForgotten(t *testing.T) {
 	f.forget(a)
 	f.put(&state.Record{Key: a, State: state.Accepted, MessageID: "2"})
 	f.put(&state.Record{Key: state.Key{Account: "a", Key: "b"}, State: state.Accepted}) // reuses a's first slot
-	if r := f.get(a); r == nil || r.MessageID != "2" {
+	if r := remembered(f, a); r == nil || r.MessageID != "2" {
 		t.Errorf("remembered record of a = %+v, want the one put after it was forgotten (message id 2)", r)
 	}
 }
@@ -322,12 +322,12 @@ func TestFinalsReadsDoNotPushOutTheRecordsTheEngineSettled(t *testing.T) {
 		f.learn(&state.Record{Key: key("read", i), State: state.Accepted})
 	}
 	for i := range 4 {
-		if f.get(key("settled", i)) == nil {
+		if remembered(f, key("settled", i)) == nil {
 			t.Errorf("settled %d forgotten after 10 records read; want remembered", i)
 		}
 	}
 	for i := range 10 {
-		if got, want := f.get(key("read", i)) != nil, i >= 8; got != want {
+		if got, want := remembered(f, key("read", i)) != nil, i >= 8; got != want {
 			t.Errorf("read %d remembered = %v, want %v (the 2 latest reads)", i, got, want)
 		}
 	}
@@ -346,7 +346,7 @@ func TestFinalsKeepAKeyRememberedAgainInTheOtherRing(t *testing.T) {
 	f.learn(&state.Record{Key: a, State: state.Accepted, MessageID: "2"})
 	f.put(&state.Record{Key: state.Key{Account: "a", Key: "b"}, State: state.Accepted})
 	f.put(&state.Record{Key: state.Key{Account: "a", Key: "c"}, State: state.Accepted}) // reuses a's first slot
-	if r := f.get(a); r == nil || r.MessageID != "2" {
+	if r := remembered(f, a); r == nil || r.MessageID != "2" {
 		t.Errorf("remembered record of a = %+v, want the one read after it was forgotten (message id 2)", r)
 	}
 }
@@ -427,4 +427,13 @@ func TestCreateFirstReadsFirstWhileUnrememberedKeysMostlyHaveRecords(t *testing.
 	if late := st.reads.Load() - lateReads; late != 0 {
 		t.Errorf("the last %d fresh keys were read %d times before their create, want 0 (created first again once fresh keys prevailed)", n-n/2, late)
 	}
+}
+
+// remembered is the record f remembers under k, or nil.
+func remembered(f *finals, k state.Key) *state.Record {
+	var r state.Record
+	if !f.get(k, &r) {
+		return nil
+	}
+	return &r
 }
