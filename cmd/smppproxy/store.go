@@ -91,7 +91,11 @@ func printStoreStatus(w io.Writer, st pgstore.Status) {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%v\n", in.ID, in.Host, in.PID, in.Started.Format(time.DateTime), in.LeaseUntil.Format(time.DateTime), in.Live)
 	}
 	_ = tw.Flush()
-	fmt.Fprintln(w, "\nRECORDS")
+	if st.RecordsCapped {
+		fmt.Fprintf(w, "\nRECORDS (the first %d live records read; the store holds more)\n", pgstore.StatusCountLimit)
+	} else {
+		fmt.Fprintln(w, "\nRECORDS")
+	}
 	states := make([]state.SubmitState, 0, len(st.Records))
 	for s := range st.Records {
 		states = append(states, s)
