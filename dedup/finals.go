@@ -24,7 +24,7 @@ const (
 // later write changes what a duplicate is answered) so that a retry is
 // answered without reading the store. It keeps of each only what that
 // answer needs (final), and get makes a record of it again: the fields a
-// decision reads, never the history, the owner or where it was sent. A
+// decision reads, never the history, the owner or the upstream session. A
 // hit is still checked for expiry and the dedup window by the caller,
 // exactly as a record read from the store; the oldest is forgotten first.
 //

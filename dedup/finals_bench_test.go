@@ -12,8 +12,9 @@ import (
 // BenchmarkFinalsMemory fills the engine's memory of settled answers
 // (finalsCap records it settled, readsCap it read) with records shaped
 // like a submit's (ids, upstream, session, owner, history) and reports
-// the heap it holds per record remembered (heap-B/record), and the cost
-// of a hit (a retry answered from it).
+// the heap it holds per record remembered (heap-B/record, not counting
+// the strings of the keys, which the benchmark holds), and the cost of a
+// hit (a retry answered from it).
 //
 //	go test -run x -bench FinalsMemory -benchtime 1x ./dedup/
 func BenchmarkFinalsMemory(b *testing.B) {

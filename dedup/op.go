@@ -193,7 +193,7 @@ func (o *op) decide(ctx context.Context) Answer {
 			o.logger().Error("store refused the lookup; nothing forwarded", "err", err)
 			return o.storeErr()
 		}
-		if o.window > 0 && existing.State != state.Sent && !e.now().Before(existing.Created.Add(o.window)) {
+		if o.pastWindow(existing) {
 			rec := o.newRecord(ctx, now)
 			rec.History = []state.Event{{At: now, State: state.Sent, Note: "created"}}
 			e.finals.forget(o.k) // replaced, or about to be
@@ -206,6 +206,11 @@ func (o *op) decide(ctx context.Context) Answer {
 			case err != nil:
 				o.logger().Error("store refused the lookup; nothing forwarded", "err", err)
 				return o.storeErr()
+			case !o.pastWindow(full):
+				// What the engine remembered is not what the store holds:
+				// another instance renewed the key meanwhile. Decide by
+				// the store's record (a retry of that renewal is replayed).
+				continue
 			}
 			existing = full
 			renewed, err := o.renew(ctx, existing, rec)
@@ -225,6 +230,13 @@ func (o *op) decide(ctx context.Context) Answer {
 		}
 	}
 	return Answer{Status: smpp.StatusThrottled, Outcome: OutThrottled, Key: o.k}
+}
+
+// pastWindow reports whether r, settled, is past the dedup window of
+// this submit's key (a fingerprint key's): the submit then starts a new
+// operation of the key.
+func (o *op) pastWindow(r *state.Record) bool {
+	return o.window > 0 && r.State != state.Sent && !o.e.now().Before(r.Created.Add(o.window))
 }
 
 // newRecord is the record of this submit as a new operation of its key,

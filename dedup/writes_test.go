@@ -129,7 +129,7 @@ func TestRememberedSettledRecordIsNotReplayedPastItsRetention(t *testing.T) {
 func TestFinalsForgetTheOldestBeyondTheirCapacity(t *testing.T) {
 	f := newFinals(2)
 	rec := func(k string) *state.Record {
-		return &state.Record{Key: state.Key{Account: "a", Key: k}, State: state.Accepted, History: []state.Event{{Note: "x"}}}
+		return &state.Record{Key: state.Key{Account: "a", Key: k}, State: state.Accepted, MessageID: k, History: []state.Event{{Note: "x"}}}
 	}
 	f.put(rec("1"))
 	f.put(rec("2"))
@@ -145,8 +145,8 @@ func TestFinalsForgetTheOldestBeyondTheirCapacity(t *testing.T) {
 	if r == nil || remembered(f, state.Key{Account: "a", Key: "2"}) == nil {
 		t.Fatal("the two newest settled records are not remembered")
 	}
-	if r.History != nil || len(f.m) != 2 {
-		t.Errorf("kept history %v, %d entries; want no history, 2 entries", r.History, len(f.m))
+	if r.MessageID != "3" || len(f.m) != 2 {
+		t.Errorf("remembered %q, %d entries; want message id 3, 2 entries", r.MessageID, len(f.m))
 	}
 }
 
