@@ -1,6 +1,7 @@
 package dedup
 
 import (
+	"hash/maphash"
 	"sync"
 	"time"
 
@@ -8,7 +9,7 @@ import (
 )
 
 // finalsCap bounds the records the engine remembers as settled by its own
-// decisions: ~22 MB (~345 bytes each with the map, BenchmarkFinalsMemory;
+// decisions: ~16 MB (~250 bytes each with the map, BenchmarkFinalsMemory;
 // ~660 when each kept a copy of its whole record), two seconds
 // of answers at 30,000 submits/s, for the retries that follow a burst by
 // seconds (a retry answered from here took ~10 µs of CPU, one read from
@@ -33,32 +34,55 @@ const (
 // remembers (a client resending a day's backlog) cannot push out the keys
 // settled a moment ago, whose retries are the likeliest.
 type finals struct {
-	mu      sync.Mutex
-	m       map[state.Key]final
+	seed maphash.Seed
+	mu   sync.Mutex
+	// m finds an entry by its key's hash (hash): ref. A key whose hash
+	// another key has replaces it there (it is then not found: a read of
+	// the store, as when forgotten).
+	m       map[uint64]int32
 	decided ring
 	read    ring
+	// hashOf, when set, replaces hash (tests: keys whose hashes collide).
+	hashOf func(state.Key) uint64
 }
 
-// ring is the insertion order of one kind of entry; keys[next] is the
+// ring is the insertion order of one kind of entry; ents[next] is the
 // oldest once full.
 type ring struct {
-	keys []state.Key
+	ents []entry
 	next int
 }
 
-// final is a remembered record — what answering a duplicate reads of it —
-// with its ring and its slot there: a key forgotten and remembered again
-// has a newer slot, and its older one, when reused, must not forget it.
+type entry struct {
+	key state.Key
+	f   final
+}
+
+// ref names slot i of the decided ring (i) or of the read ring (-1-i).
+func ref(read bool, i int) int32 {
+	if read {
+		return int32(-1 - i)
+	}
+	return int32(i)
+}
+
+// at is the entry ref r names.
+func (f *finals) at(r int32) *entry {
+	if r < 0 {
+		return &f.read.ents[-1-r]
+	}
+	return &f.decided.ents[r]
+}
+
+// final is what answering a duplicate reads of a remembered record.
 type final struct {
 	fp                 [32]byte
 	created, expires   time.Time
 	messageID, proxyID string
 	upstream           string
 	status             uint32
-	slot               int32
 	fpVersion          uint8
 	accepted           bool // else rejected
-	read               bool // in the ring of records read
 }
 
 // record sets *r to the record f remembers, as decisions read it.
@@ -77,20 +101,46 @@ func newFinals(capacity int) *finals {
 }
 
 func newFinalsOf(decided, read int) *finals {
-	return &finals{m: make(map[state.Key]final, decided+read),
-		decided: ring{keys: make([]state.Key, 0, decided)}, read: ring{keys: make([]state.Key, 0, read)}}
+	return &finals{seed: maphash.MakeSeed(), m: make(map[uint64]int32, decided+read),
+		decided: ring{ents: make([]entry, 0, decided)}, read: ring{ents: make([]entry, 0, read)}}
+}
+
+// hash is k's hash in m.
+func (f *finals) hash(k state.Key) uint64 {
+	if f.hashOf != nil {
+		return f.hashOf(k)
+	}
+	var h maphash.Hash
+	h.SetSeed(f.seed)
+	h.WriteString(k.Account)
+	h.WriteByte(0)
+	h.WriteString(k.Key)
+	h.WriteByte(0)
+	h.WriteString(k.Segment)
+	return h.Sum64()
+}
+
+// lookup returns k's entry, or nil. f.mu is held.
+func (f *finals) lookup(h uint64, k state.Key) *entry {
+	if r, ok := f.m[h]; ok {
+		if e := f.at(r); e.key == k {
+			return e
+		}
+	}
+	return nil
 }
 
 // get sets *r to the remembered record of k (see final) and reports
 // whether there is one.
 func (f *finals) get(k state.Key, r *state.Record) bool {
+	h := f.hash(k)
 	f.mu.Lock()
-	e, ok := f.m[k]
-	f.mu.Unlock()
-	if ok {
-		e.record(k, r)
+	defer f.mu.Unlock()
+	e := f.lookup(h, k)
+	if e != nil {
+		e.f.record(k, r)
 	}
-	return ok
+	return e != nil
 }
 
 // put remembers r, settled by the engine, if it is settled.
@@ -104,38 +154,44 @@ func (f *finals) remember(r *state.Record, read bool) {
 	if r == nil || (r.State != state.Accepted && r.State != state.Rejected) {
 		return
 	}
-	e := final{fp: r.Fingerprint, created: r.Created, expires: r.Expires, messageID: r.MessageID,
+	fin := final{fp: r.Fingerprint, created: r.Created, expires: r.Expires, messageID: r.MessageID,
 		proxyID: r.ProxyID, upstream: r.Upstream, status: r.Status, fpVersion: r.FingerprintVersion,
-		accepted: r.State == state.Accepted, read: read}
+		accepted: r.State == state.Accepted}
+	h := f.hash(r.Key)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if old, ok := f.m[r.Key]; ok {
-		e.slot, e.read = old.slot, old.read
-		f.m[r.Key] = e
+	if e := f.lookup(h, r.Key); e != nil {
+		e.f = fin // its ring and slot stay
 		return
 	}
 	g := &f.decided
 	if read {
 		g = &f.read
 	}
-	slot := len(g.keys)
-	if slot < cap(g.keys) {
-		g.keys = append(g.keys, r.Key)
+	slot := len(g.ents)
+	if slot < cap(g.ents) {
+		g.ents = append(g.ents, entry{key: r.Key, f: fin})
 	} else {
 		slot = g.next
-		if old := g.keys[slot]; int(f.m[old].slot) == slot && f.m[old].read == read {
-			delete(f.m, old)
+		// The oldest makes room, unless it was forgotten (or its hash
+		// taken by another key) since: m then names another entry, or
+		// none, under its hash.
+		oh := f.hash(g.ents[slot].key)
+		if at, ok := f.m[oh]; ok && at == ref(read, slot) {
+			delete(f.m, oh)
 		}
-		g.keys[slot] = r.Key
-		g.next = (g.next + 1) % len(g.keys)
+		g.ents[slot] = entry{key: r.Key, f: fin}
+		g.next = (g.next + 1) % len(g.ents)
 	}
-	e.slot = int32(slot)
-	f.m[r.Key] = e
+	f.m[h] = ref(read, slot)
 }
 
 // forget drops k (its record was replaced under the key).
 func (f *finals) forget(k state.Key) {
+	h := f.hash(k)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	delete(f.m, k) // its ring slot is reused in turn
+	if f.lookup(h, k) != nil {
+		delete(f.m, h) // its ring slot is reused in turn
+	}
 }

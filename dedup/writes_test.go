@@ -437,3 +437,36 @@ func remembered(f *finals, k state.Key) *state.Record {
 	}
 	return &r
 }
+
+// Keys whose hashes collide are never answered by each other's record:
+// the newer takes the hash's place, the older is then not remembered (a
+// read of the store), and forgetting or evicting one never drops the
+// other.
+func TestFinalsNeverAnswerAKeyWithAnotherKeysRecord(t *testing.T) {
+	f := newFinalsOf(2, 2)
+	f.hashOf = func(state.Key) uint64 { return 7 }
+	a, b, c := state.Key{Account: "x", Key: "a"}, state.Key{Account: "x", Key: "b"}, state.Key{Account: "x", Key: "c"}
+	f.put(&state.Record{Key: a, State: state.Accepted, MessageID: "A"})
+	if r := remembered(f, b); r != nil {
+		t.Fatalf("b answered by %q, a's record", r.MessageID)
+	}
+	f.put(&state.Record{Key: b, State: state.Accepted, MessageID: "B"})
+	if r := remembered(f, a); r != nil {
+		t.Errorf("a answered by %q after b took its hash; want not remembered", r.MessageID)
+	}
+	if r := remembered(f, b); r == nil || r.MessageID != "B" {
+		t.Errorf("b = %+v, want its own record", r)
+	}
+	f.forget(a) // not remembered: b stays
+	if r := remembered(f, b); r == nil || r.MessageID != "B" {
+		t.Errorf("b after forgetting a = %+v, want its own record", r)
+	}
+	// a's slot is the oldest: reusing it must not evict b.
+	f.put(&state.Record{Key: c, State: state.Rejected, Status: 0x45})
+	if r := remembered(f, c); r == nil || r.State != state.Rejected || r.Status != 0x45 {
+		t.Errorf("c = %+v, want its rejection", r)
+	}
+	if r := remembered(f, b); r != nil && r.MessageID != "B" {
+		t.Errorf("b answered by another key's record: %+v", r)
+	}
+}
