@@ -21,8 +21,11 @@ import (
 // to agree with each other beyond one key (a record and its history log)
 // reads the snapshot instead.
 //
-// The values are the committed encodings, never modified after; a shard
-// forgets its oldest key when full.
+// The values are the committed encodings, never modified after, and so
+// are the keys (each write's own); a shard forgets its oldest key when
+// full. A shard finds a key by its 64-bit hash and checks the key itself:
+// a key whose hash another key has takes its place there (the other is
+// then read from Badger, as when forgotten).
 type rowCache struct {
 	seed   maphash.Seed
 	shards [rowShards]rowShard
@@ -37,23 +40,29 @@ const (
 
 type rowShard struct {
 	mu   sync.Mutex
-	m    map[string][]byte
-	ring []string // keys in the order they came, oldest at next
+	m    map[uint64]int32 // a key's hash -> its slot in ring
+	ring []rowEntry       // in the order they came, oldest at next
 	next int
+}
+
+type rowEntry struct {
+	h        uint64
+	key, val []byte
 }
 
 func newRowCache(keys int) *rowCache {
 	c := &rowCache{seed: maphash.MakeSeed()}
 	per := max(keys/rowShards, 1)
 	for i := range c.shards {
-		c.shards[i].m = make(map[string][]byte, per)
-		c.shards[i].ring = make([]string, 0, per)
+		c.shards[i].m = make(map[uint64]int32, per)
+		c.shards[i].ring = make([]rowEntry, 0, per)
 	}
 	return c
 }
 
-func (c *rowCache) shard(k []byte) *rowShard {
-	return &c.shards[maphash.Bytes(c.seed, k)%rowShards]
+func (c *rowCache) hash(k []byte) (uint64, *rowShard) {
+	h := maphash.Bytes(c.seed, k)
+	return h, &c.shards[h%rowShards]
 }
 
 // cached reports whether the cache keeps key: record keys and message-id
@@ -68,11 +77,13 @@ func (c *rowCache) get(key []byte) ([]byte, bool) {
 	if c == nil {
 		return nil, false
 	}
-	sh := c.shard(key)
+	h, sh := c.hash(key)
 	sh.mu.Lock()
-	v, ok := sh.m[string(key)]
-	sh.mu.Unlock()
-	return v, ok
+	defer sh.mu.Unlock()
+	if i, ok := sh.find(h, key); ok {
+		return sh.ring[i].val, true
+	}
+	return nil, false
 }
 
 // add takes the writes of a batch Badger has (err == nil), in commit
@@ -88,32 +99,46 @@ func (c *rowCache) add(reqs []*request, err error) {
 			if !cached(w.key) {
 				continue
 			}
-			sh := c.shard(w.key)
+			h, sh := c.hash(w.key)
 			sh.mu.Lock()
 			if w.del || err != nil {
-				delete(sh.m, string(w.key))
+				if _, ok := sh.find(h, w.key); ok {
+					delete(sh.m, h)
+				}
 			} else {
-				sh.put(w.key, w.val)
+				sh.put(h, w.key, w.val)
 			}
 			sh.mu.Unlock()
 		}
 	}
 }
 
-func (sh *rowShard) put(key, val []byte) {
-	if _, ok := sh.m[string(key)]; ok {
-		sh.m[string(key)] = val
+// find returns key's slot. sh.mu is held.
+func (sh *rowShard) find(h uint64, key []byte) (int32, bool) {
+	i, ok := sh.m[h]
+	if ok && bytes.Equal(sh.ring[i].key, key) {
+		return i, true
+	}
+	return 0, false
+}
+
+func (sh *rowShard) put(h uint64, key, val []byte) {
+	if i, ok := sh.find(h, key); ok {
+		sh.ring[i].val = val
 		return
 	}
-	k := string(key)
+	i := int32(len(sh.ring))
 	if len(sh.ring) < cap(sh.ring) {
-		sh.ring = append(sh.ring, k)
+		sh.ring = append(sh.ring, rowEntry{h: h, key: key, val: val})
 	} else {
-		// The oldest key makes room (it may have been deleted since: its
-		// slot is reused all the same).
-		delete(sh.m, sh.ring[sh.next])
-		sh.ring[sh.next] = k
+		// The oldest makes room, unless it was deleted (or its hash taken)
+		// since: the hash then names another slot, or none.
+		i = int32(sh.next)
+		if j, ok := sh.m[sh.ring[i].h]; ok && j == i {
+			delete(sh.m, sh.ring[i].h)
+		}
+		sh.ring[i] = rowEntry{h: h, key: key, val: val}
 		sh.next = (sh.next + 1) % len(sh.ring)
 	}
-	sh.m[k] = val
+	sh.m[h] = i
 }

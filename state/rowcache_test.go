@@ -258,3 +258,37 @@ func TestWritesRefusedAfterTheCommitLogFailedAreNotReadBack(t *testing.T) {
 		t.Errorf("the record written before reads %v", err)
 	}
 }
+
+// Keys whose hashes collide are never read as each other: the newer takes
+// the hash's place (the older is then read from Badger), and deleting or
+// evicting one never drops the other.
+func TestRowCacheNeverReadsAKeyAsAnotherWithItsHash(t *testing.T) {
+	sh := &rowShard{m: map[uint64]int32{}, ring: make([]rowEntry, 0, 2)}
+	get := func(k string) (string, bool) {
+		i, ok := sh.find(7, []byte(k))
+		if !ok {
+			return "", false
+		}
+		return string(sh.ring[i].val), true
+	}
+	sh.put(7, []byte("r/a"), []byte("A"))
+	if v, ok := get("r/b"); ok {
+		t.Fatalf("r/b read as %q, r/a's value", v)
+	}
+	sh.put(7, []byte("r/b"), []byte("B"))
+	if v, ok := get("r/a"); ok {
+		t.Errorf("r/a read as %q after r/b took its hash; want not cached", v)
+	}
+	if v, ok := get("r/b"); !ok || v != "B" {
+		t.Errorf("r/b = %q %v, want B", v, ok)
+	}
+	// r/a's slot is the oldest: reusing it must not drop r/b.
+	sh.put(9, []byte("r/c"), []byte("C"))
+	if v, ok := get("r/b"); !ok || v != "B" {
+		t.Errorf("r/b after r/a's slot was reused = %q %v, want B", v, ok)
+	}
+	sh.put(7, []byte("r/b"), []byte("B2"))
+	if v, ok := get("r/b"); !ok || v != "B2" {
+		t.Errorf("r/b after its update = %q %v, want B2", v, ok)
+	}
+}
