@@ -444,7 +444,12 @@ func remembered(f *finals, k state.Key) *state.Record {
 // other.
 func TestFinalsNeverAnswerAKeyWithAnotherKeysRecord(t *testing.T) {
 	f := newFinalsOf(2, 2)
-	f.hashOf = func(state.Key) uint64 { return 7 }
+	f.hashOf = func(k state.Key) uint64 {
+		if k.Key == "c" || k.Key == "d" {
+			return uint64(k.Key[0])
+		}
+		return 7 // a, b and e collide
+	}
 	a, b, c := state.Key{Account: "x", Key: "a"}, state.Key{Account: "x", Key: "b"}, state.Key{Account: "x", Key: "c"}
 	f.put(&state.Record{Key: a, State: state.Accepted, MessageID: "A"})
 	if r := remembered(f, b); r != nil {
@@ -466,7 +471,18 @@ func TestFinalsNeverAnswerAKeyWithAnotherKeysRecord(t *testing.T) {
 	if r := remembered(f, c); r == nil || r.State != state.Rejected || r.Status != 0x45 {
 		t.Errorf("c = %+v, want its rejection", r)
 	}
-	if r := remembered(f, b); r != nil && r.MessageID != "B" {
-		t.Errorf("b answered by another key's record: %+v", r)
+	if r := remembered(f, b); r == nil || r.MessageID != "B" {
+		t.Errorf("b after a's slot was reused = %+v, want its own record", r)
+	}
+	// A key read from the store whose hash is b's takes it, in the other
+	// ring; evicting each ring's oldest then drops neither wrongly.
+	e := state.Key{Account: "x", Key: "e"}
+	f.learn(&state.Record{Key: e, State: state.Accepted, MessageID: "E"})
+	if r := remembered(f, b); r != nil {
+		t.Errorf("b answered by %q after e took its hash", r.MessageID)
+	}
+	f.put(&state.Record{Key: state.Key{Account: "x", Key: "d"}, State: state.Accepted, MessageID: "D"}) // evicts b's slot
+	if r := remembered(f, e); r == nil || r.MessageID != "E" {
+		t.Errorf("e after b's slot was reused = %+v, want its own record", r)
 	}
 }

@@ -30,7 +30,9 @@ type request struct {
 	done chan struct{}
 }
 
-// write is one key mutation.
+// write is one key mutation. Its key and val belong to the store once
+// submitted: the row cache keeps them as they are, so they are never
+// modified or reused afterwards.
 type write struct {
 	key, val  []byte
 	expiresAt uint64 // Badger TTL, Unix seconds; 0 = none

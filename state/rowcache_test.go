@@ -292,3 +292,20 @@ func TestRowCacheNeverReadsAKeyAsAnotherWithItsHash(t *testing.T) {
 		t.Errorf("r/b after its update = %q %v, want B2", v, ok)
 	}
 }
+
+// A deleted key, and every key of a failed batch, is read from Badger
+// afterwards.
+func TestRowCacheDropsDeletedKeysAndEveryKeyOfAFailedBatch(t *testing.T) {
+	c := newRowCache(rowShards * 4)
+	req := func(ws ...write) []*request { return []*request{{writes: ws}} }
+	rk := func(s string) []byte { return []byte(prefixRecord + s) }
+	c.add(req(write{key: rk("a"), val: []byte("A")}, write{key: rk("b"), val: []byte("B")}), nil)
+	c.add(req(write{key: rk("a"), del: true}), nil)
+	if v, ok := c.get(rk("a")); ok {
+		t.Errorf("a deleted key is cached as %q", v)
+	}
+	c.add(req(write{key: rk("b"), val: []byte("B2")}), errors.New("commit failed"))
+	if v, ok := c.get(rk("b")); ok {
+		t.Errorf("a key of a failed batch is cached as %q", v)
+	}
+}
