@@ -13,6 +13,23 @@ import (
 	"github.com/smppproxy/smppproxy/state"
 )
 
+// minuteWindow: fingerprint keys, a dedup window of a minute, records
+// kept for three days.
+var minuteWindow = Policy{Key: config.KeyFingerprint, FingerprintWindow: time.Minute, Retention: 72 * time.Hour}
+
+// acrossTheWindow submits the same text through a, then past the window
+// through b, and checks that the second is a second SMS with its own id.
+func acrossTheWindow(t *testing.T, f *fakeForwarder, clk *clock, a, b *Engine) (first, second Answer) {
+	t.Helper()
+	first = a.Submit(ctx, "shop", minuteWindow, submit(t, "", "same text"))
+	clk.Advance(2 * time.Minute)
+	second = b.Submit(ctx, "shop", minuteWindow, submit(t, "", "same text"))
+	if f.count() != 2 || first.MessageID == second.MessageID {
+		t.Fatalf("after the window: forwards %d, ids %q %q; want a second SMS with its own id", f.count(), first.MessageID, second.MessageID)
+	}
+	return first, second
+}
+
 // A fingerprint record deduplicates only within fingerprint_window but is
 // kept for the account's retention: when an identical message starts a
 // new operation after the window, the old record is archived, and its
@@ -20,13 +37,8 @@ import (
 func TestFingerprintWindowRenewsButKeepsTheOldRecordForReceipts(t *testing.T) {
 	f := &fakeForwarder{}
 	e, st, clk := newEngine(t, f)
-	p := Policy{Key: config.KeyFingerprint, FingerprintWindow: time.Minute, Retention: 72 * time.Hour}
-	first := e.Submit(ctx, "shop", p, submit(t, "", "same text"))
-	clk.Advance(2 * time.Minute)
-	second := e.Submit(ctx, "shop", p, submit(t, "", "same text"))
-	if f.count() != 2 || first.MessageID == second.MessageID {
-		t.Fatalf("after the window: forwards %d, ids %q %q; want a second SMS with its own id", f.count(), first.MessageID, second.MessageID)
-	}
+	p := minuteWindow
+	first, second := acrossTheWindow(t, f, clk, e, e)
 	old, err := st.ByMessageID(ctx, "up", first.MessageID)
 	if err != nil || !strings.Contains(old.Key.Key, "@") || old.State != state.Accepted {
 		t.Errorf("ByMessageID(first) = %+v, %v; want the archived accepted record", old, err)
@@ -48,7 +60,7 @@ func TestFingerprintWindowRenewsButKeepsTheOldRecordForReceipts(t *testing.T) {
 func TestFingerprintWindowArchivesTheWholeRecordTheEngineRemembered(t *testing.T) {
 	f := &fakeForwarder{}
 	e, st, clk := newEngine(t, f)
-	p := Policy{Key: config.KeyFingerprint, FingerprintWindow: time.Minute, Retention: 72 * time.Hour}
+	p := minuteWindow
 	first := e.Submit(ctx, "shop", p, submit(t, "", "same text"))
 	stored, err := st.Get(ctx, first.Key)
 	if err != nil || stored.Session == "" || len(stored.History) == 0 {
@@ -75,13 +87,8 @@ func TestARetryOfAnotherInstancesRenewalIsReplayedNotRenewedAgain(t *testing.T) 
 	f := &fakeForwarder{}
 	a, st, clk := newEngine(t, f)
 	b := newTestEngine(t, Config{Store: st, Forwarder: f, Now: clk.Now, InstanceID: "b", Secret: a.cfg.Secret})
-	p := Policy{Key: config.KeyFingerprint, FingerprintWindow: time.Minute, Retention: 72 * time.Hour}
-	first := a.Submit(ctx, "shop", p, submit(t, "", "same text"))
-	clk.Advance(2 * time.Minute)
-	renewed := b.Submit(ctx, "shop", p, submit(t, "", "same text"))
-	if f.count() != 2 || renewed.MessageID == first.MessageID {
-		t.Fatalf("after the window on the other instance: forwards %d, ids %q %q; want a second SMS with its own id", f.count(), first.MessageID, renewed.MessageID)
-	}
+	p := minuteWindow
+	_, renewed := acrossTheWindow(t, f, clk, a, b)
 	clk.Advance(10 * time.Second)
 	retry := a.Submit(ctx, "shop", p, submit(t, "", "same text"))
 	if retry.Outcome != OutReplayed || retry.MessageID != renewed.MessageID || f.count() != 2 {
@@ -108,7 +115,7 @@ func (s *getFails) Get(ctx context.Context, k state.Key) (*state.Record, error) 
 // it does not find the record, the submit is decided again by what the
 // store has (here the record again: renewed and forwarded).
 func TestARenewalReadsTheStoresRecordFirst(t *testing.T) {
-	p := Policy{Key: config.KeyFingerprint, FingerprintWindow: time.Minute, Retention: 72 * time.Hour}
+	p := minuteWindow
 	for _, tc := range []struct {
 		name     string
 		err      error
