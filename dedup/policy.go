@@ -93,6 +93,8 @@ type Attempt struct {
 	Deadline time.Time
 	// Journal must be called with the chosen upstream session and sequence
 	// number before any byte is written; if it fails nothing may be written.
+	// It is called before Forward returns, on the goroutine that called
+	// Forward (the engine's state of the submit is not locked).
 	Journal func(upstream, session string, seq uint32) error
 	// NoWait: take an upstream session and a throughput token only if one
 	// is free at once (a key forwarded without being read first, see
