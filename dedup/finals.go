@@ -15,10 +15,12 @@ import (
 // seconds (a retry answered from here took ~10 µs of CPU, one read from
 // the store ~20; 65,536 instead of 32,768 added ~10 MB to the peak RSS
 // of a 60,000-key run). readsCap bounds those it learned by reading them
-// (the store, or a create that found the key taken).
+// (the store, or a create that found the key taken): ~4 MB, so that a
+// client's second pass of retries over keys another instance settled is
+// answered from memory.
 const (
 	finalsCap = 1 << 16
-	readsCap  = 1 << 12
+	readsCap  = 1 << 14
 )
 
 // finals remembers recently settled records (accepted or rejected: no
