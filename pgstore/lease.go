@@ -407,25 +407,11 @@ func readStatus(ctx context.Context, pool *pgxpool.Pool, schema string, now time
 	if err != nil {
 		return st, wrapErr(err)
 	}
-	rows, err = pool.Query(ctx, sqlCountStates, unixNano(now), int64(limit))
+	counts, complete, err := countStates(ctx, pool, unixNano(now), limit)
 	if err != nil {
 		return st, wrapErr(err)
 	}
-	var (
-		name          string
-		counted, read int64
-		all           int64
-	)
-	if _, err := pgx.ForEachRow(rows, []any{&name, &counted, &read}, func() error {
-		if counted > 0 {
-			st.Records[state.SubmitState(name)] = int(counted)
-		}
-		all += read
-		return nil
-	}); err != nil {
-		return st, wrapErr(err)
-	}
-	st.RecordsCapped = all > int64(limit)
+	st.Records, st.RecordsCapped = counts, !complete
 	err = pool.QueryRow(ctx, `SELECT count(*) FROM queue_entries WHERE expires_ns > $1`, unixNano(now)).Scan(&st.Queued)
 	return st, wrapErr(err)
 }

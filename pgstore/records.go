@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/smppproxy/smppproxy/state"
 )
@@ -411,34 +412,35 @@ func (s *Store) CountStates(ctx context.Context, limit int) (map[state.SubmitSta
 	}
 	cctx, cancel := context.WithTimeout(ctx, max(countTimeout, s.opts.Timeout))
 	defer cancel()
-	counts := make(map[state.SubmitState]int)
-	all := 0
-	err := func() error {
-		rows, err := s.pool.Query(cctx, sqlCountStates, unixNano(s.now()), int64(min(limit, math.MaxInt64-1)))
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var st string
-			var counted, n int64
-			if err := rows.Scan(&st, &counted, &n); err != nil {
-				return err
-			}
-			if counted > 0 {
-				counts[state.SubmitState(st)] = int(counted)
-			}
-			all += int(n)
-		}
-		return rows.Err()
-	}()
+	counts, complete, err := countStates(cctx, s.pool, unixNano(s.now()), limit)
 	if err != nil {
 		if cctx.Err() == nil {
 			s.reportRead(ctx, err)
 		}
 		return nil, false, wrapErr(err)
 	}
-	return counts, all <= limit, nil
+	return counts, complete, nil
+}
+
+// countStates runs sqlCountStates on pool: the live records at now by
+// state, over at most limit of them, and whether none was left out.
+func countStates(ctx context.Context, pool *pgxpool.Pool, now int64, limit int) (map[state.SubmitState]int, bool, error) {
+	limit = min(limit, math.MaxInt64-1)
+	rows, err := pool.Query(ctx, sqlCountStates, now, int64(limit))
+	if err != nil {
+		return nil, false, err
+	}
+	counts := make(map[state.SubmitState]int)
+	var name string
+	var counted, read, all int64
+	_, err = pgx.ForEachRow(rows, []any{&name, &counted, &read}, func() error {
+		if counted > 0 {
+			counts[state.SubmitState(name)] = int(counted)
+		}
+		all += read
+		return nil
+	})
+	return counts, all <= int64(limit), err
 }
 
 // countTimeout bounds a CountStates.
