@@ -56,6 +56,7 @@ type ring struct {
 }
 
 type entry struct {
+	h   uint64 // hash(key)
 	key state.Key
 	f   final
 }
@@ -172,17 +173,17 @@ func (f *finals) remember(r *state.Record, read bool) {
 	}
 	slot := len(g.ents)
 	if slot < cap(g.ents) {
-		g.ents = append(g.ents, entry{key: r.Key, f: fin})
+		g.ents = append(g.ents, entry{h: h, key: r.Key, f: fin})
 	} else {
 		slot = g.next
 		// The oldest makes room, unless it was forgotten (or its hash
 		// taken by another key) since: m then names another entry, or
 		// none, under its hash.
-		oh := f.hash(g.ents[slot].key)
+		oh := g.ents[slot].h
 		if at, ok := f.m[oh]; ok && at == ref(read, slot) {
 			delete(f.m, oh)
 		}
-		g.ents[slot] = entry{key: r.Key, f: fin}
+		g.ents[slot] = entry{h: h, key: r.Key, f: fin}
 		g.next = (g.next + 1) % len(g.ents)
 	}
 	f.m[h] = ref(read, slot)
