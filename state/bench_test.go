@@ -187,11 +187,7 @@ type scanOnly struct{ state.Store }
 // did, "count" reads each one's state and expiry alone (CountStates).
 // Reported per record: ns and bytes allocated.
 func BenchmarkRecordsByState(b *testing.B) {
-	s, err := state.OpenBadger(state.BadgerOptions{Path: b.TempDir(), MinFreeBytes: -1})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
+	s := openBenchWith(b, state.BadgerOptions{MinFreeBytes: -1})
 	const n = 100_000
 	fillParallel(b, n, func(i uint64) error {
 		r := benchRecord(i)
@@ -223,11 +219,7 @@ func BenchmarkRecordsByState(b *testing.B) {
 // Badger store holding 100,000 queued receipts (an ESME that receives
 // nothing for a while), in 4 queues. Reported per entry: ns and bytes.
 func BenchmarkQueueDepths(b *testing.B) {
-	s, err := state.OpenBadger(state.BadgerOptions{Path: b.TempDir(), MinFreeBytes: -1})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
+	s := openBenchWith(b, state.BadgerOptions{MinFreeBytes: -1})
 	const n = 100_000
 	now := time.Now()
 	fillParallel(b, n, func(i uint64) error {
