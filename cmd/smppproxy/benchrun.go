@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/schollz/progressbar/v3"
-	"golang.org/x/time/rate"
 
+	"github.com/smppproxy/smppproxy/internal/clock"
 	"github.com/smppproxy/smppproxy/internal/peer/esme"
 	"github.com/smppproxy/smppproxy/smpp"
 )
@@ -231,6 +231,35 @@ type benchFeed struct {
 	sent, dups int
 }
 
+// pacer spaces submits evenly at a rate: submit i is due at start +
+// i/rate, and is released as soon as it is due. A wake-up that comes late
+// releases every submit due by then at once, so the offered rate stays the
+// rate however coarse the timer; nothing goes out ahead of its time, so
+// there is no burst (a token bucket that starts full would send its whole
+// burst at once: at 5,000/s with a burst of 10%, the first 500 submits,
+// which is a saturation peak in a fixed-rate run, not a fixed rate).
+type pacer struct {
+	rate  float64
+	start time.Time
+	n     int
+	now   func() time.Time
+	sleep func(context.Context, time.Duration)
+}
+
+func newPacer(rate float64, now func() time.Time, sleep func(context.Context, time.Duration)) *pacer {
+	return &pacer{rate: rate, start: now(), now: now, sleep: sleep}
+}
+
+// wait returns when the next submit is due, or ctx's error once it ends.
+func (p *pacer) wait(ctx context.Context) error {
+	due := p.start.Add(time.Duration(float64(p.n) * float64(time.Second) / p.rate))
+	p.n++
+	if d := due.Sub(p.now()); d > 0 {
+		p.sleep(ctx, d)
+	}
+	return ctx.Err()
+}
+
 // feedJobs plans o.Count submits (o.Duplicates of them reusing a key) and
 // hands them to the workers at o.Rate (0 = as fast as they take them),
 // until o.Duration (0 = no limit) or ctx ends.
@@ -238,9 +267,9 @@ func feedJobs(ctx context.Context, o benchOptions) *benchFeed {
 	f := &benchFeed{jobs: make(chan int)}
 	go func() {
 		defer close(f.jobs)
-		var lim *rate.Limiter
+		var pace *pacer
 		if o.Rate > 0 {
-			lim = rate.NewLimiter(rate.Limit(o.Rate), max(1, int(o.Rate/10)))
+			pace = newPacer(o.Rate, time.Now, clock.Sleep)
 		}
 		var deadline <-chan time.Time
 		if o.Duration > 0 {
@@ -250,7 +279,7 @@ func feedJobs(ctx context.Context, o benchOptions) *benchFeed {
 		}
 		plan := newKeyPlanner(o.Duplicates)
 		for range o.Count {
-			if lim != nil && lim.Wait(ctx) != nil {
+			if pace != nil && pace.wait(ctx) != nil {
 				return
 			}
 			k, dup := plan.next()
