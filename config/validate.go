@@ -92,6 +92,9 @@ func (k *checker) config(c *Config) {
 	if c.GCPercent != 0 && (c.GCPercent < MinGCPercent || c.GCPercent > MaxGCPercent) {
 		k.errorf("gc_percent", "must be between %d and %d, or 0 for Go's default of 100 (got %d)", MinGCPercent, MaxGCPercent, c.GCPercent)
 	}
+	if c.MaxProcs < 0 || c.MaxProcs > MaxMaxProcs {
+		k.errorf("max_procs", "must be between 1 and %d, or 0 for the automatic choice (got %d)", MaxMaxProcs, c.MaxProcs)
+	}
 	k.smppString("proxy_system_id", c.ProxySystemID, maxSystemID, true)
 
 	upstreams := map[string]int{}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"math"
+	"runtime"
 	"runtime/debug"
 
 	"github.com/smppproxy/smppproxy/config"
@@ -44,4 +45,28 @@ func applyGCPercent(cfg *config.Config, env string) (inForce int, fromEnv bool) 
 	p := cfg.GCPercentOrDefault()
 	debug.SetGCPercent(p)
 	return p, false
+}
+
+// goDefaultProcs is the GOMAXPROCS the Go runtime chose at start (before
+// applyMaxProcs changed it): the host's CPUs, or fewer under a container's
+// CPU limit.
+var goDefaultProcs = runtime.GOMAXPROCS(0)
+
+// applyMaxProcs puts max_procs (or its automatic choice, see
+// config.MaxProcsOrDefault) in force as GOMAXPROCS, unless the GOMAXPROCS
+// environment variable (env) set one, which wins. When the choice is the
+// Go runtime's own, the runtime keeps making it (it follows a container's
+// CPU limit as that changes). It returns the processors in force and
+// whether they came from GOMAXPROCS.
+func applyMaxProcs(cfg *config.Config, env string) (inForce int, fromEnv bool) {
+	if env != "" {
+		return runtime.GOMAXPROCS(0), true
+	}
+	n := cfg.MaxProcsOrDefault(goDefaultProcs, runtime.NumCPU())
+	if cfg.MaxProcs == 0 && n == goDefaultProcs {
+		runtime.SetDefaultGOMAXPROCS()
+		return runtime.GOMAXPROCS(0), false
+	}
+	runtime.GOMAXPROCS(n)
+	return n, false
 }

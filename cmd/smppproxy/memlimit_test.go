@@ -2,6 +2,7 @@ package main
 
 import (
 	"math"
+	"runtime"
 	"runtime/debug"
 	"testing"
 
@@ -42,5 +43,23 @@ func TestGCPercentComesFromTheConfigUnlessGOGCIsSet(t *testing.T) {
 	debug.SetGCPercent(150) // what the runtime does with GOGC=150
 	if p, env := applyGCPercent(cfg, "150"); p != 150 || !env || current() != 150 {
 		t.Errorf("GOGC=150, gc_percent 250: in force %d (from env %v), want GOGC's 150", p, env)
+	}
+}
+
+func TestMaxProcsComesFromTheConfigUnlessGOMAXPROCSIsSet(t *testing.T) {
+	prev := runtime.GOMAXPROCS(0)
+	t.Cleanup(func() { runtime.GOMAXPROCS(prev) })
+
+	if n, env := applyMaxProcs(&config.Config{MaxProcs: 3}, ""); n != 3 || env || runtime.GOMAXPROCS(0) != 3 {
+		t.Errorf("max_procs 3: in force %d (from env %v, runtime %d), want 3 from the config", n, env, runtime.GOMAXPROCS(0))
+	}
+	auto := &config.Config{}
+	want := auto.MaxProcsOrDefault(goDefaultProcs, runtime.NumCPU())
+	if n, env := applyMaxProcs(auto, ""); n != want || env || runtime.GOMAXPROCS(0) != want {
+		t.Errorf("max_procs absent: in force %d (from env %v, runtime %d), want the automatic %d", n, env, runtime.GOMAXPROCS(0), want)
+	}
+	runtime.GOMAXPROCS(5) // what the runtime does with GOMAXPROCS=5
+	if n, env := applyMaxProcs(&config.Config{MaxProcs: 3}, "5"); n != 5 || !env || runtime.GOMAXPROCS(0) != 5 {
+		t.Errorf("GOMAXPROCS=5, max_procs 3: in force %d (from env %v), want GOMAXPROCS's 5", n, env)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -91,6 +92,9 @@ func serve(cfg *config.Config, o serveOptions) error {
 	if p, env := applyGCPercent(cfg, os.Getenv("GOGC")); env {
 		log.Info("collector target set by GOGC; gc_percent ignored", "percent", p)
 	}
+	if n, env := applyMaxProcs(cfg, os.Getenv("GOMAXPROCS")); env {
+		log.Info("processors set by GOMAXPROCS; max_procs ignored", "procs", n)
+	}
 	s, err := startServing(cfg, log, o, level)
 	if err != nil {
 		return err
@@ -153,6 +157,10 @@ func (s *serving) reload(by string) (admin.Reloaded, error) {
 	debug.SetGCPercent(beforeGC)
 	if p, _ := applyGCPercent(next, os.Getenv("GOGC")); p != beforeGC {
 		out.Applied = append(out.Applied, fmt.Sprintf("gc_percent: %d → %d", beforeGC, p))
+	}
+	beforeProcs := runtime.GOMAXPROCS(0)
+	if n, _ := applyMaxProcs(next, os.Getenv("GOMAXPROCS")); n != beforeProcs {
+		out.Applied = append(out.Applied, fmt.Sprintf("max_procs: %d → %d", beforeProcs, n))
 	}
 	if lvl := parseLevel(next.Log.Level); lvl != s.level.Level() {
 		out.Applied = append(out.Applied, fmt.Sprintf("log.level: %s → %s", s.level.Level(), lvl))
