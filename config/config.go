@@ -348,9 +348,9 @@ func (c *Config) GCPercentOrDefault() int {
 }
 
 // MaxProcsOrDefault is serve's GOMAXPROCS: max_procs, or, when it is 0,
-// goDefault (what the Go runtime chose: the host's CPUs, or fewer under a
-// container's CPU limit) raised to MinAutoProcs with the embedded store on
-// a host of fewer CPUs that no CPU limit holds back (goDefault == numCPU).
+// goDefault (what the Go runtime chose: the host's CPUs, or a container's
+// CPU limit rounded up) raised to MinAutoProcs with the embedded store on
+// a host of fewer CPUs that no CPU limit holds (cpuLimited false).
 //
 // Why: the embedded store's compactions run many goroutines at once (its
 // table builders, and several block compressors for each), and on a
@@ -368,11 +368,11 @@ func (c *Config) GCPercentOrDefault() int {
 // runs' noise. With PostgreSQL the proxy compacts nothing and shares the
 // CPUs with the database, so Go's choice stands; under a CPU limit, more
 // threads than the limit would only be throttled.
-func (c *Config) MaxProcsOrDefault(goDefault, numCPU int) int {
+func (c *Config) MaxProcsOrDefault(goDefault int, cpuLimited bool) int {
 	if c.MaxProcs != 0 {
 		return c.MaxProcs
 	}
-	if c.Store.Backend != BackendPostgres && goDefault == numCPU && goDefault < MinAutoProcs {
+	if c.Store.Backend != BackendPostgres && !cpuLimited && goDefault < MinAutoProcs {
 		return MinAutoProcs
 	}
 	return goDefault

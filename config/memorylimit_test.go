@@ -49,26 +49,27 @@ func TestMaxProcsIsAutomaticUnlessSetAndIsBounded(t *testing.T) {
 		t.Fatalf("max_procs absent parsed as %d, want 0", c.MaxProcs)
 	}
 	for _, tc := range []struct {
-		name              string
-		goDefault, numCPU int
-		want              int
+		name       string
+		goDefault  int
+		cpuLimited bool
+		want       int
 	}{
-		{"2 CPUs, no CPU limit: raised", 2, 2, MinAutoProcs},
-		{"1 CPU, no CPU limit: raised", 1, 1, MinAutoProcs},
-		{"8 CPUs: Go's choice", 8, 8, 8},
-		{"a CPU limit of 2 on 16 CPUs: Go's choice, never above the limit", 2, 16, 2},
+		{"2 CPUs, no CPU limit: raised", 2, false, MinAutoProcs},
+		{"1 CPU, no CPU limit: raised", 1, false, MinAutoProcs},
+		{"8 CPUs: Go's choice", 8, false, 8},
+		{"a CPU limit (Go chose 2): Go's choice, never above the limit", 2, true, 2},
 	} {
-		if got := c.MaxProcsOrDefault(tc.goDefault, tc.numCPU); got != tc.want {
+		if got := c.MaxProcsOrDefault(tc.goDefault, tc.cpuLimited); got != tc.want {
 			t.Errorf("badger, %s: %d, want %d", tc.name, got, tc.want)
 		}
 	}
 	pg := *c
 	pg.Store.Backend = BackendPostgres
-	if got := pg.MaxProcsOrDefault(2, 2); got != 2 {
+	if got := pg.MaxProcsOrDefault(2, false); got != 2 {
 		t.Errorf("postgres on 2 CPUs: %d, want Go's 2 (the database shares the CPUs)", got)
 	}
-	if c := mustParse(t, base+"max_procs: 3\n"); c.MaxProcsOrDefault(2, 2) != 3 || c.MaxProcsOrDefault(16, 16) != 3 {
-		t.Errorf("max_procs: 3 in force %d / %d, want 3 whatever the host", c.MaxProcsOrDefault(2, 2), c.MaxProcsOrDefault(16, 16))
+	if c := mustParse(t, base+"max_procs: 3\n"); c.MaxProcsOrDefault(2, false) != 3 || c.MaxProcsOrDefault(16, true) != 3 {
+		t.Errorf("max_procs: 3 in force %d / %d, want 3 whatever the host", c.MaxProcsOrDefault(2, false), c.MaxProcsOrDefault(16, true))
 	}
 	for _, bad := range []string{"-1", "1025"} {
 		if errs := parseErrors(t, base+"max_procs: "+bad+"\n"); len(errs) != 1 || errs[0].Path != "max_procs" {

@@ -79,3 +79,25 @@ func TestPacerStopsWithItsContext(t *testing.T) {
 		t.Fatal("wait on a cancelled context returned nil; want its error")
 	}
 }
+
+// Cancelling a run wakes a pacer that is waiting for the next submit's
+// turn: at 0.01/s the second submit is due in 100 s, and the wait ends as
+// soon as the context does.
+func TestPacerWakesWhenCancelledWhileWaiting(t *testing.T) {
+	p := newPacer(0.01, time.Now, sleepCtx)
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := p.wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.wait(ctx) }()
+	cancel()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("wait cancelled while sleeping returned nil; want the context's error")
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("wait did not return within a minute of its context's cancellation (its turn was 100 s away)")
+	}
+}

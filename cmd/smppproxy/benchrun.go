@@ -16,7 +16,6 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 
-	"github.com/smppproxy/smppproxy/internal/clock"
 	"github.com/smppproxy/smppproxy/internal/peer/esme"
 	"github.com/smppproxy/smppproxy/smpp"
 )
@@ -250,7 +249,20 @@ func newPacer(rate float64, now func() time.Time, sleep func(context.Context, ti
 	return &pacer{rate: rate, start: now(), now: now, sleep: sleep}
 }
 
+// sleepCtx waits d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
 // wait returns when the next submit is due, or ctx's error once it ends.
+// Catching up is not capped: after the workers stalled (the window full),
+// every submit due meanwhile goes out as soon as a worker takes it, which
+// keeps the offered rate; the window bounds how many are in flight.
 func (p *pacer) wait(ctx context.Context) error {
 	due := p.start.Add(time.Duration(float64(p.n) * float64(time.Second) / p.rate))
 	p.n++
@@ -269,7 +281,7 @@ func feedJobs(ctx context.Context, o benchOptions) *benchFeed {
 		defer close(f.jobs)
 		var pace *pacer
 		if o.Rate > 0 {
-			pace = newPacer(o.Rate, time.Now, clock.Sleep)
+			pace = newPacer(o.Rate, time.Now, sleepCtx)
 		}
 		var deadline <-chan time.Time
 		if o.Duration > 0 {

@@ -2,8 +2,13 @@ package main
 
 import (
 	"math"
+	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/smppproxy/smppproxy/config"
 )
@@ -47,26 +52,79 @@ func applyGCPercent(cfg *config.Config, env string) (inForce int, fromEnv bool) 
 	return p, false
 }
 
-// goDefaultProcs is the GOMAXPROCS the Go runtime chose at start (before
-// applyMaxProcs changed it): the host's CPUs, or fewer under a container's
-// CPU limit.
-var goDefaultProcs = runtime.GOMAXPROCS(0)
-
 // applyMaxProcs puts max_procs (or its automatic choice, see
 // config.MaxProcsOrDefault) in force as GOMAXPROCS, unless the GOMAXPROCS
-// environment variable (env) set one, which wins. When the choice is the
-// Go runtime's own, the runtime keeps making it (it follows a container's
-// CPU limit as that changes). It returns the processors in force and
-// whether they came from GOMAXPROCS.
+// environment variable (env) set one the runtime took (a positive
+// number), which wins. The automatic choice starts from what the runtime
+// chooses now (a container's CPU limit may have changed since start);
+// when it stays the runtime's, the runtime keeps making it. It returns the
+// processors in force and whether they came from GOMAXPROCS.
 func applyMaxProcs(cfg *config.Config, env string) (inForce int, fromEnv bool) {
-	if env != "" {
+	if n, err := strconv.Atoi(env); err == nil && n > 0 {
 		return runtime.GOMAXPROCS(0), true
 	}
-	n := cfg.MaxProcsOrDefault(goDefaultProcs, runtime.NumCPU())
-	if cfg.MaxProcs == 0 && n == goDefaultProcs {
-		runtime.SetDefaultGOMAXPROCS()
-		return runtime.GOMAXPROCS(0), false
+	runtime.SetDefaultGOMAXPROCS()
+	def := runtime.GOMAXPROCS(0)
+	n := cfg.MaxProcsOrDefault(def, def != runtime.NumCPU() || cpuQuota("/sys/fs/cgroup", "/proc/self/cgroup"))
+	if n != def {
+		runtime.GOMAXPROCS(n)
 	}
-	runtime.GOMAXPROCS(n)
 	return n, false
+}
+
+// cpuQuota reports whether a cgroup limits this process's CPU time, in
+// the cgroup selfCgroup (/proc/self/cgroup) names or any of its
+// ancestors, under the hierarchy mounted at root: cgroup v2's cpu.max
+// other than "max", or cgroup v1's cpu.cfs_quota_us other than -1. The Go
+// runtime rounds a limit below 2 CPUs up to 2, so on a 2-CPU host a limit
+// of 1 leaves its choice at the host's CPUs: only the files tell. What
+// cannot be read counts as no limit.
+func cpuQuota(root, selfCgroup string) bool {
+	b, err := os.ReadFile(selfCgroup)
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		var dir, file string
+		switch {
+		case parts[0] == "0" && parts[1] == "":
+			dir, file = root, "cpu.max"
+		case slices.Contains(strings.Split(parts[1], ","), "cpu"):
+			dir, file = filepath.Join(root, parts[1]), "cpu.cfs_quota_us"
+		default:
+			continue
+		}
+		top := dir
+		for d := filepath.Join(top, filepath.Clean("/"+parts[2])); ; d = filepath.Dir(d) {
+			if limited(filepath.Join(d, file)) {
+				return true
+			}
+			if len(d) <= len(top) {
+				break
+			}
+		}
+	}
+	return false
+}
+
+// limited reports whether the cgroup file path (cpu.max or
+// cpu.cfs_quota_us) sets a quota.
+func limited(path string) bool {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return false
+	}
+	if filepath.Base(path) == "cpu.max" {
+		return f[0] != "max"
+	}
+	q, err := strconv.ParseInt(f[0], 10, 64)
+	return err == nil && q > 0
 }

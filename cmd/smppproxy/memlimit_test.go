@@ -2,6 +2,8 @@ package main
 
 import (
 	"math"
+	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"testing"
@@ -53,13 +55,65 @@ func TestMaxProcsComesFromTheConfigUnlessGOMAXPROCSIsSet(t *testing.T) {
 	if n, env := applyMaxProcs(&config.Config{MaxProcs: 3}, ""); n != 3 || env || runtime.GOMAXPROCS(0) != 3 {
 		t.Errorf("max_procs 3: in force %d (from env %v, runtime %d), want 3 from the config", n, env, runtime.GOMAXPROCS(0))
 	}
-	auto := &config.Config{}
-	want := auto.MaxProcsOrDefault(goDefaultProcs, runtime.NumCPU())
-	if n, env := applyMaxProcs(auto, ""); n != want || env || runtime.GOMAXPROCS(0) != want {
-		t.Errorf("max_procs absent: in force %d (from env %v, runtime %d), want the automatic %d", n, env, runtime.GOMAXPROCS(0), want)
+	if os.Getenv("GOMAXPROCS") == "" { // else the runtime's default is the variable's
+		auto := &config.Config{}
+		runtime.SetDefaultGOMAXPROCS()
+		def := runtime.GOMAXPROCS(0)
+		want := auto.MaxProcsOrDefault(def, def != runtime.NumCPU() || cpuQuota("/sys/fs/cgroup", "/proc/self/cgroup"))
+		runtime.GOMAXPROCS(7) // applying starts from the runtime's choice, not from this
+		if n, env := applyMaxProcs(auto, ""); n != want || env || runtime.GOMAXPROCS(0) != want {
+			t.Errorf("max_procs absent: in force %d (from env %v, runtime %d), want the automatic %d", n, env, runtime.GOMAXPROCS(0), want)
+		}
 	}
 	runtime.GOMAXPROCS(5) // what the runtime does with GOMAXPROCS=5
 	if n, env := applyMaxProcs(&config.Config{MaxProcs: 3}, "5"); n != 5 || !env || runtime.GOMAXPROCS(0) != 5 {
 		t.Errorf("GOMAXPROCS=5, max_procs 3: in force %d (from env %v), want GOMAXPROCS's 5", n, env)
+	}
+	// A value the runtime ignores (it then makes its own choice) does not
+	// override max_procs.
+	if n, env := applyMaxProcs(&config.Config{MaxProcs: 3}, "0"); n != 3 || env {
+		t.Errorf("GOMAXPROCS=0, max_procs 3: in force %d (from env %v), want 3 from the config", n, env)
+	}
+}
+
+// A CPU limit is read from the cgroup files, in the process's own cgroup
+// or an ancestor's, v2 or v1; "max" and -1 are none.
+func TestCPUQuotaIsReadFromTheProcessCgroup(t *testing.T) {
+	write := func(t *testing.T, path, s string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name  string
+		files map[string]string
+		self  string
+		want  bool
+	}{
+		{"v2, limit in the own cgroup", map[string]string{"kubepods/pod1/cpu.max": "100000 100000\n"}, "0::/kubepods/pod1\n", true},
+		{"v2, limit in an ancestor", map[string]string{"kubepods/cpu.max": "50000 100000\n", "kubepods/pod1/cpu.max": "max 100000\n"}, "0::/kubepods/pod1\n", true},
+		{"v2, no limit", map[string]string{"system.slice/x.service/cpu.max": "max 100000\n"}, "0::/system.slice/x.service\n", false},
+		{"v2, root cgroup (no cpu.max)", nil, "0::/\n", false},
+		{"v1, limit", map[string]string{"cpu,cpuacct/docker/abc/cpu.cfs_quota_us": "100000\n"}, "4:memory:/docker/abc\n3:cpu,cpuacct:/docker/abc\n", true},
+		{"v1, none", map[string]string{"cpu/cpu.cfs_quota_us": "-1\n"}, "1:cpu:/\n0::/\n", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			for p, s := range tc.files {
+				write(t, filepath.Join(root, p), s)
+			}
+			self := filepath.Join(t.TempDir(), "cgroup")
+			write(t, self, tc.self)
+			if got := cpuQuota(root, self); got != tc.want {
+				t.Errorf("cpuQuota = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	if cpuQuota(t.TempDir(), filepath.Join(t.TempDir(), "absent")) {
+		t.Error("no /proc/self/cgroup read as a CPU limit")
 	}
 }
