@@ -65,11 +65,17 @@ func applyMaxProcs(cfg *config.Config, env string) (inForce int, fromEnv bool) {
 	}
 	runtime.SetDefaultGOMAXPROCS()
 	def := runtime.GOMAXPROCS(0)
-	n := cfg.MaxProcsOrDefault(def, def != runtime.NumCPU() || cpuQuota("/sys/fs/cgroup", "/proc/self/cgroup"))
+	n := cfg.MaxProcsOrDefault(def, cpuLimited(def))
 	if n != def {
 		runtime.GOMAXPROCS(n)
 	}
 	return n, false
+}
+
+// cpuLimited reports whether a CPU limit holds this process back, given
+// the runtime's choice def: below the host's CPUs, or a cgroup quota.
+func cpuLimited(def int) bool {
+	return def != runtime.NumCPU() || cpuQuota("/sys/fs/cgroup", "/proc/self/cgroup")
 }
 
 // cpuQuota reports whether a cgroup limits this process's CPU time, in
@@ -98,12 +104,11 @@ func cpuQuota(root, selfCgroup string) bool {
 		default:
 			continue
 		}
-		top := dir
-		for d := filepath.Join(top, filepath.Clean("/"+parts[2])); ; d = filepath.Dir(d) {
+		for d := filepath.Join(dir, filepath.Clean("/"+parts[2])); ; d = filepath.Dir(d) {
 			if limited(filepath.Join(d, file)) {
 				return true
 			}
-			if len(d) <= len(top) {
+			if len(d) <= len(dir) {
 				break
 			}
 		}

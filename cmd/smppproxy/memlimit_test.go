@@ -59,7 +59,7 @@ func TestMaxProcsComesFromTheConfigUnlessGOMAXPROCSIsSet(t *testing.T) {
 		auto := &config.Config{}
 		runtime.SetDefaultGOMAXPROCS()
 		def := runtime.GOMAXPROCS(0)
-		want := auto.MaxProcsOrDefault(def, def != runtime.NumCPU() || cpuQuota("/sys/fs/cgroup", "/proc/self/cgroup"))
+		want := auto.MaxProcsOrDefault(def, cpuLimited(def))
 		runtime.GOMAXPROCS(7) // applying starts from the runtime's choice, not from this
 		if n, env := applyMaxProcs(auto, ""); n != want || env || runtime.GOMAXPROCS(0) != want {
 			t.Errorf("max_procs absent: in force %d (from env %v, runtime %d), want the automatic %d", n, env, runtime.GOMAXPROCS(0), want)
