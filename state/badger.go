@@ -121,6 +121,10 @@ type BadgerOptions struct {
 	// time a read of a record searches Badger (neither the filter of keys
 	// held nor the row cache answered it).
 	onRecordLookup func()
+	// onAllocRelease, when set (by tests in this package), is called each
+	// time an allocator Badger returned to its pool is released
+	// (allocpool.go).
+	onAllocRelease func()
 }
 
 // Defaults of the memory options of BadgerOptions (see there), measured
@@ -531,6 +535,9 @@ func openChecked(bo badger.Options, opts BadgerOptions, log *slog.Logger) (db *b
 		}()
 		db, err = badger.Open(bo)
 	}()
+	if err == nil && !drainAllocPool(db, opts.onAllocRelease) {
+		log.Warn("state: Badger's pool of table-builder allocators was not found; it keeps their memory (see allocpool.go)")
+	}
 	if err != nil {
 		if errors.Is(err, ErrStoreDamaged) {
 			return nil, nil, 0, err

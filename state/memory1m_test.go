@@ -225,6 +225,8 @@ func memTune(spec string) func(badger.Options) badger.Options {
 				bo.NumMemtables = int(n)
 			case "basetable":
 				bo.BaseTableSize = n << 20
+			case "basetablekb":
+				bo.BaseTableSize = n << 10
 			case "baselevel":
 				bo.BaseLevelSize = n << 20
 			case "block":
