@@ -260,6 +260,8 @@ type BadgerStore struct {
 	reqs          chan *request
 	committerDone chan struct{}
 	stopGC        chan struct{}
+	stopTrim      chan struct{} // closed at Close: see allocpool.go
+	trimDone      chan struct{}
 	gcDone        chan struct{}
 
 	stopCheckpoint chan struct{}
@@ -306,7 +308,16 @@ func OpenBadger(opts BadgerOptions) (*BadgerStore, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	bo := badgerOptions(opts, log)
-	db, mark, lost, err := openChecked(bo, opts, log)
+	// Ends the trimming of Badger's allocator pool (allocpool.go): at
+	// Close, or here when opening fails.
+	stopTrim, trimDone := make(chan struct{}), make(chan struct{})
+	opened := false
+	defer func() {
+		if !opened {
+			close(stopTrim)
+		}
+	}()
+	db, mark, lost, err := openChecked(bo, opts, stopTrim, trimDone, log)
 	if err != nil {
 		return nil, err
 	}
@@ -341,6 +352,8 @@ func OpenBadger(opts BadgerOptions) (*BadgerStore, error) {
 		checkpointDone: make(chan struct{}),
 		stopKeys:       make(chan struct{}),
 		keysDone:       make(chan struct{}),
+		stopTrim:       stopTrim,
+		trimDone:       trimDone,
 	}
 	if !opts.noKeyFilter {
 		s.keys = newKeyFilter(cmp.Or(opts.keyFilterMinRoom, keyFilterMinRoom))
@@ -366,6 +379,7 @@ func OpenBadger(opts BadgerOptions) (*BadgerStore, error) {
 		return nil, err
 	}
 	s.start(opts)
+	opened = true
 	return s, nil
 }
 
@@ -520,7 +534,7 @@ func prepareDir(opts BadgerOptions, bo badger.Options, log *slog.Logger) (dirSta
 // found whole (or that the operator forced, see BadgerOptions.ForceEmpty)
 // and returns the store's marker (nil in memory) and the commits known
 // lost. A panic of Badger's while opening is an ErrStoreDamaged.
-func openChecked(bo badger.Options, opts BadgerOptions, log *slog.Logger) (db *badger.DB, mark *marker, lost uint64, err error) {
+func openChecked(bo badger.Options, opts BadgerOptions, stopTrim <-chan struct{}, trimDone chan<- struct{}, log *slog.Logger) (db *badger.DB, mark *marker, lost uint64, err error) {
 	var ds dirState
 	if !opts.InMemory {
 		if ds, err = prepareDir(opts, bo, log); err != nil {
@@ -535,7 +549,7 @@ func openChecked(bo badger.Options, opts BadgerOptions, log *slog.Logger) (db *b
 		}()
 		db, err = badger.Open(bo)
 	}()
-	if err == nil && !drainAllocPool(db, opts.onAllocRelease) {
+	if err == nil && !trimAllocPool(db, stopTrim, trimDone, opts.onAllocRelease) {
 		log.Warn("state: Badger's pool of table-builder allocators was not found; it keeps their memory (see allocpool.go)")
 	}
 	if err != nil {
@@ -872,6 +886,8 @@ func (s *BadgerStore) Close() error {
 		s.snapMu.Unlock()
 		close(s.stopGC)
 		<-s.gcDone
+		close(s.stopTrim)
+		<-s.trimDone
 		close(s.stopCheckpoint)
 		<-s.checkpointDone
 		if err := s.checkpoint(); err != nil {
