@@ -119,6 +119,8 @@ type procHarness struct {
 	// pids of every child started, a restarted proxy's too.
 	pids []int
 	inv  procInvariants
+	// roundsMem samples the measured proxy's memory over the rounds.
+	roundsMem *rssSampler
 }
 
 // runProcessBench starts the simulator and the proxy as child processes,
@@ -154,6 +156,8 @@ func runProcessBench(ctx context.Context, o procBenchOptions) (rep procReport, e
 			return rep, err
 		}
 	}
+	h.roundsMem = startRSSSampler(h.serve().pid())
+	defer h.roundsMem.stopPeaks() // when a round fails; finish stopped it otherwise
 	for i := range o.Rounds {
 		h.progress("round %d of %d", i+1, o.Rounds)
 		r, err := h.round(ctx)

@@ -31,6 +31,10 @@ type procInvariants struct {
 	// Of the proxy at the end (VmHWM, VmRSS of /proc/PID/status).
 	ServePeakRSSKB int64 `json:"serve_peak_rss_kb"`
 	ServeRSSKB     int64 `json:"serve_rss_kb"`
+	// Over the rounds (after the preload's restart), the peaks of its
+	// RSS's anonymous and file-backed parts, sampled.
+	ServePeakAnonKB int64 `json:"serve_peak_anon_kb"`
+	ServePeakFileKB int64 `json:"serve_peak_file_kb"`
 	// The child processes started (all stopped when the bench returns).
 	ChildPIDs []int `json:"child_pids"`
 }
@@ -186,6 +190,8 @@ func (r *procReport) summarize() {
 	i := r.Invariants
 	r.Rows = append(r.Rows,
 		procRow{Name: "proxy peak RSS (VmHWM)", Unit: "MB", Proxied: ptr(mb(i.ServePeakRSSKB)), Target: "<= 150 with 1M keys"},
+		procRow{Name: "  its anonymous part's peak", Unit: "MB", Proxied: ptr(mb(i.ServePeakAnonKB))},
+		procRow{Name: "  its file-backed part's peak", Unit: "MB", Proxied: ptr(mb(i.ServePeakFileKB))},
 		procRow{Name: "keys at the SMSC twice", Unit: "", Proxied: ptr(float64(i.DuplicatesAtSMSC)), Target: "0"},
 		procRow{Name: "acknowledged ids changed by a retry", Unit: "", Proxied: ptr(float64(i.ChangedIDs)), Target: "0"},
 		procRow{Name: "proxied submits not answered", Unit: "", Proxied: ptr(float64(i.ProxiedSubmits - i.ProxiedAnswered)), Target: "0"},
@@ -196,6 +202,8 @@ func (r *procReport) summarize() {
 		r.Rows = append(r.Rows,
 			procRow{Name: "preload submits/s (" + n + " keys)", Unit: "/s", Proxied: ptr(p.PerSecond)},
 			procRow{Name: "proxy peak RSS after " + n + " keys", Unit: "MB", Proxied: ptr(mb(p.PeakRSSKB)), Target: "<= 150 at 1M"},
+			procRow{Name: "  its anonymous part's peak", Unit: "MB", Proxied: ptr(mb(p.PeakAnonKB))},
+			procRow{Name: "  its file-backed part's peak", Unit: "MB", Proxied: ptr(mb(p.PeakFileKB))},
 			procRow{Name: "start to serving with " + n + " keys", Unit: "s", Proxied: ptr(p.StartupSeconds), Target: "<= 2 at 1M"},
 			procRow{Name: "proxy RSS after the restart", Unit: "MB", Proxied: ptr(mb(p.RestartRSSKB))},
 		)

@@ -181,9 +181,12 @@ type procPreload struct {
 	Accepted  int     `json:"accepted"`
 	Seconds   float64 `json:"seconds"`
 	PerSecond float64 `json:"per_second"`
-	// Of the proxy that took the keys, right after them.
-	PeakRSSKB int64 `json:"peak_rss_kb"`
-	RSSKB     int64 `json:"rss_kb"`
+	// Of the proxy that took the keys, right after them; the peaks of
+	// RSS's anonymous and file-backed parts while it took them (sampled).
+	PeakRSSKB  int64 `json:"peak_rss_kb"`
+	RSSKB      int64 `json:"rss_kb"`
+	PeakAnonKB int64 `json:"peak_anon_kb"`
+	PeakFileKB int64 `json:"peak_file_kb"`
 	// From starting the proxy again on the store until /readyz answered
 	// 200 and an SMPP bind succeeded; its RSS then.
 	StartupSeconds float64 `json:"startup_seconds"`
@@ -318,14 +321,17 @@ func changedIDs(first, retry map[int]string) int {
 // memory, restarts it on the same store and times the start.
 func (h *procHarness) preload(ctx context.Context) (*procPreload, error) {
 	h.progress("preload: %d keys through the proxy", h.o.Preload)
+	pid := h.serve().pid()
+	mem := startRSSSampler(pid)
 	r, err := h.run(ctx, h.proxied(), func(o *benchOptions) {
 		o.Count, o.Duration, o.Progress, o.Label = h.o.Preload, 0, h.o.Load.Progress, "preload"
 	})
+	anon, file := mem.stopPeaks()
 	if err != nil {
 		return nil, fmt.Errorf("preload: %w", err)
 	}
-	p := &procPreload{Keys: h.o.Preload, Accepted: r.Statuses[smpp.StatusOK.String()], Seconds: r.Seconds, PerSecond: r.Throughput}
-	pid := h.serve().pid()
+	p := &procPreload{Keys: h.o.Preload, Accepted: r.Statuses[smpp.StatusOK.String()], Seconds: r.Seconds, PerSecond: r.Throughput,
+		PeakAnonKB: anon, PeakFileKB: file}
 	p.PeakRSSKB, p.RSSKB = procStatusKB(pid, "VmHWM"), procStatusKB(pid, "VmRSS")
 	h.progress("preload: restarting the proxy with %d keys in its store", h.o.Preload)
 	if err := h.serve().stop(syscall.SIGTERM, time.Minute); err != nil {
@@ -342,6 +348,7 @@ func (h *procHarness) preload(ctx context.Context) (*procPreload, error) {
 func (h *procHarness) finish(ctx context.Context, rep *procReport) error {
 	pid := h.serve().pid()
 	h.inv.ServePeakRSSKB, h.inv.ServeRSSKB = procStatusKB(pid, "VmHWM"), procStatusKB(pid, "VmRSS")
+	h.inv.ServePeakAnonKB, h.inv.ServePeakFileKB = h.roundsMem.stopPeaks()
 	st, err := fetchSimStats(ctx, h.simStats)
 	if err != nil {
 		return err

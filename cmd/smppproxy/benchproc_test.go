@@ -69,6 +69,10 @@ func TestProcessBenchHoldsItsInvariantsAndStopsItsChildren(t *testing.T) {
 	if inv.ServePeakRSSKB <= 0 || inv.ReachedSMSC <= 0 {
 		t.Errorf("proxy peak RSS %d kB, submits at the SMSC %d; want both > 0", inv.ServePeakRSSKB, inv.ReachedSMSC)
 	}
+	if inv.ServePeakAnonKB <= 0 || inv.ServePeakFileKB <= 0 || inv.ServePeakAnonKB+inv.ServePeakFileKB < inv.ServePeakRSSKB/2 {
+		t.Errorf("proxy's RSS parts over the rounds: anonymous %d, file-backed %d kB for a peak of %d; want both > 0, near the peak together",
+			inv.ServePeakAnonKB, inv.ServePeakFileKB, inv.ServePeakRSSKB)
+	}
 	round := rep.Runs[0]
 	if round.Retry.Count != count || len(round.Retry.ids) == 0 || round.ProxiedSat.Answered != count {
 		t.Errorf("retry round: %d submits, %d ids compared, saturation answered %d; want %d, > 0, %d",
@@ -78,8 +82,8 @@ func TestProcessBenchHoldsItsInvariantsAndStopsItsChildren(t *testing.T) {
 		t.Errorf("proxied receipts run received no receipts: %+v", r)
 	}
 	p := rep.Preload
-	if p == nil || p.Keys != preload || p.StartupSeconds <= 0 || p.PeakRSSKB <= 0 || p.RestartRSSKB <= 0 {
-		t.Fatalf("preload = %+v; want %d keys, start-up time and RSS > 0", p, preload)
+	if p == nil || p.Keys != preload || p.StartupSeconds <= 0 || p.PeakRSSKB <= 0 || p.RestartRSSKB <= 0 || p.PeakAnonKB <= 0 || p.PeakFileKB <= 0 {
+		t.Fatalf("preload = %+v; want %d keys, start-up time, RSS and its parts > 0", p, preload)
 	}
 	assertReportPrints(t, rep)
 }
@@ -90,7 +94,7 @@ func assertReportPrints(t *testing.T, rep procReport) {
 	t.Helper()
 	var out bytes.Buffer
 	printProcReport(&out, rep)
-	for _, want := range []string{"fresh-key submits/s", "p99 at 2000/s offered", "retries of acknowledged keys/s", "receipts/s", "start to serving with 500 keys", "keys at the SMSC twice"} {
+	for _, want := range []string{"fresh-key submits/s", "p99 at 2000/s offered", "retries of acknowledged keys/s", "receipts/s", "start to serving with 500 keys", "keys at the SMSC twice", "its file-backed part's peak"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("table has no row %q:\n%s", want, out.String())
 		}
