@@ -355,6 +355,18 @@ func OpenBadger(opts BadgerOptions) (*BadgerStore, error) {
 		stopTrim:       stopTrim,
 		trimDone:       trimDone,
 	}
+	if err := s.prepare(opts, mark, bo.ValueThreshold); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	s.start(opts)
+	opened = true
+	return s, nil
+}
+
+// prepare sets up what the store needs before its goroutines start: its
+// caches, its marks, the index of sent records and the commit log.
+func (s *BadgerStore) prepare(opts BadgerOptions, mark *marker, valueThreshold int64) error {
 	if !opts.noKeyFilter {
 		s.keys = newKeyFilter(cmp.Or(opts.keyFilterMinRoom, keyFilterMinRoom))
 	}
@@ -363,24 +375,16 @@ func OpenBadger(opts BadgerOptions) (*BadgerStore, error) {
 	}
 	if mark != nil {
 		if err := s.startMarks(mark); err != nil {
-			_ = db.Close()
-			return nil, err
+			return err
 		}
 	}
 	if opts.unlimitedBatch {
 		s.batchCount, s.batchBytes = 1<<62, 1<<62
 	}
 	if err := s.ensureSentIndex(); err != nil {
-		_ = db.Close()
-		return nil, err
+		return err
 	}
-	if err := s.startCommitLog(opts, bo.ValueThreshold); err != nil {
-		_ = db.Close()
-		return nil, err
-	}
-	s.start(opts)
-	opened = true
-	return s, nil
+	return s.startCommitLog(opts, valueThreshold)
 }
 
 // start publishes the first snapshot and starts the store's goroutines:
