@@ -33,7 +33,10 @@ import (
 // version is pinned in go.mod; TestAllocPoolTrimFindsBadgersPool fails
 // if an upgrade renames them). Receiving from a channel is synchronised,
 // so taking allocators from it races with nothing: a builder that finds
-// the channel empty allocates anew, as Badger's own code does.
+// the channel empty allocates anew, as Badger's own code does. The
+// trimming starts with the store's goroutines (once the commit log is
+// replayed: a replay's allocators are trimmed at the first tick) and ends
+// at Close, before Badger closes.
 const (
 	allocPoolKeep      = 2
 	allocPoolTrimEvery = 100 * time.Millisecond
@@ -61,22 +64,22 @@ func allocPoolChan(db *badger.DB) chan *z.Allocator {
 }
 
 // trimAllocPool starts holding db's pool to allocPoolKeep allocators
-// (see above) until stop is closed, then closes done; it reports whether
-// it found the pool (if not, done is closed at once). released, when not
-// nil (tests), is called after each release.
-func trimAllocPool(db *badger.DB, stop <-chan struct{}, done chan<- struct{}, released func()) bool {
+// (see above) and returns what ends it (and waits for it to end); nil if
+// the pool was not found. released, when not nil (tests), is called after
+// each release.
+func trimAllocPool(db *badger.DB, released func()) (stop func()) {
 	ch := allocPoolChan(db)
 	if ch == nil {
-		close(done)
-		return false
+		return nil
 	}
+	quit, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
 		t := time.NewTicker(allocPoolTrimEvery)
 		defer t.Stop()
 		for {
 			select {
-			case <-stop:
+			case <-quit:
 				return
 			case <-t.C:
 			}
@@ -85,14 +88,17 @@ func trimAllocPool(db *badger.DB, stop <-chan struct{}, done chan<- struct{}, re
 			}
 		}
 	}()
-	return true
+	return func() {
+		close(quit)
+		<-done
+	}
 }
 
 // trimAllocators releases allocators taken from ch while it holds more
 // than keep (a builder may take one meanwhile: the pool then keeps
-// fewer), and reports false once ch is closed (Badger closes it when the
-// DB closes, which is how the trimming ends when opening the store fails
-// after Badger opened).
+// fewer), and reports false if it finds ch closed (Badger drains and
+// closes it at DB.Close; the store stops the trimming before that, so
+// this only guards the order).
 func trimAllocators(ch chan *z.Allocator, keep int, released func()) bool {
 	for len(ch) > keep {
 		select {

@@ -260,8 +260,7 @@ type BadgerStore struct {
 	reqs          chan *request
 	committerDone chan struct{}
 	stopGC        chan struct{}
-	stopTrim      chan struct{} // closed at Close: see allocpool.go
-	trimDone      chan struct{}
+	stopTrim      func() // ends the trimming of Badger's allocator pool (allocpool.go)
 	gcDone        chan struct{}
 
 	stopCheckpoint chan struct{}
@@ -308,16 +307,7 @@ func OpenBadger(opts BadgerOptions) (*BadgerStore, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	bo := badgerOptions(opts, log)
-	// Ends the trimming of Badger's allocator pool (allocpool.go): at
-	// Close, or here when opening fails.
-	stopTrim, trimDone := make(chan struct{}), make(chan struct{})
-	opened := false
-	defer func() {
-		if !opened {
-			close(stopTrim)
-		}
-	}()
-	db, mark, lost, err := openChecked(bo, opts, stopTrim, trimDone, log)
+	db, mark, lost, err := openChecked(bo, opts, log)
 	if err != nil {
 		return nil, err
 	}
@@ -352,15 +342,12 @@ func OpenBadger(opts BadgerOptions) (*BadgerStore, error) {
 		checkpointDone: make(chan struct{}),
 		stopKeys:       make(chan struct{}),
 		keysDone:       make(chan struct{}),
-		stopTrim:       stopTrim,
-		trimDone:       trimDone,
 	}
 	if err := s.prepare(opts, mark, bo.ValueThreshold); err != nil {
 		_ = db.Close()
 		return nil, err
 	}
 	s.start(opts)
-	opened = true
 	return s, nil
 }
 
@@ -388,10 +375,15 @@ func (s *BadgerStore) prepare(opts BadgerOptions, mark *marker, valueThreshold i
 }
 
 // start publishes the first snapshot and starts the store's goroutines:
-// the committer, the key filter's builder, the checkpoint and the GC.
+// the committer, the key filter's builder, the checkpoint, the GC and the
+// trimming of Badger's allocator pool.
 func (s *BadgerStore) start(opts BadgerOptions) {
 	s.refreshSnapshot()
 	go s.commitLoop()
+	if s.stopTrim = trimAllocPool(s.db, opts.onAllocRelease); s.stopTrim == nil {
+		s.log.Warn("state: Badger's pool of table-builder allocators was not found; it keeps their memory (see allocpool.go)")
+		s.stopTrim = func() {}
+	}
 	if s.keys != nil {
 		go s.keyFilterLoop()
 	} else {
@@ -538,7 +530,7 @@ func prepareDir(opts BadgerOptions, bo badger.Options, log *slog.Logger) (dirSta
 // found whole (or that the operator forced, see BadgerOptions.ForceEmpty)
 // and returns the store's marker (nil in memory) and the commits known
 // lost. A panic of Badger's while opening is an ErrStoreDamaged.
-func openChecked(bo badger.Options, opts BadgerOptions, stopTrim <-chan struct{}, trimDone chan<- struct{}, log *slog.Logger) (db *badger.DB, mark *marker, lost uint64, err error) {
+func openChecked(bo badger.Options, opts BadgerOptions, log *slog.Logger) (db *badger.DB, mark *marker, lost uint64, err error) {
 	var ds dirState
 	if !opts.InMemory {
 		if ds, err = prepareDir(opts, bo, log); err != nil {
@@ -553,9 +545,6 @@ func openChecked(bo badger.Options, opts BadgerOptions, stopTrim <-chan struct{}
 		}()
 		db, err = badger.Open(bo)
 	}()
-	if err == nil && !trimAllocPool(db, stopTrim, trimDone, opts.onAllocRelease) {
-		log.Warn("state: Badger's pool of table-builder allocators was not found; it keeps their memory (see allocpool.go)")
-	}
 	if err != nil {
 		if errors.Is(err, ErrStoreDamaged) {
 			return nil, nil, 0, err
@@ -890,8 +879,7 @@ func (s *BadgerStore) Close() error {
 		s.snapMu.Unlock()
 		close(s.stopGC)
 		<-s.gcDone
-		close(s.stopTrim)
-		<-s.trimDone
+		s.stopTrim()
 		close(s.stopCheckpoint)
 		<-s.checkpointDone
 		if err := s.checkpoint(); err != nil {
