@@ -72,26 +72,7 @@ func trimAllocPool(db *badger.DB, released func()) (stop func()) {
 	if ch == nil {
 		return nil
 	}
-	quit, done := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(allocPoolTrimEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-quit:
-				return
-			case <-t.C:
-			}
-			if !trimAllocators(ch, allocPoolKeep, released) {
-				return
-			}
-		}
-	}()
-	return func() {
-		close(quit)
-		<-done
-	}
+	return every(allocPoolTrimEvery, func() bool { return trimAllocators(ch, allocPoolKeep, released) })
 }
 
 // trimAllocators releases allocators taken from ch while it holds more

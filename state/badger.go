@@ -125,6 +125,12 @@ type BadgerOptions struct {
 	// time an allocator Badger returned to its pool is released
 	// (allocpool.go).
 	onAllocRelease func()
+	// tablePagesEvery (tests in this package) replaces the time between
+	// two passes over the pages of Badger's tables (tablepages.go);
+	// onTablePages, when set, is called after each pass with the number of
+	// tables it advised.
+	tablePagesEvery time.Duration
+	onTablePages    func(tables int)
 }
 
 // Defaults of the memory options of BadgerOptions (see there), measured
@@ -261,6 +267,7 @@ type BadgerStore struct {
 	committerDone chan struct{}
 	stopGC        chan struct{}
 	stopTrim      func() // ends the trimming of Badger's allocator pool (allocpool.go)
+	stopPages     func() // ends the passes over Badger's mapped tables (tablepages.go)
 	gcDone        chan struct{}
 
 	stopCheckpoint chan struct{}
@@ -384,6 +391,7 @@ func (s *BadgerStore) start(opts BadgerOptions) {
 		s.log.Warn("state: Badger's pool of table-builder allocators was not found; it keeps their memory (see allocpool.go)")
 		s.stopTrim = func() {}
 	}
+	s.stopPages = s.releaseTablePages(opts)
 	if s.keys != nil {
 		go s.keyFilterLoop()
 	} else {

@@ -752,6 +752,9 @@ func (s *BadgerStore) startCommitLog(opts BadgerOptions, valueThreshold int64) e
 // closeDB closes Badger (which flushes its memtables into synced tables)
 // and then removes the commit log, which it no longer needs.
 func (s *BadgerStore) closeDB() error {
+	// Badger unmaps its tables as it closes: no pass over their pages
+	// may run then (tablepages.go).
+	s.stopPages()
 	if s.clog != nil {
 		if _, err := s.syncBadger(); err != nil {
 			s.log.Error("state: sync at close", "err", err)

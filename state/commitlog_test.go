@@ -149,6 +149,7 @@ func TestCommitLogRotatesAndCheckpointRemovesOldSegments(t *testing.T) {
 	// is released by closing Badger behind the store's back, leaving
 	// the commit log as it is).
 	_ = s.clog.close()
+	s.stopPages() // a dead process makes no pass over Badger's tables, which Close unmaps
 	if err := s.db.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -332,6 +333,7 @@ func TestCommitLogSegmentsArePreallocatedAndTheirUnusedZerosAreNotDamage(t *test
 	// nothing more).
 	s.clog.spareWG.Wait()
 	_ = s.clog.f.Close()
+	s.stopPages() // a dead process makes no pass over Badger's tables, which Close unmaps
 	if err := s.db.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,298 @@
+package state
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+
+	"github.com/smppproxy/smppproxy/internal/testkit"
+)
+
+// The passes reach into Badger's unexported fields: an upgrade of Badger
+// that renames or retypes them must fail here, not silently keep every
+// page of its tables mapped.
+func TestTablePagesFindBadgersLevels(t *testing.T) {
+	db, err := badger.Open(badger.DefaultOptions(t.TempDir()).WithLogger(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if got, want := len(badgerLevels(db)), db.Opts().MaxLevels; got != want {
+		t.Fatalf("found %d of Badger's levels, want %d: check tablepages.go against this Badger version", got, want)
+	}
+	if badgerLevels(nil) != nil {
+		t.Fatal("a nil DB has no levels")
+	}
+}
+
+// sstMappedKB returns, per table file under dir (its base name), the kB
+// of it mapped into this process (the Rss of its mappings in
+// /proc/self/smaps).
+func sstMappedKB(t *testing.T, dir string) map[string]int {
+	t.Helper()
+	f, err := os.Open("/proc/self/smaps")
+	if err != nil {
+		t.Skipf("no /proc/self/smaps: %v", err)
+	}
+	defer f.Close()
+	out := map[string]int{}
+	cur := ""
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		fields := strings.Fields(line)
+		switch {
+		case len(fields) >= 5 && strings.Contains(fields[0], "-") && !strings.HasSuffix(fields[0], ":"):
+			cur = ""
+			if len(fields) == 6 && strings.HasPrefix(fields[5], dir+string(os.PathSeparator)) && strings.HasSuffix(fields[5], ".sst") {
+				cur = filepath.Base(fields[5])
+			}
+		case cur != "" && len(fields) == 3 && fields[0] == "Rss:":
+			kb, err := strconv.Atoi(fields[1])
+			if err != nil {
+				t.Fatalf("smaps line %q: %v", line, err)
+			}
+			out[cur] += kb
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// pagedRecord is a record of ~1 KB: a few thousand of them make tables
+// of several pages each.
+func pagedRecord(i int, now time.Time) *Record {
+	k := Key{Account: "acme", Key: fmt.Sprintf("key-%06d", i)}
+	return &Record{Key: k, State: Sent, Owner: strings.Repeat(fmt.Sprintf("owner-%06d.", i), 80),
+		MessageID: fmt.Sprintf("m%d", i), Created: now, Updated: now, Expires: now.Add(time.Hour)}
+}
+
+func createPaged(t *testing.T, s *BadgerStore, from, to int) {
+	t.Helper()
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for w := range 8 {
+		wg.Go(func() {
+			for i := from + w; i < to; i += 8 {
+				if _, created, err := s.Create(ctx, pagedRecord(i, time.Now())); err != nil || !created {
+					errs <- fmt.Errorf("Create(%d) = %v, %v", i, created, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
+// readPaged reads records from..to-1 back and reports the first that is
+// not what createPaged wrote.
+func readPaged(s *BadgerStore, from, to int) error {
+	for i := from; i < to; i++ {
+		want := pagedRecord(i, time.Now())
+		got, err := s.Get(context.Background(), want.Key)
+		if err != nil {
+			return fmt.Errorf("Get(%v) = %v", want.Key, err)
+		}
+		if got.Owner != want.Owner || got.MessageID != want.MessageID || got.State != Sent {
+			return fmt.Errorf("record %d read back as owner %.20q…, id %q, %s: want what was written", i, got.Owner, got.MessageID, got.State)
+		}
+	}
+	return nil
+}
+
+// openPaged opens a store of small memtables (many tables), its reads
+// answered by Badger, with the passes over its tables every passEvery.
+func openPaged(t *testing.T, dir string, passEvery time.Duration, onPass func(int), tune func(badger.Options) badger.Options) *BadgerStore {
+	t.Helper()
+	s, err := OpenBadger(BadgerOptions{Path: dir, GCInterval: -1, CheckpointInterval: -1, MemtableSize: 1 << 20,
+		noRowCache: true, noKeyFilter: true, tablePagesEvery: passEvery, onTablePages: onPass, tune: tune})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// noCompaction keeps the tables written: none is compacted away.
+func noCompaction(o badger.Options) badger.Options { return o.WithNumCompactors(0) }
+
+// sstName is the file name Badger gives table id.
+func sstName(id uint64) string { return fmt.Sprintf("%06d.sst", id) }
+
+// mappedTables fills a store with records (read once after) until it
+// has at least three tables, and returns their files.
+func mappedTables(t *testing.T, s *BadgerStore, n int) []string {
+	t.Helper()
+	createPaged(t, s, 0, n)
+	testkit.Eventually(t, 20*time.Second, func() bool { return len(s.db.Tables()) >= 3 },
+		"the records written fill no three tables")
+	if err := readPaged(s, 0, n); err != nil {
+		t.Fatal(err)
+	}
+	var files []string
+	for _, ti := range s.db.Tables() {
+		files = append(files, sstName(ti.ID))
+	}
+	return files
+}
+
+// A pass takes the pages of the store's tables out of the process (they
+// no longer count in its RSS), and every record reads back as written
+// afterwards, from the same files.
+func TestTablePagesLeaveTheProcessAndRecordsReadBack(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the pages are released on Linux only")
+	}
+	dir := t.TempDir()
+	s := openPaged(t, dir, time.Hour, nil, noCompaction)
+	defer s.Close()
+	const n = 6000
+	files := mappedTables(t, s, n)
+	// Every table was written through its mapping and read: its pages
+	// are mapped until a pass.
+	before := sstMappedKB(t, dir)
+	total := 0
+	for _, f := range files {
+		total += before[f]
+	}
+	if total == 0 {
+		t.Fatalf("none of the %d tables' pages is mapped before a pass (smaps: %v): the test sees no mapping", len(files), before)
+	}
+	// Once Badger says it is closing, a pass advises no table.
+	if n, err := unmapTablePages(badgerLevels(s.db), func() bool { return true }); n != 0 || err != nil {
+		t.Fatalf("a pass with Badger closing advised %d tables, err %v: want none", n, err)
+	}
+	if kept := sstMappedKB(t, dir); kept[files[0]] != before[files[0]] {
+		t.Fatalf("table %s: %d kB mapped after a pass with Badger closing, %d before: want them left alone", files[0], kept[files[0]], before[files[0]])
+	}
+	advised, err := unmapTablePages(badgerLevels(s.db), s.db.IsClosed)
+	if err != nil || advised != len(files) {
+		t.Fatalf("a pass advised %d tables, err %v: want the store's %d, no error", advised, err, len(files))
+	}
+	after := sstMappedKB(t, dir)
+	for _, f := range files {
+		if kb := after[f]; kb != 0 {
+			t.Errorf("table %s still has %d kB mapped after a pass (%d kB before)", f, kb, before[f])
+		}
+	}
+	if err := readPaged(s, 0, n); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The store makes the passes itself: once it is idle, none of its
+// tables' pages stays mapped.
+func TestStoreReleasesTablePagesOnItsOwn(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the pages are released on Linux only")
+	}
+	dir := t.TempDir()
+	var most atomic.Int64
+	s := openPaged(t, dir, 5*time.Millisecond, func(n int) {
+		if int64(n) > most.Load() {
+			most.Store(int64(n))
+		}
+	}, noCompaction)
+	defer s.Close()
+	files := mappedTables(t, s, 6000)
+	testkit.Eventually(t, 20*time.Second, func() bool {
+		m := sstMappedKB(t, dir)
+		for _, f := range files {
+			if m[f] != 0 {
+				return false
+			}
+		}
+		return true
+	}, "the idle store's tables keep pages mapped")
+	if got := most.Load(); got < int64(len(files)) {
+		t.Fatalf("the store's passes advised at most %d tables, want its %d", got, len(files))
+	}
+}
+
+// A pass holds each table it advises with a reference, as Badger's
+// readers do: a table compacted away meanwhile is still deleted (its file
+// removed) when the pass lets it go, and what is read meanwhile, and
+// after a reopen, is what was written.
+func TestTablePagesKeepCompactedTablesDeletable(t *testing.T) {
+	dir := t.TempDir()
+	var passes atomic.Int64
+	s := openPaged(t, dir, time.Millisecond, func(int) { passes.Add(1) },
+		func(o badger.Options) badger.Options { return o.WithNumLevelZeroTables(2).WithBaseTableSize(256 << 10) })
+	const n = 8000
+	createPaged(t, s, 0, 200)
+	done := make(chan struct{})
+	var readers sync.WaitGroup
+	readers.Go(func() { // reads the first records while tables come and go
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			if err := readPaged(s, 0, 200); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	})
+	createPaged(t, s, 200, n)
+	if err := s.db.Flatten(2); err != nil {
+		t.Fatal(err)
+	}
+	seen := passes.Load()
+	testkit.Eventually(t, 20*time.Second, func() bool { return passes.Load() >= seen+2 }, "no pass after the compaction")
+	close(done)
+	readers.Wait()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The tables Badger holds after Close are those of its manifest;
+	// any other table file is one that was never deleted.
+	mf, err := os.Open(filepath.Join(dir, badger.ManifestFilename))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _, err := badger.ReplayManifestFile(mf, 0, badger.DefaultOptions(dir))
+	mf.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "*.sst"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := map[string]bool{}
+	for id := range m.Tables {
+		held[sstName(id)] = true
+	}
+	for _, f := range files {
+		if !held[filepath.Base(f)] {
+			t.Errorf("table file %s is not in Badger's manifest: it was compacted away and never deleted", filepath.Base(f))
+		}
+	}
+	if len(files) != len(held) || len(held) == 0 {
+		t.Errorf("%d table files on disk, Badger's manifest holds %d", len(files), len(held))
+	}
+	s = openPaged(t, dir, time.Hour, nil, nil)
+	defer s.Close()
+	if err := readPaged(s, 0, n); err != nil {
+		t.Fatal(err)
+	}
+}
