@@ -40,10 +40,11 @@ import (
 // pinned in go.mod; TestTablePagesFindBadgersLevels fails if an upgrade
 // renames them). Badger's Close unmaps every table whatever its
 // references, so the passes must end before it: they start with the
-// store's goroutines, and closing Badger (closeDB) ends them first; as a
-// second guard, a pass advises no more tables once Badger says it is
-// closed (it says so before it flushes its memtables, long before it
-// unmaps a table).
+// store's goroutines, and closing Badger (closeDB) ends them first. That
+// order is the guarantee. Besides, a pass advises no more tables once
+// Badger says it is closed (it says so before it flushes its memtables,
+// long before it unmaps a table): that narrows the window a mistake in
+// the order would open, it does not close it (check, then act).
 const tablePagesEvery = 250 * time.Millisecond
 
 // badgerLevel is one level of Badger's tree: its lock and its tables.
@@ -86,10 +87,10 @@ func badgerLevels(db *badger.DB) []badgerLevel {
 }
 
 // unmapTablePages advises the kernel that the pages of the tables in
-// levels need not stay mapped (see above), unless closed reports that
-// Badger is closing, and returns how many tables it advised and the first
-// error: of the advice, or of deleting a table whose last reference was
-// the one taken here.
+// levels need not stay mapped (see above), unless closed (asked before
+// each table) reports that Badger is closing, and returns how many tables
+// it advised and the first error: of the advice, or of deleting a table
+// whose last reference was the one taken here.
 func unmapTablePages(levels []badgerLevel, closed func() bool) (int, error) {
 	var held []*table.Table
 	for _, l := range levels {
@@ -108,8 +109,9 @@ func unmapTablePages(levels []badgerLevel, closed func() bool) (int, error) {
 	for _, t := range held {
 		var err error
 		if !closed() {
-			err = releaseMapped(t.Data)
-			n++
+			if err = releaseMapped(t.Data); err == nil {
+				n++
+			}
 		}
 		if derr := t.DecrRef(); err == nil {
 			err = derr
