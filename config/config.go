@@ -98,6 +98,7 @@ type Store struct {
 	BlockCacheSize Bytes `yaml:"block_cache_size"` // cache of table blocks read from disk
 	IndexCacheSize Bytes `yaml:"index_cache_size"` // cache of table indexes and bloom filters
 	ValueThreshold Bytes `yaml:"value_threshold"`  // larger values go to the value log
+	TableSize      Bytes `yaml:"table_size"`       // Badger's tables (files) on every level
 	// CommitLog: the store syncs each group commit to its own log (one
 	// write and fdatasync) and replays it at start, instead of Badger's
 	// own sync; default true (the switch is kept for one release).
@@ -400,6 +401,14 @@ const MinMaxConns = 10
 // MinMemoryLimit is the smallest memory_limit accepted (other than 0):
 // below it the collector would run nearly all the time.
 const MinMemoryLimit = Bytes(32 << 20)
+
+// The bounds of store.table_size: below MinTableSize a table holds few
+// blocks and the store many files; above MaxTableSize one compaction
+// builds tables of hundreds of MiB in memory.
+const (
+	MinTableSize = Bytes(64 << 10)
+	MaxTableSize = Bytes(64 << 20)
+)
 
 // AccountDefaults returns an Account with every default applied; set at
 // least SystemID, a password and Route. Idempotency.Retention is the default

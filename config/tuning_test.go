@@ -105,3 +105,18 @@ func TestCommitLogIsOnUnlessTurnedOff(t *testing.T) {
 		t.Error("commit_log: false was not kept")
 	}
 }
+
+func TestStoreTableSizeIsBoundedWithItsPath(t *testing.T) {
+	if c := mustParse(t, base+"store:\n  table_size: 512KiB\n"); c.Store.TableSize != 512<<10 {
+		t.Errorf("table_size: 512KiB -> %d, want %d", c.Store.TableSize, 512<<10)
+	}
+	if c := mustParse(t, base); c.Store.TableSize != 0 {
+		t.Errorf("no table_size -> %d, want 0 (the store's default)", c.Store.TableSize)
+	}
+	for _, v := range []string{"4KiB", "65535", "65MiB", "1GiB"} {
+		errs := parseErrors(t, base+"store:\n  table_size: "+v+"\n")
+		if len(errs) != 1 || errs[0].Path != "store.table_size" || !strings.Contains(errs[0].Msg, "between 64KiB and 64MiB") {
+			t.Errorf("table_size: %s -> %v, want one error at store.table_size naming the bounds", v, errs)
+		}
+	}
+}

@@ -79,6 +79,9 @@ func (k *checker) config(c *Config) {
 	if c.Store.NumMemtables < 0 {
 		k.errorf("store.num_memtables", "must not be negative (0 = the default)")
 	}
+	if t := c.Store.TableSize; t != 0 && (t < MinTableSize || t > MaxTableSize) {
+		k.errorf("store.table_size", "must be between %s and %s, or 0 for the default (got %s)", MinTableSize, MaxTableSize, t)
+	}
 
 	oneOf(k, "log.format", c.Log.Format, LogText, LogJSON)
 	oneOf(k, "log.level", c.Log.Level, "debug", "info", "warn", "error")

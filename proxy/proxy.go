@@ -217,8 +217,8 @@ func openStore(opts Options, log *slog.Logger) (state.Store, *state.Secret, erro
 			Path: cfg.Store.Path, Logger: log, ForceEmpty: opts.ForceEmptyStore,
 			MemtableSize: int64(cfg.Store.MemtableSize), NumMemtables: cfg.Store.NumMemtables,
 			BlockCacheSize: int64(cfg.Store.BlockCacheSize), IndexCacheSize: int64(cfg.Store.IndexCacheSize),
-			ValueThreshold: int64(cfg.Store.ValueThreshold),
-			NoCommitLog:    cfg.Store.CommitLog != nil && !*cfg.Store.CommitLog,
+			ValueThreshold: int64(cfg.Store.ValueThreshold), TableSize: int64(cfg.Store.TableSize),
+			NoCommitLog: cfg.Store.CommitLog != nil && !*cfg.Store.CommitLog,
 		})
 		if err != nil {
 			return nil, nil, fmt.Errorf("proxy: open store %s: %w", cfg.Store.Path, err)

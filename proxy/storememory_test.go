@@ -42,7 +42,7 @@ func TestStoreMemoryDefaultsOfTheConfigurationReachBadger(t *testing.T) {
 	want := state.BadgerMemory{
 		MemtableSize: state.DefaultMemtableSize, NumMemtables: state.DefaultNumMemtables,
 		BlockCacheSize: state.DefaultBlockCacheSize, IndexCacheSize: state.DefaultIndexCacheSize,
-		BaseTableSize: state.DefaultBaseTableSize, NumCompactors: 2, Compression: state.DefaultCompression,
+		BaseTableSize: state.DefaultTableSize, NumCompactors: 2, Compression: state.DefaultCompression,
 	}
 	if got != want {
 		t.Errorf("a configuration without store memory keys runs Badger with %+v, want %+v", got, want)
@@ -50,8 +50,8 @@ func TestStoreMemoryDefaultsOfTheConfigurationReachBadger(t *testing.T) {
 }
 
 func TestStoreMemoryKeysOfTheConfigurationReachBadger(t *testing.T) {
-	got := openParsed(t, "  memtable_size: 4MiB\n  num_memtables: 3\n  block_cache_size: 1MiB\n  index_cache_size: 2MiB\n")
-	if got.MemtableSize != 4<<20 || got.NumMemtables != 3 || got.BlockCacheSize != 1<<20 || got.IndexCacheSize != 2<<20 {
-		t.Errorf("store keys 4MiB × 3, caches 1MiB and 2MiB run Badger with %+v", got)
+	got := openParsed(t, "  memtable_size: 4MiB\n  num_memtables: 3\n  block_cache_size: 1MiB\n  index_cache_size: 2MiB\n  table_size: 3MiB\n")
+	if got.MemtableSize != 4<<20 || got.NumMemtables != 3 || got.BlockCacheSize != 1<<20 || got.IndexCacheSize != 2<<20 || got.BaseTableSize != 3<<20 {
+		t.Errorf("store keys 4MiB × 3, caches 1MiB and 2MiB, tables of 3MiB run Badger with %+v", got)
 	}
 }

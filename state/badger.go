@@ -77,6 +77,12 @@ type BadgerOptions struct {
 	BlockCacheSize int64
 	IndexCacheSize int64
 	ValueThreshold int64
+	// TableSize is the size of Badger's tables on every level (zero:
+	// DefaultTableSize). A table is built in memory before it is written,
+	// with its blocks both raw and compressed, at several times its size:
+	// smaller tables make the compactions' peaks of memory smaller, and
+	// more files (each open and mapped while the store runs).
+	TableSize int64
 
 	// NoCommitLog turns the store's own commit log off: Badger then
 	// syncs its memtable log on every commit, as before the log existed
@@ -150,19 +156,21 @@ const (
 	DefaultValueThreshold = 1 << 10
 )
 
-// Table settings (not options): tables of DefaultBaseTableSize on every
-// level, compressed with DefaultCompression (Badger's default). Badger
-// memory-maps its tables, and every page of a table it writes stays
-// resident (file-backed, reclaimable) while the table lives, so the
-// store's size on disk is part of the process's RSS. zstd made the tables
+// Table settings: tables of DefaultTableSize on every level unless
+// BadgerOptions.TableSize says otherwise, compressed with
+// DefaultCompression (Badger's default, not an option). Badger
+// memory-maps its tables, and every page of a table it writes or reads
+// stays mapped until the store's next pass over them (tablepages.go), so
+// what compactions write and read between two passes is part of the
+// process's RSS. zstd made the tables
 // 15-25% smaller in the store-only benchmark (BenchmarkBadgerMemory1M),
 // but with the proxy and a million keys it lowered neither the peak RSS
 // nor the file-backed part and cost ~8% of the submits per second, so
 // the tables stay in snappy. A table records its compression: a store
 // written with another one reads as before.
 const (
-	DefaultBaseTableSize = 2 << 20
-	DefaultCompression   = "snappy"
+	DefaultTableSize   = 1 << 20
+	DefaultCompression = "snappy"
 )
 
 // ErrDiskFull: BadgerStore refused a write because the disk is (nearly)
@@ -431,15 +439,15 @@ func badgerOptions(opts BadgerOptions, log *slog.Logger) badger.Options {
 		// small memtables Badger's default of 5 level-0 tables stalls.
 		WithNumLevelZeroTables(8).
 		WithNumLevelZeroTablesStall(16).
-		// Two compactors, and tables of BaseTableSize (2 MiB) on every
-		// level: a compaction step then touches tens of MiB of tables,
-		// not hundreds (tables are memory-mapped: what a compaction
-		// reads and writes is resident, if reclaimable).
+		// Two compactors, and tables of BaseTableSize on every level: a
+		// compaction step then touches tens of MiB of tables, not
+		// hundreds (tables are memory-mapped: what a compaction reads and
+		// writes is resident until the next pass over their pages).
 		WithNumCompactors(2).
 		// The value log holds only the (rare) big values: small files,
 		// cheap to map and to sync.
 		WithValueLogFileSize(64 << 20).
-		WithBaseTableSize(DefaultBaseTableSize).
+		WithBaseTableSize(opts.TableSize).
 		WithCompression(options.Snappy)
 	if opts.InMemory {
 		bo.Dir, bo.ValueDir = "", ""
@@ -483,6 +491,7 @@ func (opts *BadgerOptions) setDefaults() {
 	opts.BlockCacheSize = cmp.Or(max(opts.BlockCacheSize, 0), DefaultBlockCacheSize)
 	opts.IndexCacheSize = cmp.Or(max(opts.IndexCacheSize, 0), DefaultIndexCacheSize)
 	opts.ValueThreshold = cmp.Or(max(opts.ValueThreshold, 0), DefaultValueThreshold)
+	opts.TableSize = cmp.Or(max(opts.TableSize, 0), DefaultTableSize)
 	if opts.QueueSize <= 0 {
 		opts.QueueSize = 4 * opts.MaxBatch
 	}

@@ -26,7 +26,7 @@ func TestBadgerRunsWithTheDocumentedMemoryDefaults(t *testing.T) {
 	want := BadgerMemory{
 		MemtableSize: DefaultMemtableSize, NumMemtables: DefaultNumMemtables,
 		BlockCacheSize: DefaultBlockCacheSize, IndexCacheSize: DefaultIndexCacheSize,
-		BaseTableSize: DefaultBaseTableSize, NumCompactors: 2, Compression: DefaultCompression,
+		BaseTableSize: DefaultTableSize, NumCompactors: 2, Compression: DefaultCompression,
 	}
 	if got := openMemory(t, BadgerOptions{}); got != want {
 		t.Errorf("Badger runs with %+v, want the defaults %+v", got, want)
@@ -38,9 +38,9 @@ func TestBadgerRunsWithTheDocumentedMemoryDefaults(t *testing.T) {
 }
 
 func TestBadgerMemoryOptionsReachBadger(t *testing.T) {
-	got := openMemory(t, BadgerOptions{MemtableSize: 4 << 20, NumMemtables: 3, BlockCacheSize: 1 << 20, IndexCacheSize: 2 << 20})
-	if got.MemtableSize != 4<<20 || got.NumMemtables != 3 || got.BlockCacheSize != 1<<20 || got.IndexCacheSize != 2<<20 {
-		t.Errorf("Badger runs with %+v, want memtables 3 × 4 MiB, block cache 1 MiB, index cache 2 MiB", got)
+	got := openMemory(t, BadgerOptions{MemtableSize: 4 << 20, NumMemtables: 3, BlockCacheSize: 1 << 20, IndexCacheSize: 2 << 20, TableSize: 3 << 20})
+	if got.MemtableSize != 4<<20 || got.NumMemtables != 3 || got.BlockCacheSize != 1<<20 || got.IndexCacheSize != 2<<20 || got.BaseTableSize != 3<<20 {
+		t.Errorf("Badger runs with %+v, want memtables 3 × 4 MiB, block cache 1 MiB, index cache 2 MiB, tables of 3 MiB", got)
 	}
 }
 
