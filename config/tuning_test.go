@@ -120,3 +120,11 @@ func TestStoreTableSizeIsBoundedWithItsPath(t *testing.T) {
 		}
 	}
 }
+
+func TestStoreTableSizeAcceptsItsBounds(t *testing.T) {
+	for _, v := range []string{"64KiB", "64MiB"} {
+		if c := mustParse(t, base+"store:\n  table_size: "+v+"\n"); c.Store.TableSize.String() != v {
+			t.Errorf("table_size: %s -> %s, want it kept", v, c.Store.TableSize)
+		}
+	}
+}

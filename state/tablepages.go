@@ -16,15 +16,16 @@ import (
 // mapping: every page of a table written or read since the table was
 // opened stays mapped into this process and counts in its RSS (RssFile),
 // though it is the file's page cache. With a million records that was
-// 200–280 MB of the proxy's peak RSS, about half of it, and it grows with
+// 200–290 MB of the proxy's peak RSS, about half of it, and it grows with
 // the store. No option of Badger's reads tables without mapping them.
 //
-// unmapTablePages tells the kernel, every tablePagesEvery, that the pages
-// of the store's tables need not stay mapped (madvise MADV_DONTNEED). For
+// On Linux the store tells the kernel, every tablePagesEvery, that the
+// pages of its tables need not stay mapped (madvise MADV_DONTNEED). For
 // a shared mapping of a file that only takes them out of this process's
 // page tables: the file's pages stay in the page cache (a page not yet
 // written back stays dirty there), and the next read of one maps it again
-// from there (a minor fault, no read from disk). So what is released is
+// from there while it is cached (a minor fault, no read from disk; once
+// the kernel has reclaimed it, a read from disk, as for any file). So what is released is
 // the process's hold on the pages, not the data: the kernel can reclaim
 // unmapped page cache sooner than mapped pages, and the RSS an operator
 // (and the kernel's OOM killer) sees is what the store used since the
@@ -86,31 +87,75 @@ func badgerLevels(db *badger.DB) []badgerLevel {
 	return out
 }
 
-// unmapTablePages advises the kernel that the pages of the tables in
-// levels need not stay mapped (see above), unless closed (asked before
-// each table) reports that Badger is closing, and returns how many tables
-// it advised and the first error: of the advice, or of deleting a table
-// whose last reference was the one taken here.
-func unmapTablePages(levels []badgerLevel, closed func() bool) (int, error) {
+// A pass advises the tables created since the pass before (a table
+// written is wholly mapped) and, of the others, its share of a cycle: at
+// least tablePagesQuota, and enough that every table is visited in
+// tablePagesCycle passes (~10 s). With ~250 tables for a million keys that
+// is every table on every pass; a store of tens of thousands of tables
+// (one advice costs a few µs) is visited in turns, not all every pass.
+const (
+	tablePagesQuota = 256
+	tablePagesCycle = 40
+)
+
+// tablePager makes the passes over the tables of levels.
+type tablePager struct {
+	levels []badgerLevel
+	closed func() bool // Badger is closing: advise no more (asked before each table)
+	newest uint64      // the highest table id the last pass saw
+	next   int         // where the next turn starts, among the tables in level order
+	quota  int         // tablePagesQuota (tests change it)
+	cycle  int         // tablePagesCycle (tests change it)
+	// advised, when set (tests), is called with each table advised.
+	advised func(id uint64)
+}
+
+func newTablePager(levels []badgerLevel, closed func() bool) *tablePager {
+	return &tablePager{levels: levels, closed: closed, quota: tablePagesQuota, cycle: tablePagesCycle}
+}
+
+// pass advises the kernel that the pages of the tables chosen (above)
+// need not stay mapped, unless Badger is closing, and returns how many
+// tables it advised and the first error: of the advice, or of deleting a
+// table whose last reference was the one taken here.
+func (p *tablePager) pass() (int, error) {
+	total := 0
+	for _, l := range p.levels {
+		l.mu.RLock()
+		total += len(*l.tables)
+		l.mu.RUnlock()
+	}
+	turn := max(p.quota, (total+p.cycle-1)/max(p.cycle, 1))
+	if p.next >= total {
+		p.next = 0
+	}
 	var held []*table.Table
-	for _, l := range levels {
+	i, newest := 0, p.newest
+	for _, l := range p.levels {
 		l.mu.RLock()
 		for _, t := range *l.tables {
-			if t.IsInmemory || t.MmapFile == nil || len(t.Data) == 0 {
+			inTurn := (i-p.next+total)%max(total, 1) < turn
+			i++
+			if t.IsInmemory || t.MmapFile == nil || len(t.Data) == 0 || !(inTurn || t.ID() > p.newest) {
 				continue
 			}
+			newest = max(newest, t.ID())
 			t.IncrRef()
 			held = append(held, t)
 		}
 		l.mu.RUnlock()
 	}
+	p.newest, p.next = newest, p.next+turn
 	var first error
 	n := 0
 	for _, t := range held {
 		var err error
-		if !closed() {
+		if !p.closed() {
 			if err = releaseMapped(t.Data); err == nil {
 				n++
+				if p.advised != nil {
+					p.advised(t.ID())
+				}
 			}
 		}
 		if derr := t.DecrRef(); err == nil {
@@ -123,33 +168,6 @@ func unmapTablePages(levels []badgerLevel, closed func() bool) (int, error) {
 	return n, first
 }
 
-// every runs fn every d on a goroutine of its own until fn reports false
-// or the returned stop is called (stop waits for it to end; a second call
-// does nothing).
-func every(d time.Duration, fn func() bool) (stop func()) {
-	quit, done := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(d)
-		defer t.Stop()
-		for {
-			select {
-			case <-quit:
-				return
-			case <-t.C:
-			}
-			if !fn() {
-				return
-			}
-		}
-	}()
-	var once sync.Once
-	return func() {
-		once.Do(func() { close(quit) })
-		<-done
-	}
-}
-
 // releaseTablePages starts the passes over the pages of the store's
 // tables (see above) and returns what ends them (and waits for them to
 // end). A failure is logged once.
@@ -157,14 +175,18 @@ func (s *BadgerStore) releaseTablePages(opts BadgerOptions) (stop func()) {
 	if opts.InMemory {
 		return func() {}
 	}
+	if !releasesMapped {
+		return func() {}
+	}
 	levels := badgerLevels(s.db)
 	if levels == nil {
 		s.log.Warn("state: Badger's levels were not found; the pages of its tables stay mapped (see tablepages.go)")
 		return func() {}
 	}
+	p := newTablePager(levels, s.db.IsClosed)
 	warned := false
 	return every(cmp.Or(opts.tablePagesEvery, tablePagesEvery), func() bool {
-		n, err := unmapTablePages(levels, s.db.IsClosed)
+		n, err := p.pass()
 		if err != nil && !warned {
 			warned = true
 			s.log.Warn("state: releasing the mapped pages of Badger's tables (logged once)", "err", err)

@@ -209,13 +209,13 @@ func TestTablePagesLeaveTheProcessAndRecordsReadBack(t *testing.T) {
 		t.Fatalf("%d kB of the %d tables mapped before a pass, every one mapped: %v (smaps: %v): the test sees no mapping", total, len(files), all, before)
 	}
 	// Once Badger says it is closing, a pass advises no table.
-	if n, err := unmapTablePages(badgerLevels(s.db), func() bool { return true }); n != 0 || err != nil {
+	if n, err := newTablePager(badgerLevels(s.db), func() bool { return true }).pass(); n != 0 || err != nil {
 		t.Fatalf("a pass with Badger closing advised %d tables, err %v: want none", n, err)
 	}
 	if kept, _ := sumKB(sstMappedKB(t, dir), files); kept != total {
 		t.Fatalf("%d kB of the tables mapped after a pass with Badger closing, %d before: want them left alone", kept, total)
 	}
-	advised, err := unmapTablePages(badgerLevels(s.db), s.db.IsClosed)
+	advised, err := newTablePager(badgerLevels(s.db), s.db.IsClosed).pass()
 	if err != nil || advised < len(files) {
 		t.Fatalf("a pass advised %d tables, err %v: want at least the store's %d, no error", advised, err, len(files))
 	}
@@ -380,7 +380,7 @@ func TestAPassDeletesTheTablesCompactedAwayWhileItHeldThem(t *testing.T) {
 		}
 		return false
 	}
-	if advised, err := unmapTablePages(badgerLevels(s.db), closing); err != nil || advised < len(files) {
+	if advised, err := newTablePager(badgerLevels(s.db), closing).pass(); err != nil || advised < len(files) {
 		t.Fatalf("the pass advised %d tables, err %v: want the %d it held, no error", advised, err, len(files))
 	}
 	for _, f := range files {
@@ -390,5 +390,80 @@ func TestAPassDeletesTheTablesCompactedAwayWhileItHeldThem(t *testing.T) {
 	}
 	if err := readPaged(s, 0, n); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A pass advises the tables made since the pass before, and the others
+// in turns of its quota: every one of them within a cycle.
+func TestTablePassesVisitNewTablesAtOnceAndTheOthersInTurn(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the pages are released on Linux only")
+	}
+	s := openPaged(t, t.TempDir(), time.Hour, nil, noCompaction)
+	defer s.Close()
+	n := 0
+	for n < 40000 && len(s.db.Tables()) < 7 { // flushes run behind the writes
+		createPaged(t, s, n, n+2000)
+		n += 2000
+	}
+	testkit.Eventually(t, 20*time.Second, func() bool { return len(s.db.Tables()) >= 7 },
+		"the records written fill no seven tables")
+	tables := map[uint64]bool{}
+	for _, ti := range s.db.Tables() {
+		tables[ti.ID] = true
+	}
+	var seen []uint64
+	p := newTablePager(badgerLevels(s.db), s.db.IsClosed)
+	p.quota, p.cycle, p.advised = 3, 1000, func(id uint64) { seen = append(seen, id) }
+	pass := func() map[uint64]int {
+		seen = nil
+		if _, err := p.pass(); err != nil {
+			t.Fatal(err)
+		}
+		got := map[uint64]int{}
+		for _, id := range seen {
+			got[id]++
+		}
+		return got
+	}
+	// The first pass: every table is new to it.
+	if got := pass(); len(got) != len(tables) {
+		t.Fatalf("the first pass advised %v, want every table of %v", got, tables)
+	}
+	// Then turns of three (the last wrapping round to the first tables)
+	// until every table had one.
+	turns := map[uint64]int{}
+	for range (len(tables) + 2) / 3 {
+		got := pass()
+		if len(got) != 3 {
+			t.Fatalf("a turn advised %v: want 3 tables", got)
+		}
+		for id := range got {
+			turns[id]++
+		}
+	}
+	for id := range tables {
+		if turns[id] == 0 {
+			t.Errorf("table %d had no turn in a cycle of %d passes (turns %v)", id, (len(tables)+2)/3, turns)
+		}
+	}
+	// Tables made since: all advised by the next pass, with its turn.
+	for m := n; n < m+40000 && len(s.db.Tables()) < len(tables)+3; n += 2000 {
+		createPaged(t, s, n, n+2000)
+	}
+	testkit.Eventually(t, 20*time.Second, func() bool { return len(s.db.Tables()) >= len(tables)+3 },
+		"the records written fill no three more tables")
+	got := pass()
+	fresh := 0
+	for _, ti := range s.db.Tables() {
+		if !tables[ti.ID] {
+			fresh++
+			if got[ti.ID] != 1 {
+				t.Errorf("table %d, made since the last pass, was advised %d times by the next, want once", ti.ID, got[ti.ID])
+			}
+		}
+	}
+	if len(got) > fresh+3 {
+		t.Errorf("the pass after new tables advised %d tables: want the %d new ones and a turn of at most 3", len(got), fresh)
 	}
 }
