@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
@@ -75,5 +76,41 @@ func TestStoreWrittenWithAnotherCompressionReadsBack(t *testing.T) {
 		if want := fmt.Sprintf("n-%x-%d", run, i); err != nil || r.State != Accepted || r.MessageID != want {
 			t.Fatalf("record %d after reopening: %v, %v; want accepted with message id %q", i, r, err, want)
 		}
+	}
+}
+
+// A store written with another table size (tables record their own
+// layout) opens and reads back with the default.
+func TestStoreWrittenWithAnotherTableSizeReadsBack(t *testing.T) {
+	dir := t.TempDir()
+	s, err := OpenBadger(BadgerOptions{Path: dir, GCInterval: -1, MemtableSize: 1 << 20, TableSize: 64 << 10,
+		noRowCache: true, noKeyFilter: true, tune: func(o badger.Options) badger.Options { return o.WithNumLevelZeroTables(1) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 3000
+	createPaged(t, s, 0, n)
+	if err := s.db.Flatten(1); err != nil { // level 0 compacted into tables of 64 KiB
+		t.Fatal(err)
+	}
+	small := 0
+	for _, ti := range s.db.Tables() {
+		if ti.Level > 0 && ti.OnDiskSize <= 80<<10 {
+			small++
+		}
+	}
+	if small < 2 {
+		t.Fatalf("%d tables of at most 80 KiB below level 0 (%+v): the store wrote no small tables", small, s.db.Tables())
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openPaged(t, dir, time.Hour, nil, nil)
+	defer s.Close()
+	if got := s.Memory().BaseTableSize; got != DefaultTableSize {
+		t.Fatalf("reopened with tables of %d, want the default %d", got, DefaultTableSize)
+	}
+	if err := readPaged(s, 0, n); err != nil {
+		t.Fatal(err)
 	}
 }
