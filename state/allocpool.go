@@ -63,16 +63,17 @@ func allocPoolChan(db *badger.DB) chan *z.Allocator {
 	return *(*chan *z.Allocator)(unsafe.Pointer(c.UnsafeAddr()))
 }
 
-// trimAllocPool starts holding db's pool to allocPoolKeep allocators
-// (see above) and returns what ends it (and waits for it to end); nil if
-// the pool was not found. released, when not nil (tests), is called after
-// each release.
-func trimAllocPool(db *badger.DB, released func()) (stop func()) {
-	ch := allocPoolChan(db)
+// trimAllocPool starts holding Badger's pool to allocPoolKeep allocators
+// (see above) and returns what ends it (and waits for it to end); if the
+// pool is not found, it says so and keeps nothing to end.
+// opts.onAllocRelease, when set (tests), is called after each release.
+func (s *BadgerStore) trimAllocPool(opts BadgerOptions) (stop func()) {
+	ch := allocPoolChan(s.db)
 	if ch == nil {
-		return nil
+		s.log.Warn("state: Badger's pool of table-builder allocators was not found; it keeps their memory (see allocpool.go)")
+		return func() {}
 	}
-	return every(allocPoolTrimEvery, func() bool { return trimAllocators(ch, allocPoolKeep, released) })
+	return every(allocPoolTrimEvery, func() bool { return trimAllocators(ch, allocPoolKeep, opts.onAllocRelease) })
 }
 
 // trimAllocators releases allocators taken from ch while it holds more

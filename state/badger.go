@@ -395,10 +395,7 @@ func (s *BadgerStore) prepare(opts BadgerOptions, mark *marker, valueThreshold i
 func (s *BadgerStore) start(opts BadgerOptions) {
 	s.refreshSnapshot()
 	go s.commitLoop()
-	if s.stopTrim = trimAllocPool(s.db, opts.onAllocRelease); s.stopTrim == nil {
-		s.log.Warn("state: Badger's pool of table-builder allocators was not found; it keeps their memory (see allocpool.go)")
-		s.stopTrim = func() {}
-	}
+	s.stopTrim = s.trimAllocPool(opts)
 	s.stopPages = s.releaseTablePages(opts)
 	if s.keys != nil {
 		go s.keyFilterLoop()

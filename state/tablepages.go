@@ -125,6 +125,9 @@ func (p *tablePager) pass() (int, error) {
 		total += len(*l.tables)
 		l.mu.RUnlock()
 	}
+	if total == 0 {
+		return 0, nil
+	}
 	turn := max(p.quota, (total+p.cycle-1)/max(p.cycle, 1))
 	if p.next >= total {
 		p.next = 0
@@ -134,7 +137,7 @@ func (p *tablePager) pass() (int, error) {
 	for _, l := range p.levels {
 		l.mu.RLock()
 		for _, t := range *l.tables {
-			inTurn := (i-p.next+total)%max(total, 1) < turn
+			inTurn := (i-p.next+total)%total < turn
 			i++
 			if t.IsInmemory || t.MmapFile == nil || len(t.Data) == 0 || !(inTurn || t.ID() > p.newest) {
 				continue
@@ -172,10 +175,7 @@ func (p *tablePager) pass() (int, error) {
 // tables (see above) and returns what ends them (and waits for them to
 // end). A failure is logged once.
 func (s *BadgerStore) releaseTablePages(opts BadgerOptions) (stop func()) {
-	if opts.InMemory {
-		return func() {}
-	}
-	if !releasesMapped {
+	if opts.InMemory || !releasesMapped {
 		return func() {}
 	}
 	levels := badgerLevels(s.db)

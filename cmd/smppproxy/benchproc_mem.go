@@ -11,9 +11,10 @@ const rssSampleEvery = 100 * time.Millisecond
 // rssSampler keeps the peaks of the two parts of one process's RSS, read
 // from /proc/PID/status every rssSampleEvery: RssAnon (the Go heap and
 // the runtime's other memory) and RssFile (file-backed pages: the
-// executable, the store's memtable logs and the pages of its mapped tables
-// touched since it last released them). VmHWM is only their sum's peak, which cannot tell them
-// apart. A peak between two readings is missed: these are samples.
+// executable, the store's memtable logs and the pages of its mapped
+// tables touched since it last released them). VmHWM is only their sum's
+// peak, which cannot tell them apart. A peak between two readings is
+// missed: these are samples.
 type rssSampler struct {
 	pid      int
 	stop     chan struct{}
