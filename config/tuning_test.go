@@ -3,6 +3,7 @@ package config
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestStoreMemorySizesAcceptUnitsAndPlainBytes(t *testing.T) {
@@ -126,5 +127,33 @@ func TestStoreTableSizeAcceptsItsBounds(t *testing.T) {
 		if c := mustParse(t, base+"store:\n  table_size: "+v+"\n"); c.Store.TableSize.String() != v {
 			t.Errorf("table_size: %s -> %s, want it kept", v, c.Store.TableSize)
 		}
+	}
+}
+
+func TestStoreCommitDelayIsBoundedWithItsPath(t *testing.T) {
+	if c := mustParse(t, base+"store:\n  commit_delay: 800us\n"); c.Store.CommitDelay.Std() != 800*time.Microsecond {
+		t.Errorf("commit_delay: 800us -> %s, want 800µs", c.Store.CommitDelay)
+	}
+	if c := mustParse(t, base+"store:\n  commit_delay: 10ms\n"); c.Store.CommitDelay.Std() != 10*time.Millisecond {
+		t.Errorf("commit_delay: 10ms -> %s, want it kept (the bound)", c.Store.CommitDelay)
+	}
+	if c := mustParse(t, base); c.Store.CommitDelay != 0 {
+		t.Errorf("no commit_delay -> %s, want 0 (none)", c.Store.CommitDelay)
+	}
+	if errs := parseErrors(t, base+"store:\n  commit_delay: -1ms\n"); len(errs) != 1 || errs[0].Path != "store.commit_delay" {
+		t.Errorf("commit_delay: -1ms -> %v, want one error at store.commit_delay", errs)
+	}
+	for _, v := range []string{"11ms", "1s"} {
+		errs := parseErrors(t, base+"store:\n  commit_delay: "+v+"\n")
+		if len(errs) != 1 || errs[0].Path != "store.commit_delay" || !strings.Contains(errs[0].Msg, "between 0 and 10ms") {
+			t.Errorf("commit_delay: %s -> %v, want one error at store.commit_delay naming the bounds", v, errs)
+		}
+	}
+}
+
+func TestStoreCommitDelayIsRefusedWithThePostgresBackend(t *testing.T) {
+	errs := parseErrors(t, base+"store:\n  backend: postgres\n  dsn: postgres://proxy@db:5432/smppproxy\n  commit_delay: 1ms\n")
+	if len(errs) != 1 || errs[0].Path != "store.commit_delay" || !strings.Contains(errs[0].Msg, "backend: badger") {
+		t.Errorf("commit_delay with backend postgres -> %v, want one error at store.commit_delay saying it is for badger", errs)
 	}
 }

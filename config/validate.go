@@ -446,6 +446,9 @@ func (k *checker) store(s *Store) {
 				k.errorf(path, "is for backend: postgres (the backend is badger)")
 			}
 		}
+		if s.CommitDelay < 0 || s.CommitDelay > MaxCommitDelay {
+			k.errorf("store.commit_delay", "must be between 0 and %s (got %s)", MaxCommitDelay, s.CommitDelay)
+		}
 	case BackendPostgres:
 		switch {
 		case s.DSN == "" && s.DSNFile == "":
@@ -458,6 +461,9 @@ func (k *checker) store(s *Store) {
 			k.errorf("store.max_conns", "must be at least %d: two batches of writes in flight, each up to two transactions, four groups of reads, the LISTEN connection and one more (got %d)", MinMaxConns, s.MaxConns)
 		}
 		oneOf(k, "store.migrate", s.Migrate, MigrateAuto, MigrateOff)
+		if s.CommitDelay != 0 {
+			k.errorf("store.commit_delay", "is for backend: badger (the postgres store batches its writes by what is in flight)")
+		}
 		if !schemaName.MatchString(s.Schema) {
 			k.errorf("store.schema", "must be lower-case letters, digits and _, not starting with a digit (got %q)", s.Schema)
 		}

@@ -218,6 +218,7 @@ func openStore(opts Options, log *slog.Logger) (state.Store, *state.Secret, erro
 			MemtableSize: int64(cfg.Store.MemtableSize), NumMemtables: cfg.Store.NumMemtables,
 			BlockCacheSize: int64(cfg.Store.BlockCacheSize), IndexCacheSize: int64(cfg.Store.IndexCacheSize),
 			ValueThreshold: int64(cfg.Store.ValueThreshold), TableSize: int64(cfg.Store.TableSize),
+			CommitDelay: cfg.Store.CommitDelay.Std(),
 			NoCommitLog: cfg.Store.CommitLog != nil && !*cfg.Store.CommitLog,
 		})
 		if err != nil {

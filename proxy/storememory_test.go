@@ -3,6 +3,7 @@ package proxy
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/smppproxy/smppproxy/config"
 	"github.com/smppproxy/smppproxy/state"
@@ -12,6 +13,12 @@ import (
 // opens the proxy's store with it (New, not started); it returns what
 // Badger runs with.
 func openParsed(t *testing.T, storeKeys string) state.BadgerMemory {
+	t.Helper()
+	return openParsedStore(t, storeKeys).Memory()
+}
+
+// openParsedStore is openParsed's store, closed when the test ends.
+func openParsedStore(t *testing.T, storeKeys string) *state.BadgerStore {
 	t.Helper()
 	src := fmt.Sprintf(`store:
   path: %q
@@ -29,12 +36,12 @@ accounts:
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer app.Close()
+	t.Cleanup(func() { app.Close() })
 	b, ok := app.Store().(*state.BadgerStore)
 	if !ok {
 		t.Fatalf("store is %T, want *state.BadgerStore", app.Store())
 	}
-	return b.Memory()
+	return b
 }
 
 func TestStoreMemoryDefaultsOfTheConfigurationReachBadger(t *testing.T) {
@@ -53,5 +60,14 @@ func TestStoreMemoryKeysOfTheConfigurationReachBadger(t *testing.T) {
 	got := openParsed(t, "  memtable_size: 4MiB\n  num_memtables: 3\n  block_cache_size: 1MiB\n  index_cache_size: 2MiB\n  table_size: 3MiB\n")
 	if got.MemtableSize != 4<<20 || got.NumMemtables != 3 || got.BlockCacheSize != 1<<20 || got.IndexCacheSize != 2<<20 || got.BaseTableSize != 3<<20 {
 		t.Errorf("store keys 4MiB × 3, caches 1MiB and 2MiB, tables of 3MiB run Badger with %+v", got)
+	}
+}
+
+func TestStoreCommitDelayOfTheConfigurationReachesTheStore(t *testing.T) {
+	if got := openParsedStore(t, "").CommitDelay(); got != 0 {
+		t.Errorf("a configuration without store.commit_delay runs the store with a delay of %s, want none", got)
+	}
+	if got := openParsedStore(t, "  commit_delay: 800us\n").CommitDelay(); got != 800*time.Microsecond {
+		t.Errorf("store.commit_delay: 800us runs the store with a delay of %s", got)
 	}
 }

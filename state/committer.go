@@ -64,8 +64,9 @@ type batch struct {
 // requests that arrive into the next batch, which it hands over as soon as
 // the first one is durable: the disk never waits for the committer and a
 // batch holds everything that arrived during one sync (up to MaxBatch
-// requests and a size Badger accepts in one transaction). It returns when
-// Close has closed s.reqs and every request in it has been answered.
+// requests and a size Badger accepts in one transaction); with a commit
+// delay, a small batch may wait a little for more (gatherer). It returns
+// when Close has closed s.reqs and every request in it has been answered.
 func (s *BadgerStore) commitLoop() {
 	defer close(s.committerDone)
 	st := &stager{s: s, overlay: make(map[string]ovEntry), qseq: &s.qseq}
@@ -73,8 +74,11 @@ func (s *BadgerStore) commitLoop() {
 	var inflight *batch
 	done := make(chan error, 1)
 	reqs := s.reqs
+	g := newGatherer(s.commitDelay, time.Now)
+	g.onHold = s.onCommitHold
+	defer g.stop()
 	for {
-		if inflight == nil && len(open.reqs) > 0 {
+		if inflight == nil && len(open.reqs) > 0 && g.ready(len(open.reqs), reqs == nil || open.full(s)) {
 			inflight, open = open, st.newBatch()
 			s.launch(inflight, open, done)
 		}
@@ -91,7 +95,10 @@ func (s *BadgerStore) commitLoop() {
 				reqs = nil
 				continue
 			}
+			g.arrived()
 			st.add(open, r)
+		case <-g.wait():
+			g.expired()
 		case err := <-done:
 			st.completed(inflight, open, err)
 			inflight = nil
