@@ -323,8 +323,8 @@ func applyBatch(db *badger.DB, ws []write) error {
 }
 
 // commitLog is the open commit log: the segment being appended to and
-// the older ones a checkpoint may remove. append runs on one goroutine at
-// a time (the committer keeps one batch in flight).
+// the older ones a checkpoint may remove. write and sync run on the
+// committer's goroutine.
 type commitLog struct {
 	dir    string
 	rotate int64
@@ -335,7 +335,7 @@ type commitLog struct {
 	f      *os.File
 	size   int64
 	buf    []byte
-	broken error // a failed append: the log's tail is unknown
+	broken error // a failed write or sync: the log's tail is unknown
 
 	mu   sync.Mutex
 	segs []segment // every segment, oldest first; the last is f
@@ -454,10 +454,12 @@ func allZero(b []byte) bool {
 	return true
 }
 
-// append writes batch seq (the requests' writes after hwm, the
-// high-water mark's write) and syncs it. After a failure every later
-// append fails: what the segment's tail holds is unknown.
-func (l *commitLog) append(seq uint64, hwm write, reqs []*request) error {
+// write writes batch seq (the requests' writes after hwm, the
+// high-water mark's write), and sync then makes it durable: the batch
+// counts as logged once both have succeeded. After a failure of either,
+// every later write and sync fails: what the segment's tail holds is
+// unknown.
+func (l *commitLog) write(seq uint64, hwm write, reqs []*request) error {
 	if l.broken != nil {
 		return l.broken
 	}
@@ -472,15 +474,21 @@ func (l *commitLog) append(seq uint64, hwm write, reqs []*request) error {
 		ws = append(ws, r.writes)
 	}
 	l.buf = appendCommitRecord(l.buf[:0], seq, ws)
-	_, err := l.f.Write(l.buf)
-	if err == nil {
-		err = fdatasync(l.f)
-	}
-	if err != nil {
-		l.broken = fmt.Errorf("state: commit log: %w (the store refuses writes until it is reopened)", err)
-		return l.broken
+	if _, err := l.f.Write(l.buf); err != nil {
+		return l.fail(err)
 	}
 	l.size += int64(len(l.buf))
+	return nil
+}
+
+// sync makes the batch write wrote (of reqs) durable.
+func (l *commitLog) sync(reqs []*request) error {
+	if l.broken != nil {
+		return l.broken
+	}
+	if err := fdatasync(l.f); err != nil {
+		return l.fail(err)
+	}
 	if l.size >= l.rotate/4 {
 		// The next segment's spare, once this one is well under way (a
 		// store that writes little never makes one).
@@ -495,6 +503,12 @@ func (l *commitLog) append(seq uint64, hwm write, reqs []*request) error {
 		l.buf = nil
 	}
 	return nil
+}
+
+// fail marks the log broken by err and returns that.
+func (l *commitLog) fail(err error) error {
+	l.broken = fmt.Errorf("state: commit log: %w (the store refuses writes until it is reopened)", err)
+	return l.broken
 }
 
 // removable returns the segments whose batches are all at or below

@@ -159,11 +159,18 @@ func (s *BadgerStore) launch(b *batch, next *batch, done chan<- error) {
 		})
 		return
 	}
-	// The commit log: its append (write + fdatasync) and Badger's
-	// (unsynced) apply run side by side; the batch is done when both are.
-	logged := make(chan error, 1)
+	// The commit log: the batch is written to it, handed to Badger, which
+	// applies it (unsynced) on its own goroutines, and synced here, beside
+	// that apply and without handing the sync to another goroutine (whose
+	// wake-up, under load, took longer than the write); the batch is done
+	// when both are. A batch the log could not take is not handed over.
 	seq, reqs := s.commitSeq+1, b.reqs
-	go func() { logged <- s.clog.append(seq, hwm, reqs) }()
+	if err := s.clog.write(seq, hwm, reqs); err != nil {
+		txn.Discard()
+		done <- err
+		return
+	}
+	logged := make(chan error, 1)
 	txn.CommitWith(func(err error) {
 		lerr := <-logged
 		if err != nil {
@@ -178,6 +185,7 @@ func (s *BadgerStore) launch(b *batch, next *batch, done chan<- error) {
 		}
 		done <- errors.Join(lerr, err)
 	})
+	logged <- s.clog.sync(reqs)
 }
 
 // carry moves b's requests from i on to the front of next.

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/dgraph-io/badger/v4"
 )
 
 // A write the store refused must not be read back: the disk guard fails a
@@ -256,6 +258,43 @@ func TestWritesRefusedAfterTheCommitLogFailedAreNotReadBack(t *testing.T) {
 	}
 	if _, err := s.GetHot(ctx, filterRecord(1, now).Key); err != nil {
 		t.Errorf("the record written before reads %v", err)
+	}
+}
+
+// A batch the commit log could not take is not handed to Badger at all:
+// the write of its caller, told it failed, is not in the tree (read
+// directly, past the store's caches), so no later snapshot, scan or
+// reopen can show it.
+func TestABatchTheCommitLogRefusedNeverReachesBadger(t *testing.T) {
+	s, err := OpenBadger(BadgerOptions{Path: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	now := time.Now()
+	if _, _, err := s.Create(ctx, filterRecord(1, now)); err != nil {
+		t.Fatal(err)
+	}
+	_ = s.clog.f.Close() // the next write to the log fails
+	if _, _, err := s.Create(ctx, filterRecord(2, now)); err == nil {
+		t.Fatal("a create was accepted although the commit log could not take it")
+	}
+	inTree := func(i int) bool {
+		err := s.db.View(func(txn *badger.Txn) error {
+			_, err := txn.Get(recordKey(filterRecord(i, now).Key))
+			return err
+		})
+		if err != nil && !errors.Is(err, badger.ErrKeyNotFound) {
+			t.Fatal(err)
+		}
+		return err == nil
+	}
+	if inTree(2) {
+		t.Error("Badger holds the record of a create the commit log refused")
+	}
+	if !inTree(1) {
+		t.Error("Badger lacks the record written before the log failed")
 	}
 }
 
