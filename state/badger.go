@@ -210,8 +210,8 @@ type BadgerStats struct {
 // goroutine, under a lock of its record key held until the write is
 // durable, against a snapshot that holds every write that has returned;
 // the caller encodes its writes and hands them to the single committer
-// goroutine, which gathers what arrives while Badger writes and syncs the
-// previous transaction (at most one is in Badger's hands) into the next
+// goroutine, which gathers what arrives while the previous transaction is
+// applied and synced (at most one is in Badger's hands) into the next
 // one: up to MaxBatch requests, and what Badger takes in one transaction.
 // Each batch is made durable by the store's commit log (commitlog.go: one
 // write and one fdatasync per batch, while Badger applies the batch

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync/atomic"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
@@ -60,11 +61,11 @@ type batch struct {
 }
 
 // commitLoop is the committer. It keeps at most one transaction in
-// Badger's hands (being written and synced) and meanwhile gathers the
-// requests that arrive into the next batch, which it hands over as soon as
-// the first one is durable: the disk never waits for the committer and a
-// batch holds everything that arrived during one sync (up to MaxBatch
-// requests and a size Badger accepts in one transaction); with a commit
+// Badger's hands and meanwhile gathers the requests that arrive into the
+// next batch, which it hands over as soon as the one before is durable
+// (up to MaxBatch requests and a size Badger accepts in one transaction).
+// Requests that arrive while the committer itself syncs the commit log
+// (launch) wait in s.reqs and are taken once it is done; with a commit
 // delay, a small batch may wait a little for more (gatherer). It returns
 // when Close has closed s.reqs and every request in it has been answered.
 func (s *BadgerStore) commitLoop() {
@@ -111,13 +112,14 @@ func (b *batch) full(s *BadgerStore) bool {
 	return len(b.reqs) >= s.maxBatch || b.count >= s.batchCount || b.bytes >= s.batchBytes
 }
 
-// launch hands b to Badger (CommitWith: Badger writes and syncs it on its
-// own goroutines) and arranges for the outcome to arrive on done. A
-// request that does not fit in the transaction goes back to next.
+// launch hands b to Badger (CommitWith: Badger applies it on its own
+// goroutines) and, with the commit log, writes b to the log and syncs it
+// meanwhile; the outcome arrives on done once both are over. A request
+// that does not fit in the transaction goes back to next.
 func (s *BadgerStore) launch(b *batch, next *batch, done chan<- error) {
 	if s.clog != nil && s.clog.broken != nil {
 		// The commit log's tail is unknown: nothing more is written, to
-		// Badger either (a batch Badger took while its log append failed
+		// Badger either (a batch Badger took while its log write failed
 		// would be read back although its writers were told it failed).
 		done <- s.clog.broken
 		return
@@ -159,33 +161,51 @@ func (s *BadgerStore) launch(b *batch, next *batch, done chan<- error) {
 		})
 		return
 	}
-	// The commit log: the batch is written to it, handed to Badger, which
-	// applies it (unsynced) on its own goroutines, and synced here, beside
-	// that apply and without handing the sync to another goroutine (whose
-	// wake-up, under load, took longer than the write); the batch is done
-	// when both are. A batch the log could not take is not handed over.
-	seq, reqs := s.commitSeq+1, b.reqs
+	s.commitLogged(txn, s.commitSeq+1, hwm, b.reqs, done)
+}
+
+// commitLogged commits txn, batch seq of reqs (hwm: its high-water mark's
+// write), with the commit log: the batch is written to the log, handed to
+// Badger, which applies it (unsynced) on its own goroutines, and synced
+// here, beside that apply and without handing the sync to another
+// goroutine (whose wake-up, under load, took longer than the write).
+// Whichever of the two ends last sends the batch's outcome on done
+// (neither waits for the other: Badger may run the callback before
+// CommitWith returns). A batch whose write to the log failed is not handed
+// over; one whose sync failed was, and may survive (see BadgerStore).
+func (s *BadgerStore) commitLogged(txn *badger.Txn, seq uint64, hwm write, reqs []*request, done chan<- error) {
 	if err := s.clog.write(seq, hwm, reqs); err != nil {
 		txn.Discard()
 		done <- err
 		return
 	}
-	logged := make(chan error, 1)
-	txn.CommitWith(func(err error) {
-		lerr := <-logged
-		if err != nil {
-			err = fmt.Errorf("state: commit: %w", err)
+	var (
+		left       atomic.Int32
+		lerr, berr error
+	)
+	left.Store(2)
+	end := func() {
+		if left.Add(-1) != 0 {
+			return
+		}
+		if berr != nil {
+			berr = fmt.Errorf("state: commit: %w", berr)
 			if lerr == nil {
 				// The log holds a batch Badger refused: the next batch
 				// must not reuse its sequence number, and what Badger
 				// holds is in doubt. No more writes until reopened (the
 				// replay then applies it: a failed write may survive).
-				s.clog.broken = fmt.Errorf("%w (the store refuses writes until it is reopened)", err)
+				s.clog.broken = fmt.Errorf("%w (the store refuses writes until it is reopened)", berr)
 			}
 		}
-		done <- errors.Join(lerr, err)
+		done <- errors.Join(lerr, berr)
+	}
+	txn.CommitWith(func(err error) {
+		berr = err
+		end()
 	})
-	logged <- s.clog.sync(reqs)
+	lerr = s.clog.sync(reqs)
+	end()
 }
 
 // carry moves b's requests from i on to the front of next.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"reflect"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -248,7 +249,7 @@ func TestWritesRefusedAfterTheCommitLogFailedAreNotReadBack(t *testing.T) {
 	if s.clog == nil {
 		t.Fatal("no commit log")
 	}
-	_ = s.clog.f.Close() // the next append fails
+	_ = s.clog.f.Close() // the next write to the log fails
 	if _, _, err := s.Create(ctx, filterRecord(2, now)); err == nil {
 		t.Fatal("a create was accepted after the commit log failed")
 	}
@@ -327,5 +328,46 @@ func TestRowCacheDropsDeletedKeysAndEveryKeyOfAFailedBatch(t *testing.T) {
 	c.add(req(write{key: rk("b"), val: []byte("B2")}), errors.New("commit failed"))
 	if v, ok := c.get(rk("b")); ok {
 		t.Errorf("a key of a failed batch is cached as %q", v)
+	}
+}
+
+// A batch Badger refuses before CommitWith even returns (it then runs the
+// callback on the committer's own goroutine: a discarded transaction, say)
+// fails with Badger's error instead of hanging the committer on the log's
+// outcome, and since the log holds it, the store then refuses writes.
+func TestABatchBadgerRefusesAtOnceFailsWithoutHangingTheCommitter(t *testing.T) {
+	s, err := OpenBadger(BadgerOptions{Path: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	now := time.Now()
+	rec := filterRecord(1, now)
+	if _, _, err := s.Create(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	txn := s.db.NewTransaction(true)
+	if err := txn.Set([]byte("k"), []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	txn.Discard() // CommitWith refuses it on the spot, calling back before it returns
+	done := make(chan error, 1)
+	returned := make(chan struct{})
+	go func() {
+		s.commitLogged(txn, s.commitSeq+1, write{key: []byte(keyHWM), val: encodeHWM(s.commitSeq+1, now)}, nil, done)
+		close(returned)
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "discarded") {
+			t.Errorf("the batch's outcome = %v, want Badger's refusal of a discarded transaction", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no outcome in 10s for a batch Badger refused at once")
+	}
+	<-returned
+	if _, _, err := s.Create(ctx, filterRecord(2, now)); err == nil {
+		t.Error("a create was accepted after the log took a batch Badger refused")
 	}
 }
