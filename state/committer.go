@@ -62,12 +62,13 @@ type batch struct {
 
 // commitLoop is the committer. It keeps at most one transaction in
 // Badger's hands and meanwhile gathers the requests that arrive into the
-// next batch, which it hands over as soon as the one before is durable
-// (up to MaxBatch requests and a size Badger accepts in one transaction).
-// Requests that arrive while the committer itself syncs the commit log
-// (launch) wait in s.reqs and are taken once it is done; with a commit
-// delay, a small batch may wait a little for more (gatherer). It returns
-// when Close has closed s.reqs and every request in it has been answered.
+// next batch, which it hands over as soon as the one before is durable: a
+// batch holds everything that arrived while the one before was written
+// and synced (up to MaxBatch requests and a size Badger accepts in one
+// transaction), those that came while the committer itself synced the
+// commit log included (drain); with a commit delay, a small batch may
+// wait a little for more (gatherer). It returns when Close has closed
+// s.reqs and every request in it has been answered.
 func (s *BadgerStore) commitLoop() {
 	defer close(s.committerDone)
 	st := &stager{s: s, overlay: make(map[string]ovEntry), qseq: &s.qseq}
@@ -82,6 +83,7 @@ func (s *BadgerStore) commitLoop() {
 		if inflight == nil && len(open.reqs) > 0 && g.ready(len(open.reqs), reqs == nil || open.full(s)) {
 			inflight, open = open, st.newBatch()
 			s.launch(inflight, open, done)
+			reqs = s.drain(st, open, reqs, g)
 		}
 		if reqs == nil && inflight == nil && len(open.reqs) == 0 {
 			return
@@ -105,6 +107,27 @@ func (s *BadgerStore) commitLoop() {
 			inflight = nil
 		}
 	}
+}
+
+// drain takes into open, without waiting, the requests waiting in reqs
+// (those that arrived while launch synced the commit log), so that the
+// outcome of the batch in flight, which may be waiting already, does not
+// hand over the next batch with only some of them. It returns reqs, or nil
+// once it is closed.
+func (s *BadgerStore) drain(st *stager, open *batch, reqs chan *request, g *gatherer) chan *request {
+	for reqs != nil && !open.full(s) {
+		select {
+		case r, ok := <-reqs:
+			if !ok {
+				return nil
+			}
+			g.arrived()
+			st.add(open, r)
+		default:
+			return reqs
+		}
+	}
+	return reqs
 }
 
 // full reports whether b may take no more requests.
