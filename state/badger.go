@@ -276,7 +276,7 @@ type BadgerStore struct {
 	lostCommits  uint64        // found missing at open (ForceEmpty)
 	hwm          *hwmFile      // committer only (after open); nil in memory
 	hwmFailing   bool          // committer only: the last HWMFile write failed
-	clog         *commitLog    // nil without BadgerOptions.CommitLog
+	clog         *commitLog    // nil with BadgerOptions.NoCommitLog (or InMemory)
 
 	stripes    [nStripes]sync.Mutex // record-key locks (lockKey)
 	seed       maphash.Seed

@@ -332,10 +332,14 @@ type commitLog struct {
 	// to its value log (0: none does).
 	vlogAt int
 
-	f      *os.File
-	size   int64
-	buf    []byte
-	broken error // a failed write or sync: the log's tail is unknown
+	f    *os.File
+	size int64
+	buf  []byte
+	// broken: a failed write or sync (the log's tail is unknown), or a
+	// batch the log holds that Badger refused (set by the batch's outcome,
+	// on Badger's callback goroutine, ordered by the committer's receipt
+	// of that outcome): the store refuses writes until it is reopened.
+	broken error
 
 	mu   sync.Mutex
 	segs []segment // every segment, oldest first; the last is f

@@ -135,10 +135,13 @@ func (b *batch) full(s *BadgerStore) bool {
 	return len(b.reqs) >= s.maxBatch || b.count >= s.batchCount || b.bytes >= s.batchBytes
 }
 
-// launch hands b to Badger (CommitWith: Badger applies it on its own
-// goroutines) and, with the commit log, writes b to the log and syncs it
-// meanwhile; the outcome arrives on done once both are over. A request
-// that does not fit in the transaction goes back to next.
+// launch commits b and arranges for its outcome to arrive on done: with
+// the commit log, b is written to the log, handed to Badger (CommitWith:
+// Badger applies it on its own goroutines) and the log synced meanwhile
+// (commitLogged); without it, Badger writes and syncs it on its own. A
+// batch refused before that (a broken log, a full disk, writes Badger
+// rejects) fails at once. A request that does not fit in the transaction
+// goes back to next.
 func (s *BadgerStore) launch(b *batch, next *batch, done chan<- error) {
 	if s.clog != nil && s.clog.broken != nil {
 		// The commit log's tail is unknown: nothing more is written, to

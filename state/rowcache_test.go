@@ -347,6 +347,9 @@ func TestABatchBadgerRefusesAtOnceFailsWithoutHangingTheCommitter(t *testing.T) 
 	if _, _, err := s.Create(ctx, rec); err != nil {
 		t.Fatal(err)
 	}
+	if s.clog == nil {
+		t.Fatal("no commit log")
+	}
 	txn := s.db.NewTransaction(true)
 	if err := txn.Set([]byte("k"), []byte("v")); err != nil {
 		t.Fatal(err)
