@@ -228,6 +228,25 @@ func TestALookupByMessageIDDuringACommitFindsTheOldOrTheNewRecord(t *testing.T) 
 	}
 }
 
+// storeWithOneRecord opens a store with its commit log (closed when the
+// test ends) and creates filterRecord(1, now) in it.
+func storeWithOneRecord(t *testing.T) (*BadgerStore, context.Context, time.Time) {
+	t.Helper()
+	s, err := OpenBadger(BadgerOptions{Path: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	ctx, now := context.Background(), time.Now()
+	if _, _, err := s.Create(ctx, filterRecord(1, now)); err != nil {
+		t.Fatal(err)
+	}
+	if s.clog == nil {
+		t.Fatal("no commit log")
+	}
+	return s, ctx, now
+}
+
 // Once a write to the commit log has failed, the store refuses every
 // later write without giving it to Badger either: a write its caller was
 // told failed is never read back. (From review, older than the row cache:
@@ -236,19 +255,7 @@ func TestALookupByMessageIDDuringACommitFindsTheOldOrTheNewRecord(t *testing.T) 
 // it is not in the tree (read directly, past the store's caches), so no
 // later snapshot, scan or reopen can show it.
 func TestWritesRefusedAfterTheCommitLogFailedAreNotReadBack(t *testing.T) {
-	s, err := OpenBadger(BadgerOptions{Path: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	ctx := context.Background()
-	now := time.Now()
-	if _, _, err := s.Create(ctx, filterRecord(1, now)); err != nil {
-		t.Fatal(err)
-	}
-	if s.clog == nil {
-		t.Fatal("no commit log")
-	}
+	s, ctx, now := storeWithOneRecord(t)
 	_ = s.clog.f.Close() // the next write to the log fails
 	if _, _, err := s.Create(ctx, filterRecord(2, now)); err == nil {
 		t.Fatal("a create was accepted after the commit log failed")
@@ -336,20 +343,7 @@ func TestRowCacheDropsDeletedKeysAndEveryKeyOfAFailedBatch(t *testing.T) {
 // fails with Badger's error instead of hanging the committer on the log's
 // outcome, and since the log holds it, the store then refuses writes.
 func TestABatchBadgerRefusesAtOnceFailsWithoutHangingTheCommitter(t *testing.T) {
-	s, err := OpenBadger(BadgerOptions{Path: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	ctx := context.Background()
-	now := time.Now()
-	rec := filterRecord(1, now)
-	if _, _, err := s.Create(ctx, rec); err != nil {
-		t.Fatal(err)
-	}
-	if s.clog == nil {
-		t.Fatal("no commit log")
-	}
+	s, ctx, now := storeWithOneRecord(t)
 	txn := s.db.NewTransaction(true)
 	if err := txn.Set([]byte("k"), []byte("v")); err != nil {
 		t.Fatal(err)
