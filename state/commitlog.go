@@ -461,8 +461,8 @@ func allZero(b []byte) bool {
 // write writes batch seq (the requests' writes after hwm, the
 // high-water mark's write), and sync then makes it durable: the batch
 // counts as logged once both have succeeded. After a failure of either,
-// every later write and sync fails: what the segment's tail holds is
-// unknown.
+// every later write fails (and so no sync follows): what the segment's
+// tail holds is unknown.
 func (l *commitLog) write(seq uint64, hwm write, reqs []*request) error {
 	if l.broken != nil {
 		return l.broken
@@ -485,11 +485,9 @@ func (l *commitLog) write(seq uint64, hwm write, reqs []*request) error {
 	return nil
 }
 
-// sync makes the batch write wrote (of reqs) durable.
+// sync makes the batch write wrote (of reqs) durable; it follows a write
+// that succeeded.
 func (l *commitLog) sync(reqs []*request) error {
-	if l.broken != nil {
-		return l.broken
-	}
 	if err := fdatasync(l.f); err != nil {
 		return l.fail(err)
 	}
