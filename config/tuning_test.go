@@ -157,3 +157,19 @@ func TestStoreCommitDelayIsRefusedWithThePostgresBackend(t *testing.T) {
 		t.Errorf("commit_delay with backend postgres -> %v, want one error at store.commit_delay saying it is for badger", errs)
 	}
 }
+
+func TestStoreRecentAnswersIsBoundedOnEitherBackend(t *testing.T) {
+	if c := mustParse(t, base+"store:\n  recent_answers: 1000\n"); c.Store.RecentAnswers != 1000 {
+		t.Errorf("recent_answers: 1000 -> %d, want it kept", c.Store.RecentAnswers)
+	}
+	pg := base + "store:\n  backend: postgres\n  dsn: postgres://proxy@db:5432/smppproxy\n  recent_answers: 4194304\n"
+	if c := mustParse(t, pg); c.Store.RecentAnswers != MaxRecentAnswers {
+		t.Errorf("recent_answers: 4194304 on postgres -> %d, want it kept (the bound)", c.Store.RecentAnswers)
+	}
+	for _, v := range []string{"-1", "4194305"} {
+		errs := parseErrors(t, base+"store:\n  recent_answers: "+v+"\n")
+		if len(errs) != 1 || errs[0].Path != "store.recent_answers" || !strings.Contains(errs[0].Msg, "between 0 (the default, 262144) and 4194304") {
+			t.Errorf("recent_answers: %s -> %v, want one error at store.recent_answers naming the bounds", v, errs)
+		}
+	}
+}

@@ -436,6 +436,9 @@ var schemaName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 
 func (k *checker) store(s *Store) {
 	oneOf(k, "store.backend", s.Backend, BackendBadger, BackendPostgres)
+	if s.RecentAnswers < 0 || s.RecentAnswers > MaxRecentAnswers {
+		k.errorf("store.recent_answers", "must be between 0 (the default, %d) and %d (got %d)", DefaultRecentAnswers, MaxRecentAnswers, s.RecentAnswers)
+	}
 	switch s.Backend {
 	case BackendBadger:
 		if s.Path == "" {

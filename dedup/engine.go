@@ -1,6 +1,7 @@
 package dedup
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -58,6 +59,10 @@ type Config struct {
 	// keys it does not remember turn out to have a record (retries of what
 	// another instance settled), it reads them first instead (haveRecord).
 	CreateFirst bool
+	// RecentAnswers is how many answers of records the engine settled it
+	// remembers, so that their retries are answered without reading the
+	// store (see finals). 0: finalsCap.
+	RecentAnswers int
 }
 
 // Engine applies the submit decision table. Safe for concurrent use.
@@ -104,7 +109,7 @@ type flight struct {
 
 // New returns an Engine.
 func New(cfg Config) *Engine {
-	e := &Engine{cfg: cfg, log: cfg.Logger, now: cfg.Now, fl: make(map[state.Key]*flight), finals: newFinals(finalsCap)}
+	e := &Engine{cfg: cfg, log: cfg.Logger, now: cfg.Now, fl: make(map[state.Key]*flight), finals: newFinals(cmp.Or(cfg.RecentAnswers, finalsCap))}
 	e.bgCtx, e.stop = context.WithCancel(context.Background())
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)

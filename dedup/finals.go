@@ -9,24 +9,28 @@ import (
 )
 
 // finalsCap bounds the records the engine remembers as settled by its own
-// decisions: ~16 MB (~250 bytes each with the map, BenchmarkFinalsMemory;
-// ~660 when each kept a copy of its whole record), two seconds
-// of answers at 30,000 submits/s, for the retries that follow a burst by
-// seconds (a retry answered from here took ~10 µs of CPU, one read from
-// the store ~20; 65,536 instead of 32,768 added ~10 MB to the peak RSS
-// of a 60,000-key run). readsCap bounds those it learned by reading them
-// (the store, or a create that found the key taken): ~4 MB, so that a
-// client's second pass of retries over keys another instance settled is
-// answered from memory.
+// decisions (Config.RecentAnswers, store.recent_answers, overrides it):
+// 262,144 answers, 178 bytes each with their place in the index
+// (BenchmarkFinalsMemory), ~47 MB when full, none of it scanned by the
+// garbage collector; about nine seconds of answers at 30,000 submits/s, so
+// that the retries of a client's last few seconds (a pass of resends after
+// a timeout, a failover of its own) are answered without reading the
+// store. A retry answered from here took ~8 µs of the proxy's CPU, one read
+// from the store ~16–20 µs; with 65,536 answers kept, the retries of a
+// 150,000-key burst went at 80–89k/s instead of 126–143k/s
+// (docs/performance.md). readsCap bounds those it learned by reading them
+// (the store, or a create that found the key taken), so that a client's
+// second pass of retries over keys another instance settled is answered
+// from memory.
 const (
-	finalsCap = 1 << 16
+	finalsCap = 1 << 18
 	readsCap  = 1 << 14
 )
 
 // finals remembers recently settled records (accepted or rejected: no
 // later write changes what a duplicate is answered) so that a retry is
 // answered without reading the store. It keeps of each only what that
-// answer needs (final), and get makes a record of it again: the fields a
+// answer needs (slot), and get makes a record of it again: the fields a
 // decision reads, never the history, the owner or the upstream session. A
 // hit is still checked for expiry and the dedup window by the caller,
 // exactly as a record read from the store; the oldest is forgotten first.
@@ -35,30 +39,83 @@ const (
 // separate rings, so that a pass of retries over keys it no longer
 // remembers (a client resending a day's backlog) cannot push out the keys
 // settled a moment ago, whose retries are the likeliest.
+//
+// A slot holds no pointer (the collector never scans the rings) and no
+// key: a key is known by two independent 64-bit hashes of it, the first
+// indexing m, the second checked on a hit. Two keys are taken for one only
+// if both hashes of both agree, a chance of 2^-64 for a key that meets
+// another in m (itself a chance of at most 2^-46 per lookup with the
+// rings full). A record whose ids do not fit a slot, or whose upstream
+// name would be the 65,536th, is not remembered: it is read from the
+// store.
 type finals struct {
-	seed maphash.Seed
-	mu   sync.Mutex
-	// m finds an entry by its key's hash (hash): ref. A key whose hash
+	seed, seed2 maphash.Seed
+	mu          sync.Mutex
+	// m finds a slot by its key's hash (hash): ref. A key whose hash
 	// another key has replaces it there (it is then not found: a read of
 	// the store, as when forgotten).
 	m       map[uint64]int32
 	decided ring
 	read    ring
+	// names interns the upstream names of the slots (slot.up: index+1).
+	names  []string
+	nameOf map[string]uint16
 	// hashOf, when set, replaces hash (tests: keys whose hashes collide).
 	hashOf func(state.Key) uint64
 }
 
-// ring is the insertion order of one kind of entry; ents[next] is the
-// oldest once full.
-type ring struct {
-	ents []entry
-	next int
+// slotIDs is the room of a slot for its message id and proxy id together.
+const slotIDs = 62
+
+// slot is what answering a duplicate reads of a remembered record: 144
+// bytes, no pointer.
+type slot struct {
+	h, h2        uint64 // hash(key), hash2(key)
+	fp           [32]byte
+	createdSec   int64
+	expiresSec   int64
+	createdNsec  int32 // -1: the zero time
+	expiresNsec  int32
+	status       uint32
+	fpVersion    uint8
+	accepted     bool // else rejected
+	up           uint16
+	idLen, pxLen uint8
+	ids          [slotIDs]byte // the message id, then the proxy id
 }
 
-type entry struct {
-	h   uint64 // hash(key)
-	key state.Key
-	f   final
+// ringChunk is how many slots a ring allocates at a time: a ring takes
+// memory as it fills.
+const ringChunk = 2048
+
+// ring is the insertion order of one kind of slot; slot next is the
+// oldest once full.
+type ring struct {
+	chunks   [][]slot
+	n, limit int
+	next     int
+}
+
+func newRing(limit int) ring { return ring{limit: limit} }
+
+// at is slot i (i < r.n).
+func (r *ring) at(i int) *slot { return &r.chunks[i/ringChunk][i%ringChunk] }
+
+// place returns the slot the next entry takes and its index; evicted is
+// the slot's hash when it held an entry before (then the caller drops it
+// from m if m still names it).
+func (r *ring) place() (i int, s *slot, evicted bool) {
+	if r.n < r.limit {
+		i = r.n
+		if i%ringChunk == 0 {
+			r.chunks = append(r.chunks, make([]slot, min(ringChunk, r.limit-i)))
+		}
+		r.n++
+		return i, r.at(i), false
+	}
+	i = r.next
+	r.next = (r.next + 1) % r.n
+	return i, r.at(i), true
 }
 
 // ref names slot i of the decided ring (i) or of the read ring (-1-i).
@@ -69,34 +126,12 @@ func ref(read bool, i int) int32 {
 	return int32(i)
 }
 
-// at is the entry ref r names.
-func (f *finals) at(r int32) *entry {
+// at is the slot ref r names.
+func (f *finals) at(r int32) *slot {
 	if r < 0 {
-		return &f.read.ents[-1-r]
+		return f.read.at(int(-1 - r))
 	}
-	return &f.decided.ents[r]
-}
-
-// final is what answering a duplicate reads of a remembered record.
-type final struct {
-	fp                 [32]byte
-	created, expires   time.Time
-	messageID, proxyID string
-	upstream           string
-	status             uint32
-	fpVersion          uint8
-	accepted           bool // else rejected
-}
-
-// record sets *r to the record f remembers, as decisions read it.
-func (f *final) record(k state.Key, r *state.Record) {
-	st := state.Rejected
-	if f.accepted {
-		st = state.Accepted
-	}
-	*r = state.Record{Key: k, Fingerprint: f.fp, FingerprintVersion: f.fpVersion, State: st,
-		Status: f.status, MessageID: f.messageID, ProxyID: f.proxyID, Upstream: f.upstream,
-		Created: f.created, Expires: f.expires}
+	return f.decided.at(int(r))
 }
 
 func newFinals(capacity int) *finals {
@@ -104,17 +139,14 @@ func newFinals(capacity int) *finals {
 }
 
 func newFinalsOf(decided, read int) *finals {
-	return &finals{seed: maphash.MakeSeed(), m: make(map[uint64]int32, decided+read),
-		decided: ring{ents: make([]entry, 0, decided)}, read: ring{ents: make([]entry, 0, read)}}
+	return &finals{seed: maphash.MakeSeed(), seed2: maphash.MakeSeed(), m: map[uint64]int32{},
+		decided: newRing(decided), read: newRing(read), nameOf: map[string]uint16{}}
 }
 
-// hash is k's hash in m.
-func (f *finals) hash(k state.Key) uint64 {
-	if f.hashOf != nil {
-		return f.hashOf(k)
-	}
+// hashKey is k's hash under seed.
+func hashKey(seed maphash.Seed, k state.Key) uint64 {
 	var h maphash.Hash
-	h.SetSeed(f.seed)
+	h.SetSeed(seed)
 	h.WriteString(k.Account)
 	h.WriteByte(0)
 	h.WriteString(k.Key)
@@ -123,27 +155,63 @@ func (f *finals) hash(k state.Key) uint64 {
 	return h.Sum64()
 }
 
-// lookup returns k's entry, or nil. f.mu is held.
-func (f *finals) lookup(h uint64, k state.Key) *entry {
+// hash is k's hash in m.
+func (f *finals) hash(k state.Key) uint64 {
+	if f.hashOf != nil {
+		return f.hashOf(k)
+	}
+	return hashKey(f.seed, k)
+}
+
+// lookup returns k's slot, or nil. f.mu is held.
+func (f *finals) lookup(h, h2 uint64) *slot {
 	if r, ok := f.m[h]; ok {
-		if e := f.at(r); e.key == k {
-			return e
+		if s := f.at(r); s.h == h && s.h2 == h2 {
+			return s
 		}
 	}
 	return nil
 }
 
-// get sets *r to the remembered record of k (see final) and reports
+// get sets *r to the remembered record of k (see slot) and reports
 // whether there is one.
 func (f *finals) get(k state.Key, r *state.Record) bool {
-	h := f.hash(k)
+	h, h2 := f.hash(k), hashKey(f.seed2, k)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	e := f.lookup(h, k)
-	if e != nil {
-		e.f.record(k, r)
+	s := f.lookup(h, h2)
+	if s == nil {
+		return false
 	}
-	return e != nil
+	st := state.Rejected
+	if s.accepted {
+		st = state.Accepted
+	}
+	var up string
+	if s.up > 0 {
+		up = f.names[s.up-1]
+	}
+	ids := s.ids[:s.idLen+s.pxLen]
+	*r = state.Record{Key: k, Fingerprint: s.fp, FingerprintVersion: s.fpVersion, State: st,
+		Status: s.status, MessageID: string(ids[:s.idLen]), ProxyID: string(ids[s.idLen:]), Upstream: up,
+		Created: fromSlotTime(s.createdSec, s.createdNsec), Expires: fromSlotTime(s.expiresSec, s.expiresNsec)}
+	return true
+}
+
+// slotTime is t as a slot keeps it (UTC, like a record read from the
+// store; the zero time as nsec -1).
+func slotTime(t time.Time) (int64, int32) {
+	if t.IsZero() {
+		return 0, -1
+	}
+	return t.Unix(), int32(t.Nanosecond())
+}
+
+func fromSlotTime(sec int64, nsec int32) time.Time {
+	if nsec < 0 {
+		return time.Time{}
+	}
+	return time.Unix(sec, int64(nsec)).UTC()
 }
 
 // put remembers r, settled by the engine, if it is settled.
@@ -157,44 +225,69 @@ func (f *finals) remember(r *state.Record, read bool) {
 	if r == nil || (r.State != state.Accepted && r.State != state.Rejected) {
 		return
 	}
-	fin := final{fp: r.Fingerprint, created: r.Created, expires: r.Expires, messageID: r.MessageID,
-		proxyID: r.ProxyID, upstream: r.Upstream, status: r.Status, fpVersion: r.FingerprintVersion,
-		accepted: r.State == state.Accepted}
-	h := f.hash(r.Key)
+	h, h2 := f.hash(r.Key), hashKey(f.seed2, r.Key)
+	fits := len(r.MessageID)+len(r.ProxyID) <= slotIDs
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if e := f.lookup(h, r.Key); e != nil {
-		e.f = fin // its ring and slot stay
+	s := f.lookup(h, h2) // its ring and slot stay
+	up, named := f.intern(r.Upstream)
+	if !fits || !named {
+		if s != nil {
+			delete(f.m, h) // what it remembered is no longer the record
+		}
 		return
 	}
-	g := &f.decided
-	if read {
-		g = &f.read
-	}
-	slot := len(g.ents)
-	if slot < cap(g.ents) {
-		g.ents = append(g.ents, entry{h: h, key: r.Key, f: fin})
-	} else {
-		slot = g.next
-		// The oldest makes room, unless it was forgotten (or its hash
-		// taken by another key) since: m then names another entry, or
-		// none, under its hash.
-		oh := g.ents[slot].h
-		if at, ok := f.m[oh]; ok && at == ref(read, slot) {
-			delete(f.m, oh)
+	if s == nil {
+		g := &f.decided
+		if read {
+			g = &f.read
 		}
-		g.ents[slot] = entry{h: h, key: r.Key, f: fin}
-		g.next = (g.next + 1) % len(g.ents)
+		var i int
+		var evicted bool
+		i, s, evicted = g.place()
+		// The oldest makes room, unless it was forgotten (or its hash
+		// taken by another key) since: m then names another slot, or
+		// none, under its hash.
+		if at, ok := f.m[s.h]; evicted && ok && at == ref(read, i) {
+			delete(f.m, s.h)
+		}
+		f.m[h] = ref(read, i)
 	}
-	f.m[h] = ref(read, slot)
+	*s = slot{h: h, h2: h2, fp: r.Fingerprint, status: r.Status, fpVersion: r.FingerprintVersion,
+		accepted: r.State == state.Accepted, up: up, idLen: uint8(len(r.MessageID)), pxLen: uint8(len(r.ProxyID))}
+	s.createdSec, s.createdNsec = slotTime(r.Created)
+	s.expiresSec, s.expiresNsec = slotTime(r.Expires)
+	copy(s.ids[copy(s.ids[:], r.MessageID):], r.ProxyID)
+}
+
+// intern returns name's index+1 in f.names (0 for ""), adding it; false
+// when the table is full. f.mu is held.
+func (f *finals) intern(name string) (uint16, bool) {
+	if name == "" {
+		return 0, true
+	}
+	if i, ok := f.nameOf[name]; ok {
+		return i, true
+	}
+	if len(f.names) >= 1<<16-1 {
+		return 0, false
+	}
+	f.names = append(f.names, name)
+	i := uint16(len(f.names))
+	f.nameOf[name] = i
+	return i, true
 }
 
 // forget drops k (its record was replaced under the key).
 func (f *finals) forget(k state.Key) {
-	h := f.hash(k)
+	h, h2 := f.hash(k), hashKey(f.seed2, k)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.lookup(h, k) != nil {
+	if f.lookup(h, h2) != nil {
 		delete(f.m, h) // its ring slot is reused in turn
 	}
 }
+
+// RecentAnswers is how many answers of records it settled the engine
+// remembers at most (Config.RecentAnswers).
+func (e *Engine) RecentAnswers() int { return e.finals.decided.limit }

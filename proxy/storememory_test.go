@@ -20,6 +20,18 @@ func openParsed(t *testing.T, storeKeys string) state.BadgerMemory {
 // openParsedStore is openParsed's store, closed when the test ends.
 func openParsedStore(t *testing.T, storeKeys string) *state.BadgerStore {
 	t.Helper()
+	app := newParsed(t, storeKeys)
+	b, ok := app.Store().(*state.BadgerStore)
+	if !ok {
+		t.Fatalf("store is %T, want *state.BadgerStore", app.Store())
+	}
+	return b
+}
+
+// newParsed parses a configuration file of the given store keys and
+// makes the proxy (New, not started), closed when the test ends.
+func newParsed(t *testing.T, storeKeys string) *App {
+	t.Helper()
 	src := fmt.Sprintf(`store:
   path: %q
 %s
@@ -37,11 +49,7 @@ accounts:
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { app.Close() })
-	b, ok := app.Store().(*state.BadgerStore)
-	if !ok {
-		t.Fatalf("store is %T, want *state.BadgerStore", app.Store())
-	}
-	return b
+	return app
 }
 
 func TestStoreMemoryDefaultsOfTheConfigurationReachBadger(t *testing.T) {
@@ -69,5 +77,16 @@ func TestStoreCommitDelayOfTheConfigurationReachesTheStore(t *testing.T) {
 	}
 	if got := openParsedStore(t, "  commit_delay: 800us\n").CommitDelay(); got != 800*time.Microsecond {
 		t.Errorf("store.commit_delay: 800us runs the store with a delay of %s", got)
+	}
+}
+
+// store.recent_answers reaches the engine; absent, the engine keeps the
+// documented default.
+func TestRecentAnswersReachTheEngine(t *testing.T) {
+	for keys, want := range map[string]int{"  recent_answers: 1000": 1000, "": config.DefaultRecentAnswers} {
+		app := newParsed(t, keys)
+		if got := app.Engine().RecentAnswers(); got != want {
+			t.Errorf("store keys %q: the engine remembers %d answers, want %d", keys, got, want)
+		}
 	}
 }
