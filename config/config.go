@@ -111,7 +111,7 @@ type Store struct {
 	// RecentAnswers: how many settled answers the proxy keeps in memory
 	// (either backend), so that their retries are answered without
 	// reading the store; 0 = DefaultRecentAnswers, at most
-	// MaxRecentAnswers. Each takes ~180 bytes once kept.
+	// MaxRecentAnswers. Each takes ~190 bytes once kept.
 	RecentAnswers int `yaml:"recent_answers"`
 }
 
@@ -421,7 +421,7 @@ const (
 )
 
 // The default and the bound of store.recent_answers: 262,144 answers is
-// ~47 MB once all are kept, about nine seconds of answers at 30,000
+// ~49 MB once all are kept, about nine seconds of answers at 30,000
 // submits/s; 4,194,304 is ~740 MB.
 const (
 	DefaultRecentAnswers = 1 << 18

@@ -1,7 +1,6 @@
 package dedup
 
 import (
-	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -65,6 +64,14 @@ type Config struct {
 	RecentAnswers int
 }
 
+// recentAnswers is Config.RecentAnswers, finalsCap when not above 0.
+func recentAnswers(n int) int {
+	if n <= 0 {
+		return finalsCap
+	}
+	return n
+}
+
 // Engine applies the submit decision table. Safe for concurrent use.
 // Close stops its background writes.
 type Engine struct {
@@ -109,7 +116,7 @@ type flight struct {
 
 // New returns an Engine.
 func New(cfg Config) *Engine {
-	e := &Engine{cfg: cfg, log: cfg.Logger, now: cfg.Now, fl: make(map[state.Key]*flight), finals: newFinals(cmp.Or(cfg.RecentAnswers, finalsCap))}
+	e := &Engine{cfg: cfg, log: cfg.Logger, now: cfg.Now, fl: make(map[state.Key]*flight), finals: newFinals(recentAnswers(cfg.RecentAnswers))}
 	e.bgCtx, e.stop = context.WithCancel(context.Background())
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)

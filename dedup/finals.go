@@ -1,6 +1,7 @@
 package dedup
 
 import (
+	"encoding/binary"
 	"hash/maphash"
 	"sync"
 	"time"
@@ -10,14 +11,14 @@ import (
 
 // finalsCap bounds the records the engine remembers as settled by its own
 // decisions (Config.RecentAnswers, store.recent_answers, overrides it):
-// 262,144 answers, 178 bytes each with their place in the index
-// (BenchmarkFinalsMemory), ~47 MB when full, none of it scanned by the
+// 262,144 answers, 186 bytes each with their place in the index
+// (BenchmarkFinalsMemory), ~49 MB when full, none of it scanned by the
 // garbage collector; about nine seconds of answers at 30,000 submits/s, so
 // that the retries of a client's last few seconds (a pass of resends after
 // a timeout, a failover of its own) are answered without reading the
 // store. A retry answered from here took ~8 µs of the proxy's CPU, one read
 // from the store ~16–20 µs; with 65,536 answers kept, the retries of a
-// 150,000-key burst went at 80–89k/s instead of 126–143k/s
+// 150,000-key burst went at 80–91k/s instead of 126–143k/s
 // (docs/performance.md). readsCap bounds those it learned by reading them
 // (the store, or a create that found the key taken), so that a client's
 // second pass of retries over keys another instance settled is answered
@@ -44,10 +45,11 @@ const (
 // key: a key is known by two independent 64-bit hashes of it, the first
 // indexing m, the second checked on a hit. Two keys are taken for one only
 // if both hashes of both agree, a chance of 2^-64 for a key that meets
-// another in m (itself a chance of at most 2^-46 per lookup with the
-// rings full). A record whose ids do not fit a slot, or whose upstream
-// name would be the 65,536th, is not remembered: it is read from the
-// store.
+// another in m (itself a chance of about 2^-46 per lookup with the rings
+// full at the default size, 2^-42 at the largest). A record whose
+// upstream name would be the 65,536th, or whose message id alone is over
+// 64 octets (SMPP allows no such id), is not remembered: it is read from
+// the store.
 type finals struct {
 	seed, seed2 maphash.Seed
 	mu          sync.Mutex
@@ -64,10 +66,14 @@ type finals struct {
 	hashOf func(state.Key) uint64
 }
 
-// slotIDs is the room of a slot for its message id and proxy id together.
-const slotIDs = 62
+// slotIDs is the room of a slot for its ids: the message id and the proxy
+// id when both fit, else only the id the client was given (the proxy id
+// when there is one, as the answer reads it: state.Record.ClientMessageID;
+// the upstream's id is then given back empty). SMPP message ids and
+// proxy-issued ids are at most 64 octets, so the client's id always fits.
+const slotIDs = 64
 
-// slot is what answering a duplicate reads of a remembered record: 144
+// slot is what answering a duplicate reads of a remembered record: 152
 // bytes, no pointer.
 type slot struct {
 	h, h2        uint64 // hash(key), hash2(key)
@@ -81,7 +87,7 @@ type slot struct {
 	accepted     bool // else rejected
 	up           uint16
 	idLen, pxLen uint8
-	ids          [slotIDs]byte // the message id, then the proxy id
+	ids          [slotIDs]byte // the message id (or none), then the proxy id
 }
 
 // ringChunk is how many slots a ring allocates at a time: a ring takes
@@ -143,15 +149,18 @@ func newFinalsOf(decided, read int) *finals {
 		decided: newRing(decided), read: newRing(read), nameOf: map[string]uint16{}}
 }
 
-// hashKey is k's hash under seed.
+// hashKey is k's hash under seed. Each field is written after its length,
+// so that two different keys never hash the same bytes (a key may hold
+// any octet, NUL included).
 func hashKey(seed maphash.Seed, k state.Key) uint64 {
 	var h maphash.Hash
 	h.SetSeed(seed)
-	h.WriteString(k.Account)
-	h.WriteByte(0)
-	h.WriteString(k.Key)
-	h.WriteByte(0)
-	h.WriteString(k.Segment)
+	var n [8]byte
+	for _, f := range [...]string{k.Account, k.Key, k.Segment} {
+		binary.LittleEndian.PutUint64(n[:], uint64(len(f)))
+		h.Write(n[:])
+		h.WriteString(f)
+	}
 	return h.Sum64()
 }
 
@@ -226,7 +235,11 @@ func (f *finals) remember(r *state.Record, read bool) {
 		return
 	}
 	h, h2 := f.hash(r.Key), hashKey(f.seed2, r.Key)
-	fits := len(r.MessageID)+len(r.ProxyID) <= slotIDs
+	msgID := r.MessageID
+	if len(msgID)+len(r.ProxyID) > slotIDs && r.ProxyID != "" {
+		msgID = "" // the answer reads only the proxy id
+	}
+	fits := len(msgID)+len(r.ProxyID) <= slotIDs
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	s := f.lookup(h, h2) // its ring and slot stay
@@ -254,10 +267,10 @@ func (f *finals) remember(r *state.Record, read bool) {
 		f.m[h] = ref(read, i)
 	}
 	*s = slot{h: h, h2: h2, fp: r.Fingerprint, status: r.Status, fpVersion: r.FingerprintVersion,
-		accepted: r.State == state.Accepted, up: up, idLen: uint8(len(r.MessageID)), pxLen: uint8(len(r.ProxyID))}
+		accepted: r.State == state.Accepted, up: up, idLen: uint8(len(msgID)), pxLen: uint8(len(r.ProxyID))}
 	s.createdSec, s.createdNsec = slotTime(r.Created)
 	s.expiresSec, s.expiresNsec = slotTime(r.Expires)
-	copy(s.ids[copy(s.ids[:], r.MessageID):], r.ProxyID)
+	copy(s.ids[copy(s.ids[:], msgID):], r.ProxyID)
 }
 
 // intern returns name's index+1 in f.names (0 for ""), adding it; false

@@ -47,7 +47,7 @@ func TestFinalsGiveBackWhatADecisionReadsOfTheRecord(t *testing.T) {
 		Owner: "host-1", Session: "smsc/1", History: []state.Event{{Note: "created"}},
 	}
 	f.put(put)
-	f.learn(&state.Record{Key: state.Key{Account: "shop", Key: "k2"}, State: state.Accepted, MessageID: "m2", Upstream: "smsc-a"})
+	f.learn(&state.Record{Key: state.Key{Account: "shop", Key: "k2"}, State: state.Accepted, MessageID: "m2", Upstream: "smsc-a", FingerprintVersion: state.FingerprintSHA256})
 	var r state.Record
 	if !f.get(put.Key, &r) {
 		t.Fatal("record not remembered")
@@ -59,30 +59,75 @@ func TestFinalsGiveBackWhatADecisionReadsOfTheRecord(t *testing.T) {
 		t.Errorf("remembered\n%#v\nwant\n%#v", r, want)
 	}
 	if !f.get(state.Key{Account: "shop", Key: "k2"}, &r) || r.Upstream != "smsc-a" || r.MessageID != "m2" ||
-		r.State != state.Accepted || !r.Created.IsZero() || !r.Expires.IsZero() {
-		t.Errorf("second record = %+v, want accepted m2 from smsc-a with zero times", r)
+		r.State != state.Accepted || !r.Created.IsZero() || !r.Expires.IsZero() || r.FingerprintVersion != state.FingerprintSHA256 {
+		t.Errorf("second record = %+v, want accepted m2 from smsc-a with zero times and the legacy fingerprint", r)
 	}
 }
 
-// A record whose ids do not fit a slot is not remembered (its retries
-// read the store), and replaces what was remembered of its key before.
-func TestFinalsDoNotRememberARecordWhoseIDsDoNotFit(t *testing.T) {
+// The id the client was given is always remembered: a proxy id with an
+// upstream id too long to keep beside it is kept alone (the answer reads
+// only the proxy id), and only an upstream id over SMPP's 64 octets is
+// not remembered, replacing what was remembered of its key before.
+func TestFinalsKeepTheClientsIDWhenBothIDsDoNotFit(t *testing.T) {
 	f := newFinalsOf(4, 4)
 	k := state.Key{Account: "a", Key: "k"}
-	f.put(&state.Record{Key: k, State: state.Accepted, MessageID: "short"})
-	long := strings.Repeat("7", 40)
-	f.put(&state.Record{Key: k, State: state.Accepted, MessageID: long, ProxyID: strings.Repeat("p", slotIDs-40+1)})
-	if r := remembered(f, k); r != nil {
-		t.Errorf("remembered %q after a record with ids too long replaced it; want nothing (read the store)", r.MessageID)
+	up, px := strings.Repeat("7", 64), strings.Repeat("p", 64)
+	f.put(&state.Record{Key: k, State: state.Accepted, MessageID: up, ProxyID: px})
+	if r := remembered(f, k); r == nil || r.ClientMessageID() != px || r.MessageID != "" {
+		t.Errorf("remembered %+v, want the 64-octet proxy id alone", r)
 	}
-	f.put(&state.Record{Key: k, State: state.Accepted, MessageID: long, ProxyID: strings.Repeat("p", slotIDs-40)})
-	if r := remembered(f, k); r == nil || r.MessageID != long || len(r.ProxyID) != slotIDs-40 {
-		t.Errorf("remembered %+v, want ids that just fit kept whole", r)
+	f.put(&state.Record{Key: k, State: state.Accepted, MessageID: up[:44], ProxyID: px[:20]})
+	if r := remembered(f, k); r == nil || r.MessageID != up[:44] || r.ProxyID != px[:20] {
+		t.Errorf("remembered %+v, want both ids (64 octets together)", r)
+	}
+	f.put(&state.Record{Key: k, State: state.Accepted, MessageID: up})
+	if r := remembered(f, k); r == nil || r.ClientMessageID() != up {
+		t.Errorf("remembered %+v, want the 64-octet upstream id", r)
+	}
+	f.put(&state.Record{Key: k, State: state.Accepted, MessageID: up + "8"})
+	if r := remembered(f, k); r != nil {
+		t.Errorf("remembered %q after a record with a 65-octet id replaced it; want nothing (read the store)", r.MessageID)
+	}
+}
+
+// Keys that differ only in where their fields end are different keys: a
+// key may hold any octet, NUL included.
+func TestFinalsTellKeysApartWhateverOctetsTheyHold(t *testing.T) {
+	f := newFinalsOf(4, 4)
+	a := state.Key{Account: "a", Key: "k\x00", Segment: "2/3"}
+	b := state.Key{Account: "a", Key: "k", Segment: "\x002/3"}
+	f.put(&state.Record{Key: a, State: state.Accepted, MessageID: "A"})
+	if r := remembered(f, b); r != nil {
+		t.Errorf("key %q segment %q answered by the record of key %q: %+v", b.Key, b.Segment, a.Key, r)
+	}
+}
+
+// A ring larger than one chunk, of a size no multiple of it, forgets
+// exactly its oldest entries as it wraps, over and over.
+func TestFinalsForgetExactlyTheOldestAcrossChunks(t *testing.T) {
+	const limit = ringChunk + 3
+	f := newFinalsOf(limit, 2)
+	key := func(i int) state.Key { return state.Key{Account: "a", Key: fmt.Sprint(i)} }
+	for i := range 3 * limit {
+		f.put(&state.Record{Key: key(i), State: state.Accepted, MessageID: fmt.Sprint(i)})
+	}
+	for i := range 3 * limit {
+		r := remembered(f, key(i))
+		if want := i >= 2*limit; (r != nil) != want || (r != nil && r.MessageID != fmt.Sprint(i)) {
+			t.Fatalf("key %d remembered = %+v, want %v (the last %d)", i, r, want, limit)
+		}
+	}
+	if len(f.m) != limit || len(f.decided.chunks) != 2 || len(f.decided.chunks[1]) != 3 {
+		t.Errorf("%d entries in %d chunks (the last of %d slots); want %d in 2, the last of 3",
+			len(f.m), len(f.decided.chunks), len(f.decided.chunks[len(f.decided.chunks)-1]), limit)
 	}
 }
 
 // The rings take memory as they fill, not when made.
 func TestFinalsTakeMemoryAsTheyFill(t *testing.T) {
+	if got := newFinals(recentAnswers(-1)).decided.limit; got != finalsCap {
+		t.Errorf("a negative RecentAnswers remembers %d answers, want the default %d", got, finalsCap)
+	}
 	f := newFinals(finalsCap)
 	if len(f.decided.chunks) != 0 || len(f.read.chunks) != 0 {
 		t.Fatalf("empty finals hold %d+%d chunks, want none", len(f.decided.chunks), len(f.read.chunks))
