@@ -223,6 +223,10 @@ func fromSlotTime(sec int64, nsec int32) time.Time {
 	return time.Unix(sec, int64(nsec)).UTC()
 }
 
+// settled reports whether r is settled: accepted or rejected, so that no
+// later write changes what a duplicate of it is answered.
+func settled(r *state.Record) bool { return r.State == state.Accepted || r.State == state.Rejected }
+
 // put remembers r, settled by the engine, if it is settled.
 func (f *finals) put(r *state.Record) { f.remember(r, false) }
 
@@ -231,7 +235,7 @@ func (f *finals) put(r *state.Record) { f.remember(r, false) }
 func (f *finals) learn(r *state.Record) { f.remember(r, true) }
 
 func (f *finals) remember(r *state.Record, read bool) {
-	if r == nil || (r.State != state.Accepted && r.State != state.Rejected) {
+	if r == nil || !settled(r) {
 		return
 	}
 	h, h2 := f.hash(r.Key), hashKey(f.seed2, r.Key)

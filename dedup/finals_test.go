@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/smppproxy/smppproxy/state"
 )
 
@@ -137,5 +140,41 @@ func TestFinalsTakeMemoryAsTheyFill(t *testing.T) {
 	}
 	if len(f.decided.chunks) != 2 {
 		t.Errorf("%d answers held in %d chunks, want 2", ringChunk+1, len(f.decided.chunks))
+	}
+}
+
+// smppproxy_dedup_settled_lookups_total says where a decision found the
+// settled record of a retry: the engine's memory of recent answers, or
+// the store (an engine that does not remember the key, as after a
+// restart or on another instance).
+func TestSettledLookupsCountWhereARetryWasAnswered(t *testing.T) {
+	st := state.NewMem(nil)
+	reg := prometheus.NewRegistry()
+	m := NewMetrics(reg)
+	first := newTestEngine(t, Config{Store: st, Forwarder: &fakeForwarder{}, InstanceID: "a", Metrics: m})
+	if a := first.Submit(ctx, "shop", Policy{}, submit(t, "k-1", "hello")); a.Outcome != OutForwarded {
+		t.Fatalf("first submit = %s, want forwarded", a.Outcome)
+	}
+	if a := first.Submit(ctx, "shop", Policy{}, submit(t, "k-1", "hello")); a.Outcome != OutReplayed {
+		t.Fatalf("retry on the same engine = %s, want replayed", a.Outcome)
+	}
+	other := newTestEngine(t, Config{Store: st, Forwarder: &fakeForwarder{}, InstanceID: "b", Metrics: m, Secret: first.cfg.Secret})
+	for range 2 {
+		if a := other.Submit(ctx, "shop", Policy{}, submit(t, "k-1", "hello")); a.Outcome != OutReplayed {
+			t.Fatalf("retry on an engine that did not settle the key = %s, want replayed", a.Outcome)
+		}
+	}
+	// An engine that creates unremembered keys without reading them
+	// first (CreateFirst, the shared store) finds the record by its create.
+	third := newTestEngine(t, Config{Store: st, Forwarder: &fakeForwarder{}, InstanceID: "c", Metrics: m, Secret: first.cfg.Secret, CreateFirst: true})
+	if a := third.Submit(ctx, "shop", Policy{}, submit(t, "k-1", "hello")); a.Outcome != OutReplayed {
+		t.Fatalf("retry on an engine that creates first = %s, want replayed", a.Outcome)
+	}
+	// The first engine's retry came from memory; the other engine read
+	// the record once, then remembered it; the third found it by its create.
+	for source, want := range map[string]float64{"memory": 2, "store": 2} {
+		if got := testutil.ToFloat64(m.settled.WithLabelValues(source)); got != want {
+			t.Errorf("settled lookups from %s = %v, want %v", source, got, want)
+		}
 	}
 }

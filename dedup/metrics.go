@@ -7,6 +7,11 @@ import "github.com/prometheus/client_golang/prometheus"
 type Metrics struct {
 	submits  *prometheus.CounterVec
 	resolved *prometheus.CounterVec
+	// settled counts the settled records a decision found, by where:
+	// its memory of recent answers, or the store.
+	settled    *prometheus.CounterVec
+	fromMemory prometheus.Counter
+	fromStore  prometheus.Counter
 }
 
 // NewMetrics registers the engine metrics on reg.
@@ -21,8 +26,26 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Namespace: "smppproxy", Subsystem: "dedup", Name: "resolved_total",
 		Help: "unknown records resolved, by account and resulting state.",
 	}, []string{"account", "state"})
-	reg.MustRegister(m.submits, m.resolved)
+	m.settled = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "smppproxy", Subsystem: "dedup", Name: "settled_lookups_total",
+		Help: "settled records (accepted or rejected) a submit's decision found under its key, by source: memory (the proxy's memory of recent answers, store.recent_answers) or store (read, or found by a create).",
+	}, []string{"source"})
+	m.fromMemory, m.fromStore = m.settled.WithLabelValues("memory"), m.settled.WithLabelValues("store")
+	reg.MustRegister(m.submits, m.resolved, m.settled)
 	return m
+}
+
+// settledFound counts a settled record a decision found, in memory or
+// in the store.
+func (m *Metrics) settledFound(inMemory bool) {
+	if m == nil {
+		return
+	}
+	if inMemory {
+		m.fromMemory.Inc()
+	} else {
+		m.fromStore.Inc()
+	}
 }
 
 func (m *Metrics) submit(account, outcome string) {

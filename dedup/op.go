@@ -175,6 +175,9 @@ func (o *op) decide(ctx context.Context) Answer {
 			// The create that lost found it: no need to read it again.
 			existing, o.found = f, nil
 			e.finals.learn(existing)
+			if settled(existing) {
+				e.cfg.Metrics.settledFound(false)
+			}
 		} else {
 			o.found = nil
 			// A read counts for haveRecord when it is the first look at the
@@ -260,6 +263,7 @@ func (o *op) newRecord(ctx context.Context, now time.Time) *state.Record {
 func (o *op) lookup(ctx context.Context, unread, first bool) (*state.Record, error) {
 	e := o.e
 	if r := &o.remembered; e.finals.get(o.k, r) && !r.Expired(e.now()) {
+		e.cfg.Metrics.settledFound(true)
 		return r, nil
 	}
 	if unread {
@@ -274,6 +278,9 @@ func (o *op) lookup(ctx context.Context, unread, first bool) (*state.Record, err
 	}
 	if err == nil {
 		e.finals.learn(r)
+		if settled(r) {
+			e.cfg.Metrics.settledFound(false)
+		}
 	}
 	if first && (err == nil || errors.Is(err, state.ErrNotFound)) {
 		o.observeKey(err == nil)
