@@ -277,6 +277,9 @@ type BadgerStore struct {
 	hwm          *hwmFile      // committer only (after open); nil in memory
 	hwmFailing   bool          // committer only: the last HWMFile write failed
 	clog         *commitLog    // nil with BadgerOptions.NoCommitLog (or InMemory)
+	// sent: the Sent index entries the commit log holds and Badger not
+	// yet (sentlog.go); nil without the commit log.
+	sent *sentLog
 
 	stripes    [nStripes]sync.Mutex // record-key locks (lockKey)
 	seed       maphash.Seed
@@ -869,7 +872,25 @@ func (s *BadgerStore) ScanState(ctx context.Context, st SubmitState, fn func(*Re
 	}
 	defer s.exit()
 	now := s.now()
+	// The entries the commit log holds and Badger not yet (sentlog.go),
+	// visited after those in Badger unless found there.
+	logged := map[string]bool{}
+	if s.sent != nil {
+		for _, rk := range s.sent.keys() {
+			logged[string(rk)] = true
+		}
+	}
 	return s.db.View(func(txn *badger.Txn) error {
+		visit := func(rk []byte) (bool, error) {
+			rec, _, _, err := loadRecord(txn, rk, true)
+			if err != nil {
+				return false, err
+			}
+			if rec == nil || rec.State != Sent || rec.Expired(now) {
+				return true, nil // a stale entry (its record moved on, or expired)
+			}
+			return fn(rec), nil
+		}
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(prefixSent)})
 		defer it.Close()
 		n := 0
@@ -879,15 +900,15 @@ func (s *BadgerStore) ScanState(ctx context.Context, st SubmitState, fn func(*Re
 					return err
 				}
 			}
-			rec, _, _, err := loadRecord(txn, recordKeyOfSent(it.Item().Key()), true)
-			if err != nil {
+			rk := recordKeyOfSent(it.Item().Key())
+			delete(logged, string(rk))
+			if more, err := visit(rk); err != nil || !more {
 				return err
 			}
-			if rec == nil || rec.State != Sent || rec.Expired(now) {
-				continue // a stale entry (its record moved on, or expired)
-			}
-			if !fn(rec) {
-				return nil
+		}
+		for rk := range logged {
+			if more, err := visit([]byte(rk)); err != nil || !more {
+				return err
 			}
 		}
 		return nil

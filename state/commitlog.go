@@ -621,7 +621,27 @@ func (s *BadgerStore) truncateCommitLog() error {
 			n = len(segs)
 		}
 	}
+	if n == 0 {
+		return nil
+	}
+	// The Sent index entries those segments put and Badger does not hold
+	// yet go to Badger first (durable in a later segment).
+	if err := s.promoteSent(s.clog.lastSeq(segs[n-1])); err != nil {
+		return err
+	}
 	return s.removeSegments(segs[:n])
+}
+
+// lastSeq is the last batch of sg, a segment with a successor.
+func (l *commitLog) lastSeq(sg segment) uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i := 0; i+1 < len(l.segs); i++ {
+		if l.segs[i].path == sg.path {
+			return l.segs[i+1].first - 1
+		}
+	}
+	return ^uint64(0) // not found (never so): promote everything
 }
 
 // trimSyncAfter: how long a commit log segment waits for Badger's
@@ -759,6 +779,7 @@ func (s *BadgerStore) startCommitLog(opts BadgerOptions, valueThreshold int64) e
 	if s.clog, err = openCommitLog(s.path, s.commitSeq+1, nil, max(opts.commitLogRotate, 0)); err != nil {
 		return err
 	}
+	s.sent = newSentLog()
 	if valueThreshold < math.MaxInt32 {
 		s.clog.vlogAt = int(valueThreshold)
 	}
@@ -772,6 +793,12 @@ func (s *BadgerStore) closeDB() error {
 	// may run then (tablepages.go).
 	s.stopPages()
 	if s.clog != nil {
+		if err := s.flushSentAtClose(); err != nil {
+			// The commit log stays: the next open replays it.
+			s.log.Error("state: index of sent records not written at close; the commit log is kept", "err", err)
+			_ = s.clog.close()
+			return errors.Join(err, s.db.Close())
+		}
 		if _, err := s.syncBadger(); err != nil {
 			s.log.Error("state: sync at close", "err", err)
 		}

@@ -44,6 +44,9 @@ type write struct {
 	// shared: other requests' decisions may read this key (index entries,
 	// queue keys), so the committer keeps it in its overlay until durable.
 	shared bool
+	// promote: a Sent index entry the commit log holds, to be written to
+	// Badger now if it is still held (sentlog.go).
+	promote bool
 }
 
 // size is what the write weighs in a Badger transaction (its estimate
@@ -58,6 +61,11 @@ type batch struct {
 	bytes  int64     // their size
 	first  time.Time // when its first request was taken
 	shared []string  // overlay keys its requests staged
+	// sentTaken: the Sent index entries whose deletion it keeps from
+	// Badger, settled with its outcome (sentlog.go); sentSeq: its
+	// sequence number when launched.
+	sentTaken []string
+	sentSeq   uint64
 }
 
 // commitLoop is the committer. It keeps at most one transaction in
@@ -162,22 +170,30 @@ func (s *BadgerStore) launch(b *batch, next *batch, done chan<- error) {
 			s.log.Error("state: high-water mark not staged", "err", err)
 		}
 	}
+	var taken []string // Sent index entries whose deletion this batch keeps from Badger (stageSent)
+	seq := s.commitSeq + 1
+	b.sentTaken, b.sentSeq = nil, seq
 	for i, r := range b.reqs {
-		err := setWrites(txn, r.writes)
+		err := s.setWrites(txn, r.writes, seq, &taken)
 		if errors.Is(err, badger.ErrTxnTooBig) && i > 0 {
 			// txn holds part of r's writes: rebuild it without r and
 			// carry r and the rest over to the next batch.
 			txn.Discard()
+			if s.sent != nil {
+				s.sent.settled(taken, seq, false)
+			}
 			s.carry(b, next, i)
 			s.launch(b, next, done)
 			return
 		}
 		if err != nil {
 			txn.Discard()
+			b.sentTaken = taken
 			done <- fmt.Errorf("state: write: %w", err)
 			return
 		}
 	}
+	b.sentTaken = taken
 	if s.clog == nil {
 		txn.CommitWith(func(err error) {
 			if err != nil {
@@ -251,6 +267,20 @@ func (s *BadgerStore) carry(b, next *batch, i int) {
 	}
 	next.reqs = append(append([]*request(nil), moved...), next.reqs...)
 	b.reqs = b.reqs[:i:i]
+}
+
+// setWrites stages ws, writes of batch seq, in txn, but the Sent index
+// entries the commit log keeps (stageSent; taken collects those deleted).
+func (s *BadgerStore) setWrites(txn *badger.Txn, ws []write, seq uint64, taken *[]string) error {
+	for i := range ws {
+		if s.stageSent(&ws[i], seq, taken) {
+			continue
+		}
+		if err := setWrites(txn, ws[i:i+1]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func setWrites(txn *badger.Txn, ws []write) error {
@@ -421,6 +451,9 @@ func (st *stager) completed(b, next *batch, err error) {
 		s.committedNow()
 	} else {
 		s.log.Error("state: commit failed", "err", err)
+	}
+	if s.sent != nil {
+		s.sent.settled(b.sentTaken, b.sentSeq, err == nil)
 	}
 	// Before the snapshot that shows the batch: the filter of record keys
 	// and the row cache never lag a published snapshot.
