@@ -233,7 +233,8 @@ type BadgerStats struct {
 // of their history); the rest of the history is an append-only event log
 // under keys of its own, capped at MaxHistory events, written in the same
 // transaction; an index of the
-// records in state Sent serves ScanState.
+// records in state Sent serves ScanState (kept in the commit log, and in
+// Badger only once the log no longer holds it: sentlog.go).
 //
 // Keys: records, their history events and indexes share one keyspace;
 // the layout is described next to recordKey in codec.go.
@@ -873,7 +874,10 @@ func (s *BadgerStore) ScanState(ctx context.Context, st SubmitState, fn func(*Re
 	defer s.exit()
 	now := s.now()
 	// The entries the commit log holds and Badger not yet (sentlog.go),
-	// visited after those in Badger unless found there.
+	// visited after those in Badger unless found there. They are listed
+	// before Badger's view is taken: an entry leaves the list only once
+	// the batch that wrote it to Badger is durable, so every entry is in
+	// one or the other.
 	logged := map[string]bool{}
 	if s.sent != nil {
 		for _, rk := range s.sent.keys() {
@@ -907,6 +911,11 @@ func (s *BadgerStore) ScanState(ctx context.Context, st SubmitState, fn func(*Re
 			}
 		}
 		for rk := range logged {
+			if n++; n%256 == 0 {
+				if err := ctxErr(ctx); err != nil {
+					return err
+				}
+			}
 			if more, err := visit([]byte(rk)); err != nil || !more {
 				return err
 			}

@@ -533,7 +533,10 @@ func legacyResends(h []Event) int {
 //	                                         keeps with it on: 1, or none while its
 //	                                         history is kept whole with it)
 //	s/<account>\x00<key>\x00<segment>      → "" while the record is Sent
-//	                                         (sentKey; ScanState)
+//	                                         (sentKey; ScanState; with the
+//	                                         commit log, in Badger only once
+//	                                         the log no longer holds it:
+//	                                         sentlog.go)
 //	x/qseq                                  → last queue sequence number
 //	x/marker                                → the store's marker (JSON; marker.go)
 //	x/hwm                                   → commits made, last commit time (hwm.go)

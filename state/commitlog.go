@@ -786,8 +786,11 @@ func (s *BadgerStore) startCommitLog(opts BadgerOptions, valueThreshold int64) e
 	return nil
 }
 
-// closeDB closes Badger (which flushes its memtables into synced tables)
-// and then removes the commit log, which it no longer needs.
+// closeDB writes the Sent index entries the commit log alone holds to
+// Badger (sentlog.go), closes Badger (which flushes its memtables into
+// synced tables) and then removes the commit log, which it no longer
+// needs. If those entries cannot be written, the commit log is kept: the
+// next open replays it.
 func (s *BadgerStore) closeDB() error {
 	// Badger unmaps its tables as it closes: no pass over their pages
 	// may run then (tablepages.go).

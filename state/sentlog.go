@@ -34,12 +34,15 @@ type sentLog struct {
 }
 
 // sentEntry is a Sent index entry the commit log holds and Badger does
-// not: seq is the batch that last put it; delBy, when not 0, the batch in
-// flight whose deletion took it (kept from Badger, and forgotten once that
-// batch is durable; until then it is still promoted as any other, so that
-// a failed deletion never leaves the record unindexed).
+// not: seq is the earliest batch that put it and may be the durable one
+// (a put again in a batch that fails must not move it past that one);
+// delBy, when not 0, the batch in flight whose deletion took it (kept from
+// Badger); promBy, the batch in flight that writes it to Badger. Either way
+// the entry is forgotten only once that batch is durable (settled): until
+// then it is held, listed by keys and promoted as any other, so that a
+// failed batch never leaves the record unindexed.
 type sentEntry struct {
-	seq, expiresAt, delBy uint64
+	seq, expiresAt, delBy, promBy uint64
 }
 
 func newSentLog() *sentLog { return &sentLog{m: map[string]sentEntry{}} }
@@ -49,6 +52,9 @@ func isSentKey(k []byte) bool { return bytes.HasPrefix(k, []byte(prefixSent)) }
 // put notes the entry w puts, in batch seq.
 func (l *sentLog) put(w *write, seq uint64) {
 	l.mu.Lock()
+	if e, ok := l.m[string(w.key)]; ok {
+		seq = min(seq, e.seq) // its earlier put may be the durable one
+	}
 	l.m[string(w.key)] = sentEntry{seq: seq, expiresAt: w.expiresAt}
 	l.mu.Unlock()
 }
@@ -66,13 +72,17 @@ func (l *sentLog) deleting(key []byte, seq uint64) bool {
 	return ok
 }
 
-// promoted forgets key, written to Badger now, and reports whether it
-// was held (else its promotion is not written: a deletion took it).
-func (l *sentLog) promoted(key []byte) bool {
+// promoted marks key as written to Badger by batch seq and reports
+// whether it is held (else its promotion is not written to Badger: a
+// deletion took it).
+func (l *sentLog) promoted(key []byte, seq uint64) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	_, ok := l.m[string(key)]
-	delete(l.m, string(key))
+	e, ok := l.m[string(key)]
+	if ok {
+		e.promBy = seq
+		l.m[string(key)] = e
+	}
 	return ok
 }
 
@@ -88,11 +98,11 @@ func (l *sentLog) settled(keys []string, seq uint64, ok bool) {
 	for _, k := range keys {
 		e, held := l.m[k]
 		switch {
-		case !held || e.delBy != seq:
+		case !held || (e.delBy != seq && e.promBy != seq):
 		case ok:
 			delete(l.m, k)
 		default:
-			e.delBy = 0
+			e.delBy, e.promBy = 0, 0
 			l.m[k] = e
 		}
 	}
@@ -133,7 +143,11 @@ func (s *BadgerStore) stageSent(w *write, seq uint64, taken *[]string) bool {
 	}
 	switch {
 	case w.promote:
-		return !s.sent.promoted(w.key)
+		if !s.sent.promoted(w.key, seq) {
+			return true
+		}
+		*taken = append(*taken, string(w.key))
+		return false
 	case !w.del:
 		s.sent.put(w, seq)
 		return true
@@ -154,11 +168,16 @@ func (s *BadgerStore) promoteSent(seq uint64) error {
 	ws := s.sent.upTo(seq)
 	// In requests of promoteChunk writes, sent together: the committer
 	// groups them into as few batches as fit.
+	// At most promoteInFlight requests at a time, so that a backlog of
+	// entries (a long upstream outage) does not crowd out the submits.
 	errs := make([]error, (len(ws)+promoteChunk-1)/promoteChunk)
 	var wg sync.WaitGroup
+	sem := make(chan struct{}, promoteInFlight)
 	for i := range errs {
 		chunk := ws[i*promoteChunk : min(len(ws), (i+1)*promoteChunk)]
+		sem <- struct{}{}
 		wg.Go(func() {
+			defer func() { <-sem }()
 			r := &request{writes: chunk, done: make(chan struct{})}
 			if errs[i] = s.submit(context.Background(), r); errs[i] == nil && r.err != nil {
 				errs[i] = fmt.Errorf("state: write the index of sent records: %w", r.err)
@@ -168,6 +187,10 @@ func (s *BadgerStore) promoteSent(seq uint64) error {
 	wg.Wait()
 	return errors.Join(errs...)
 }
+
+// promoteInFlight bounds the promotion requests waiting for the committer
+// at once.
+const promoteInFlight = 4
 
 // promoteChunk is the most Sent index entries one request promotes.
 const promoteChunk = 256

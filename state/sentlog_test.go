@@ -215,3 +215,74 @@ func TestSentLogDeletionsFollowTheirBatch(t *testing.T) {
 		t.Errorf("after its deletion was durable the entry is still held (%d)", len(ws))
 	}
 }
+
+// A promotion that must be split over several batches (more entries than
+// one Badger transaction takes) loses none of them: an entry is forgotten
+// only once the batch that wrote it to Badger is durable.
+func TestAPromotionSplitOverBatchesKeepsEveryEntry(t *testing.T) {
+	s, err := OpenBadger(BadgerOptions{Path: t.TempDir(), GCInterval: -1, CheckpointInterval: -1, MaxBatch: 512, unlimitedBatch: true,
+		tune: func(o badger.Options) badger.Options { return o.WithMemTableSize(1 << 20).WithValueThreshold(64 << 10) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	now := time.Now()
+	const n = 6000
+	for i := range n {
+		if _, _, err := s.Create(context.Background(), sentRecord(fmt.Sprint("k", i), now)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.promoteSent(^uint64(0)); err != nil {
+		t.Fatalf("promoteSent = %v", err)
+	}
+	if held, in := len(s.sent.keys()), sentVersions(t, s); held+in < n {
+		t.Errorf("after the promotion %d entries are held and %d in Badger, want all %d in one or the other", held, in, n)
+	}
+	if got := scanSent(t, s); len(got) != n {
+		t.Errorf("ScanState(Sent) visits %d records, want %d", len(got), n)
+	}
+}
+
+// A promotion whose batch fails (the commit log cannot be written) keeps
+// its entries, which Close then writes to Badger: after a reopen every
+// record still Sent is found.
+func TestAFailedPromotionKeepsItsEntriesForClose(t *testing.T) {
+	dir := t.TempDir()
+	s, err := OpenBadger(BadgerOptions{Path: dir, GCInterval: -1, CheckpointInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	for i := range 10 {
+		if _, _, err := s.Create(context.Background(), sentRecord(fmt.Sprint("k", i), now)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = s.clog.f.Close() // the next write to the log fails
+	if err := s.promoteSent(^uint64(0)); err == nil {
+		t.Fatal("promoteSent with the commit log closed = nil, want its failure")
+	}
+	_ = s.Close()
+	s2, err := OpenBadger(BadgerOptions{Path: dir, GCInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if got := scanSent(t, s2); len(got) != 10 {
+		t.Errorf("after a failed promotion, a close and a reopen ScanState(Sent) visits %d records, want 10", len(got))
+	}
+}
+
+// An entry put again (its record's TTL grew) in a batch that may fail
+// keeps the batch of its first put, the one known durable: it is promoted
+// with that batch's segment.
+func TestAnEntryPutAgainKeepsTheBatchOfItsFirstPut(t *testing.T) {
+	l := newSentLog()
+	k := []byte(prefixSent + "acme/k")
+	l.put(&write{key: k}, 5)
+	l.put(&write{key: k}, 6)
+	if ws := l.upTo(5); len(ws) != 1 {
+		t.Errorf("an entry put in batch 5 and again in 6 is not promoted with batch 5's segment")
+	}
+}
