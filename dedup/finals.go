@@ -185,10 +185,13 @@ func (f *finals) lookup(h, h2 uint64) *slot {
 // get sets *r to the remembered record of k (see slot) and reports
 // whether there is one.
 func (f *finals) get(k state.Key, r *state.Record) bool {
-	h, h2 := f.hash(k), hashKey(f.seed2, k)
+	h := f.hash(k)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	s := f.lookup(h, h2)
+	if _, ok := f.m[h]; !ok {
+		return false // a fresh key, mostly: no second hash
+	}
+	s := f.lookup(h, hashKey(f.seed2, k))
 	if s == nil {
 		return false
 	}
