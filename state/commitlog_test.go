@@ -145,19 +145,7 @@ func TestCommitLogRotatesAndCheckpointRemovesOldSegments(t *testing.T) {
 	if got := segs(); len(got) != 1 {
 		t.Errorf("segments after a checkpoint with Badger synced = %v, want only the current one", got)
 	}
-	// A crash: the store is abandoned without Close (its directory lock
-	// is released by closing Badger behind the store's back, leaving
-	// the commit log as it is).
-	_ = s.clog.close()
-	s.stopPages() // a dead process makes no pass over Badger's tables, which Close unmaps
-	if err := s.db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	s2, err := OpenBadger(BadgerOptions{Path: dir, GCInterval: -1})
-	if err != nil {
-		t.Fatalf("reopen = %v", err)
-	}
-	defer s2.Close()
+	s2 := crashReopen(t, s, dir)
 	for i := range 200 {
 		if _, err := s2.Get(ctx, Key{Account: "acme", Key: fmt.Sprintf("k%d", i)}); err != nil {
 			t.Fatalf("Get(k%d) after reopen = %v", i, err)
@@ -355,4 +343,24 @@ func TestCommitLogSegmentsArePreallocatedAndTheirUnusedZerosAreNotDamage(t *test
 	if left, _ := filepath.Glob(filepath.Join(dir, "commit-*")); len(left) != 0 {
 		t.Errorf("files left by a clean stop: %v, want no segment and no spare", left)
 	}
+}
+
+// crashReopen abandons s as a killed process leaves it (no Close: the
+// directory lock is released by closing Badger behind the store's back,
+// the commit log left as it is) and opens dir again, closed at the end of
+// the test.
+func crashReopen(t *testing.T, s *BadgerStore, dir string) *BadgerStore {
+	t.Helper()
+	s.clog.spareWG.Wait() // a dead process writes nothing more
+	_ = s.clog.close()
+	s.stopPages() // a dead process makes no pass over Badger's tables, which Close unmaps
+	if err := s.db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := OpenBadger(BadgerOptions{Path: dir, GCInterval: -1})
+	if err != nil {
+		t.Fatalf("reopen after a crash = %v", err)
+	}
+	t.Cleanup(func() { s2.Close() })
+	return s2
 }

@@ -62,25 +62,23 @@ func (l *sentLog) put(w *write, seq uint64) {
 // deleting marks key as deleted by batch seq and reports whether it is
 // held (else the deletion goes to Badger).
 func (l *sentLog) deleting(key []byte, seq uint64) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	e, ok := l.m[string(key)]
-	if ok {
-		e.delBy = seq
-		l.m[string(key)] = e
-	}
-	return ok
+	return l.mark(key, func(e *sentEntry) { e.delBy = seq })
 }
 
 // promoted marks key as written to Badger by batch seq and reports
 // whether it is held (else its promotion is not written to Badger: a
 // deletion took it).
 func (l *sentLog) promoted(key []byte, seq uint64) bool {
+	return l.mark(key, func(e *sentEntry) { e.promBy = seq })
+}
+
+// mark applies set to key's entry and reports whether there is one.
+func (l *sentLog) mark(key []byte, set func(*sentEntry)) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	e, ok := l.m[string(key)]
 	if ok {
-		e.promBy = seq
+		set(&e)
 		l.m[string(key)] = e
 	}
 	return ok

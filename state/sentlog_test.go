@@ -137,18 +137,7 @@ func TestSentRecordsOutliveTheCommitLogSegmentsThatCreatedThem(t *testing.T) {
 	}
 	testkit.Eventually(t, 10*time.Second, func() bool { return sentVersions(t, s) >= len(stuck) },
 		"the stuck records' index entries never reached Badger")
-	// A crash: abandoned without Close, Badger closed behind its back.
-	s.clog.spareWG.Wait()
-	_ = s.clog.close()
-	s.stopPages()
-	if err := s.db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	s2, err := OpenBadger(BadgerOptions{Path: dir, GCInterval: -1})
-	if err != nil {
-		t.Fatalf("reopen = %v", err)
-	}
-	defer s2.Close()
+	s2 := crashReopen(t, s, dir)
 	if got := scanSent(t, s2); !slices.Equal(got, stuck) {
 		t.Errorf("ScanState(Sent) after the crash = %v, want the %d stuck records %v", got, len(stuck), stuck)
 	}
