@@ -351,6 +351,11 @@ func TestCommitLogSegmentsArePreallocatedAndTheirUnusedZerosAreNotDamage(t *test
 // the test.
 func crashReopen(t *testing.T, s *BadgerStore, dir string) *BadgerStore {
 	t.Helper()
+	// A dead process runs no goroutine: the checkpoint's trimming (which
+	// syncs Badger) and the allocator trimming end first.
+	close(s.stopCheckpoint)
+	<-s.checkpointDone
+	s.stopTrim()
 	s.clog.spareWG.Wait() // a dead process writes nothing more
 	_ = s.clog.close()
 	s.stopPages() // a dead process makes no pass over Badger's tables, which Close unmaps
