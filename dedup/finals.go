@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/smppproxy/smppproxy/config"
 	"github.com/smppproxy/smppproxy/state"
 )
 
@@ -24,7 +25,7 @@ import (
 // second pass of retries over keys another instance settled is answered
 // from memory.
 const (
-	finalsCap = 1 << 18
+	finalsCap = config.DefaultRecentAnswers
 	readsCap  = 1 << 14
 )
 

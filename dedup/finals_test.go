@@ -128,9 +128,6 @@ func TestFinalsForgetExactlyTheOldestAcrossChunks(t *testing.T) {
 
 // The rings take memory as they fill, not when made.
 func TestFinalsTakeMemoryAsTheyFill(t *testing.T) {
-	if got := newFinals(recentAnswers(-1)).decided.limit; got != finalsCap {
-		t.Errorf("a negative RecentAnswers remembers %d answers, want the default %d", got, finalsCap)
-	}
 	f := newFinals(finalsCap)
 	if len(f.decided.chunks) != 0 || len(f.read.chunks) != 0 {
 		t.Fatalf("empty finals hold %d+%d chunks, want none", len(f.decided.chunks), len(f.read.chunks))
@@ -175,6 +172,16 @@ func TestSettledLookupsCountWhereARetryWasAnswered(t *testing.T) {
 	for source, want := range map[string]float64{"memory": 2, "store": 2} {
 		if got := testutil.ToFloat64(m.settled.WithLabelValues(source)); got != want {
 			t.Errorf("settled lookups from %s = %v, want %v", source, got, want)
+		}
+	}
+}
+
+// A RecentAnswers of 0 or below (an engine built without the
+// configuration's check) remembers the default number of answers.
+func TestRecentAnswersNotAboveZeroMeanTheDefault(t *testing.T) {
+	for _, n := range []int{0, -1} {
+		if got := newFinals(recentAnswers(n)).decided.limit; got != finalsCap {
+			t.Errorf("RecentAnswers %d remembers %d answers, want the default %d", n, got, finalsCap)
 		}
 	}
 }

@@ -174,10 +174,7 @@ func (o *op) decide(ctx context.Context) Answer {
 		if f := o.found; f != nil && !f.Expired(e.now()) {
 			// The create that lost found it: no need to read it again.
 			existing, o.found = f, nil
-			e.finals.learn(existing)
-			if settled(existing) {
-				e.cfg.Metrics.settledFound(false)
-			}
+			e.foundInStore(existing)
 		} else {
 			o.found = nil
 			// A read counts for haveRecord when it is the first look at the
@@ -277,15 +274,21 @@ func (o *op) lookup(ctx context.Context, unread, first bool) (*state.Record, err
 		r, err = e.cfg.Store.Get(ctx, o.k)
 	}
 	if err == nil {
-		e.finals.learn(r)
-		if settled(r) {
-			e.cfg.Metrics.settledFound(false)
-		}
+		e.foundInStore(r)
 	}
 	if first && (err == nil || errors.Is(err, state.ErrNotFound)) {
 		o.observeKey(err == nil)
 	}
 	return r, err
+}
+
+// foundInStore remembers r, found in the store (read, or by a create),
+// if it is settled, and counts it (smppproxy_dedup_settled_lookups_total).
+func (e *Engine) foundInStore(r *state.Record) {
+	e.finals.learn(r)
+	if settled(r) {
+		e.cfg.Metrics.settledFound(false)
+	}
 }
 
 // observeKey notes, once per submit, whether its key, not remembered,

@@ -163,37 +163,32 @@ func (s *BadgerStore) launch(b *batch, next *batch, done chan<- error) {
 		return
 	}
 	txn := s.db.NewTransaction(true)
+	seq := s.commitSeq + 1 // this batch's sequence number
 	var hwm write
 	if s.mark != nil {
-		hwm = write{key: []byte(keyHWM), val: encodeHWM(s.commitSeq+1, time.Now())}
+		hwm = write{key: []byte(keyHWM), val: encodeHWM(seq, time.Now())}
 		if err := txn.Set(hwm.key, hwm.val); err != nil {
 			s.log.Error("state: high-water mark not staged", "err", err)
 		}
 	}
-	var taken []string // Sent index entries whose deletion this batch keeps from Badger (stageSent)
-	seq := s.commitSeq + 1
 	b.sentTaken, b.sentSeq = nil, seq
 	for i, r := range b.reqs {
-		err := s.setWrites(txn, r.writes, seq, &taken)
+		err := s.setWrites(txn, r.writes, seq, &b.sentTaken)
 		if errors.Is(err, badger.ErrTxnTooBig) && i > 0 {
 			// txn holds part of r's writes: rebuild it without r and
 			// carry r and the rest over to the next batch.
 			txn.Discard()
-			if s.sent != nil {
-				s.sent.settled(taken, seq, false)
-			}
+			s.sent.settled(b.sentTaken, seq, false)
 			s.carry(b, next, i)
 			s.launch(b, next, done)
 			return
 		}
 		if err != nil {
 			txn.Discard()
-			b.sentTaken = taken
 			done <- fmt.Errorf("state: write: %w", err)
 			return
 		}
 	}
-	b.sentTaken = taken
 	if s.clog == nil {
 		txn.CommitWith(func(err error) {
 			if err != nil {
@@ -203,7 +198,7 @@ func (s *BadgerStore) launch(b *batch, next *batch, done chan<- error) {
 		})
 		return
 	}
-	s.commitLogged(txn, s.commitSeq+1, hwm, b.reqs, done)
+	s.commitLogged(txn, seq, hwm, b.reqs, done)
 }
 
 // commitLogged commits txn, batch seq of reqs (hwm: its high-water mark's
@@ -452,9 +447,7 @@ func (st *stager) completed(b, next *batch, err error) {
 	} else {
 		s.log.Error("state: commit failed", "err", err)
 	}
-	if s.sent != nil {
-		s.sent.settled(b.sentTaken, b.sentSeq, err == nil)
-	}
+	s.sent.settled(b.sentTaken, b.sentSeq, err == nil)
 	// Before the snapshot that shows the batch: the filter of record keys
 	// and the row cache never lag a published snapshot.
 	s.keys.add(b.reqs)

@@ -88,8 +88,8 @@ func (l *sentLog) mark(key []byte, set func(*sentEntry)) bool {
 // entries go; failed, they are held as before. An entry put again, or
 // promoted, since is left as it is.
 func (l *sentLog) settled(keys []string, seq uint64, ok bool) {
-	if len(keys) == 0 {
-		return
+	if l == nil || len(keys) == 0 {
+		return // (no commit log: nothing kept)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
