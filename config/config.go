@@ -365,20 +365,25 @@ func (c *Config) GCPercentOrDefault() int {
 //
 // Why: the embedded store's compactions run many goroutines at once (its
 // table builders, and several block compressors for each), and on a
-// 2-CPU host they hold both of the runtime's two processors for up to
-// the runtime's 10 ms time slice each, while the goroutines that answer
-// submits wait in the run queues behind them. With more processors than
-// CPUs the kernel shares the CPUs among their threads in far shorter
-// slices. Measured on a 2-CPU host, 5,000 submits/s offered right after
-// a burst of 300,000 fresh submits (the store compacting what the burst
-// wrote): the p99 was 45-152 ms (median ~110, 14 runs) with 2 and 33-74
-// ms (median ~56, 8 runs) with 4; in `bench --processes` (3 rounds of
-// 60,000) the added p99 at 5,000/s was +10.9 ms against +18.6. The price
-// is ~4-5% more CPU per operation at saturation (a submit and its
-// receipt: 101-104 against 96-100 µs), for the same rates within the
-// runs' noise. With PostgreSQL the proxy compacts nothing and shares the
-// CPUs with the database, so Go's choice stands; under a CPU limit, more
-// threads than the limit would only be throttled.
+// 2-CPU host they hold the runtime's processors for up to its 10 ms time
+// slice each, while the goroutines that answer submits wait in the run
+// queues behind them. With more processors than CPUs the kernel shares
+// the CPUs among their threads in far shorter slices, and a thread woken
+// to answer a submit gets a CPU soon. Measured on a 2-CPU host: 5,000
+// submits/s offered right after a burst of 300,000 fresh submits gave a
+// p99 of 45-152 ms (median ~110, 14 runs) with 2 and 33-74 ms (median
+// ~56, 8 runs) with 4. In `bench --processes --rounds 3 --count 60000`,
+// the 5,000/s run of rounds 2 and 3 (the store then holds a few hundred
+// thousand submits and their receipts, and compacts them while the run
+// writes: a trace showed bursts of ~1.3 s in which compaction ran on
+// three of four processors and goroutines waited up to 47 ms for one)
+// gave a p99 of 64-106 ms (median 82, 8 rounds) with 4, 16-75 (median
+// 35) with 8 and 24-86 (median 40, 12 rounds) with 16; the fresh
+// submits/s at saturation were the same with 8 as with 4 (medians 16,873
+// and 16,802) and the CPU per submit too (80.9 and 82.6 µs), where 16
+// cost ~10% of both. With PostgreSQL the proxy compacts nothing and
+// shares the CPUs with the database, so Go's choice stands; under a CPU
+// limit, more threads than the limit would only be throttled.
 func (c *Config) MaxProcsOrDefault(goDefault int, cpuLimited bool) int {
 	if c.MaxProcs != 0 {
 		return c.MaxProcs
@@ -391,7 +396,7 @@ func (c *Config) MaxProcsOrDefault(goDefault int, cpuLimited bool) int {
 
 // MinAutoProcs is the fewest processors MaxProcsOrDefault gives the
 // embedded store's proxy on a host of fewer CPUs.
-const MinAutoProcs = 4
+const MinAutoProcs = 8
 
 // MaxMaxProcs bounds max_procs.
 const MaxMaxProcs = 1024

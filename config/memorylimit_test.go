@@ -41,7 +41,7 @@ func TestGCPercentDefaultsToGosAndIsBounded(t *testing.T) {
 }
 
 // max_procs: 0 or absent is automatic — Go's choice, raised to
-// MinAutoProcs with the embedded store on a host of fewer CPUs that no CPU
+// MinAutoProcs (8) with the embedded store on a host of fewer CPUs that no CPU
 // limit holds back; a value is taken as is, and out of range is an error.
 func TestMaxProcsIsAutomaticUnlessSetAndIsBounded(t *testing.T) {
 	c := mustParse(t, base)
@@ -54,9 +54,11 @@ func TestMaxProcsIsAutomaticUnlessSetAndIsBounded(t *testing.T) {
 		cpuLimited bool
 		want       int
 	}{
-		{"2 CPUs, no CPU limit: raised", 2, false, MinAutoProcs},
+		{"2 CPUs, no CPU limit: raised to 8", 2, false, 8},
 		{"1 CPU, no CPU limit: raised", 1, false, MinAutoProcs},
+		{"4 CPUs, no CPU limit: raised", 4, false, MinAutoProcs},
 		{"8 CPUs: Go's choice", 8, false, 8},
+		{"12 CPUs: Go's choice", 12, false, 12},
 		{"a CPU limit (Go chose 2): Go's choice, never above the limit", 2, true, 2},
 	} {
 		if got := c.MaxProcsOrDefault(tc.goDefault, tc.cpuLimited); got != tc.want {
