@@ -361,7 +361,8 @@ func (c *Config) GCPercentOrDefault() int {
 // MaxProcsOrDefault is serve's GOMAXPROCS: max_procs, or, when it is 0,
 // goDefault (what the Go runtime chose: the host's CPUs, or a container's
 // CPU limit rounded up) raised to MinAutoProcs with the embedded store on
-// a host of fewer CPUs that no CPU limit holds (cpuLimited false).
+// a host of fewer than MinAutoProcs CPUs that no CPU limit holds
+// (cpuLimited false). Measured on 2 CPUs only (below).
 //
 // Why: the embedded store's compactions run many goroutines at once (its
 // table builders, and several block compressors for each), and on a
@@ -375,13 +376,13 @@ func (c *Config) GCPercentOrDefault() int {
 // ~56, 8 runs) with 4. In `bench --processes --rounds 3 --count 60000`,
 // the 5,000/s run of rounds 2 and 3 (the store then holds a few hundred
 // thousand submits and their receipts, and compacts them while the run
-// writes: a trace showed bursts of ~1.3 s in which compaction ran on
+// writes: a trace showed a burst of ~1.3 s in which compaction ran on
 // three of four processors and goroutines waited up to 47 ms for one)
 // gave a p99 of 64-106 ms (median 82, 8 rounds) with 4, 16-75 (median
-// 35) with 8 and 24-86 (median 40, 12 rounds) with 16; the fresh
+// 35, 8 rounds) with 8 and 24-86 (median 40, 12 rounds) with 16; the fresh
 // submits/s at saturation were the same with 8 as with 4 (medians 16,873
 // and 16,802) and the CPU per submit too (80.9 and 82.6 µs), where 16
-// cost ~10% of both. With PostgreSQL the proxy compacts nothing and
+// cost ~8% of the submits/s and ~12% more CPU per submit. With PostgreSQL the proxy compacts nothing and
 // shares the CPUs with the database, so Go's choice stands; under a CPU
 // limit, more threads than the limit would only be throttled.
 func (c *Config) MaxProcsOrDefault(goDefault int, cpuLimited bool) int {
@@ -395,7 +396,7 @@ func (c *Config) MaxProcsOrDefault(goDefault int, cpuLimited bool) int {
 }
 
 // MinAutoProcs is the fewest processors MaxProcsOrDefault gives the
-// embedded store's proxy on a host of fewer CPUs.
+// embedded store's proxy on a host of fewer than MinAutoProcs CPUs.
 const MinAutoProcs = 8
 
 // MaxMaxProcs bounds max_procs.

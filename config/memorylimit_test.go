@@ -56,7 +56,9 @@ func TestMaxProcsIsAutomaticUnlessSetAndIsBounded(t *testing.T) {
 	}{
 		{"2 CPUs, no CPU limit: raised to 8", 2, false, 8},
 		{"1 CPU, no CPU limit: raised", 1, false, MinAutoProcs},
-		{"4 CPUs, no CPU limit: raised", 4, false, MinAutoProcs},
+		{"4 CPUs, no CPU limit: raised to 8", 4, false, 8},
+		{"6 CPUs, no CPU limit: raised to 8", 6, false, 8},
+		{"4 CPUs, a CPU limit: Go's choice", 4, true, 4},
 		{"8 CPUs: Go's choice", 8, false, 8},
 		{"12 CPUs: Go's choice", 12, false, 12},
 		{"a CPU limit (Go chose 2): Go's choice, never above the limit", 2, true, 2},

@@ -69,12 +69,20 @@ func newAccountAuth(log *slog.Logger, accts []config.Account, now func() time.Ti
 		log:      log,
 		backoff:  newBindBackoff(now),
 		logLimit: logx.NewLimiter(bindLogInterval, bindBackoffKeys, now),
-		checks:   make(chan struct{}, 2*runtime.GOMAXPROCS(0)),
+		checks:   make(chan struct{}, bcryptChecks()),
 		compare:  bcrypt.CompareHashAndPassword,
 		sleep:    clock.Sleep,
 	}
 	a.setAccounts(accts)
 	return a
+}
+
+// bcryptChecks is how many bcrypt checks may run at once: two per CPU the
+// runtime may use, the lesser of GOMAXPROCS and the host's CPUs (serve
+// may run more processors than CPUs, see config.MaxProcsOrDefault: with
+// 8 processors on 2 CPUs, 16 checks would leave a submit no processor).
+func bcryptChecks() int {
+	return 2 * min(runtime.GOMAXPROCS(0), runtime.NumCPU())
 }
 
 // accountSet is the accounts a bind is checked against.
