@@ -379,12 +379,13 @@ func (c *Config) GCPercentOrDefault() int {
 // writes: a trace showed a burst of ~1.3 s in which compaction ran on
 // three of four processors and goroutines waited up to 47 ms for one)
 // gave a p99 of 64-106 ms (median 82, 8 rounds) with 4, 16-75 (median
-// 35, 8 rounds) with 8 and 24-86 (median 40, 12 rounds) with 16; the fresh
-// submits/s at saturation were the same with 8 as with 4 (medians 16,873
-// and 16,802) and the CPU per submit too (80.9 and 82.6 µs), where 16
-// cost ~8% of the submits/s and ~12% more CPU per submit. With PostgreSQL the proxy compacts nothing and
-// shares the CPUs with the database, so Go's choice stands; under a CPU
-// limit, more threads than the limit would only be throttled.
+// 35, 8 rounds) with 8 and 24-86 (median 40, 12 rounds) with 16; the
+// fresh submits/s at saturation were the same with 8 as with 4 (medians
+// 16,873 and 16,802) and the CPU per submit too (80.9 and 82.6 µs), where
+// 16 cost ~8% of the submits/s and ~12% more CPU per submit. With
+// PostgreSQL the proxy compacts nothing and shares the CPUs with the
+// database, so Go's choice stands; under a CPU limit, more threads than
+// the limit would only be throttled.
 func (c *Config) MaxProcsOrDefault(goDefault int, cpuLimited bool) int {
 	if c.MaxProcs != 0 {
 		return c.MaxProcs

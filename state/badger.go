@@ -885,7 +885,13 @@ func (s *BadgerStore) ScanState(ctx context.Context, st SubmitState, fn func(*Re
 		}
 	}
 	return s.db.View(func(txn *badger.Txn) error {
+		n := 0
 		visit := func(rk []byte) (bool, error) {
+			if n++; n%256 == 0 {
+				if err := ctxErr(ctx); err != nil {
+					return false, err
+				}
+			}
 			rec, _, _, err := loadRecord(txn, rk, true)
 			if err != nil {
 				return false, err
@@ -897,13 +903,7 @@ func (s *BadgerStore) ScanState(ctx context.Context, st SubmitState, fn func(*Re
 		}
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(prefixSent)})
 		defer it.Close()
-		n := 0
 		for it.Rewind(); it.Valid(); it.Next() {
-			if n++; n%256 == 0 {
-				if err := ctxErr(ctx); err != nil {
-					return err
-				}
-			}
 			rk := recordKeyOfSent(it.Item().Key())
 			delete(logged, string(rk))
 			if more, err := visit(rk); err != nil || !more {
@@ -911,11 +911,6 @@ func (s *BadgerStore) ScanState(ctx context.Context, st SubmitState, fn func(*Re
 			}
 		}
 		for rk := range logged {
-			if n++; n%256 == 0 {
-				if err := ctxErr(ctx); err != nil {
-					return err
-				}
-			}
 			if more, err := visit([]byte(rk)); err != nil || !more {
 				return err
 			}
