@@ -233,8 +233,9 @@ type BadgerStats struct {
 // of their history); the rest of the history is an append-only event log
 // under keys of its own, capped at MaxHistory events, written in the same
 // transaction; an index of the
-// records in state Sent serves ScanState (kept in the commit log, and in
-// Badger only once the log no longer holds it: sentlog.go).
+// records in state Sent serves ScanState. Its entries, and queue entries,
+// are kept in the commit log, and in Badger only once the log no longer
+// holds them (heldlog.go).
 //
 // Keys: records, their history events and indexes share one keyspace;
 // the layout is described next to recordKey in codec.go.
@@ -278,9 +279,9 @@ type BadgerStore struct {
 	hwm          *hwmFile      // committer only (after open); nil in memory
 	hwmFailing   bool          // committer only: the last HWMFile write failed
 	clog         *commitLog    // nil with BadgerOptions.NoCommitLog (or InMemory)
-	// sent: the Sent index entries the commit log holds and Badger not
-	// yet (sentlog.go); nil without the commit log.
-	sent *sentLog
+	// held: the Sent index and queue entries the commit log holds and
+	// Badger not yet (heldlog.go); nil without the commit log.
+	held *heldLog
 
 	stripes    [nStripes]sync.Mutex // record-key locks (lockKey)
 	seed       maphash.Seed
@@ -873,14 +874,14 @@ func (s *BadgerStore) ScanState(ctx context.Context, st SubmitState, fn func(*Re
 	}
 	defer s.exit()
 	now := s.now()
-	// The entries the commit log holds and Badger not yet (sentlog.go),
+	// The entries the commit log holds and Badger not yet (heldlog.go),
 	// visited after those in Badger unless found there. They are listed
 	// before Badger's view is taken: an entry leaves the list only once
 	// the batch that wrote it to Badger is durable, so every entry is in
 	// one or the other.
 	logged := map[string]bool{}
-	if s.sent != nil {
-		for _, rk := range s.sent.keys() {
+	if s.held != nil {
+		for _, rk := range s.held.sentKeys() {
 			logged[string(rk)] = true
 		}
 	}

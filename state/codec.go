@@ -525,7 +525,10 @@ func legacyResends(h []Event) int {
 //	p/<account>\x00<proxy id>              → record key (proxy id index)
 //	u/<upstream>\x00<addr hash>\x00<record key> → record key (unknown records
 //	                                         by addresses; only while Unknown)
-//	q/<queue>\x00<seq, 8 bytes BE>         → encoded QueueEntry
+//	q/<queue>\x00<seq, 8 bytes BE>         → encoded QueueEntry (with the
+//	                                         commit log, in Badger only once
+//	                                         the log no longer holds it:
+//	                                         heldlog.go)
 //	d/<queue>\x00<dedup key>               → dedup marker of a queue entry
 //	h/<account>\x00<key>\x00<segment>\x00<seq, 4 bytes BE> → one event of
 //	                                         the record's history (histKey;
@@ -536,7 +539,7 @@ func legacyResends(h []Event) int {
 //	                                         (sentKey; ScanState; with the
 //	                                         commit log, in Badger only once
 //	                                         the log no longer holds it:
-//	                                         sentlog.go)
+//	                                         heldlog.go)
 //	x/qseq                                  → last queue sequence number
 //	x/marker                                → the store's marker (JSON; marker.go)
 //	x/hwm                                   → commits made, last commit time (hwm.go)

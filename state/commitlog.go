@@ -84,12 +84,18 @@ func appendCommitRecord(b []byte, seq uint64, ws [][]write) []byte {
 	b = binary.BigEndian.AppendUint64(b, seq)
 	n := 0
 	for _, w := range ws {
-		n += len(w)
+		for i := range w {
+			if !w[i].skip {
+				n++
+			}
+		}
 	}
 	b = binary.AppendUvarint(b, uint64(n))
 	for _, w := range ws {
 		for i := range w {
-			b = appendCommitEntry(b, &w[i])
+			if !w[i].skip {
+				b = appendCommitEntry(b, &w[i])
+			}
 		}
 	}
 	body := b[start+commitHeader:]
@@ -624,9 +630,12 @@ func (s *BadgerStore) truncateCommitLog() error {
 	if n == 0 {
 		return nil
 	}
-	// The Sent index entries those segments put and Badger does not hold
-	// yet go to Badger first (durable in a later segment).
-	if err := s.promoteSent(s.clog.lastSeq(segs[n-1])); err != nil {
+	// The held entries those segments put and Badger does not hold yet
+	// go to Badger first (durable in a later segment).
+	if err := s.promoteHeld(s.clog.lastSeq(segs[n-1])); err != nil {
+		if errors.Is(err, errHeldPending) {
+			return nil // a deletion in flight: the next pass
+		}
 		return err
 	}
 	return s.removeSegments(segs[:n])
@@ -779,15 +788,15 @@ func (s *BadgerStore) startCommitLog(opts BadgerOptions, valueThreshold int64) e
 	if s.clog, err = openCommitLog(s.path, s.commitSeq+1, nil, max(opts.commitLogRotate, 0)); err != nil {
 		return err
 	}
-	s.sent = newSentLog()
+	s.held = newHeldLog()
 	if valueThreshold < math.MaxInt32 {
 		s.clog.vlogAt = int(valueThreshold)
 	}
 	return nil
 }
 
-// closeDB writes the Sent index entries the commit log alone holds to
-// Badger (sentlog.go), closes Badger (which flushes its memtables into
+// closeDB writes the entries the commit log alone holds to Badger
+// (heldlog.go), closes Badger (which flushes its memtables into
 // synced tables) and then removes the commit log, which it no longer
 // needs. If those entries cannot be written, the commit log is kept: the
 // next open replays it.
@@ -796,9 +805,9 @@ func (s *BadgerStore) closeDB() error {
 	// may run then (tablepages.go).
 	s.stopPages()
 	if s.clog != nil {
-		if err := s.flushSentAtClose(); err != nil {
+		if err := s.flushHeldAtClose(); err != nil {
 			// The commit log stays: the next open replays it.
-			s.log.Error("state: index of sent records not written at close; the commit log is kept", "err", err)
+			s.log.Error("state: entries the commit log alone held (sent records, queued receipts) not written at close; the commit log is kept", "err", err)
 			_ = s.clog.close()
 			return errors.Join(err, s.db.Close())
 		}

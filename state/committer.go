@@ -44,9 +44,10 @@ type write struct {
 	// shared: other requests' decisions may read this key (index entries,
 	// queue keys), so the committer keeps it in its overlay until durable.
 	shared bool
-	// promote: a Sent index entry the commit log holds, to be written to
-	// Badger now if it is still held (sentlog.go).
-	promote bool
+	// promote: an entry the held log keeps, to be written to Badger now
+	// if it is still held (heldlog.go); skip: the committer found it was
+	// not, and writes it neither to Badger nor to the commit log.
+	promote, skip bool
 }
 
 // size is what the write weighs in a Badger transaction (its estimate
@@ -61,11 +62,11 @@ type batch struct {
 	bytes  int64     // their size
 	first  time.Time // when its first request was taken
 	shared []string  // overlay keys its requests staged
-	// sentTaken: the Sent index entries whose deletion it keeps from
-	// Badger, settled with its outcome (sentlog.go); sentSeq: its
-	// sequence number when launched.
-	sentTaken []string
-	sentSeq   uint64
+	// heldTaken: the keys of the held log it puts, deletes or promotes,
+	// settled with its outcome (heldlog.go); heldSeq: its sequence number
+	// when launched.
+	heldTaken []string
+	heldSeq   uint64
 }
 
 // commitLoop is the committer. It keeps at most one transaction in
@@ -171,14 +172,14 @@ func (s *BadgerStore) launch(b *batch, next *batch, done chan<- error) {
 			s.log.Error("state: high-water mark not staged", "err", err)
 		}
 	}
-	b.sentTaken, b.sentSeq = nil, seq
+	b.heldTaken, b.heldSeq = nil, seq
 	for i, r := range b.reqs {
-		err := s.setWrites(txn, r.writes, seq, &b.sentTaken)
+		err := s.setWrites(txn, r.writes, seq, &b.heldTaken)
 		if errors.Is(err, badger.ErrTxnTooBig) && i > 0 {
 			// txn holds part of r's writes: rebuild it without r and
 			// carry r and the rest over to the next batch.
 			txn.Discard()
-			s.sent.settled(b.sentTaken, seq, false)
+			s.held.settled(b.heldTaken, seq, false)
 			s.carry(b, next, i)
 			s.launch(b, next, done)
 			return
@@ -264,11 +265,11 @@ func (s *BadgerStore) carry(b, next *batch, i int) {
 	b.reqs = b.reqs[:i:i]
 }
 
-// setWrites stages ws, writes of batch seq, in txn, but the Sent index
-// entries the commit log keeps (stageSent; taken collects those deleted).
+// setWrites stages ws, writes of batch seq, in txn, but the entries the
+// held log keeps (stageHeld; taken collects those it settles).
 func (s *BadgerStore) setWrites(txn *badger.Txn, ws []write, seq uint64, taken *[]string) error {
 	for i := range ws {
-		if s.stageSent(&ws[i], seq, taken) {
+		if s.stageHeld(&ws[i], seq, taken) {
 			continue
 		}
 		if err := setWrites(txn, ws[i:i+1]); err != nil {
@@ -447,7 +448,7 @@ func (st *stager) completed(b, next *batch, err error) {
 	} else {
 		s.log.Error("state: commit failed", "err", err)
 	}
-	s.sent.settled(b.sentTaken, b.sentSeq, err == nil)
+	s.held.settled(b.heldTaken, b.heldSeq, err == nil)
 	// Before the snapshot that shows the batch: the filter of record keys
 	// and the row cache never lag a published snapshot.
 	s.keys.add(b.reqs)

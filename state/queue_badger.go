@@ -2,10 +2,12 @@ package state
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/dgraph-io/badger/v4"
 )
@@ -101,7 +103,10 @@ func (s *BadgerStore) Ack(ctx context.Context, queue string, seq uint64) error {
 	return r.err
 }
 
-// List implements Queue.
+// List implements Queue. The entries the held log keeps (heldlog.go) are
+// read from it, the others from Badger, merged in sequence order; the
+// held log is read first, so an entry it forgets meanwhile (written to
+// Badger, or deleted) is listed once or, deleted, not at all.
 func (s *BadgerStore) List(ctx context.Context, queue string, after uint64, limit int) ([]*QueueEntry, error) {
 	if err := s.enter(ctx); err != nil {
 		return nil, err
@@ -112,11 +117,32 @@ func (s *BadgerStore) List(ctx context.Context, queue string, after uint64, limi
 	}
 	now := s.now()
 	prefix := queuePrefix(queue)
+	held := s.held.list(prefix, after, limit)
 	var out []*QueueEntry
+	for _, v := range held.live {
+		e, err := decodeEntry(v)
+		if err != nil {
+			return nil, fmt.Errorf("state: held queue entry of %q: %w", queue, err)
+		}
+		if e.Expired(now) {
+			held.bound = 0 // fewer than the limit from the held log
+			continue
+		}
+		out = append(out, e)
+	}
+	fromHeld := len(out)
 	err := s.db.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{PrefetchValues: true, PrefetchSize: min(limit, 100), Prefix: prefix})
 		defer it.Close()
-		for it.Seek(entryKey(queue, after+1)); it.Valid() && len(out) < limit; it.Next() {
+		for it.Seek(entryKey(queue, after+1)); it.Valid() && len(out)-fromHeld < limit; it.Next() {
+			k := it.Item().Key()
+			seq := binary.BigEndian.Uint64(k[len(k)-8:])
+			if held.bound != 0 && seq > held.bound {
+				break // the held entries up to bound fill the listing
+			}
+			if holds(held.seqs, seq) {
+				continue
+			}
 			e, err := itemEntry(it.Item())
 			if err != nil {
 				return err
@@ -127,7 +153,13 @@ func (s *BadgerStore) List(ctx context.Context, queue string, after uint64, limi
 		}
 		return nil
 	})
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	if fromHeld > 0 && len(out) > fromHeld {
+		slices.SortFunc(out, func(a, b *QueueEntry) int { return cmp.Compare(a.Seq, b.Seq) })
+	}
+	return out[:min(len(out), limit)], nil
 }
 
 // Depths implements Queue.
@@ -138,6 +170,18 @@ func (s *BadgerStore) Depths(ctx context.Context) (map[string]int, error) {
 	defer s.exit()
 	now := s.now()
 	out := map[string]int{}
+	held := s.held.queueCounts()
+	for _, c := range held {
+		for _, v := range c.live {
+			q, exp, err := peekQueueExpires(v)
+			if err != nil {
+				return nil, fmt.Errorf("state: held queue entry: %w", err)
+			}
+			if !expiredAt(exp, now) {
+				out[string(q)]++
+			}
+		}
+	}
 	err := s.db.View(func(txn *badger.Txn) error {
 		// Each entry's queue and expiry are read in place, the rest
 		// (its PDU above all) passed over.
@@ -151,6 +195,11 @@ func (s *BadgerStore) Depths(ctx context.Context) (map[string]int, error) {
 				}
 			}
 			item := it.Item()
+			if k := item.Key(); len(held) > 0 && len(k) > len(prefixQueue)+8 {
+				if c, ok := held[string(k[:len(k)-8])]; ok && holds(c.seqs, binary.BigEndian.Uint64(k[len(k)-8:])) {
+					continue // counted from the held log
+				}
+			}
 			err := item.Value(func(v []byte) error {
 				q, exp, err := peekQueueExpires(v)
 				if err == nil && !expiredAt(exp, now) {

@@ -1,0 +1,594 @@
+package state
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+
+	"github.com/smppproxy/smppproxy/internal/testkit"
+)
+
+// sentVersions counts the versions (puts and deletions) of Sent index
+// entries Badger itself holds, read past the store.
+func sentVersions(t *testing.T, s *BadgerStore) int {
+	t.Helper()
+	n := 0
+	err := s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(prefixSent), AllVersions: true})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			n++
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// sentKeys returns the keys ScanState(Sent) visits, sorted.
+func scanSent(t *testing.T, s *BadgerStore) []string {
+	t.Helper()
+	var got []string
+	if err := s.ScanState(context.Background(), Sent, func(r *Record) bool {
+		got = append(got, r.Key.Key)
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(got)
+	return got
+}
+
+func sentRecord(key string, now time.Time) *Record {
+	return &Record{Key: Key{Account: "acme", Key: key}, State: Sent, Upstream: "smsc",
+		Created: now, Updated: now, Expires: now.Add(time.Hour), History: []Event{{At: now, State: Sent}}}
+}
+
+// accept writes the outcome of the record under key (accepted).
+func accept(t *testing.T, s *BadgerStore, key string, now time.Time) {
+	t.Helper()
+	old, err := s.Get(context.Background(), Key{Account: "acme", Key: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := old.Clone()
+	r.State, r.MessageID = Accepted, "m-"+key
+	r.History = append(r.History, Event{At: now, State: Accepted})
+	if err := s.Replace(context.Background(), old, r); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A submit settled while the commit log still holds its create puts
+// nothing in Badger's index of Sent records, neither the entry nor its
+// deletion: the commit log holds both.
+func TestASettledSubmitWritesNoSentIndexEntryToBadger(t *testing.T) {
+	s, err := OpenBadger(BadgerOptions{Path: t.TempDir(), GCInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	now := time.Now()
+	for i := range 50 {
+		if _, _, err := s.Create(context.Background(), sentRecord(fmt.Sprint("k", i), now)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := scanSent(t, s); len(got) != 50 {
+		t.Fatalf("ScanState(Sent) after 50 creates visits %d records, want 50", len(got))
+	}
+	for i := range 50 {
+		accept(t, s, fmt.Sprint("k", i), now)
+	}
+	if got := scanSent(t, s); len(got) != 0 {
+		t.Errorf("ScanState(Sent) after every outcome visits %v, want none", got)
+	}
+	if n := sentVersions(t, s); n != 0 {
+		t.Errorf("Badger holds %d versions of Sent index entries after 50 submits settled, want 0", n)
+	}
+}
+
+// A record left Sent (its process died with it in flight) is found by
+// ScanState after a crash and a reopen even once the commit log segments
+// that created it are gone: its index entry went to Badger before they
+// were removed.
+func TestSentRecordsOutliveTheCommitLogSegmentsThatCreatedThem(t *testing.T) {
+	dir := t.TempDir()
+	s, err := OpenBadger(BadgerOptions{Path: dir, GCInterval: -1, CheckpointInterval: -1, commitLogRotate: 64 << 10,
+		MemtableSize: 1 << 20, trimSyncAfter: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	now := time.Now()
+	var stuck []string
+	for i := range 20 {
+		k := fmt.Sprintf("stuck-%02d", i)
+		stuck = append(stuck, k)
+		if _, _, err := s.Create(ctx, sentRecord(k, now)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first, _ := filepath.Glob(filepath.Join(dir, "commit-*.log"))
+	slices.Sort(first)
+	// Submits that settle, until the segments of the stuck creates go.
+	for i := 0; ; i++ {
+		k := fmt.Sprint("done-", i)
+		if _, _, err := s.Create(ctx, sentRecord(k, now)); err != nil {
+			t.Fatal(err)
+		}
+		accept(t, s, k, now)
+		if i%500 == 499 {
+			if _, err := os.Stat(first[0]); os.IsNotExist(err) {
+				break
+			}
+		}
+		if i > 200_000 {
+			t.Fatal("the first commit log segment was never removed")
+		}
+	}
+	testkit.Eventually(t, 10*time.Second, func() bool { return sentVersions(t, s) >= len(stuck) },
+		"the stuck records' index entries never reached Badger")
+	s2 := crashReopen(t, s, dir)
+	if got := scanSent(t, s2); !slices.Equal(got, stuck) {
+		t.Errorf("ScanState(Sent) after the crash = %v, want the %d stuck records %v", got, len(stuck), stuck)
+	}
+}
+
+// Records still Sent when the store closes are found after it reopens:
+// Close writes the index entries the commit log held to Badger before it
+// removes the log.
+func TestSentRecordsAreFoundAfterACleanClose(t *testing.T) {
+	dir := t.TempDir()
+	s, err := OpenBadger(BadgerOptions{Path: dir, GCInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	for _, k := range []string{"a", "b", "c"} {
+		if _, _, err := s.Create(context.Background(), sentRecord(k, now)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	accept(t, s, "b", now)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if segs, _ := filepath.Glob(filepath.Join(dir, "commit-*.log")); len(segs) != 0 {
+		t.Fatalf("commit log segments left after Close: %v", segs)
+	}
+	s2, err := OpenBadger(BadgerOptions{Path: dir, GCInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if got := scanSent(t, s2); !slices.Equal(got, []string{"a", "c"}) {
+		t.Errorf("ScanState(Sent) after a clean close and reopen = %v, want [a c]", got)
+	}
+}
+
+// A deletion of an entry the commit log holds is undone when its batch
+// fails (the deletion may not be in the log), is final once its batch is
+// durable, and never undoes a later put of the same entry. An entry being
+// deleted is not promoted (the promotion would follow the deletion into
+// Badger and bring it back) but counts as pending, so that its segment
+// stays until the deletion is settled.
+func TestHeldLogDeletionsFollowTheirBatch(t *testing.T) {
+	l := newHeldLog()
+	k := []byte(prefixSent + "acme/k")
+	l.put(&write{key: k}, 1)
+	l.settled([]string{string(k)}, 1, true)
+	if held, toBadger := l.deleting(k, 2); !held || toBadger {
+		t.Fatalf("deleting an entry put = held %v, to Badger %v; want held, kept from Badger", held, toBadger)
+	}
+	l.settled([]string{string(k)}, 2, false)
+	if ws := l.upTo(1); len(ws) != 1 {
+		t.Fatalf("after its deletion failed the entry is not promoted with batch 1's (%d writes), want it held", len(ws))
+	}
+	l.deleting(k, 3)
+	l.put(&write{key: k}, 4) // put again before batch 3 is durable
+	l.settled([]string{string(k)}, 3, true)
+	if ws := l.upTo(4); len(ws) != 1 {
+		t.Errorf("a put after a deletion was dropped by that deletion's batch (%d held), want it held", len(ws))
+	}
+	l.deleting(k, 5)
+	if ws, n := l.upTo(4), l.pending(4); len(ws) != 0 || n != 1 {
+		t.Errorf("an entry being deleted: %d promoted, %d pending; want none promoted and it pending", len(ws), n)
+	}
+	if l.promoted(k, 6) {
+		t.Error("a promotion after a deletion in flight is written, want it skipped")
+	}
+	l.settled([]string{string(k)}, 5, true)
+	if held, _ := l.deleting(k, 7); len(l.upTo(^uint64(0))) != 0 || l.pending(^uint64(0)) != 0 || held {
+		t.Errorf("after its deletion was durable the entry is still held")
+	}
+}
+
+// A held entry whose promotion is in flight is in Badger once that batch
+// is applied: its deletion then goes to Badger too (after the promotion),
+// or Badger would keep it.
+func TestADeletionDuringAPromotionGoesToBadger(t *testing.T) {
+	l := newHeldLog()
+	k := entryKey("shop", 1)
+	l.put(&write{key: k, val: []byte("v")}, 1)
+	l.settled([]string{string(k)}, 1, true)
+	if !l.promoted(k, 2) {
+		t.Fatal("a held entry is not promoted")
+	}
+	if held, toBadger := l.deleting(k, 3); !held || !toBadger {
+		t.Errorf("deleting an entry being promoted = held %v, to Badger %v; want both", held, toBadger)
+	}
+	l.settled([]string{string(k)}, 2, true)
+	if l.pending(^uint64(0)) != 0 {
+		t.Error("an entry promoted is still held once its promotion is durable")
+	}
+}
+
+// A queue entry is listed only once the batch that put it is durable, and
+// is gone for good when that batch fails.
+func TestAHeldQueueEntryIsListedOnceDurable(t *testing.T) {
+	l := newHeldLog()
+	prefix := queuePrefix("shop")
+	k1, k2 := entryKey("shop", 1), entryKey("shop", 2)
+	l.put(&write{key: k1, val: []byte("one")}, 7)
+	l.put(&write{key: k2, val: []byte("two")}, 8)
+	if got := l.list(prefix, 0, 10); len(got.live) != 0 || len(got.seqs) != 2 {
+		t.Fatalf("before their batches settle: %d listed, %d held; want 0 listed, 2 held", len(got.live), len(got.seqs))
+	}
+	l.settled([]string{string(k1)}, 7, true)
+	l.settled([]string{string(k2)}, 8, false)
+	got := l.list(prefix, 0, 10)
+	if len(got.live) != 1 || string(got.live[0]) != "one" || !slices.Equal(got.seqs, []uint64{1}) {
+		t.Errorf("after batch 7 settled and 8 failed: listed %q, held %v; want [one], [1]", got.live, got.seqs)
+	}
+	if n := l.pending(^uint64(0)); n != 1 {
+		t.Errorf("%d entries held, want 1 (the failed put forgotten)", n)
+	}
+}
+
+// The listing of held entries stops at the limit and names the sequence
+// number it stopped at, so that Badger's listing need not go past it;
+// forgotten entries are dropped from their queue as they accumulate.
+func TestHeldQueueListingIsBoundedAndForgetsWhatWasAcknowledged(t *testing.T) {
+	l := newHeldLog()
+	prefix := queuePrefix("shop")
+	var keys []string
+	for seq := uint64(1); seq <= 300; seq++ {
+		k := entryKey("shop", seq)
+		keys = append(keys, string(k))
+		l.put(&write{key: k, val: []byte(fmt.Sprint(seq))}, seq)
+	}
+	l.settled(keys, 300, true) // (no entry was put by batch 300 but the last)
+	for i, k := range keys {
+		l.settled([]string{k}, uint64(i+1), true)
+	}
+	got := l.list(prefix, 100, 5)
+	if len(got.live) != 5 || string(got.live[0]) != "101" || got.bound != 105 {
+		t.Fatalf("list after 100, limit 5 = %q, bound %d; want 101..105, bound 105", got.live, got.bound)
+	}
+	for i, k := range keys[:250] {
+		l.deleting([]byte(k), uint64(1000+i))
+		l.settled([]string{k}, uint64(1000+i), true)
+	}
+	if q := l.queues[string(prefix)]; q == nil || len(q.es) >= 300 {
+		t.Errorf("after 250 of 300 entries were deleted the queue still keeps every entry")
+	}
+	got = l.list(prefix, 0, 100)
+	if len(got.live) != 50 || string(got.live[0]) != "251" || got.bound != 0 {
+		t.Errorf("list from the start after 250 deletions: %d entries from %q, bound %d; want 50 from 251, no bound", len(got.live), got.live[0], got.bound)
+	}
+	for _, k := range keys[250:] {
+		l.deleting([]byte(k), 2000)
+	}
+	l.settled(keys[250:], 2000, true)
+	if len(l.queues) != 0 || len(l.m) != 0 {
+		t.Errorf("after every entry was deleted the log keeps %d queues and %d entries, want none", len(l.queues), len(l.m))
+	}
+}
+
+// A promotion that must be split over several batches (more entries than
+// one Badger transaction takes) loses none of them: an entry is forgotten
+// only once the batch that wrote it to Badger is durable.
+func TestAPromotionSplitOverBatchesKeepsEveryEntry(t *testing.T) {
+	s, err := OpenBadger(BadgerOptions{Path: t.TempDir(), GCInterval: -1, CheckpointInterval: -1, MaxBatch: 512, unlimitedBatch: true,
+		tune: func(o badger.Options) badger.Options { return o.WithMemTableSize(1 << 20).WithValueThreshold(64 << 10) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	now := time.Now()
+	const n = 6000
+	for i := range n {
+		if _, _, err := s.Create(context.Background(), sentRecord(fmt.Sprint("k", i), now)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.promoteHeld(^uint64(0)); err != nil {
+		t.Fatalf("promoteHeld = %v", err)
+	}
+	if held, in := len(s.held.sentKeys()), sentVersions(t, s); held+in < n {
+		t.Errorf("after the promotion %d entries are held and %d in Badger, want all %d in one or the other", held, in, n)
+	}
+	if got := scanSent(t, s); len(got) != n {
+		t.Errorf("ScanState(Sent) visits %d records, want %d", len(got), n)
+	}
+}
+
+// A promotion whose batch fails (the commit log cannot be written) keeps
+// its entries, which Close then writes to Badger: after a reopen every
+// record still Sent is found.
+func TestAFailedPromotionKeepsItsEntriesForClose(t *testing.T) {
+	dir := t.TempDir()
+	s, err := OpenBadger(BadgerOptions{Path: dir, GCInterval: -1, CheckpointInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	for i := range 10 {
+		if _, _, err := s.Create(context.Background(), sentRecord(fmt.Sprint("k", i), now)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = s.clog.f.Close() // the next write to the log fails
+	if err := s.promoteHeld(^uint64(0)); err == nil {
+		t.Fatal("promoteHeld with the commit log closed = nil, want its failure")
+	}
+	_ = s.Close()
+	s2, err := OpenBadger(BadgerOptions{Path: dir, GCInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if got := scanSent(t, s2); len(got) != 10 {
+		t.Errorf("after a failed promotion, a close and a reopen ScanState(Sent) visits %d records, want 10", len(got))
+	}
+}
+
+// An entry put again (its record's TTL grew) in a batch that may fail
+// keeps the batch of its first put, the one known durable: it is promoted
+// with that batch's segment.
+func TestAnEntryPutAgainKeepsTheBatchOfItsFirstPut(t *testing.T) {
+	l := newHeldLog()
+	k := []byte(prefixSent + "acme/k")
+	l.put(&write{key: k}, 5)
+	l.put(&write{key: k}, 6)
+	if ws := l.upTo(5); len(ws) != 1 {
+		t.Errorf("an entry put in batch 5 and again in 6 is not promoted with batch 5's segment")
+	}
+}
+
+// queueVersions counts the versions (puts and deletions) of queue entries
+// Badger itself holds, read past the store.
+func queueVersions(t *testing.T, s *BadgerStore) int {
+	t.Helper()
+	n := 0
+	err := s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(prefixQueue), AllVersions: true})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			n++
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// enqueued counts enqueueN's receipts (each its own dedup key).
+var enqueued atomic.Int64
+
+// enqueueN enqueues n receipts into queue and returns their sequence
+// numbers.
+func enqueueN(t *testing.T, s *BadgerStore, queue string, n int) []uint64 {
+	t.Helper()
+	var seqs []uint64
+	for range n {
+		i := enqueued.Add(1)
+		seq, _, err := s.Enqueue(context.Background(), &QueueEntry{Queue: queue, Kind: "receipt", DedupKey: fmt.Sprint(queue, i),
+			MessageID: fmt.Sprint("m", i), Command: 5, Body: []byte(fmt.Sprint("id:m", i, " stat:DELIVRD")), Expires: time.Now().Add(time.Hour)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs = append(seqs, seq)
+	}
+	return seqs
+}
+
+// listSeqs returns the sequence numbers List gives.
+func listSeqs(t *testing.T, s *BadgerStore, queue string, after uint64, limit int) []uint64 {
+	t.Helper()
+	es, err := s.List(context.Background(), queue, after, limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []uint64
+	for _, e := range es {
+		out = append(out, e.Seq)
+	}
+	return out
+}
+
+// A receipt delivered and acknowledged while the commit log still holds
+// its enqueue puts nothing in Badger's queue, neither the entry nor its
+// deletion: the commit log holds both.
+func TestAReceiptAcknowledgedSoonWritesNoQueueEntryToBadger(t *testing.T) {
+	s, err := OpenBadger(BadgerOptions{Path: t.TempDir(), GCInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	seqs := enqueueN(t, s, "shop", 40)
+	if got := listSeqs(t, s, "shop", 0, 100); !slices.Equal(got, seqs) {
+		t.Fatalf("List after 40 enqueues = %v, want %v", got, seqs)
+	}
+	if d, err := s.Depths(context.Background()); err != nil || d["shop"] != 40 {
+		t.Fatalf("Depths = %v, %v; want shop: 40", d, err)
+	}
+	if err := s.AckAll(context.Background(), "shop", seqs); err != nil {
+		t.Fatal(err)
+	}
+	if got := listSeqs(t, s, "shop", 0, 100); len(got) != 0 {
+		t.Errorf("List after every Ack = %v, want none", got)
+	}
+	if d, err := s.Depths(context.Background()); err != nil || len(d) != 0 {
+		t.Errorf("Depths after every Ack = %v, %v; want none", d, err)
+	}
+	if n := queueVersions(t, s); n != 0 {
+		t.Errorf("Badger holds %d versions of queue entries after 40 receipts were acknowledged, want 0", n)
+	}
+}
+
+// Entries written to Badger (promoted) and entries the commit log alone
+// holds are listed together in sequence order, from any point and with
+// any limit, each once, and counted once by Depths.
+func TestQueueListsHeldAndStoredEntriesInOrder(t *testing.T) {
+	s, err := OpenBadger(BadgerOptions{Path: t.TempDir(), GCInterval: -1, CheckpointInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	old := enqueueN(t, s, "shop", 10)
+	if err := s.promoteHeld(^uint64(0)); err != nil {
+		t.Fatal(err)
+	}
+	if n := queueVersions(t, s); n != 10 {
+		t.Fatalf("after the promotion Badger holds %d queue entries, want 10", n)
+	}
+	// Interleave: held entries between stored ones.
+	var all []uint64
+	for i, seq := range enqueueN(t, s, "shop", 10) {
+		all = append(all, old[i], seq)
+	}
+	slices.Sort(all)
+	// Acknowledge some of each kind.
+	acked := map[uint64]bool{all[0]: true, all[3]: true, all[10]: true, all[11]: true, all[19]: true}
+	for seq := range acked {
+		if err := s.Ack(ctx, "shop", seq); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var want []uint64
+	for _, seq := range all {
+		if !acked[seq] {
+			want = append(want, seq)
+		}
+	}
+	for _, after := range []uint64{0, all[2], all[9], all[15]} {
+		for _, limit := range []int{1, 3, 7, 100} {
+			var w []uint64
+			for _, seq := range want {
+				if seq > after && len(w) < limit {
+					w = append(w, seq)
+				}
+			}
+			if got := listSeqs(t, s, "shop", after, limit); !slices.Equal(got, w) {
+				t.Errorf("List(after %d, limit %d) = %v, want %v", after, limit, got, w)
+			}
+		}
+	}
+	if d, err := s.Depths(ctx); err != nil || d["shop"] != len(want) {
+		t.Errorf("Depths = %v, %v; want shop: %d", d, err, len(want))
+	}
+}
+
+// Queued receipts nobody acknowledged outlive the commit log segments
+// that enqueued them: they are written to Badger before the segments go,
+// and a crash after that loses none, in order.
+func TestQueuedReceiptsOutliveTheCommitLogSegmentsThatEnqueuedThem(t *testing.T) {
+	dir := t.TempDir()
+	s, err := OpenBadger(BadgerOptions{Path: dir, GCInterval: -1, CheckpointInterval: -1, commitLogRotate: 64 << 10,
+		MemtableSize: 1 << 20, trimSyncAfter: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	waiting := enqueueN(t, s, "shop", 20)
+	first, _ := filepath.Glob(filepath.Join(dir, "commit-*.log"))
+	slices.Sort(first)
+	// Receipts delivered and acknowledged at once, until the segments of
+	// the waiting ones go.
+	for i := 0; ; i++ {
+		seq := enqueueN(t, s, "busy", 1)[0]
+		if err := s.Ack(ctx, "busy", seq); err != nil {
+			t.Fatal(err)
+		}
+		if i%500 == 499 {
+			if err := s.truncateCommitLog(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := os.Stat(first[0]); os.IsNotExist(err) {
+				break
+			}
+		}
+		if i > 200_000 {
+			t.Fatal("the first commit log segment was never removed")
+		}
+	}
+	if got := listSeqs(t, s, "shop", 0, 100); !slices.Equal(got, waiting) {
+		t.Fatalf("List before the crash = %v, want %v", got, waiting)
+	}
+	s2 := crashReopen(t, s, dir)
+	if got := listSeqs(t, s2, "shop", 0, 100); !slices.Equal(got, waiting) {
+		t.Errorf("List after the crash = %v, want the %d waiting receipts %v", got, len(waiting), waiting)
+	}
+	if got := listSeqs(t, s2, "busy", 0, 100); len(got) != 0 {
+		t.Errorf("acknowledged receipts came back after the crash: %v", got)
+	}
+}
+
+// Queued receipts still held when the store closes are found after it
+// reopens, the acknowledged ones not.
+func TestQueuedReceiptsAreFoundAfterACleanClose(t *testing.T) {
+	dir := t.TempDir()
+	s, err := OpenBadger(BadgerOptions{Path: dir, GCInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seqs := enqueueN(t, s, "shop", 3)
+	if err := s.Ack(context.Background(), "shop", seqs[1]); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := OpenBadger(BadgerOptions{Path: dir, GCInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if got := listSeqs(t, s2, "shop", 0, 100); !slices.Equal(got, []uint64{seqs[0], seqs[2]}) {
+		t.Errorf("List after a clean close and reopen = %v, want %v", got, []uint64{seqs[0], seqs[2]})
+	}
+}
+
+// A promotion the committer finds has nothing to write (its entry was
+// deleted meanwhile) reaches neither Badger nor the commit log, so a
+// replay cannot bring the deleted entry back.
+func TestASkippedPromotionIsNotInTheCommitLog(t *testing.T) {
+	ws := []write{{key: entryKey("shop", 1), val: []byte("gone"), promote: true, skip: true}, {key: []byte("r/k"), val: []byte("v")}}
+	rec := appendCommitRecord(nil, 9, [][]write{ws})
+	var got []string
+	if _, err := readCommitLog(rec, func(seq uint64, ws []write) error {
+		for _, w := range ws {
+			got = append(got, string(w.key))
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, []string{"r/k"}) {
+		t.Errorf("the commit record holds %q, want only [r/k]", got)
+	}
+}
