@@ -346,6 +346,9 @@ type commitLog struct {
 	// on Badger's callback goroutine, ordered by the committer's receipt
 	// of that outcome): the store refuses writes until it is reopened.
 	broken error
+	// syncFault, set by tests before the first write, fails a sync that
+	// succeeded (a disk's I/O error).
+	syncFault func() error
 
 	mu   sync.Mutex
 	segs []segment // every segment, oldest first; the last is f
@@ -494,7 +497,11 @@ func (l *commitLog) write(seq uint64, hwm write, reqs []*request) error {
 // sync makes the batch write wrote (of reqs) durable; it follows a write
 // that succeeded.
 func (l *commitLog) sync(reqs []*request) error {
-	if err := fdatasync(l.f); err != nil {
+	err := fdatasync(l.f)
+	if l.syncFault != nil && err == nil {
+		err = l.syncFault()
+	}
+	if err != nil {
 		return l.fail(err)
 	}
 	if l.size >= l.rotate/4 {

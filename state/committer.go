@@ -152,6 +152,7 @@ func (b *batch) full(s *BadgerStore) bool {
 // rejects) fails at once. A request that does not fit in the transaction
 // goes back to next.
 func (s *BadgerStore) launch(b *batch, next *batch, done chan<- error) {
+	b.heldTaken, b.heldSeq = nil, s.commitSeq+1 // (a relaunch after a carry starts again)
 	if s.clog != nil && s.clog.broken != nil {
 		// The commit log's tail is unknown: nothing more is written, to
 		// Badger either (a batch Badger took while its log write failed
@@ -172,14 +173,13 @@ func (s *BadgerStore) launch(b *batch, next *batch, done chan<- error) {
 			s.log.Error("state: high-water mark not staged", "err", err)
 		}
 	}
-	b.heldTaken, b.heldSeq = nil, seq
 	for i, r := range b.reqs {
 		err := s.setWrites(txn, r.writes, seq, &b.heldTaken)
 		if errors.Is(err, badger.ErrTxnTooBig) && i > 0 {
 			// txn holds part of r's writes: rebuild it without r and
 			// carry r and the rest over to the next batch.
 			txn.Discard()
-			s.held.settled(b.heldTaken, seq, false)
+			s.held.settled(b.heldTaken, seq, heldFailed)
 			s.carry(b, next, i)
 			s.launch(b, next, done)
 			return
@@ -236,6 +236,10 @@ func (s *BadgerStore) commitLogged(txn *badger.Txn, seq uint64, hwm write, reqs 
 				s.clog.broken = fmt.Errorf("%w (the store refuses writes until it is reopened)", berr)
 			}
 		}
+		if lerr != nil && berr == nil {
+			done <- appliedError{lerr}
+			return
+		}
 		done <- errors.Join(lerr, berr)
 	}
 	txn.CommitWith(func(err error) {
@@ -245,6 +249,12 @@ func (s *BadgerStore) commitLogged(txn *badger.Txn, seq uint64, hwm write, reqs 
 	lerr = s.clog.sync(reqs)
 	end()
 }
+
+// appliedError is the outcome of a batch Badger applied whose commit log
+// sync failed (it reads as that failure).
+type appliedError struct{ error }
+
+func (e appliedError) Unwrap() error { return e.error }
 
 // carry moves b's requests from i on to the front of next.
 func (s *BadgerStore) carry(b, next *batch, i int) {
@@ -448,7 +458,15 @@ func (st *stager) completed(b, next *batch, err error) {
 	} else {
 		s.log.Error("state: commit failed", "err", err)
 	}
-	s.held.settled(b.heldTaken, b.heldSeq, err == nil)
+	how := heldFailed
+	var applied appliedError
+	switch {
+	case err == nil:
+		how = heldDurable
+	case errors.As(err, &applied):
+		how = heldApplied
+	}
+	s.held.settled(b.heldTaken, b.heldSeq, how)
 	// Before the snapshot that shows the batch: the filter of record keys
 	// and the row cache never lag a published snapshot.
 	s.keys.add(b.reqs)

@@ -2,12 +2,14 @@ package state
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 )
 
 // Some entries are short-lived: put, then deleted a few milliseconds
@@ -104,8 +106,29 @@ func (l *heldLog) put(w *write, seq uint64) {
 			q = &heldQueue{}
 			l.queues[qp] = q
 		}
-		q.es = append(q.es, e)
+		q.insert(e)
 	}
+}
+
+// insert adds e in sequence order: at the end but when a batch split
+// (carry) put again what it had put, after the forgotten first puts.
+func (q *heldQueue) insert(e *heldEntry) {
+	n := len(q.es)
+	if n == 0 || q.es[n-1].queueSeq < e.queueSeq {
+		q.es = append(q.es, e)
+		return
+	}
+	i := q.search(e.queueSeq + 1)
+	q.es = slices.Insert(q.es, i, e)
+}
+
+// search returns the index of the first entry whose sequence number is at
+// least seq.
+func (q *heldQueue) search(seq uint64) int {
+	i, _ := slices.BinarySearchFunc(q.es, seq, func(e *heldEntry, t uint64) int {
+		return cmp.Compare(e.queueSeq, t)
+	})
+	return i
 }
 
 // deleting marks key as deleted by batch seq. held reports whether the
@@ -128,22 +151,40 @@ func (l *heldLog) deleting(key []byte, seq uint64) (held, toBadger bool) {
 // already) nor while a deletion of it is in flight (the promotion would
 // follow the deletion into Badger and bring it back; promoteHeld finds
 // it still held and waits for another pass).
-func (l *heldLog) promoted(key []byte, seq uint64) bool {
+//
+// It sets w's value and TTL to the entry's own: the entry may have been put
+// again since w was made.
+func (l *heldLog) promoted(w *write, seq uint64) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	e, ok := l.m[string(key)]
+	e, ok := l.m[string(w.key)]
 	if !ok || e.delBy != 0 {
 		return false
 	}
 	e.promBy = seq
+	w.val, w.expiresAt = e.val, e.expiresAt
 	return true
 }
 
+// heldOutcome is how a batch ended, for the held log.
+type heldOutcome int
+
+const (
+	heldDurable heldOutcome = iota // written and synced
+	heldFailed                     // neither Badger nor the synced log has it
+	// heldApplied: Badger applied the batch but the commit log's sync
+	// failed. The writers were told it failed, and it may survive: its
+	// puts are kept (Close writes them to Badger with the rest of the
+	// batch, as it would have been without the held log), its deletions
+	// and promotions undone.
+	heldApplied
+)
+
 // settled ends what batch seq did to keys: its first put of an entry
-// makes the entry visible (durable) or forgets it (failed); its deletion
-// or promotion forgets it (durable) or is undone (failed). An entry put
+// makes the entry visible (durable, applied) or forgets it (failed); its
+// deletion or promotion forgets it (durable) or is undone. An entry put
 // again, or promoted, since is left as it is.
-func (l *heldLog) settled(keys []string, seq uint64, ok bool) {
+func (l *heldLog) settled(keys []string, seq uint64, how heldOutcome) {
 	if l == nil || len(keys) == 0 {
 		return // (no commit log: nothing held)
 	}
@@ -155,7 +196,7 @@ func (l *heldLog) settled(keys []string, seq uint64, ok bool) {
 			continue
 		}
 		if e.putBy == seq {
-			if e.putBy = 0; !ok {
+			if e.putBy = 0; how == heldFailed {
 				l.forgetLocked(e)
 				continue
 			}
@@ -163,7 +204,7 @@ func (l *heldLog) settled(keys []string, seq uint64, ok bool) {
 		if e.delBy != seq && e.promBy != seq {
 			continue
 		}
-		if ok {
+		if how == heldDurable {
 			l.forgetLocked(e)
 			continue
 		}
@@ -247,8 +288,9 @@ type heldListing struct {
 }
 
 // list returns the held entries of the queue with prefix qp after
-// sequence number after, up to limit live ones.
-func (l *heldLog) list(qp []byte, after uint64, limit int) heldListing {
+// sequence number after, up to limit live ones: durable, not being
+// deleted, not expired at now.
+func (l *heldLog) list(qp []byte, after uint64, limit int, now time.Time) heldListing {
 	var out heldListing
 	if l == nil || limit <= 0 {
 		return out
@@ -259,17 +301,8 @@ func (l *heldLog) list(qp []byte, after uint64, limit int) heldListing {
 	if q == nil {
 		return out
 	}
-	i, _ := slices.BinarySearchFunc(q.es, after+1, func(e *heldEntry, t uint64) int {
-		switch {
-		case e.queueSeq < t:
-			return -1
-		case e.queueSeq > t:
-			return 1
-		}
-		return 0
-	})
-	for _, e := range q.es[i:] {
-		if e.gone {
+	for _, e := range q.es[q.search(after+1):] {
+		if e.gone || e.queueSeq <= after {
 			continue
 		}
 		if len(out.live) == limit {
@@ -277,20 +310,29 @@ func (l *heldLog) list(qp []byte, after uint64, limit int) heldListing {
 			break
 		}
 		out.seqs = append(out.seqs, e.queueSeq)
-		if e.putBy == 0 && e.delBy == 0 {
+		if e.listable(now) {
 			out.live = append(out.live, e.val)
 		}
 	}
 	return out
 }
 
+// listable reports whether List and Depths show e at now.
+func (e *heldEntry) listable(now time.Time) bool {
+	if e.putBy != 0 || e.delBy != 0 {
+		return false
+	}
+	_, exp, err := peekQueueExpires(e.val)
+	return err != nil || !expiredAt(exp, now) // (a damaged one is listed: List reports it)
+}
+
 // queueCounts returns, per queue prefix, the sequence numbers of every
-// entry held and the number of them Depths counts (durable, not being
-// deleted).
-func (l *heldLog) queueCounts() map[string]heldCount {
+// entry held and the queue's name and number of those Depths counts
+// (listable at now).
+func (l *heldLog) queueCounts(now time.Time) (map[string]heldCount, error) {
 	out := map[string]heldCount{}
 	if l == nil {
-		return out
+		return out, nil
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -301,19 +343,25 @@ func (l *heldLog) queueCounts() map[string]heldCount {
 				continue
 			}
 			c.seqs = append(c.seqs, e.queueSeq)
-			if e.putBy == 0 && e.delBy == 0 {
-				c.live = append(c.live, e.val)
+			if !e.listable(now) {
+				continue
 			}
+			name, _, err := peekQueueExpires(e.val)
+			if err != nil {
+				return nil, fmt.Errorf("state: held queue entry %q: %w", e.key, err)
+			}
+			c.queue, c.live = string(name), c.live+1
 		}
 		out[qp] = c
 	}
-	return out
+	return out, nil
 }
 
 // heldCount is one queue's part of queueCounts.
 type heldCount struct {
-	seqs []uint64
-	live [][]byte
+	seqs  []uint64
+	queue string
+	live  int
 }
 
 // holds reports whether seq, in seqs (sorted), is there.
@@ -333,7 +381,7 @@ func (s *BadgerStore) stageHeld(w *write, seq uint64, taken *[]string) bool {
 	}
 	switch {
 	case w.promote:
-		if w.skip = !s.held.promoted(w.key, seq); w.skip {
+		if w.skip = !s.held.promoted(w, seq); w.skip {
 			return true
 		}
 		*taken = append(*taken, string(w.key))

@@ -117,16 +117,12 @@ func (s *BadgerStore) List(ctx context.Context, queue string, after uint64, limi
 	}
 	now := s.now()
 	prefix := queuePrefix(queue)
-	held := s.held.list(prefix, after, limit)
+	held := s.held.list(prefix, after, limit, now)
 	var out []*QueueEntry
 	for _, v := range held.live {
 		e, err := decodeEntry(v)
 		if err != nil {
 			return nil, fmt.Errorf("state: held queue entry of %q: %w", queue, err)
-		}
-		if e.Expired(now) {
-			held.bound = 0 // fewer than the limit from the held log
-			continue
 		}
 		out = append(out, e)
 	}
@@ -170,19 +166,16 @@ func (s *BadgerStore) Depths(ctx context.Context) (map[string]int, error) {
 	defer s.exit()
 	now := s.now()
 	out := map[string]int{}
-	held := s.held.queueCounts()
+	held, err := s.held.queueCounts(now)
+	if err != nil {
+		return nil, err
+	}
 	for _, c := range held {
-		for _, v := range c.live {
-			q, exp, err := peekQueueExpires(v)
-			if err != nil {
-				return nil, fmt.Errorf("state: held queue entry: %w", err)
-			}
-			if !expiredAt(exp, now) {
-				out[string(q)]++
-			}
+		if c.live > 0 {
+			out[c.queue] += c.live
 		}
 	}
-	err := s.db.View(func(txn *badger.Txn) error {
+	err = s.db.View(func(txn *badger.Txn) error {
 		// Each entry's queue and expiry are read in place, the rest
 		// (its PDU above all) passed over.
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(prefixQueue)})
