@@ -33,7 +33,8 @@ type request struct {
 
 // write is one key mutation. Its key and val belong to the store once
 // submitted: the row cache keeps them as they are, so they are never
-// modified or reused afterwards.
+// modified or reused afterwards (but a promote write's val, which the
+// committer sets to the held entry's own: heldLog.promoted).
 type write struct {
 	key, val  []byte
 	expiresAt uint64 // Badger TTL, Unix seconds; 0 = none
@@ -179,7 +180,7 @@ func (s *BadgerStore) launch(b *batch, next *batch, done chan<- error) {
 			// txn holds part of r's writes: rebuild it without r and
 			// carry r and the rest over to the next batch.
 			txn.Discard()
-			s.held.settled(b.heldTaken, seq, heldFailed)
+			s.held.settled(b.heldTaken, seq, false)
 			s.carry(b, next, i)
 			s.launch(b, next, done)
 			return
@@ -255,6 +256,30 @@ func (s *BadgerStore) commitLogged(txn *badger.Txn, seq uint64, hwm write, reqs 
 type appliedError struct{ error }
 
 func (e appliedError) Unwrap() error { return e.error }
+
+// settleHeld settles what batch b did in the held log, err its outcome. A
+// batch Badger applied whose log sync failed counts as applied: its
+// writers were told it failed, and it may survive, as it would have in
+// Badger alone. Its deletions are final (Badger would have applied them),
+// and its puts are written to Badger now, with the rest of the batch (the
+// log that holds them may not survive, and the store takes no more writes
+// until it is reopened); one that cannot be is kept for Close.
+func (s *BadgerStore) settleHeld(b *batch, err error) {
+	applied := err == nil || errors.As(err, &appliedError{})
+	var ws []write
+	if err != nil && applied {
+		ws = s.held.putsBy(b.heldTaken, b.heldSeq)
+	}
+	s.held.settled(b.heldTaken, b.heldSeq, applied)
+	if len(ws) == 0 {
+		return
+	}
+	if werr := applyBatch(s.db, ws); werr != nil {
+		s.log.Error("state: entries of a batch whose log sync failed not written to the store; kept for close", "err", werr)
+		return
+	}
+	s.held.forget(ws)
+}
 
 // carry moves b's requests from i on to the front of next.
 func (s *BadgerStore) carry(b, next *batch, i int) {
@@ -458,15 +483,7 @@ func (st *stager) completed(b, next *batch, err error) {
 	} else {
 		s.log.Error("state: commit failed", "err", err)
 	}
-	how := heldFailed
-	var applied appliedError
-	switch {
-	case err == nil:
-		how = heldDurable
-	case errors.As(err, &applied):
-		how = heldApplied
-	}
-	s.held.settled(b.heldTaken, b.heldSeq, how)
+	s.settleHeld(b, err)
 	// Before the snapshot that shows the batch: the filter of record keys
 	// and the row cache never lag a published snapshot.
 	s.keys.add(b.reqs)
@@ -476,6 +493,9 @@ func (st *stager) completed(b, next *batch, err error) {
 	s.finish(b.reqs, err)
 	if err != nil && len(next.reqs) > 0 {
 		st.forget(next)
+		if ae := (appliedError{}); errors.As(err, &ae) {
+			err = ae.error // (next was not applied)
+		}
 		s.finish(next.reqs, err)
 		*next = batch{id: next.id}
 	}

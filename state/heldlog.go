@@ -166,25 +166,13 @@ func (l *heldLog) promoted(w *write, seq uint64) bool {
 	return true
 }
 
-// heldOutcome is how a batch ended, for the held log.
-type heldOutcome int
-
-const (
-	heldDurable heldOutcome = iota // written and synced
-	heldFailed                     // neither Badger nor the synced log has it
-	// heldApplied: Badger applied the batch but the commit log's sync
-	// failed. The writers were told it failed, and it may survive: its
-	// puts are kept (Close writes them to Badger with the rest of the
-	// batch, as it would have been without the held log), its deletions
-	// and promotions undone.
-	heldApplied
-)
-
-// settled ends what batch seq did to keys: its first put of an entry
-// makes the entry visible (durable, applied) or forgets it (failed); its
-// deletion or promotion forgets it (durable) or is undone. An entry put
-// again, or promoted, since is left as it is.
-func (l *heldLog) settled(keys []string, seq uint64, how heldOutcome) {
+// settled ends what batch seq did to keys, applied: durable, or applied
+// by Badger (see settleHeld); else failed. Its first put of an entry makes
+// the entry visible (applied; putsBy names those of a batch that did not
+// sync, before) or forgets it (failed); its deletion or promotion forgets it
+// (applied) or is undone. An entry put again, or promoted, since is left
+// as it is.
+func (l *heldLog) settled(keys []string, seq uint64, applied bool) {
 	if l == nil || len(keys) == 0 {
 		return // (no commit log: nothing held)
 	}
@@ -196,7 +184,7 @@ func (l *heldLog) settled(keys []string, seq uint64, how heldOutcome) {
 			continue
 		}
 		if e.putBy == seq {
-			if e.putBy = 0; how == heldFailed {
+			if e.putBy = 0; !applied {
 				l.forgetLocked(e)
 				continue
 			}
@@ -204,11 +192,36 @@ func (l *heldLog) settled(keys []string, seq uint64, how heldOutcome) {
 		if e.delBy != seq && e.promBy != seq {
 			continue
 		}
-		if how == heldDurable {
+		if applied {
 			l.forgetLocked(e)
 			continue
 		}
 		e.delBy, e.promBy = 0, 0
+	}
+}
+
+// putsBy returns, as writes, the entries of keys whose first put is batch
+// seq, in flight, and that it does not delete.
+func (l *heldLog) putsBy(keys []string, seq uint64) []write {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var ws []write
+	for _, k := range keys {
+		if e, ok := l.m[k]; ok && e.putBy == seq && e.delBy == 0 {
+			ws = append(ws, write{key: e.key, val: e.val, expiresAt: e.expiresAt})
+		}
+	}
+	return ws
+}
+
+// forget drops the entries ws wrote to Badger.
+func (l *heldLog) forget(ws []write) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, w := range ws {
+		if e, ok := l.m[string(w.key)]; ok {
+			l.forgetLocked(e)
+		}
 	}
 }
 
@@ -310,20 +323,21 @@ func (l *heldLog) list(qp []byte, after uint64, limit int, now time.Time) heldLi
 			break
 		}
 		out.seqs = append(out.seqs, e.queueSeq)
-		if e.listable(now) {
+		if _, ok, _ := e.listable(now); ok {
 			out.live = append(out.live, e.val)
 		}
 	}
 	return out
 }
 
-// listable reports whether List and Depths show e at now.
-func (e *heldEntry) listable(now time.Time) bool {
+// listable reports whether List and Depths show e at now, and e's queue
+// (err: e's value is damaged; List then reports it).
+func (e *heldEntry) listable(now time.Time) (queue []byte, ok bool, err error) {
 	if e.putBy != 0 || e.delBy != 0 {
-		return false
+		return nil, false, nil
 	}
-	_, exp, err := peekQueueExpires(e.val)
-	return err != nil || !expiredAt(exp, now) // (a damaged one is listed: List reports it)
+	queue, exp, err := peekQueueExpires(e.val)
+	return queue, err != nil || !expiredAt(exp, now), err
 }
 
 // queueCounts returns, per queue prefix, the sequence numbers of every
@@ -343,14 +357,13 @@ func (l *heldLog) queueCounts(now time.Time) (map[string]heldCount, error) {
 				continue
 			}
 			c.seqs = append(c.seqs, e.queueSeq)
-			if !e.listable(now) {
-				continue
-			}
-			name, _, err := peekQueueExpires(e.val)
+			name, ok, err := e.listable(now)
 			if err != nil {
 				return nil, fmt.Errorf("state: held queue entry %q: %w", e.key, err)
 			}
-			c.queue, c.live = string(name), c.live+1
+			if ok {
+				c.queue, c.live = string(name), c.live+1
+			}
 		}
 		out[qp] = c
 	}

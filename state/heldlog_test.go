@@ -1,6 +1,7 @@
 package state
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -188,17 +189,17 @@ func TestHeldLogDeletionsFollowTheirBatch(t *testing.T) {
 	l := newHeldLog()
 	k := []byte(prefixSent + "acme/k")
 	l.put(&write{key: k}, 1)
-	l.settled([]string{string(k)}, 1, heldDurable)
+	l.settled([]string{string(k)}, 1, true)
 	if held, toBadger := l.deleting(k, 2); !held || toBadger {
 		t.Fatalf("deleting an entry put = held %v, to Badger %v; want held, kept from Badger", held, toBadger)
 	}
-	l.settled([]string{string(k)}, 2, heldFailed)
+	l.settled([]string{string(k)}, 2, false)
 	if ws := l.upTo(1); len(ws) != 1 {
 		t.Fatalf("after its deletion failed the entry is not promoted with batch 1's (%d writes), want it held", len(ws))
 	}
 	l.deleting(k, 3)
 	l.put(&write{key: k}, 4) // put again before batch 3 is durable
-	l.settled([]string{string(k)}, 3, heldDurable)
+	l.settled([]string{string(k)}, 3, true)
 	if ws := l.upTo(4); len(ws) != 1 {
 		t.Errorf("a put after a deletion was dropped by that deletion's batch (%d held), want it held", len(ws))
 	}
@@ -209,7 +210,7 @@ func TestHeldLogDeletionsFollowTheirBatch(t *testing.T) {
 	if l.promoted(&write{key: k}, 6) {
 		t.Error("a promotion after a deletion in flight is written, want it skipped")
 	}
-	l.settled([]string{string(k)}, 5, heldDurable)
+	l.settled([]string{string(k)}, 5, true)
 	if held, _ := l.deleting(k, 7); len(l.upTo(^uint64(0))) != 0 || l.pending(^uint64(0)) != 0 || held {
 		t.Errorf("after its deletion was durable the entry is still held")
 	}
@@ -222,14 +223,14 @@ func TestADeletionDuringAPromotionGoesToBadger(t *testing.T) {
 	l := newHeldLog()
 	k := entryKey("shop", 1)
 	l.put(&write{key: k, val: []byte("v")}, 1)
-	l.settled([]string{string(k)}, 1, heldDurable)
+	l.settled([]string{string(k)}, 1, true)
 	if !l.promoted(&write{key: k}, 2) {
 		t.Fatal("a held entry is not promoted")
 	}
 	if held, toBadger := l.deleting(k, 3); !held || !toBadger {
 		t.Errorf("deleting an entry being promoted = held %v, to Badger %v; want both", held, toBadger)
 	}
-	l.settled([]string{string(k)}, 2, heldDurable)
+	l.settled([]string{string(k)}, 2, true)
 	if l.pending(^uint64(0)) != 0 {
 		t.Error("an entry promoted is still held once its promotion is durable")
 	}
@@ -246,8 +247,8 @@ func TestAHeldQueueEntryIsListedOnceDurable(t *testing.T) {
 	if got := l.list(prefix, 0, 10, time.Now()); len(got.live) != 0 || len(got.seqs) != 2 {
 		t.Fatalf("before their batches settle: %d listed, %d held; want 0 listed, 2 held", len(got.live), len(got.seqs))
 	}
-	l.settled([]string{string(k1)}, 7, heldDurable)
-	l.settled([]string{string(k2)}, 8, heldFailed)
+	l.settled([]string{string(k1)}, 7, true)
+	l.settled([]string{string(k2)}, 8, false)
 	got := l.list(prefix, 0, 10, time.Now())
 	if len(got.live) != 1 || string(got.live[0]) != "one" || !slices.Equal(got.seqs, []uint64{1}) {
 		t.Errorf("after batch 7 settled and 8 failed: listed %q, held %v; want [one], [1]", got.live, got.seqs)
@@ -269,9 +270,9 @@ func TestHeldQueueListingIsBoundedAndForgetsWhatWasAcknowledged(t *testing.T) {
 		keys = append(keys, string(k))
 		l.put(&write{key: k, val: []byte(fmt.Sprint(seq))}, seq)
 	}
-	l.settled(keys, 300, heldDurable) // (no entry was put by batch 300 but the last)
+	l.settled(keys, 300, true) // (no entry was put by batch 300 but the last)
 	for i, k := range keys {
-		l.settled([]string{k}, uint64(i+1), heldDurable)
+		l.settled([]string{k}, uint64(i+1), true)
 	}
 	got := l.list(prefix, 100, 5, time.Now())
 	if len(got.live) != 5 || string(got.live[0]) != "101" || got.bound != 105 {
@@ -279,7 +280,7 @@ func TestHeldQueueListingIsBoundedAndForgetsWhatWasAcknowledged(t *testing.T) {
 	}
 	for i, k := range keys[:250] {
 		l.deleting([]byte(k), uint64(1000+i))
-		l.settled([]string{k}, uint64(1000+i), heldDurable)
+		l.settled([]string{k}, uint64(1000+i), true)
 	}
 	if q := l.queues[string(prefix)]; q == nil || len(q.es) >= 300 {
 		t.Errorf("after 250 of 300 entries were deleted the queue still keeps every entry")
@@ -291,7 +292,7 @@ func TestHeldQueueListingIsBoundedAndForgetsWhatWasAcknowledged(t *testing.T) {
 	for _, k := range keys[250:] {
 		l.deleting([]byte(k), 2000)
 	}
-	l.settled(keys[250:], 2000, heldDurable)
+	l.settled(keys[250:], 2000, true)
 	if len(l.queues) != 0 || len(l.m) != 0 {
 		t.Errorf("after every entry was deleted the log keeps %d queues and %d entries, want none", len(l.queues), len(l.m))
 	}
@@ -535,6 +536,17 @@ func TestQueuedReceiptsOutliveTheCommitLogSegmentsThatEnqueuedThem(t *testing.T)
 	if got := listSeqs(t, s, "shop", 0, 100); !slices.Equal(got, waiting) {
 		t.Fatalf("List before the crash = %v, want %v", got, waiting)
 	}
+	s.held.mu.Lock()
+	kept := 0
+	for _, seq := range waiting {
+		if _, ok := s.held.m[string(entryKey("shop", seq))]; ok {
+			kept++
+		}
+	}
+	s.held.mu.Unlock()
+	if kept != 0 {
+		t.Errorf("%d of the waiting receipts are still kept in memory after their segment went, want none (written to Badger, forgotten)", kept)
+	}
 	s2 := crashReopen(t, s, dir)
 	if got := listSeqs(t, s2, "shop", 0, 100); !slices.Equal(got, waiting) {
 		t.Errorf("List after the crash = %v, want the %d waiting receipts %v", got, len(waiting), waiting)
@@ -690,6 +702,10 @@ func TestAReceiptWhoseLogSyncFailedAfterBadgerAppliedItIsNotLost(t *testing.T) {
 	if _, _, err := s.Enqueue(ctx, e); err == nil {
 		t.Fatal("Enqueue with its commit log sync failing = nil error")
 	}
+	// Badger applied the rest of the batch: the entry joins it at once.
+	if n, in := s.held.pending(^uint64(0)), queueVersions(t, s); n != 0 || in != 1 {
+		t.Errorf("after the failed sync %d entries are held and %d in Badger, want the receipt in Badger", n, in)
+	}
 	_ = s.Close()
 	s2, err := OpenBadger(BadgerOptions{Path: dir, GCInterval: -1})
 	if err != nil {
@@ -706,8 +722,9 @@ func TestAReceiptWhoseLogSyncFailedAfterBadgerAppliedItIsNotLost(t *testing.T) {
 }
 
 // A batch split because it did not fit one Badger transaction (carry)
-// puts its queue entries again: they stay in sequence order, so a listing
-// from any point returns what follows it.
+// puts its queue entries again behind the forgotten first puts: they stay
+// in sequence order, so a listing from any point, with any limit, returns
+// what follows it.
 func TestABatchSplitThatPutsQueueEntriesAgainKeepsThemInOrder(t *testing.T) {
 	l := newHeldLog()
 	prefix := queuePrefix("shop")
@@ -716,25 +733,32 @@ func TestABatchSplitThatPutsQueueEntriesAgainKeepsThemInOrder(t *testing.T) {
 		l.put(&write{key: k, val: encodeEntry(nil, &QueueEntry{Queue: "shop", Seq: seq})}, batch)
 		return string(k)
 	}
+	l.settled([]string{put(1, 9)}, 9, true) // the queue holds a durable entry
 	var first []string
-	for seq := uint64(1); seq <= 8; seq++ {
+	for seq := uint64(2); seq <= 9; seq++ {
 		first = append(first, put(seq, 10))
 	}
-	l.settled(first, 10, heldFailed) // did not fit: rebuilt with 1..3
-	l.settled([]string{put(1, 10), put(2, 10), put(3, 10)}, 10, heldDurable)
+	l.settled(first, 10, false) // did not fit: rebuilt with 2..4
+	l.settled([]string{put(2, 10), put(3, 10), put(4, 10)}, 10, true)
 	var next []string
-	for seq := uint64(4); seq <= 9; seq++ {
+	for seq := uint64(5); seq <= 10; seq++ {
 		next = append(next, put(seq, 11))
 	}
-	l.settled(next, 11, heldDurable)
-	for after := uint64(0); after <= 9; after++ {
-		got := l.list(prefix, after, 100, time.Now())
-		var want []uint64
-		for seq := after + 1; seq <= 9; seq++ {
-			want = append(want, seq)
-		}
-		if !slices.Equal(got.seqs, want) || len(got.live) != len(want) {
-			t.Errorf("list(after %d) = %v (%d live), want %v", after, got.seqs, len(got.live), want)
+	l.settled(next, 11, true)
+	q := l.queues[string(prefix)]
+	if !slices.IsSortedFunc(q.es, func(a, b *heldEntry) int { return cmp.Compare(a.queueSeq, b.queueSeq) }) {
+		t.Fatal("the queue's held entries are out of sequence order after a batch split")
+	}
+	for after := uint64(0); after <= 10; after++ {
+		for _, limit := range []int{1, 3, 100} {
+			got := l.list(prefix, after, limit, time.Now())
+			var want []uint64
+			for seq := after + 1; seq <= 10 && len(want) < limit; seq++ {
+				want = append(want, seq)
+			}
+			if !slices.Equal(got.seqs, want) || len(got.live) != len(want) {
+				t.Errorf("list(after %d, limit %d) = %v (%d live), want %v", after, limit, got.seqs, len(got.live), want)
+			}
 		}
 	}
 }
@@ -761,7 +785,11 @@ func TestQueueListingFromEveryPointUnderSplitBatches(t *testing.T) {
 				t.Error(err)
 			}
 		})
-		wg.Go(func() { enqueueN(t, s, "shop", 1) })
+		wg.Go(func() {
+			if _, _, err := s.Enqueue(ctx, &QueueEntry{Queue: "shop", Kind: "receipt", Body: []byte("id:x stat:DELIVRD")}); err != nil {
+				t.Error(err)
+			}
+		})
 	}
 	wg.Wait()
 	all := listSeqs(t, s, "shop", 0, 1000)
@@ -773,5 +801,34 @@ func TestQueueListingFromEveryPointUnderSplitBatches(t *testing.T) {
 		if got := listSeqs(t, s, "shop", after, 10); !slices.Equal(got, want) {
 			t.Fatalf("List(after %d, 10) = %v, want %v", after, got, want)
 		}
+	}
+}
+
+// An Ack whose batch Badger applied but whose commit log sync failed is
+// final, as it was when Badger held the queue: after a close and a reopen
+// the acknowledged receipt is not delivered again.
+func TestAnAckWhoseLogSyncFailedAfterBadgerAppliedItStaysFinal(t *testing.T) {
+	dir := t.TempDir()
+	s, err := OpenBadger(BadgerOptions{Path: dir, GCInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	seqs := enqueueN(t, s, "shop", 2)
+	s.clog.syncFault = func() error { return errors.New("input/output error") }
+	if err := s.Ack(ctx, "shop", seqs[0]); err == nil {
+		t.Fatal("Ack with its commit log sync failing = nil error")
+	}
+	if n := s.held.pending(^uint64(0)); n != 1 {
+		t.Errorf("%d entries held after the failed sync, want 1 (the one not acknowledged)", n)
+	}
+	_ = s.Close()
+	s2, err := OpenBadger(BadgerOptions{Path: dir, GCInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if got := listSeqs(t, s2, "shop", 0, 10); !slices.Equal(got, seqs[1:]) {
+		t.Errorf("after the failed sync of an Ack, a close and a reopen the queue holds %v, want only %v", got, seqs[1:])
 	}
 }
