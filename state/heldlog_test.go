@@ -18,13 +18,13 @@ import (
 	"github.com/smppproxy/smppproxy/internal/testkit"
 )
 
-// sentVersions counts the versions (puts and deletions) of Sent index
-// entries Badger itself holds, read past the store.
-func sentVersions(t *testing.T, s *BadgerStore) int {
+// versions counts the versions (puts and deletions) of the keys under
+// prefix Badger itself holds, read past the store.
+func versions(t *testing.T, s *BadgerStore, prefix string) int {
 	t.Helper()
 	n := 0
 	err := s.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(prefixSent), AllVersions: true})
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(prefix), AllVersions: true})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
 			n++
@@ -36,6 +36,12 @@ func sentVersions(t *testing.T, s *BadgerStore) int {
 	}
 	return n
 }
+
+// sentVersions counts the versions of Sent index entries Badger holds.
+func sentVersions(t *testing.T, s *BadgerStore) int { return versions(t, s, prefixSent) }
+
+// queueVersions counts the versions of queue entries Badger holds.
+func queueVersions(t *testing.T, s *BadgerStore) int { return versions(t, s, prefixQueue) }
 
 // sentKeys returns the keys ScanState(Sent) visits, sorted.
 func scanSent(t *testing.T, s *BadgerStore) []string {
@@ -367,25 +373,6 @@ func TestAnEntryPutAgainKeepsTheBatchOfItsFirstPut(t *testing.T) {
 	if ws := l.upTo(5); len(ws) != 1 {
 		t.Errorf("an entry put in batch 5 and again in 6 is not promoted with batch 5's segment")
 	}
-}
-
-// queueVersions counts the versions (puts and deletions) of queue entries
-// Badger itself holds, read past the store.
-func queueVersions(t *testing.T, s *BadgerStore) int {
-	t.Helper()
-	n := 0
-	err := s.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(prefixQueue), AllVersions: true})
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			n++
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
 }
 
 // enqueued counts enqueueN's receipts (each its own dedup key).
