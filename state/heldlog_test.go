@@ -106,17 +106,44 @@ func TestASettledSubmitWritesNoSentIndexEntryToBadger(t *testing.T) {
 	}
 }
 
+// openSmallSegments opens a store in dir whose commit log segments are
+// small and trimmed soon, so that a test sees them go.
+func openSmallSegments(t *testing.T, dir string) *BadgerStore {
+	t.Helper()
+	s, err := OpenBadger(BadgerOptions{Path: dir, GCInterval: -1, CheckpointInterval: -1, commitLogRotate: 64 << 10,
+		MemtableSize: 1 << 20, trimSyncAfter: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// untilFirstSegmentGone runs step(i), i = 0, 1, ..., until the oldest
+// commit log segment in dir now is removed.
+func untilFirstSegmentGone(t *testing.T, dir string, step func(i int)) {
+	t.Helper()
+	first, _ := filepath.Glob(filepath.Join(dir, "commit-*.log"))
+	slices.Sort(first)
+	for i := 0; ; i++ {
+		step(i)
+		if i%500 == 499 {
+			if _, err := os.Stat(first[0]); os.IsNotExist(err) {
+				return
+			}
+		}
+		if i > 200_000 {
+			t.Fatal("the first commit log segment was never removed")
+		}
+	}
+}
+
 // A record left Sent (its process died with it in flight) is found by
 // ScanState after a crash and a reopen even once the commit log segments
 // that created it are gone: its index entry went to Badger before they
 // were removed.
 func TestSentRecordsOutliveTheCommitLogSegmentsThatCreatedThem(t *testing.T) {
 	dir := t.TempDir()
-	s, err := OpenBadger(BadgerOptions{Path: dir, GCInterval: -1, CheckpointInterval: -1, commitLogRotate: 64 << 10,
-		MemtableSize: 1 << 20, trimSyncAfter: 100 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openSmallSegments(t, dir)
 	ctx := context.Background()
 	now := time.Now()
 	var stuck []string
@@ -127,24 +154,14 @@ func TestSentRecordsOutliveTheCommitLogSegmentsThatCreatedThem(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	first, _ := filepath.Glob(filepath.Join(dir, "commit-*.log"))
-	slices.Sort(first)
 	// Submits that settle, until the segments of the stuck creates go.
-	for i := 0; ; i++ {
+	untilFirstSegmentGone(t, dir, func(i int) {
 		k := fmt.Sprint("done-", i)
 		if _, _, err := s.Create(ctx, sentRecord(k, now)); err != nil {
 			t.Fatal(err)
 		}
 		accept(t, s, k, now)
-		if i%500 == 499 {
-			if _, err := os.Stat(first[0]); os.IsNotExist(err) {
-				break
-			}
-		}
-		if i > 200_000 {
-			t.Fatal("the first commit log segment was never removed")
-		}
-	}
+	})
 	testkit.Eventually(t, 10*time.Second, func() bool { return sentVersions(t, s) >= len(stuck) },
 		"the stuck records' index entries never reached Badger")
 	s2 := crashReopen(t, s, dir)
@@ -495,31 +512,17 @@ func TestQueueListsHeldAndStoredEntriesInOrder(t *testing.T) {
 // and a crash after that loses none, in order.
 func TestQueuedReceiptsOutliveTheCommitLogSegmentsThatEnqueuedThem(t *testing.T) {
 	dir := t.TempDir()
-	s, err := OpenBadger(BadgerOptions{Path: dir, GCInterval: -1, CheckpointInterval: -1, commitLogRotate: 64 << 10,
-		MemtableSize: 1 << 20, trimSyncAfter: 100 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openSmallSegments(t, dir)
 	ctx := context.Background()
 	waiting := enqueueN(t, s, "shop", 20)
-	first, _ := filepath.Glob(filepath.Join(dir, "commit-*.log"))
-	slices.Sort(first)
 	// Receipts delivered and acknowledged at once, until the segments of
 	// the waiting ones go.
-	for i := 0; ; i++ {
+	untilFirstSegmentGone(t, dir, func(int) {
 		seq := enqueueN(t, s, "busy", 1)[0]
 		if err := s.Ack(ctx, "busy", seq); err != nil {
 			t.Fatal(err)
 		}
-		if i%500 == 499 {
-			if _, err := os.Stat(first[0]); os.IsNotExist(err) {
-				break
-			}
-		}
-		if i > 200_000 {
-			t.Fatal("the first commit log segment was never removed")
-		}
-	}
+	})
 	if got := listSeqs(t, s, "shop", 0, 100); !slices.Equal(got, waiting) {
 		t.Fatalf("List before the crash = %v, want %v", got, waiting)
 	}
