@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -35,6 +37,7 @@ type opsOptions struct {
 	token           string // admin token written to a token file; "" = none
 	shutdownTimeout time.Duration
 	responseTimeout time.Duration
+	adminAddr       string // "" = a free port
 }
 
 // opsProxy is a running child with what the tests need to reach it.
@@ -65,9 +68,32 @@ func startOps(t *testing.T, smsc string, o opsOptions) *opsProxy {
 	if o.responseTimeout == 0 {
 		o.responseTimeout = 300 * time.Millisecond
 	}
+	// A port freePort gave may be taken by another process before the
+	// child listens on it: the child then exits, and it starts again on
+	// other ports.
+	for attempt := 1; ; attempt++ {
+		notify, env := childNotify(t)
+		p := startOpsOnce(t, smsc, o, env)
+		if waitReady(t, p.adminURL, p.logPath, notify) {
+			return p
+		}
+		if attempt == 3 {
+			t.Fatalf("the proxy found its ports taken three times")
+		}
+		_ = p.cmd.Process.Kill()
+		_, _ = p.cmd.Process.Wait()
+	}
+}
+
+// startOpsOnce starts the child on ports freePort gives (see startOps).
+func startOpsOnce(t *testing.T, smsc string, o opsOptions, env []string) *opsProxy {
+	t.Helper()
 	dir := t.TempDir()
 	p := &opsProxy{dir: dir, listen: freePort(t), logPath: filepath.Join(dir, "proxy.log")}
-	adminAddr := freePort(t)
+	adminAddr := o.adminAddr
+	if adminAddr == "" {
+		adminAddr = freePort(t)
+	}
 	p.adminURL = "http://" + adminAddr
 	tokenLine := ""
 	if o.token != "" {
@@ -92,15 +118,50 @@ shutdown_timeout: %s
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p.proxyProcess = startServeArgs(t, cfgPath, p.logPath, "--records-every", "100ms")
-	waitReady(t, p.adminURL, p.logPath)
+	p.proxyProcess = startServeEnv(t, cfgPath, p.logPath, env, "--records-every", "100ms")
 	return p
 }
 
-// waitReady polls /readyz until the child's upstream is bound.
-func waitReady(t *testing.T, adminURL, logPath string) {
+// childNotify listens for one child's sd_notify datagrams (as systemd
+// does); env is the child's $NOTIFY_SOCKET for startServeEnv.
+func childNotify(t *testing.T) (*net.UnixConn, []string) {
 	t.Helper()
+	dir, err := os.MkdirTemp("", "sdn") // short: unix socket paths are limited to 108 bytes
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	path := filepath.Join(dir, "notify")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn, []string{"NOTIFY_SOCKET=" + path}
+}
+
+// waitReady waits until the child serves (it said READY=1 on notify,
+// once its own listeners were open: a process that took its admin port
+// meanwhile would answer /readyz for it) and /readyz says ready (its
+// upstream bound). It returns false when the child could not listen
+// because another process had taken one of its ports.
+func waitReady(t *testing.T, adminURL, logPath string, notify *net.UnixConn) bool {
+	t.Helper()
+	up, taken := false, false
+	buf := make([]byte, 4096)
 	ready := testkit.Poll(30*time.Second, func() bool {
+		if log, _ := os.ReadFile(logPath); bytes.Contains(log, []byte("address already in use")) {
+			taken = true
+			return true
+		}
+		for !up {
+			_ = notify.SetReadDeadline(time.Now().Add(10 * time.Millisecond))
+			n, err := notify.Read(buf)
+			if err != nil {
+				return false
+			}
+			up = strings.HasPrefix(string(buf[:n]), "READY=1")
+		}
 		resp, err := http.Get(adminURL + "/readyz")
 		if err != nil {
 			return false
@@ -109,10 +170,32 @@ func waitReady(t *testing.T, adminURL, logPath string) {
 		return resp.StatusCode == http.StatusOK
 	})
 	if ready {
-		return
+		return !taken
 	}
 	log, _ := os.ReadFile(logPath)
 	t.Fatalf("proxy never became ready at %s; log:\n%s", adminURL, log)
+	return false
+}
+
+// A child whose admin port another process took before it could listen
+// (freePort's port is free only until then) is not taken for ready
+// because that process answers /readyz: the test would then talk to a
+// proxy that is not there. startOps starts it again on other ports.
+func TestAChildWhoseAdminPortWasTakenIsNotTakenForReady(t *testing.T) {
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})) // answers 200 to everything
+	defer other.Close()
+	smsc := subprocessSMSC(t, sim.Config{})
+	notify, env := childNotify(t)
+	p := startOpsOnce(t, smsc.Addr(), opsOptions{logFormat: "text", logLevel: "info", password: "secret", upstreamPass: "pw",
+		shutdownTimeout: 5 * time.Second, responseTimeout: time.Second, adminAddr: other.Listener.Addr().String()}, env)
+	if waitReady(t, p.adminURL, p.logPath, notify) {
+		t.Fatal("a child that could not listen on its admin port was taken for ready (another process answered /readyz)")
+	}
+	q := startOps(t, smsc.Addr(), opsOptions{})
+	c := dialAs(t, q.listen, "secret", smpp.BindTransmitter)
+	if r := submit(t, c, "after-retry", "hello"); r.Status != 0 {
+		t.Errorf("submit to the proxy started on free ports = %v", r.Status)
+	}
 }
 
 // runCLI runs an smppproxy command in process and returns what it printed.

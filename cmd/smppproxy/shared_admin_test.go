@@ -16,19 +16,29 @@ import (
 
 // sharedOps is a `serve` child on the shared PostgreSQL store, as instance
 // id (writeSharedConfig), with its admin API.
+// It starts again on other ports when one was taken (see startOps).
 func sharedOps(t *testing.T, dsn, schema, id, smsc string) *opsProxy {
 	t.Helper()
-	p := &opsProxy{listen: freePort(t)}
-	path := writeSharedConfig(t, dsn, schema, id, p.listen, smsc)
-	cfg, err := config.Load(path)
-	if err != nil {
-		t.Fatal(err)
+	for attempt := 1; ; attempt++ {
+		p := &opsProxy{listen: freePort(t)}
+		path := writeSharedConfig(t, dsn, schema, id, p.listen, smsc)
+		cfg, err := config.Load(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.dir, p.adminURL = filepath.Dir(path), "http://"+cfg.Admin.Address
+		p.logPath = filepath.Join(p.dir, "proxy.log")
+		notify, env := childNotify(t)
+		p.proxyProcess = startServeEnv(t, path, p.logPath, env)
+		if waitReady(t, p.adminURL, p.logPath, notify) {
+			return p
+		}
+		if attempt == 3 {
+			t.Fatalf("instance %s found its ports taken three times", id)
+		}
+		_ = p.cmd.Process.Kill()
+		_, _ = p.cmd.Process.Wait()
 	}
-	p.dir, p.adminURL = filepath.Dir(path), "http://"+cfg.Admin.Address
-	p.logPath = filepath.Join(p.dir, "proxy.log")
-	p.proxyProcess = startServe(t, path, p.logPath)
-	waitReady(t, p.adminURL, p.logPath)
-	return p
 }
 
 // With two instances on one store, the admin CLI says which instance owns
