@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -57,13 +59,53 @@ func startServe(t *testing.T, cfgPath, logPath string) *proxyProcess {
 	return startServeArgs(t, cfgPath, logPath)
 }
 
+// freePort returns a 127.0.0.1 address free now, for a child to listen
+// on. Where the kernel says which ports it hands out by itself (to
+// listeners on port 0 and to outgoing connections, of every process), the
+// port is taken below that range, and each call in this process gives
+// another one: a port freed inside the range could be handed to another
+// process before the child listens on it (the child then exits, and a
+// listener of that process may answer in its place).
 func freePort(t *testing.T) string {
 	t.Helper()
+	if lo := ephemeralLow(); lo > portsFrom+1000 {
+		portOnce.Do(func() { portNext.Store(uint32(os.Getpid()*7919) % uint32(lo-portsFrom)) })
+		for range 1000 {
+			port := portsFrom + int(portNext.Add(1))%(lo-portsFrom)
+			addr := fmt.Sprintf("127.0.0.1:%d", port)
+			if l, err := net.Listen("tcp", addr); err == nil {
+				l.Close()
+				return addr
+			}
+		}
+	}
 	addr, err := freeLoopbackAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
 	return addr
+}
+
+// portsFrom is the lowest port freePort gives.
+const portsFrom = 20000
+
+var (
+	portOnce sync.Once
+	portNext atomic.Uint32
+)
+
+// ephemeralLow is the lowest port the kernel hands out by itself (Linux's
+// ip_local_port_range), or 0 when it cannot tell.
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0
+	}
+	var lo, hi int
+	if _, err := fmt.Sscan(string(b), &lo, &hi); err != nil {
+		return 0
+	}
+	return lo
 }
 
 // writeConfig writes dir/proxy.yaml: a proxy listening on listen, its
@@ -626,4 +668,28 @@ func TestSIGTERMDuringWindowedLoadLosesNoAck(t *testing.T) {
 		}
 	}
 	t.Logf("%d submits acknowledged; SIGTERM to exit 0 in %v", len(acked), took.Round(time.Millisecond))
+}
+
+// The ports the tests' children listen on are outside the range the kernel
+// hands out to other processes' listeners and connections, and never the
+// same twice.
+func TestChildPortsAreOutsideTheKernelsRangeAndNeverRepeat(t *testing.T) {
+	lo := ephemeralLow()
+	if lo <= portsFrom+1000 {
+		t.Skipf("this kernel hands out ports from %d: freePort uses its own choice", lo)
+	}
+	seen := map[string]bool{}
+	for range 200 {
+		addr := freePort(t)
+		_, port, _ := net.SplitHostPort(addr)
+		var n int
+		fmt.Sscan(port, &n)
+		if n < portsFrom || n >= lo {
+			t.Fatalf("freePort = %s, want a port in [%d, %d)", addr, portsFrom, lo)
+		}
+		if seen[addr] {
+			t.Fatalf("freePort gave %s twice", addr)
+		}
+		seen[addr] = true
+	}
 }
