@@ -346,8 +346,9 @@ type commitLog struct {
 	// on Badger's callback goroutine, ordered by the committer's receipt
 	// of that outcome): the store refuses writes until it is reopened.
 	broken error
-	// syncFault, set by tests before the first write, fails a sync that
-	// succeeded (a disk's I/O error).
+	// syncFault, set by tests (before the batch whose sync is to fail;
+	// the committer reads it), fails a sync that succeeded (a disk's I/O
+	// error).
 	syncFault func() error
 
 	mu   sync.Mutex

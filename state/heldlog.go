@@ -301,8 +301,10 @@ type heldListing struct {
 }
 
 // list returns the held entries of the queue with prefix qp after
-// sequence number after, up to limit live ones: durable, not being
-// deleted, not expired at now.
+// sequence number after, up to limit live ones: durable and not expired at
+// now. One being deleted is listed until its deletion is durable: were
+// that deletion to fail, a listing in between would have missed an entry
+// still queued (the dispatcher passes over the entries it is deleting).
 func (l *heldLog) list(qp []byte, after uint64, limit int, now time.Time) heldListing {
 	var out heldListing
 	if l == nil || limit <= 0 {
@@ -323,17 +325,18 @@ func (l *heldLog) list(qp []byte, after uint64, limit int, now time.Time) heldLi
 			break
 		}
 		out.seqs = append(out.seqs, e.queueSeq)
-		if _, ok, _ := e.listable(now); ok {
+		if _, ok, _ := e.listable(now, true); ok {
 			out.live = append(out.live, e.val)
 		}
 	}
 	return out
 }
 
-// listable reports whether List and Depths show e at now, and e's queue
-// (err: e's value is damaged; List then reports it).
-func (e *heldEntry) listable(now time.Time) (queue []byte, ok bool, err error) {
-	if e.putBy != 0 || e.delBy != 0 {
+// listable reports whether List (deleting: with the entries being
+// deleted) or Depths shows e at now, and e's queue (err: e's value is
+// damaged; List then reports it).
+func (e *heldEntry) listable(now time.Time, deleting bool) (queue []byte, ok bool, err error) {
+	if e.putBy != 0 || (e.delBy != 0 && !deleting) {
 		return nil, false, nil
 	}
 	queue, exp, err := peekQueueExpires(e.val)
@@ -357,7 +360,7 @@ func (l *heldLog) queueCounts(now time.Time) (map[string]heldCount, error) {
 				continue
 			}
 			c.seqs = append(c.seqs, e.queueSeq)
-			name, ok, err := e.listable(now)
+			name, ok, err := e.listable(now, false)
 			if err != nil {
 				return nil, fmt.Errorf("state: held queue entry %q: %w", e.key, err)
 			}

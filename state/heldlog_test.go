@@ -822,3 +822,35 @@ func TestAnAckWhoseLogSyncFailedAfterBadgerAppliedItStaysFinal(t *testing.T) {
 		t.Errorf("after the failed sync of an Ack, a close and a reopen the queue holds %v, want only %v", got, seqs[1:])
 	}
 }
+
+// An entry whose deletion is in flight is still listed (Depths no longer
+// counts it) until that deletion is durable: a deletion that fails leaves
+// it queued, and a listing in between must not have missed it.
+func TestAHeldEntryIsListedUntilItsDeletionIsDurable(t *testing.T) {
+	l := newHeldLog()
+	prefix := queuePrefix("shop")
+	k := entryKey("shop", 1)
+	l.put(&write{key: k, val: encodeEntry(nil, &QueueEntry{Queue: "shop", Seq: 1})}, 1)
+	l.settled([]string{string(k)}, 1, true)
+	listed := func() int { return len(l.list(prefix, 0, 10, time.Now()).live) }
+	counted := func() int {
+		c, err := l.queueCounts(time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c[string(prefix)].live
+	}
+	l.deleting(k, 2)
+	if listed() != 1 || counted() != 0 {
+		t.Errorf("while its deletion is in flight: listed %d, counted %d; want listed 1, counted 0", listed(), counted())
+	}
+	l.settled([]string{string(k)}, 2, false)
+	if listed() != 1 || counted() != 1 {
+		t.Errorf("after its deletion failed: listed %d, counted %d; want 1 and 1", listed(), counted())
+	}
+	l.deleting(k, 3)
+	l.settled([]string{string(k)}, 3, true)
+	if listed() != 0 || counted() != 0 {
+		t.Errorf("after its deletion was durable: listed %d, counted %d; want none", listed(), counted())
+	}
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"github.com/smppproxy/smppproxy/internal/testkit"
 	"net/url"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -34,7 +35,8 @@ func sharedOps(t *testing.T, dsn, schema, id, smsc string) *opsProxy {
 			return p
 		}
 		if attempt == 3 {
-			t.Fatalf("instance %s found its ports taken three times", id)
+			log, _ := os.ReadFile(p.logPath)
+			t.Fatalf("instance %s found its ports taken three times; the last log:\n%s", id, log)
 		}
 		_ = p.cmd.Process.Kill()
 		_, _ = p.cmd.Process.Wait()

@@ -62,16 +62,18 @@ func startServe(t *testing.T, cfgPath, logPath string) *proxyProcess {
 // freePort returns a 127.0.0.1 address free now, for a child to listen
 // on. Where the kernel says which ports it hands out by itself (to
 // listeners on port 0 and to outgoing connections, of every process), the
-// port is taken below that range, and each call in this process gives
-// another one: a port freed inside the range could be handed to another
-// process before the child listens on it (the child then exits, and a
-// listener of that process may answer in its place).
+// port is taken below that range (and below 25000, under the ports some
+// services use there: RabbitMQ's 25672, Kubernetes' node ports), and each
+// call in this process gives another one: a port freed inside the range
+// could be handed to another process before the child listens on it (the
+// child then exits, and a listener of that process may answer in its
+// place).
 func freePort(t *testing.T) string {
 	t.Helper()
-	if lo := ephemeralLow(); lo > portsFrom+1000 {
-		portOnce.Do(func() { portNext.Store(uint32(os.Getpid()*7919) % uint32(lo-portsFrom)) })
+	if hi := min(ephemeralLow(), portsTo); hi > portsFrom+1000 {
+		portOnce.Do(func() { portNext.Store(uint32(os.Getpid()*7919) % uint32(hi-portsFrom)) })
 		for range 1000 {
-			port := portsFrom + int(portNext.Add(1))%(lo-portsFrom)
+			port := portsFrom + int(portNext.Add(1))%(hi-portsFrom)
 			addr := fmt.Sprintf("127.0.0.1:%d", port)
 			if l, err := net.Listen("tcp", addr); err == nil {
 				l.Close()
@@ -86,8 +88,8 @@ func freePort(t *testing.T) string {
 	return addr
 }
 
-// portsFrom is the lowest port freePort gives.
-const portsFrom = 20000
+// portsFrom and portsTo bound the ports freePort gives.
+const portsFrom, portsTo = 20000, 25000
 
 var (
 	portOnce sync.Once
@@ -674,7 +676,7 @@ func TestSIGTERMDuringWindowedLoadLosesNoAck(t *testing.T) {
 // hands out to other processes' listeners and connections, and never the
 // same twice.
 func TestChildPortsAreOutsideTheKernelsRangeAndNeverRepeat(t *testing.T) {
-	lo := ephemeralLow()
+	lo := min(ephemeralLow(), portsTo)
 	if lo <= portsFrom+1000 {
 		t.Skipf("this kernel hands out ports from %d: freePort uses its own choice", lo)
 	}
