@@ -132,17 +132,7 @@ func childNotify(t *testing.T) (*net.UnixConn, []string) {
 	if os.Getenv("NOTIFY_SOCKET") != "" {
 		return nil, nil
 	}
-	dir, err := os.MkdirTemp("", "sdn") // short: unix socket paths are limited to 108 bytes
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	path := filepath.Join(dir, "notify")
-	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
+	conn, path := listenNotify(t)
 	return conn, []string{"NOTIFY_SOCKET=" + path}
 }
 

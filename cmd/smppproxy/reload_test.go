@@ -23,6 +23,15 @@ import (
 // does) and sets $NOTIFY_SOCKET for the children started after it.
 func notifySocket(t *testing.T) *net.UnixConn {
 	t.Helper()
+	conn, path := listenNotify(t)
+	t.Setenv("NOTIFY_SOCKET", path)
+	return conn
+}
+
+// listenNotify listens on a new unixgram socket for sd_notify datagrams
+// and returns it with its path.
+func listenNotify(t *testing.T) (*net.UnixConn, string) {
+	t.Helper()
 	// A short path: unix socket paths are limited to 108 bytes.
 	dir, err := os.MkdirTemp("", "sdn")
 	if err != nil {
@@ -35,8 +44,7 @@ func notifySocket(t *testing.T) *net.UnixConn {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	t.Setenv("NOTIFY_SOCKET", path)
-	return conn
+	return conn, path
 }
 
 // nextState reads the next datagram and checks that its first line is
