@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -56,6 +55,7 @@ type heldLog struct {
 type heldEntry struct {
 	key, val                             []byte
 	seq, expiresAt, putBy, delBy, promBy uint64
+	queue                                string // queue entries: their queue's prefix ("" for others)
 	queueSeq                             uint64 // queue entries: the entry's sequence number
 	gone                                 bool   // forgotten (its queue drops it lazily)
 }
@@ -84,30 +84,33 @@ func isQueueEntryKey(k []byte) bool {
 	return bytes.HasPrefix(k, []byte(prefixQueue)) && len(k) > len(prefixQueue)+8 && k[len(k)-9] == 0
 }
 
-// put notes the entry w puts, in batch seq.
-func (l *heldLog) put(w *write, seq uint64) {
+// put notes the entry w puts, in batch seq, and returns its key as the
+// held log keeps it (for the batch's keys: one copy for both).
+func (l *heldLog) put(w *write, seq uint64) string {
+	k := string(w.key)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if e, ok := l.m[string(w.key)]; ok && !e.gone {
+	if e, ok := l.m[k]; ok {
 		// Put again (a Sent record's TTL grew): its earlier put may be the
 		// durable one; a deletion or promotion in flight no longer
 		// forgets it.
 		e.seq, e.val, e.expiresAt = min(seq, e.seq), w.val, w.expiresAt
 		e.delBy, e.promBy = 0, 0
-		return
+		return k
 	}
 	e := &heldEntry{key: w.key, val: w.val, seq: seq, expiresAt: w.expiresAt, putBy: seq}
-	l.m[string(w.key)] = e
+	l.m[k] = e
 	if isQueueEntryKey(w.key) {
-		qp := string(w.key[:len(w.key)-8])
-		e.queueSeq = binary.BigEndian.Uint64(w.key[len(w.key)-8:])
-		q := l.queues[qp]
+		qp, qseq := splitEntryKey(w.key)
+		e.queue, e.queueSeq = string(qp), qseq
+		q := l.queues[e.queue]
 		if q == nil {
 			q = &heldQueue{}
-			l.queues[qp] = q
+			l.queues[e.queue] = q
 		}
 		q.insert(e)
 	}
+	return k
 }
 
 // insert adds e in sequence order: at the end but when a batch split
@@ -229,18 +232,14 @@ func (l *heldLog) forget(ws []write) {
 func (l *heldLog) forgetLocked(e *heldEntry) {
 	delete(l.m, string(e.key))
 	e.gone = true
-	if !isQueueEntryKey(e.key) {
-		return
-	}
-	qp := string(e.key[:len(e.key)-8])
-	q := l.queues[qp]
+	q := l.queues[e.queue]
 	if q == nil {
-		return
+		return // (not a queue entry)
 	}
 	q.gone++
 	switch {
 	case q.gone == len(q.es):
-		delete(l.queues, qp)
+		delete(l.queues, e.queue)
 	case q.gone > 64 && q.gone > len(q.es)/2:
 		q.es = slices.DeleteFunc(q.es, func(e *heldEntry) bool { return e.gone })
 		q.gone = 0
@@ -288,7 +287,7 @@ func (l *heldLog) sentKeys() [][]byte {
 }
 
 // heldListing is what the held log has of a queue after a sequence
-// number: live, the entries to list (durable, not being deleted); seqs,
+// number: live, the entries to list (durable, not expired); seqs,
 // every entry held in that range, which the listing of Badger's entries
 // skips (the held log answers for them: a promotion in flight is in both,
 // a deletion not yet in Badger in neither); bound, when not 0, the
@@ -403,8 +402,7 @@ func (s *BadgerStore) stageHeld(w *write, seq uint64, taken *[]string) bool {
 		*taken = append(*taken, string(w.key))
 		return false
 	case !w.del:
-		s.held.put(w, seq)
-		*taken = append(*taken, string(w.key))
+		*taken = append(*taken, s.held.put(w, seq))
 		return true
 	}
 	held, toBadger := s.held.deleting(w.key, seq)

@@ -106,6 +106,16 @@ func TestASettledSubmitWritesNoSentIndexEntryToBadger(t *testing.T) {
 	}
 }
 
+// openAt opens the store in dir (no value-log GC).
+func openAt(t *testing.T, dir string) *BadgerStore {
+	t.Helper()
+	s, err := OpenBadger(BadgerOptions{Path: dir, GCInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // openSmallSegments opens a store in dir whose commit log segments are
 // small and trimmed soon, so that a test sees them go.
 func openSmallSegments(t *testing.T, dir string) *BadgerStore {
@@ -175,10 +185,7 @@ func TestSentRecordsOutliveTheCommitLogSegmentsThatCreatedThem(t *testing.T) {
 // removes the log.
 func TestSentRecordsAreFoundAfterACleanClose(t *testing.T) {
 	dir := t.TempDir()
-	s, err := OpenBadger(BadgerOptions{Path: dir, GCInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openAt(t, dir)
 	now := time.Now()
 	for _, k := range []string{"a", "b", "c"} {
 		if _, _, err := s.Create(context.Background(), sentRecord(k, now)); err != nil {
@@ -192,10 +199,7 @@ func TestSentRecordsAreFoundAfterACleanClose(t *testing.T) {
 	if segs, _ := filepath.Glob(filepath.Join(dir, "commit-*.log")); len(segs) != 0 {
 		t.Fatalf("commit log segments left after Close: %v", segs)
 	}
-	s2, err := OpenBadger(BadgerOptions{Path: dir, GCInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s2 := openAt(t, dir)
 	defer s2.Close()
 	if got := scanSent(t, s2); !slices.Equal(got, []string{"a", "c"}) {
 		t.Errorf("ScanState(Sent) after a clean close and reopen = %v, want [a c]", got)
@@ -369,10 +373,7 @@ func TestAFailedPromotionKeepsItsEntriesForClose(t *testing.T) {
 		t.Fatal("promoteHeld with the commit log closed = nil, want its failure")
 	}
 	_ = s.Close()
-	s2, err := OpenBadger(BadgerOptions{Path: dir, GCInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s2 := openAt(t, dir)
 	defer s2.Close()
 	if got := scanSent(t, s2); len(got) != 10 {
 		t.Errorf("after a failed promotion, a close and a reopen ScanState(Sent) visits %d records, want 10", len(got))
@@ -550,10 +551,7 @@ func TestQueuedReceiptsOutliveTheCommitLogSegmentsThatEnqueuedThem(t *testing.T)
 // reopens, the acknowledged ones not.
 func TestQueuedReceiptsAreFoundAfterACleanClose(t *testing.T) {
 	dir := t.TempDir()
-	s, err := OpenBadger(BadgerOptions{Path: dir, GCInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openAt(t, dir)
 	seqs := enqueueN(t, s, "shop", 3)
 	if err := s.Ack(context.Background(), "shop", seqs[1]); err != nil {
 		t.Fatal(err)
@@ -561,10 +559,7 @@ func TestQueuedReceiptsAreFoundAfterACleanClose(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s2, err := OpenBadger(BadgerOptions{Path: dir, GCInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s2 := openAt(t, dir)
 	defer s2.Close()
 	if got := listSeqs(t, s2, "shop", 0, 100); !slices.Equal(got, []uint64{seqs[0], seqs[2]}) {
 		t.Errorf("List after a clean close and reopen = %v, want %v", got, []uint64{seqs[0], seqs[2]})
@@ -682,10 +677,7 @@ func TestListMergesHeldEntriesBelowStoredOnesPastAnExpiredOne(t *testing.T) {
 // the queue, so the upstream's resend, a duplicate, loses nothing.
 func TestAReceiptWhoseLogSyncFailedAfterBadgerAppliedItIsNotLost(t *testing.T) {
 	dir := t.TempDir()
-	s, err := OpenBadger(BadgerOptions{Path: dir, GCInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openAt(t, dir)
 	ctx := context.Background()
 	e := &QueueEntry{Queue: "shop", Kind: "receipt", DedupKey: "smsc/m1/DELIVRD", Body: []byte("id:m1 stat:DELIVRD"), Expires: time.Now().Add(time.Hour)}
 	s.clog.syncFault = func() error { return errors.New("input/output error") }
@@ -697,10 +689,7 @@ func TestAReceiptWhoseLogSyncFailedAfterBadgerAppliedItIsNotLost(t *testing.T) {
 		t.Errorf("after the failed sync %d entries are held and %d in Badger, want the receipt in Badger", n, in)
 	}
 	_ = s.Close()
-	s2, err := OpenBadger(BadgerOptions{Path: dir, GCInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s2 := openAt(t, dir)
 	defer s2.Close()
 	_, dup, err := s2.Enqueue(ctx, e)
 	if err != nil {
@@ -799,10 +788,7 @@ func TestQueueListingFromEveryPointUnderSplitBatches(t *testing.T) {
 // the acknowledged receipt is not delivered again.
 func TestAnAckWhoseLogSyncFailedAfterBadgerAppliedItStaysFinal(t *testing.T) {
 	dir := t.TempDir()
-	s, err := OpenBadger(BadgerOptions{Path: dir, GCInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openAt(t, dir)
 	ctx := context.Background()
 	seqs := enqueueN(t, s, "shop", 2)
 	s.clog.syncFault = func() error { return errors.New("input/output error") }
@@ -813,10 +799,7 @@ func TestAnAckWhoseLogSyncFailedAfterBadgerAppliedItStaysFinal(t *testing.T) {
 		t.Errorf("%d entries held after the failed sync, want 1 (the one not acknowledged)", n)
 	}
 	_ = s.Close()
-	s2, err := OpenBadger(BadgerOptions{Path: dir, GCInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s2 := openAt(t, dir)
 	defer s2.Close()
 	if got := listSeqs(t, s2, "shop", 0, 10); !slices.Equal(got, seqs[1:]) {
 		t.Errorf("after the failed sync of an Ack, a close and a reopen the queue holds %v, want only %v", got, seqs[1:])

@@ -222,6 +222,12 @@ func entryKey(queue string, seq uint64) []byte {
 	return binary.BigEndian.AppendUint64(queuePrefix(queue), seq)
 }
 
+// splitEntryKey returns the queue prefix and the sequence number of k, an
+// entryKey.
+func splitEntryKey(k []byte) (prefix []byte, seq uint64) {
+	return k[:len(k)-8], binary.BigEndian.Uint64(k[len(k)-8:])
+}
+
 func dedupKey(queue, key string) []byte {
 	b := make([]byte, 0, len(prefixDedup)+len(queue)+len(key)+1)
 	b = append(b, prefixDedup...)

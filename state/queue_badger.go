@@ -131,8 +131,7 @@ func (s *BadgerStore) List(ctx context.Context, queue string, after uint64, limi
 		it := txn.NewIterator(badger.IteratorOptions{PrefetchValues: true, PrefetchSize: min(limit, 100), Prefix: prefix})
 		defer it.Close()
 		for it.Seek(entryKey(queue, after+1)); it.Valid() && len(out)-fromHeld < limit; it.Next() {
-			k := it.Item().Key()
-			seq := binary.BigEndian.Uint64(k[len(k)-8:])
+			_, seq := splitEntryKey(it.Item().Key())
 			if held.bound != 0 && seq > held.bound {
 				break // the held entries up to bound fill the listing
 			}
@@ -188,8 +187,9 @@ func (s *BadgerStore) Depths(ctx context.Context) (map[string]int, error) {
 				}
 			}
 			item := it.Item()
-			if k := item.Key(); len(held) > 0 && len(k) > len(prefixQueue)+8 {
-				if c, ok := held[string(k[:len(k)-8])]; ok && holds(c.seqs, binary.BigEndian.Uint64(k[len(k)-8:])) {
+			if k := item.Key(); len(held) > 0 && isQueueEntryKey(k) {
+				qp, seq := splitEntryKey(k)
+				if c, ok := held[string(qp)]; ok && holds(c.seqs, seq) {
 					continue // counted from the held log
 				}
 			}
