@@ -50,24 +50,6 @@ type opsProxy struct {
 // TLV (forward_key_tlv) so that faults can be keyed.
 func startOps(t *testing.T, smsc string, o opsOptions) *opsProxy {
 	t.Helper()
-	if o.logFormat == "" {
-		o.logFormat = "text"
-	}
-	if o.logLevel == "" {
-		o.logLevel = "info"
-	}
-	if o.password == "" {
-		o.password = "secret"
-	}
-	if o.upstreamPass == "" {
-		o.upstreamPass = "pw"
-	}
-	if o.shutdownTimeout == 0 {
-		o.shutdownTimeout = 5 * time.Second
-	}
-	if o.responseTimeout == 0 {
-		o.responseTimeout = 300 * time.Millisecond
-	}
 	// A port freePort gave may be taken by another process before the
 	// child listens on it: the child then exits, and it starts again on
 	// other ports.
@@ -89,6 +71,24 @@ func startOps(t *testing.T, smsc string, o opsOptions) *opsProxy {
 // startOpsOnce starts the child on ports freePort gives (see startOps).
 func startOpsOnce(t *testing.T, smsc string, o opsOptions, env []string) *opsProxy {
 	t.Helper()
+	if o.logFormat == "" {
+		o.logFormat = "text"
+	}
+	if o.logLevel == "" {
+		o.logLevel = "info"
+	}
+	if o.password == "" {
+		o.password = "secret"
+	}
+	if o.upstreamPass == "" {
+		o.upstreamPass = "pw"
+	}
+	if o.shutdownTimeout == 0 {
+		o.shutdownTimeout = 5 * time.Second
+	}
+	if o.responseTimeout == 0 {
+		o.responseTimeout = 300 * time.Millisecond
+	}
 	dir := t.TempDir()
 	p := &opsProxy{dir: dir, listen: freePort(t), logPath: filepath.Join(dir, "proxy.log")}
 	adminAddr := o.adminAddr
@@ -139,8 +139,9 @@ func childNotify(t *testing.T) (*net.UnixConn, []string) {
 // waitReady waits until the child serves (it said READY=1 on notify,
 // once its own listeners were open: a process that took its admin port
 // meanwhile would answer /readyz for it; with notify nil, the test reads
-// that itself) and /readyz says ready (its upstream bound). It returns false when the child could not listen
-// because another process had taken one of its ports.
+// that itself) and /readyz says ready (its upstream bound). It returns
+// false when the child could not listen because another process had
+// taken one of its ports.
 func waitReady(t *testing.T, adminURL, logPath string, notify *net.UnixConn) bool {
 	t.Helper()
 	up, taken := notify == nil, false
@@ -168,9 +169,9 @@ func waitReady(t *testing.T, adminURL, logPath string, notify *net.UnixConn) boo
 	if ready && notify != nil && !taken {
 		// Read its later datagrams (RELOADING=1, STOPPING=1…) until the
 		// test ends: a full socket would block the child's next one.
+		_ = notify.SetReadDeadline(time.Time{})
 		go func() {
 			for {
-				_ = notify.SetReadDeadline(time.Time{})
 				if _, err := notify.Read(buf); err != nil {
 					return
 				}
@@ -197,8 +198,7 @@ func TestAChildWhoseAdminPortWasTakenIsNotTakenForReady(t *testing.T) {
 		t.Skip("$NOTIFY_SOCKET is set for the whole run: the children's readiness is read by it")
 	}
 	smsc := subprocessSMSC(t, sim.Config{})
-	p := startOpsOnce(t, smsc.Addr(), opsOptions{logFormat: "text", logLevel: "info", password: "secret", upstreamPass: "pw",
-		shutdownTimeout: 5 * time.Second, responseTimeout: time.Second, adminAddr: other.Listener.Addr().String()}, env)
+	p := startOpsOnce(t, smsc.Addr(), opsOptions{adminAddr: other.Listener.Addr().String()}, env)
 	if waitReady(t, p.adminURL, p.logPath, notify) {
 		t.Fatal("a child that could not listen on its admin port was taken for ready (another process answered /readyz)")
 	}
