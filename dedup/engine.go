@@ -47,6 +47,11 @@ type Config struct {
 	// alive (a store shared by several instances). nil: the Store's, when
 	// it implements state.OwnerLeases; else every owner is alive.
 	Owners state.OwnerLeases
+	// Lease reports whether this instance holds its lease on a store
+	// shared by several instances; while it does not, no submit is
+	// journaled, so none is written upstream (the other instances may
+	// take its sent records over). nil: always (a store of one process).
+	Lease func() bool
 	// CreateFirst: a key the engine does not remember as settled is
 	// forwarded as new without a read, taking only upstream capacity free
 	// at once (Attempt.NoWait; else it is read first); its create (written

@@ -119,6 +119,14 @@ func (o *op) journal(ctx context.Context, upstream, session string, seq uint32) 
 	// Not the ESME's context: its owner disconnecting must not make the
 	// attempt "not sent" for the duplicates that joined it.
 	ctx = context.WithoutCancel(ctx)
+	if l := e.cfg.Lease; l != nil && !l() {
+		// Checked before every write upstream, not only when the submit
+		// was admitted: a route retry may come after the lease ran out.
+		if o.pending != nil && !o.created {
+			o.createErr = ErrNoLease
+		}
+		return ErrNoLease
+	}
 	if rec := o.pending; rec != nil && !o.created {
 		rec.Upstream, rec.Session, rec.Sequence = upstream, session, seq
 		rec.History = []state.Event{{At: rec.Created, State: state.Sent, Session: session, Sequence: seq, Note: "created; journaled before write to " + upstream}}
@@ -175,6 +183,10 @@ func (o *op) write(ctx context.Context, fn func(*state.Record) error) (*state.Re
 	o.held = next
 	return next, nil
 }
+
+// ErrNoLease: this instance does not hold its lease on the shared store
+// (Config.Lease), so nothing was journaled or written upstream.
+var ErrNoLease = errors.New("dedup: instance lease not held; nothing forwarded")
 
 // errKeyTaken: the key of a new submit was created by another writer
 // between the lookup and the create; nothing was sent.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/smppproxy/smppproxy/state"
 )
@@ -42,11 +43,14 @@ func newCreateOp(rec *state.Record, now int64) *createOp {
 	return &createOp{rec: rec.Clone(), args: recordArgs(rec, state.CapHistory(encodeEvents(rec.History))), now: now}
 }
 
-// replaceOp is one Replace in a batch.
+// replaceOp is one Replace in a batch: applied once the batch wrote it
+// (the stored record was still the one its writer held, or gone).
 type replaceOp struct {
-	args    []any // recordArgs with the history to write when the row is gone
-	rewrite bool
-	added   [][]byte
+	args               []any // recordArgs with the history to write when the row is gone
+	rewrite            bool
+	added              [][]byte
+	oldState, oldOwner string // of the record the writer holds
+	applied            bool
 }
 
 // The input of a multi-row write: the columns of recordArgs as arrays,
@@ -93,23 +97,32 @@ var sqlCreateMany = `WITH input AS (` + inputRows + `),
 		WHERE r.expires_ns + 0 > $15
 			AND NOT EXISTS (SELECT 1 FROM ins WHERE (ins.account, ins.key, ins.segment) = (i.account, i.key, i.segment))`
 
-// sqlReplaceMany updates the records (the history grows by added, capped,
-// unless rewrite) and inserts those whose row is gone.
+// sqlReplaceMany updates the records still in the state and of the owner
+// instance their writer holds (old_state, old_owner; the history grows by
+// added, capped, unless rewrite), inserts those whose row is gone, and
+// returns the input rows it wrote: a record another instance changed
+// meanwhile (it took the records of a lease that ran out) is left as it
+// is.
 var sqlReplaceMany = `WITH input AS (SELECT * FROM (` + inputRows + `) t0
-		JOIN unnest($15::bool[], $16::int8[]) WITH ORDINALITY AS t1(rewrite, added, n) USING (n)),
+		JOIN unnest($15::bool[], $16::int8[], $17::text[], $18::text[]) WITH ORDINALITY AS t1(rewrite, added, old_state, old_owner, n) USING (n)),
 	upd AS (
 		UPDATE records r SET ` + recordSetFrom("i") + `, wseq = nextval('record_wseq'),
-			history = CASE WHEN i.rewrite THEN ` + evSlice("i.history", 17) + `
-				ELSE cap_history(r.history || ` + evSlice("i.added", 17) + `, 64) END
+			history = CASE WHEN i.rewrite THEN ` + evSlice("i.history", 19) + `
+				ELSE cap_history(r.history || ` + evSlice("i.added", 19) + `, 64) END
 		FROM input i
 		WHERE (r.account, r.key, r.segment) = (i.account, i.key, i.segment)
-		RETURNING r.account, r.key, r.segment)
-	INSERT INTO records (` + recordColumns + `)
-	SELECT account, key, segment, state, owner_instance, expires_ns, upstream, match_id, session, seq,
-		proxy_id, addr_hash, body, ` + evSlice("history", 17) + `, nextval('record_wseq') FROM input i
-	WHERE NOT EXISTS (SELECT 1 FROM upd WHERE (upd.account, upd.key, upd.segment) = (i.account, i.key, i.segment))
-	ORDER BY n
-	ON CONFLICT DO NOTHING`
+			AND r.state = i.old_state AND r.owner_instance = i.old_owner
+		RETURNING i.n),
+	ins AS (
+		INSERT INTO records (` + recordColumns + `)
+		SELECT account, key, segment, state, owner_instance, expires_ns, upstream, match_id, session, seq,
+			proxy_id, addr_hash, body, ` + evSlice("history", 19) + `, nextval('record_wseq') FROM input i
+		WHERE NOT EXISTS (SELECT 1 FROM upd WHERE upd.n = i.n)
+		ORDER BY n
+		ON CONFLICT DO NOTHING
+		RETURNING account, key, segment)
+	SELECT n FROM upd
+	UNION ALL SELECT i.n FROM ins JOIN input i ON (ins.account, ins.key, ins.segment) = (i.account, i.key, i.segment)`
 
 // columns turns rows of recordArgs into the 14 array arguments of
 // inputRows, their histories into ranges of ev; the bytea[] and int8[]
@@ -254,27 +267,45 @@ func (op *createOp) settle() {
 func queueReplaces(b *pgx.Batch, ops []*replaceOp) {
 	seen := make(map[string]bool, len(ops))
 	var rows [][]any
+	var first []*replaceOp
 	var rewrite []bool
 	var added []int64
+	var oldState, oldOwner []string
 	var later []*replaceOp
 	ev := newEvents()
 	for _, op := range ops {
+		op.applied = false
 		k := recordName(op.args[0].([]byte), op.args[1].([]byte), op.args[2].([]byte))
 		if seen[k] {
 			later = append(later, op)
 			continue
 		}
 		seen[k] = true
+		first = append(first, op)
 		rows = append(rows, op.args)
 		rewrite = append(rewrite, op.rewrite)
 		added = append(added, ev.add(op.added))
+		oldState, oldOwner = append(oldState, op.oldState), append(oldOwner, op.oldOwner)
 	}
 	if len(rows) > 0 {
 		cols := columns(rows, ev) // fills ev.flat: before it is read
-		queue(b, sqlReplaceMany, append(cols, rewrite, int8Array(added), ev.arg())...)
+		queue(b, sqlReplaceMany, append(cols, rewrite, int8Array(added), oldState, oldOwner, ev.arg())...).Query(func(rs pgx.Rows) error {
+			defer rs.Close()
+			for rs.Next() {
+				var n int64
+				if err := rs.Scan(&n); err != nil {
+					return err
+				}
+				first[n-1].applied = true
+			}
+			return rs.Err()
+		})
 	}
 	for _, op := range later {
-		b.Queue(sqlReplace, append(op.args, op.rewrite, op.added)...)
+		b.Queue(sqlReplace, append(op.args, op.rewrite, op.added, op.oldState, op.oldOwner)...).Exec(func(tag pgconn.CommandTag) error {
+			op.applied = tag.RowsAffected() == 1
+			return nil
+		})
 	}
 }
 

@@ -93,13 +93,16 @@ func TestRowsWithAndWithoutEventsInOneBatchStatementEachWriteTheirOwn(t *testing
 		if p.rewrite || p.k == gone {
 			h = encodeEvents(p.hist)
 		}
-		op := &replaceOp{args: recordArgs(r, h), rewrite: p.rewrite, added: encodeEvents(p.add)}
+		op := &replaceOp{args: recordArgs(r, h), rewrite: p.rewrite, added: encodeEvents(p.add), oldState: string(state.Sent), oldOwner: "test-1"}
 		reqs = append(reqs, &request{order: keyOrder(p.k), replace: op})
 	}
 	if err := s.exec(reqs); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range rps {
+	for i, p := range rps {
+		if !reqs[i].replace.applied {
+			t.Errorf("replace %s not applied", p.k.Key)
+		}
 		wantNotes(t, s, p.k, p.want)
 	}
 

@@ -14,14 +14,22 @@ import (
 	"github.com/smppproxy/smppproxy/state"
 )
 
-// Lease reports whether this instance holds a valid lease now: its last
-// renewal succeeded and has not run out. While it does not, other
-// instances may take over its sent records, so the proxy must not forward
-// new submits.
+// Lease reports whether this instance holds its lease now, with a margin
+// of a quarter of it left: its last renewal succeeded and runs out no
+// sooner than that. While it does not, the proxy neither admits nor
+// writes upstream a submit: the other instances take its sent records
+// over once the lease has run out, and the margin covers a submit whose
+// check passed until it is written upstream. The heartbeat renews every
+// third of the lease, so a renewal that fails once and succeeds on its
+// next try leaves no gap.
 func (s *Store) Lease() bool {
 	until := s.leaseUntil.Load()
-	return until != 0 && unixNano(s.now()) < until
+	return until != 0 && unixNano(s.now()) < until-int64(s.opts.Lease/leaseMarginDiv)
 }
+
+// leaseMarginDiv: Lease reports the lease held while more than
+// Lease/leaseMarginDiv of it is left.
+const leaseMarginDiv = 4
 
 // LeaseUntil is when the lease last renewed runs out (zero: none).
 func (s *Store) LeaseUntil() time.Time {
@@ -246,29 +254,45 @@ func (s *Store) execIndexScanned(ctx context.Context, sql string, args ...any) (
 	return n, nil
 }
 
-// maintain renews the lease every Lease/3 and, every third renewal, takes
-// over the records of dead instances and deletes expired rows.
-func (s *Store) maintain() {
+// heartbeat renews the lease every Lease/3, on a goroutine of its own:
+// the maintenance (maintain) may wait for row locks or sweep for a while,
+// and a renewal held back behind it would let the lease of a live
+// instance run out.
+func (s *Store) heartbeat() {
 	defer s.maintenance.Done()
 	t := time.NewTicker(s.opts.Lease / 3)
 	defer t.Stop()
-	for n := 1; ; n++ {
+	for {
 		select {
 		case <-s.stop:
 			return
 		case <-t.C:
 		}
-		ctx := context.Background()
 		had := s.Lease()
-		if err := s.renew(ctx); err != nil {
+		if err := s.renew(context.Background()); err != nil {
 			s.log.Warn("instance lease not renewed", "instance", s.opts.InstanceID, "err", err, "lease_until", s.LeaseUntil())
-			continue
 		} else if !had {
 			s.log.Info("instance lease renewed after a lapse", "instance", s.opts.InstanceID)
 		}
-		if n%3 != 0 {
+	}
+}
+
+// maintain, every Lease while the instance holds its lease, takes over
+// the records of dead instances and deletes expired rows.
+func (s *Store) maintain() {
+	defer s.maintenance.Done()
+	t := time.NewTicker(s.opts.Lease)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		if !s.Lease() {
 			continue
 		}
+		ctx := context.Background()
 		if k, err := s.expireDead(ctx, s.opts.InstanceID); err != nil {
 			s.log.Warn("taking over the records of dead instances failed", "err", err)
 		} else if k > 0 {

@@ -35,12 +35,14 @@ func recordSetFrom(src string) string {
 	return strings.Join(cols, ", ")
 }
 
-// sqlReplace writes a record whatever is stored, its history growing by
-// $16 (capped) unless $15 says the writer replaced it ($14): the second
-// Replace of a key in a batch.
+// sqlReplace writes a record still in state $17 of owner instance $18
+// (the record its writer holds), or whose row is gone, its history
+// growing by $16 (capped) unless $15 says the writer replaced it ($14):
+// the second Replace of a key in a batch.
 var sqlReplace = `INSERT INTO records AS r (` + recordColumns + `) VALUES (` + recordValues + `)
 		ON CONFLICT (account, key, segment) DO UPDATE SET ` + recordSetFrom("EXCLUDED") + `, wseq = EXCLUDED.wseq,
-		history = CASE WHEN $15 THEN EXCLUDED.history ELSE cap_history(r.history || $16::bytea[], 64) END`
+		history = CASE WHEN $15 THEN EXCLUDED.history ELSE cap_history(r.history || $16::bytea[], 64) END
+		WHERE r.state = $17 AND r.owner_instance = $18`
 
 const (
 	sqlLockKey = `SELECT state, body, history, expires_ns FROM records WHERE ` + byKey + ` FOR UPDATE`
@@ -109,9 +111,12 @@ func (s *Store) Create(ctx context.Context, rec *state.Record) (*state.Record, b
 	}
 }
 
-// Replace implements state.Store: rec is written over whatever is stored
-// under its key, without reading it; the stored history grows by the
-// events rec has beyond old's.
+// Replace implements state.Store: rec is written over what is stored under
+// its key, without reading it first, when that is still in old's state and
+// of old's owner instance (or gone); the stored history grows by the events
+// rec has beyond old's. A record that another instance changed meanwhile
+// (it took over the sent records of a lease that ran out) is left as it
+// is, and Replace fails with ErrChanged: its writer no longer owns it.
 func (s *Store) Replace(ctx context.Context, old, rec *state.Record) error {
 	if old == nil || rec == nil {
 		return errNilRecord
@@ -119,13 +124,25 @@ func (s *Store) Replace(ctx context.Context, old, rec *state.Record) error {
 	if old.Key != rec.Key {
 		return fmt.Errorf("pgstore: Replace of %v by a record of another key %v", old.Key, rec.Key)
 	}
+	op := newReplaceOp(old, rec)
+	if err := s.submit(ctx, &request{order: keyOrder(rec.Key), replace: op}); err != nil {
+		return err
+	}
+	if !op.applied {
+		return fmt.Errorf("%w: %v", ErrChanged, rec.Key)
+	}
+	return nil
+}
+
+// newReplaceOp is the write of Replace(old, rec).
+func newReplaceOp(old, rec *state.Record) *replaceOp {
 	oldH, nextH := encodeEvents(old.History), encodeEvents(rec.History)
 	added, rewrite := state.HistoryDelta(oldH, nextH, sameBytes)
 	if added == nil {
 		added = [][]byte{}
 	}
-	op := &replaceOp{args: recordArgs(rec, state.StoredHistory(oldH, nextH, sameBytes)), rewrite: rewrite, added: added}
-	return s.submit(ctx, &request{order: keyOrder(rec.Key), replace: op})
+	return &replaceOp{args: recordArgs(rec, state.StoredHistory(oldH, nextH, sameBytes)), rewrite: rewrite, added: added,
+		oldState: textCol(string(old.State)), oldOwner: textCol(state.OwnerInstance(old.Owner))}
 }
 
 // Update implements state.Store. It reads the record, calls fn and hands

@@ -97,6 +97,10 @@ var (
 	ErrSchemaVersion = errors.New("pgstore: schema version mismatch")
 	// ErrInstanceInUse: another live process holds the instance's lease.
 	ErrInstanceInUse = errors.New("pgstore: instance id in use")
+	// ErrChanged: a Replace found the record no longer the one its writer
+	// held (another instance changed it: it took over the sent records of
+	// a lease that ran out); nothing was written.
+	ErrChanged = errors.New("pgstore: record changed by another writer")
 )
 
 // Store is a state.Store and state.Queue on PostgreSQL. It is safe for
@@ -232,7 +236,8 @@ func (s *Store) start(ctx context.Context) error {
 	for range readers {
 		go s.readLoop()
 	}
-	s.maintenance.Add(1)
+	s.maintenance.Add(2)
+	go s.heartbeat()
 	go s.maintain()
 	return nil
 }

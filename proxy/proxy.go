@@ -128,7 +128,7 @@ func New(opts Options) (*App, error) {
 	a.ids, a.byName, a.now = ids, byName, opts.Now
 	a.instr = newInstruments(a.pools, st)
 	a.instr.router = route.New(route.Config{Routes: a.routes(byName, upCfg), Logger: log, Now: opts.Now})
-	a.engine = dedup.New(dedup.Config{Store: a.instr.engineStore(st), Forwarder: a.instr.router, Logger: log, Metrics: dedup.NewMetrics(reg), InstanceID: opts.InstanceID, IDs: ids, Secret: secret, Now: opts.Now, Owners: ownerLeases(st), CreateFirst: readIsRoundTrip(st), RecentAnswers: cfg.Store.RecentAnswers})
+	a.engine = dedup.New(dedup.Config{Store: a.instr.engineStore(st), Forwarder: a.instr.router, Logger: log, Metrics: dedup.NewMetrics(reg), InstanceID: opts.InstanceID, IDs: ids, Secret: secret, Now: opts.Now, Owners: ownerLeases(st), Lease: leaseOf(st), CreateFirst: readIsRoundTrip(st), RecentAnswers: cfg.Store.RecentAnswers})
 	if err := a.recover(); err != nil {
 		_ = st.Close()
 		return nil, err

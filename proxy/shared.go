@@ -27,6 +27,14 @@ func ownerLeases(st state.Store) state.OwnerLeases {
 	return l
 }
 
+// leaseOf is st's Lease (a shared store), or nil.
+func leaseOf(st state.Store) func() bool {
+	if l, ok := st.(leaser); ok {
+		return l.Lease
+	}
+	return nil
+}
+
 // readIsRoundTrip reports whether reading a record of st costs a round
 // trip to a database, as much as the create that would find it: the
 // engine then forwards a key it does not remember without reading it

@@ -248,8 +248,12 @@ type Store interface {
 	// events rec has beyond old's are appended to the stored history (old
 	// and rec as Update's fn would see and leave them: rec's history is
 	// old's with events appended, possibly trimmed like MaxHistory; any
-	// other history replaces it). Nothing checks that old is what is
-	// stored: a caller that does not own the record must use Update. A
+	// other history replaces it). A store of one process does not check
+	// that old is what is stored: a caller that does not own the record
+	// must use Update. A store shared by several instances refuses the
+	// write (an error, nothing written) when the stored record is no
+	// longer in old's state or of old's owner instance: another instance
+	// took it over after its owner's lease ran out. A
 	// record written by an older version of the store keeps the history
 	// old shows only if written by Update first.
 	Replace(ctx context.Context, old, rec *Record) error

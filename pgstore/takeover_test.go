@@ -1,0 +1,106 @@
+package pgstore
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/smppproxy/smppproxy/state"
+	"github.com/smppproxy/smppproxy/state/storetest"
+)
+
+// journaled is rec's next version as its owner writes it before another
+// write upstream (a journal of a route retry).
+func journaled(rec *state.Record, session string, seq uint32) *state.Record {
+	next := rec.Clone()
+	next.Session, next.Sequence = session, seq
+	next.History = append(next.History, state.Event{At: rec.Updated, State: state.Sent, Session: session, Sequence: seq, Note: "journaled before write"})
+	return next
+}
+
+// An instance whose lease ran out while it still forwarded a submit can
+// no longer write that submit's record once another instance took it
+// over (unknown, then perhaps resent and accepted there): its journal of
+// a route retry and its outcome are refused, and the record keeps what
+// the other instance wrote, message id and history included.
+func TestTheOwnerCannotOverwriteARecordAnotherInstanceTookOver(t *testing.T) {
+	t.Parallel()
+	dsn := testDSN(t)
+	c := storetest.NewClock(t0)
+	const lease = time.Hour // the heartbeat never fires during the test
+	a := openTest(t, Options{DSN: dsn, InstanceID: "a", Now: c.Now, Lease: lease})
+	b := openTest(t, Options{DSN: dsn, Schema: a.opts.Schema, InstanceID: "b", Now: c.Now, Lease: lease})
+	rec := sentRecord(c.Now(), "k", "a/1", 1)
+	rec.Expires = c.Now().Add(24 * time.Hour)
+	mustCreate(t, a, rec)
+
+	c.Advance(lease + time.Second) // a misses its renewals; b renews
+	if err := b.Renew(bg); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := b.ExpireDeadOwners(bg); err != nil || n != 1 {
+		t.Fatalf("ExpireDeadOwners = %d, %v; want a's record taken", n, err)
+	}
+	taken := mustGet(t, b, rec.Key)
+
+	next := journaled(rec, "smsc/2", 9)
+	if err := a.Replace(bg, rec, next); !errors.Is(err, ErrChanged) {
+		t.Errorf("a's journal over the record b made unknown = %v; want ErrChanged", err)
+	}
+	if got := mustGet(t, b, rec.Key); got.State != state.Unknown || got.Session != taken.Session || len(got.History) != len(taken.History) {
+		t.Errorf("after a's refused journal: %s, session %s, %d events; want unknown as b left it (%s, %d events)", got.State, got.Session, len(got.History), taken.Session, len(taken.History))
+	}
+
+	// b resends it (on_unknown: resend) and stores its own outcome.
+	mine := taken.Clone()
+	mine.State, mine.Owner, mine.MessageID = state.Accepted, "b/7", "id-b"
+	mine.History = append(mine.History, state.Event{At: c.Now(), State: state.Accepted, MessageID: "id-b", Note: "resent by b"})
+	if _, err := b.Update(bg, rec.Key, func(r *state.Record) error { *r = *mine.Clone(); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	outcome := next.Clone()
+	outcome.State, outcome.MessageID = state.Accepted, "id-a"
+	if err := a.Replace(bg, rec, outcome); !errors.Is(err, ErrChanged) {
+		t.Errorf("a's outcome over the record b accepted = %v; want ErrChanged", err)
+	}
+	if got := mustGet(t, b, rec.Key); got.State != state.Accepted || got.MessageID != "id-b" || got.Owner != "b/7" {
+		t.Errorf("after a's refused outcome: %s, message id %q, owner %s; want b's: accepted, id-b, b/7", got.State, got.MessageID, got.Owner)
+	}
+}
+
+// Two writes of one record in one batch (the journal and the outcome of a
+// submit, grouped) each apply only over the version their writer held:
+// the second over the first's. Over a record another instance changed,
+// neither does.
+func TestReplacesOfOneRecordInABatchFollowEachOther(t *testing.T) {
+	t.Parallel()
+	dsn := testDSN(t)
+	c := storetest.NewClock(t0)
+	s := openTest(t, Options{DSN: dsn, InstanceID: "a", Now: c.Now})
+	for _, changed := range []bool{false, true} {
+		rec := sentRecord(c.Now(), "k-"+map[bool]string{false: "own", true: "taken"}[changed], "a/1", 1)
+		mustCreate(t, s, rec)
+		if changed {
+			if _, err := s.Update(bg, rec.Key, func(r *state.Record) error { r.State, r.Owner = state.Sent, "b/1"; return nil }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		first := journaled(rec, "smsc/2", 2)
+		second := first.Clone()
+		second.State, second.MessageID = state.Accepted, "id-1"
+		ops := []*replaceOp{newReplaceOp(rec, first), newReplaceOp(first, second)}
+		reqs := []*request{{order: keyOrder(rec.Key), replace: ops[0]}, {order: keyOrder(rec.Key), replace: ops[1]}}
+		if err := s.exec(reqs); err != nil {
+			t.Fatal(err)
+		}
+		got := mustGet(t, s, rec.Key)
+		applied := []bool{ops[0].applied, ops[1].applied}
+		switch {
+		case !changed && (!slices.Equal(applied, []bool{true, true}) || got.State != state.Accepted || got.MessageID != "id-1"):
+			t.Errorf("own record: applied %v, stored %s %q; want both applied, accepted id-1", applied, got.State, got.MessageID)
+		case changed && (!slices.Equal(applied, []bool{false, false}) || got.State != state.Sent || got.Owner != "b/1"):
+			t.Errorf("record another instance holds: applied %v, stored %s of %s; want neither applied, sent of b/1", applied, got.State, got.Owner)
+		}
+	}
+}
