@@ -59,7 +59,8 @@ func TestAnInstanceWhoseLeaseRanOutWritesNothingMoreUpstream(t *testing.T) {
 	done := make(chan Answer, 1)
 	go func() { done <- ea.Submit(ctx, "shop", Policy{}, submit(t, "k", "t")) }()
 	<-firstWritten
-	c.Advance(time.Hour + time.Second) // a's lease runs out; b renews and takes a's sent records
+	c.Advance(time.Hour + time.Second) // a's lease runs out, for a and for b; b renews and takes a's sent records
+	pgtest.SetLeaseLeft(t, dsn, schema, "a", -time.Second)
 	if err := b.Renew(ctx); err != nil {
 		t.Fatal(err)
 	}

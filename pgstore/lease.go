@@ -45,9 +45,10 @@ var _ state.OwnerLeases = (*Store)(nil)
 // while it has a lease with at least half of it left. A live instance
 // renews every Lease/3, so its lease never has less than two thirds left
 // but for a slow renewal; with less than half left it has missed a
-// renewal and then some (a sixth of the lease, for a slow renewal and
-// clock skew): it is presumed dead, well before its lease runs out and
-// its sent records become unknown. An instance without a row, or whose
+// renewal and then some (a sixth of the lease, for a slow renewal): it is
+// presumed dead, well before its lease runs out and its sent records
+// become unknown. What is left of the lease is read on the database's
+// clock. An instance without a row, or whose
 // lease ran out or was given up, is dead. Every instance is assumed to
 // run with the same lease as this one. This instance is always alive to
 // itself.
@@ -61,8 +62,8 @@ func (s *Store) InstanceLive(ctx context.Context, instance string) (bool, error)
 	defer s.exit()
 	ctx, cancel := s.opCtx(ctx)
 	defer cancel()
-	var until time.Time
-	err := s.pool.QueryRow(ctx, `SELECT lease_until FROM instances WHERE id = $1`, textCol(instance)).Scan(&until)
+	var left int64 // µs, on the database's clock
+	err := s.pool.QueryRow(ctx, sqlLeaseLeft, textCol(instance)).Scan(&left)
 	s.reportRead(ctx, err)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
@@ -70,7 +71,21 @@ func (s *Store) InstanceLive(ctx context.Context, instance string) (bool, error)
 	case err != nil:
 		return false, wrapErr(err)
 	}
-	return until.Sub(s.now()) >= s.opts.Lease/2, nil
+	return time.Duration(left)*time.Microsecond >= s.opts.Lease/2, nil
+}
+
+// sqlLeaseLeft is how much of instance $1's lease is left, in µs, on the
+// database's clock (negative once it has run out).
+const sqlLeaseLeft = `SELECT (extract(epoch FROM lease_until - now()) * 1000000)::int8 FROM instances WHERE id = $1`
+
+// sqlLeaseFor is the lease's end for a renewal of $n µs sent now: the
+// database's clock, the one every instance compares leases with, so that
+// the instances' clocks need not agree. The instance itself counts its
+// lease from when it sent the renewal (on its own clock), which is no
+// later: it lets the lease go no later than the others take it for run
+// out, as long as the clocks run at the same rate.
+func sqlLeaseFor(n int) string {
+	return fmt.Sprintf("now() + $%d::int8 * interval '1 microsecond'", n)
 }
 
 // claim registers the instance at Open. An instance row whose lease is
@@ -82,17 +97,18 @@ func (s *Store) InstanceLive(ctx context.Context, instance string) (bool, error)
 func (s *Store) claim(ctx context.Context) error {
 	now := s.now()
 	var until time.Time
-	err := s.pool.QueryRow(ctx, `SELECT lease_until FROM instances WHERE id = $1`, s.opts.InstanceID).Scan(&until)
+	var held bool
+	err := s.pool.QueryRow(ctx, `SELECT lease_until, lease_until > now() FROM instances WHERE id = $1`, s.opts.InstanceID).Scan(&until, &held)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 	case err != nil:
 		return wrapErr(err)
-	case now.Before(until) && s.opts.TakeOver:
+	case held && s.opts.TakeOver:
 		s.log.Warn("taking over an instance id whose lease is held", "instance", s.opts.InstanceID, "lease_until", until)
-		if _, err := s.pool.Exec(ctx, `UPDATE instances SET lease_until = $2 WHERE id = $1`, s.opts.InstanceID, now); err != nil {
+		if _, err := s.pool.Exec(ctx, `UPDATE instances SET lease_until = now() WHERE id = $1`, s.opts.InstanceID); err != nil {
 			return wrapErr(err)
 		}
-	case now.Before(until):
+	case held:
 		return fmt.Errorf("%w: instance %q holds a lease until %s: another process runs with this instance id",
 			ErrInstanceInUse, s.opts.InstanceID, until.UTC().Format(time.RFC3339))
 	}
@@ -101,12 +117,13 @@ func (s *Store) claim(ctx context.Context) error {
 	} else if n > 0 {
 		s.log.Warn("sent records of dead instances are now unknown", "records", n)
 	}
+	now = s.now()
 	tag, err := s.pool.Exec(ctx, `INSERT INTO instances AS i (id, host, pid, token, started, lease_until)
-		VALUES ($1, $2, $3, $4, $5, $6)
+		VALUES ($1, $2, $3, $4, $5, `+sqlLeaseFor(6)+`)
 		ON CONFLICT (id) DO UPDATE SET host = EXCLUDED.host, pid = EXCLUDED.pid, token = EXCLUDED.token,
 			started = EXCLUDED.started, lease_until = EXCLUDED.lease_until
-		WHERE i.lease_until <= $5`,
-		s.opts.InstanceID, textCol(s.host), os.Getpid(), s.token, now, now.Add(s.opts.Lease))
+		WHERE i.lease_until <= now()`,
+		s.opts.InstanceID, textCol(s.host), os.Getpid(), s.token, now, s.opts.Lease.Microseconds())
 	if err != nil {
 		return wrapErr(err)
 	}
@@ -131,10 +148,9 @@ func (s *Store) Renew(ctx context.Context) error {
 func (s *Store) renew(ctx context.Context) error {
 	ctx, cancel := s.opCtx(ctx)
 	defer cancel()
-	now := s.now()
-	until := now.Add(s.opts.Lease)
-	tag, err := s.pool.Exec(ctx, `UPDATE instances SET lease_until = $3 WHERE id = $1 AND token = $2`,
-		s.opts.InstanceID, s.token, until)
+	until := s.now().Add(s.opts.Lease)
+	tag, err := s.pool.Exec(ctx, `UPDATE instances SET lease_until = `+sqlLeaseFor(3)+` WHERE id = $1 AND token = $2`,
+		s.opts.InstanceID, s.token, s.opts.Lease.Microseconds())
 	s.health.report(err)
 	if err != nil {
 		return wrapErr(err)
@@ -159,8 +175,8 @@ func (s *Store) release() {
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
 	defer cancel()
 	s.leaseUntil.Store(0)
-	if _, err := s.pool.Exec(ctx, `UPDATE instances SET lease_until = $3 WHERE id = $1 AND token = $2`,
-		s.opts.InstanceID, s.token, s.now()); err != nil {
+	if _, err := s.pool.Exec(ctx, `UPDATE instances SET lease_until = now() WHERE id = $1 AND token = $2`,
+		s.opts.InstanceID, s.token); err != nil {
 		s.log.Warn("giving up the instance lease failed; it runs out by itself", "instance", s.opts.InstanceID, "err", err)
 		return
 	}
@@ -175,8 +191,8 @@ const sqlReleaseClaims = `UPDATE queue_entries SET claimed_by = NULL, claimed_un
 	WHERE claimed_by = $1 AND EXISTS (SELECT 1 FROM instances WHERE id = $1 AND token = $2)`
 
 // sqlExpireDead turns into unknown the live sent records whose owner
-// instance is not $3 (when set) and holds no lease at $4 (an owner without
-// an instance part has none), locking them in key order
+// instance is not $3 (when set) and holds no lease now, on the database's
+// clock (an owner without an instance part has none), locking them in key order
 // (the order of the committer's batches); $2 is the history event.
 // The records are found through the records_sent index: the expiry is
 // tested as an expression (+ 0), which the expiry index cannot serve, so
@@ -185,7 +201,7 @@ const sqlExpireDead = `UPDATE records r
 	SET state = 'unknown', history = cap_history(r.history || $2::bytea[], 64), wseq = nextval('record_wseq')
 	FROM (SELECT account, key, segment FROM records x
 		WHERE x.state = 'sent' AND x.expires_ns + 0 > $1 AND ($3 = '' OR x.owner_instance <> $3)
-		AND NOT EXISTS (SELECT 1 FROM instances i WHERE i.id = x.owner_instance AND i.lease_until > $4)
+		AND NOT EXISTS (SELECT 1 FROM instances i WHERE i.id = x.owner_instance AND i.lease_until > now())
 		ORDER BY account, key, segment
 		FOR UPDATE) dead
 	WHERE r.account = dead.account AND r.key = dead.key AND r.segment = dead.segment AND r.state = 'sent'`
@@ -211,7 +227,7 @@ func (s *Store) expireDead(ctx context.Context, self string) (int, error) {
 	var n int64
 	for range 4 {
 		var err error
-		n, err = s.execIndexScanned(ctx, sqlExpireDead, unixNano(now), [][]byte{encodeEvent(&ev)}, self, now)
+		n, err = s.execIndexScanned(ctx, sqlExpireDead, unixNano(now), [][]byte{encodeEvent(&ev)}, self)
 		if isRetryable(err) {
 			continue
 		}
@@ -366,7 +382,8 @@ type Instance struct {
 	PID        int
 	Started    time.Time
 	LeaseUntil time.Time
-	// Live: the lease had not run out at the time of the status.
+	// Live: the lease had not run out at the time of the status (on the
+	// database's clock).
 	Live bool
 }
 
@@ -417,15 +434,14 @@ func readStatus(ctx context.Context, pool *pgxpool.Pool, schema string, now time
 	if st.Version, err = readVersion(ctx, pool, schema); err != nil || st.Version == 0 {
 		return st, err
 	}
-	rows, err := pool.Query(ctx, `SELECT id, host, pid, started, lease_until FROM instances ORDER BY id`)
+	rows, err := pool.Query(ctx, `SELECT id, host, pid, started, lease_until, lease_until > now() FROM instances ORDER BY id`)
 	if err != nil {
 		return st, wrapErr(err)
 	}
 	st.Instances, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (Instance, error) {
 		var in Instance
-		err := row.Scan(&in.ID, &in.Host, &in.PID, &in.Started, &in.LeaseUntil)
+		err := row.Scan(&in.ID, &in.Host, &in.PID, &in.Started, &in.LeaseUntil, &in.Live)
 		in.Started, in.LeaseUntil = in.Started.UTC(), in.LeaseUntil.UTC()
-		in.Live = now.Before(in.LeaseUntil)
 		return in, err
 	})
 	if err != nil {

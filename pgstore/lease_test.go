@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smppproxy/smppproxy/internal/pgtest"
 	"github.com/smppproxy/smppproxy/internal/testkit"
 	"github.com/smppproxy/smppproxy/state"
 	"github.com/smppproxy/smppproxy/state/storetest"
@@ -80,11 +81,12 @@ func TestDeadInstanceSentRecordsBecomeUnknown(t *testing.T) {
 	dsn := testDSN(t)
 	c := storetest.NewClock(t0)
 	const lease = time.Hour // the heartbeat never fires during the test
+	opened := time.Now()
 	a := openTest(t, Options{DSN: dsn, InstanceID: "a", Now: c.Now, Lease: lease})
 	b := openTest(t, Options{DSN: dsn, Schema: a.opts.Schema, InstanceID: "b", Now: c.Now, Lease: lease})
 	st, err := b.Status(bg)
-	if err != nil || len(st.Instances) != 2 || !st.Instances[0].Live || st.Instances[0].ID != "a" || !st.Instances[0].LeaseUntil.Equal(t0.Add(lease).Truncate(time.Microsecond)) {
-		t.Fatalf("b.Status = %+v, %v; want a and b, a live until %v", st.Instances, err, t0.Add(lease))
+	if err != nil || len(st.Instances) != 2 || !st.Instances[0].Live || st.Instances[0].ID != "a" || st.Instances[0].LeaseUntil.Before(opened.Add(lease-time.Minute)) {
+		t.Fatalf("b.Status = %+v, %v; want a and b, a live for about %v from %v (the database's clock)", st.Instances, err, lease, opened)
 	}
 	day := func(r *state.Record) *state.Record { r.Expires = c.Now().Add(24 * time.Hour); return r }
 	mustCreate(t, a, day(sentRecord(c.Now(), "a-sent", "a/1", 1)))
@@ -96,7 +98,8 @@ func TestDeadInstanceSentRecordsBecomeUnknown(t *testing.T) {
 	if n, err := b.ExpireDeadOwners(bg); err != nil || n != 0 {
 		t.Fatalf("ExpireDeadOwners with every instance live = %d, %v; want 0", n, err)
 	}
-	c.Advance(lease + time.Second) // a stops renewing; b renews
+	c.Advance(lease + time.Second) // a stops renewing: it is dead to itself, and to b
+	pgtest.SetLeaseLeft(t, dsn, a.opts.Schema, "a", -time.Second)
 	if err := b.Renew(bg); err != nil {
 		t.Fatal(err)
 	}
@@ -199,4 +202,34 @@ func TestCollectDeletesOnlyExpiredRows(t *testing.T) {
 		}
 	}
 	mustGet(t, s, state.Key{Account: "acme", Key: "long"})
+}
+
+// Leases are compared on the database's clock: an instance whose clock is
+// far ahead (by more than the lease) neither takes a live instance for
+// dead nor turns its sent records into unknown, at its start or later.
+func TestAnInstanceWhoseClockIsAheadLeavesLiveInstancesAlone(t *testing.T) {
+	t.Parallel()
+	dsn := testDSN(t)
+	const lease = time.Hour // the heartbeat never fires during the test
+	a := openTest(t, Options{DSN: dsn, InstanceID: "a", Lease: lease})
+	rec := sentRecord(time.Now(), "in-flight", "a/1", 1)
+	rec.Expires = time.Now().Add(24 * time.Hour)
+	mustCreate(t, a, rec)
+	ahead := func() time.Time { return time.Now().Add(lease + time.Minute) }
+	b := openTest(t, Options{DSN: dsn, Schema: a.opts.Schema, InstanceID: "b", Lease: lease, Now: ahead})
+	if got := mustGet(t, a, rec.Key); got.State != state.Sent {
+		t.Errorf("a's in-flight record after b started = %s; want sent", got.State)
+	}
+	if live, err := b.InstanceLive(bg, "a"); err != nil || !live {
+		t.Errorf("InstanceLive(a) from b = %v, %v; want alive", live, err)
+	}
+	if n, err := b.ExpireDeadOwners(bg); err != nil || n != 0 {
+		t.Errorf("ExpireDeadOwners from b = %d, %v; want 0 (a holds its lease)", n, err)
+	}
+	if st, err := b.Status(bg); err != nil || len(st.Instances) != 2 || !st.Instances[0].Live {
+		t.Errorf("Status from b = %+v, %v; want a live", st.Instances, err)
+	}
+	if !b.Lease() {
+		t.Errorf("b.Lease() = false; want its own lease held on its own clock")
+	}
 }

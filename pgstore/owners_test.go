@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smppproxy/smppproxy/internal/pgtest"
 	"github.com/smppproxy/smppproxy/state/storetest"
 )
 
@@ -32,11 +33,11 @@ func TestInstanceLiveFollowsTheLeaseHeartbeat(t *testing.T) {
 	if live("nobody") {
 		t.Errorf("InstanceLive of an instance that never registered = true; want dead")
 	}
-	c.Advance(lease/3 + time.Minute) // one renewal late: a slow renewal, not yet a dead owner
+	pgtest.SetLeaseLeft(t, dsn, a.opts.Schema, "a", lease-lease/3-time.Minute) // one renewal late: a slow renewal, not yet a dead owner
 	if !live("a") {
 		t.Errorf("InstanceLive(a) one renewal late (%v without one) = false; want alive until half the lease is gone", lease/3+time.Minute)
 	}
-	c.Advance(lease/2 - lease/3) // a has not renewed for over half its lease
+	pgtest.SetLeaseLeft(t, dsn, a.opts.Schema, "a", lease/2-time.Minute) // a has not renewed for over half its lease
 	if live("a") {
 		t.Errorf("InstanceLive(a) with half its lease gone unrenewed = true; want presumed dead")
 	}

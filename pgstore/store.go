@@ -23,9 +23,10 @@
 //
 // Every instance holds a lease in table instances, renewed every Lease/3;
 // ExpireDeadOwners turns the sent records of instances whose lease ran
-// out into unknown. Leases are compared with each instance's own clock
-// (Options.Now): the clocks of the instances must agree to well within
-// Lease.
+// out into unknown. Leases are written and compared on the database's
+// clock, so the instances' clocks need not agree; an instance counts its
+// own lease from when it sent the renewal, on its clock (Options.Now),
+// which must only run at the database's rate.
 //
 // The schema is versioned (migrations embedded in the binary, applied by
 // Migrate under an advisory lock); Open refuses a schema that is behind
@@ -82,7 +83,9 @@ type Options struct {
 	// Timeout bounds every database operation (a write batch, a read, a
 	// connection attempt), whatever the caller's context; zero means 5 s.
 	Timeout time.Duration
-	// Now is the clock of expiry and leases; nil means time.Now.
+	// Now is the clock of expiry and of the instance's own view of its
+	// lease (Lease); nil means time.Now. Leases are compared on the
+	// database's clock.
 	Now func() time.Time
 	// Logger receives the store's own log lines; nil discards them.
 	Logger *slog.Logger

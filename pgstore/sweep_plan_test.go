@@ -175,7 +175,7 @@ func TestTheDeadOwnerSweepReadsTheSentIndexEntryByEntry(t *testing.T) {
 	}, "the takeover fetched no record through an index scan of records_sent")
 
 	ev := state.Event{At: c.Now(), State: state.Unknown, Note: "test"}
-	plan := explainSweep(t, s, sqlExpireDead, unixNano(c.Now()), [][]byte{encodeEvent(&ev)}, "test-1", c.Now())
+	plan := explainSweep(t, s, sqlExpireDead, unixNano(c.Now()), [][]byte{encodeEvent(&ev)}, "test-1")
 	var scans []string
 	plan.walk(func(x *planNode) {
 		if x.Relation == "records" && strings.HasSuffix(x.Type, "Scan") {

@@ -56,3 +56,24 @@ func Schema(t testing.TB, dsn, prefix string) string {
 	})
 	return schema
 }
+
+// SetLeaseLeft makes what is left of instance id's lease in schema left
+// (negative: run out that long ago), on the database's clock, which is
+// the one the instances compare leases with: as if the instance had last
+// renewed it that long before (the instance's own view, Lease, is its
+// own and does not change).
+func SetLeaseLeft(t testing.TB, dsn, schema, id string, left time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	tag, err := conn.Exec(ctx, `UPDATE `+pgx.Identifier{schema, "instances"}.Sanitize()+`
+		SET lease_until = now() + $2::int8 * interval '1 microsecond' WHERE id = $1`, id, left.Microseconds())
+	if err != nil || tag.RowsAffected() != 1 {
+		t.Fatalf("setting the lease of instance %s: %v (%d rows)", id, err, tag.RowsAffected())
+	}
+}
