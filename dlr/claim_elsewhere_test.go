@@ -26,6 +26,13 @@ type sharedQueue struct {
 	elsewhere map[uint64]bool
 	tried     int
 	fromHead  int
+	claims    []claimCall
+}
+
+// claimCall is one Claim asked of a sharedQueue.
+type claimCall struct {
+	seqs  []uint64
+	until time.Time
 }
 
 func (q *sharedQueue) wrap(c *Config) { q.Queue = c.Store.(state.Queue); c.Queue = q }
@@ -40,6 +47,7 @@ func (q *sharedQueue) Ack(ctx context.Context, queue string, seq uint64) error {
 func (q *sharedQueue) Claim(ctx context.Context, queue string, seqs []uint64, owner string, until time.Time) ([]uint64, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	q.claims = append(q.claims, claimCall{slices.Clone(seqs), until})
 	var got []uint64
 	for _, seq := range seqs {
 		if q.elsewhere[seq] {
@@ -172,5 +180,42 @@ func TestAnAckPendingEntryIsNotSentAgainAfterAnotherInstanceHeldIt(t *testing.T)
 	waitFor(t, "queue empty", queueEmpty(e))
 	if n := len(rx.received()); n != 1 {
 		t.Errorf("acknowledged once, sent %d times by this instance; want 1", n)
+	}
+}
+
+// A pump whose sends take a while to start (the session waits for room
+// for the first) claims again what it has not started yet, once half of
+// dlr_redelivery has passed, so that no claim runs out while its
+// deliver_sm may still be waiting for its answer: another instance would
+// then deliver it at the same time.
+func TestAPumpClaimsAgainWhatItHasNotStartedWhenItsSendsTakeAWhile(t *testing.T) {
+	e, sq, clock, _, es := sharedSetup(t, 3)
+	// The first deliver_sm waits for room until its send gives up
+	// (dlr_redelivery); the others go at once.
+	rx := &fakeRx{id: "s1", queueDelay: func(call int) time.Duration {
+		if call == 1 {
+			return time.Hour
+		}
+		return 0
+	}}
+	e.rcv.bind("shop", rx)
+	clock.Advance(time.Second) // past BindSettle
+	e.svc.kick("shop")
+	waitFor(t, "the first deliver_sm waiting for room", func() bool { return rx.calls.Load() == 1 })
+	redelivery := e.svc.account("shop").Redelivery
+	clock.Advance(redelivery/2 + time.Millisecond)
+	reclaimAt := clock.Now()
+	claims := func() []claimCall {
+		sq.mu.Lock()
+		defer sq.mu.Unlock()
+		return slices.Clone(sq.claims)
+	}
+	waitFor(t, "a second claim", func() bool { return len(claims()) >= 2 })
+	c := claims()
+	if want := []uint64{es[0].Seq, es[1].Seq, es[2].Seq}; !slices.Equal(c[0].seqs, want) {
+		t.Errorf("first claim of %v; want the pump's three entries %v", c[0].seqs, want)
+	}
+	if want := []uint64{es[1].Seq, es[2].Seq}; !slices.Equal(c[1].seqs, want) || !c[1].until.Equal(reclaimAt.Add(2*redelivery)) {
+		t.Errorf("second claim of %v until %v; want the two not started %v, until %v (twice dlr_redelivery from then)", c[1].seqs, c[1].until, want, reclaimAt.Add(2*redelivery))
 	}
 }

@@ -461,7 +461,20 @@ func (d *dispatcher) assignLocked(listed []*state.QueueEntry, ready []Receiver, 
 // session writes its deliver_sm in queue order while several await their
 // response.
 func (d *dispatcher) start(sends []assignment) {
-	for _, a := range d.claim(sends) {
+	sends = d.claim(sends)
+	claimed := d.s.now()
+	for i := 0; i < len(sends); i++ {
+		if d.claimer != nil && i > 0 && d.s.now().Sub(claimed) >= d.s.account(d.account).Redelivery/2 {
+			// The sends so far took a while (sessions waiting for room):
+			// the claim is extended for the rest, so that it outlasts
+			// each send started under it (see claim).
+			sends = append(sends[:i], d.claim(sends[i:])...)
+			claimed = d.s.now()
+			if i == len(sends) {
+				return
+			}
+		}
+		a := sends[i]
 		queued := make(chan struct{})
 		d.s.wg.Add(1)
 		go func() {
@@ -477,7 +490,13 @@ func (d *dispatcher) start(sends []assignment) {
 }
 
 // claim claims the entries of sends for this process when the queue is
-// shared with other processes (state.Claimer), all at once, for twice dlr_redelivery: the send, its answer and the Ack.
+// shared with other processes (state.Claimer), all at once, for twice
+// dlr_redelivery: a send ends at most dlr_redelivery after it started,
+// and start claims again what it has not started once half of that has
+// passed, so each send starts with at least one and a half dlr_redelivery
+// of claim left, for its answer and the Ack after it. (An acknowledged
+// entry whose Ack the store refused may outlast its claim: another
+// process may then deliver it again, at least once as ever.)
 // It returns the sends claimed. An entry another process holds is given
 // back (left pending: listed again by a later pump, delivered by the other
 // process or once its claim ran out).
@@ -673,7 +692,13 @@ func (d *dispatcher) send(r Receiver, e *state.QueueEntry, queued chan<- struct{
 	var st smpp.Status
 	switch {
 	case err == nil:
-		st = smpp.ParseHeader(resp).Status
+		h := smpp.ParseHeader(resp)
+		st = h.Status
+		if h.ID != e.Command|smpp.RespBit && st == smpp.StatusOK {
+			// Not the request's response (a generic_nack: the ESME could
+			// not take the PDU), whatever its status says.
+			st = smpp.StatusSysErr
+		}
 		if st != smpp.StatusOK {
 			outcome = DelRefused
 		}

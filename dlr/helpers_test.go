@@ -139,6 +139,9 @@ type fakeRx struct {
 	// respDelay how long the answer to the n-th deliver_sm takes to come.
 	queueDelay func(call int) time.Duration
 	respDelay  func(n int) time.Duration
+	// nack answers the n-th deliver_sm with a generic_nack (of status 0)
+	// instead of its response when it returns true.
+	nack func(n int) bool
 
 	calls    atomic.Int32 // Send calls so far
 	sending  atomic.Int32 // Send calls in progress
@@ -206,6 +209,9 @@ func (f *fakeRx) Send(ctx context.Context, id uint32, body []byte) (<-chan []byt
 	}
 	resp := make(chan []byte, 1)
 	frame := smpp.EncodeSimple(id|smpp.RespBit, st, 1, []byte{0})
+	if f.nack != nil && f.nack(n) {
+		frame = smpp.GenericNack(st, 1)
+	}
 	if f.respDelay == nil {
 		resp <- frame
 	} else {

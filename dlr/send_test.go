@@ -55,6 +55,9 @@ func TestDeliveryOutcomes(t *testing.T) {
 				return smpp.StatusOK, nil
 			}}
 		}, DelRefused},
+		{"a generic_nack of status 0", func() *fakeRx {
+			return &fakeRx{id: "s", nack: func(n int) bool { return n == 1 }}
+		}, DelRefused},
 		{"unanswered", func() *fakeRx {
 			return &fakeRx{id: "s", answer: func(n int) (smpp.Status, error) {
 				if n == 1 {

@@ -11,9 +11,14 @@ import (
 
 var _ state.Claimer = (*Store)(nil)
 
+// sqlNowNS is the database's clock in Unix nanoseconds (to the
+// microsecond): what claims on queued entries are compared with.
+const sqlNowNS = `(extract(epoch FROM now()) * 1000000)::int8 * 1000`
+
 // sqlClaim claims, of entries $2 of queue $1, those on which no other
-// owner's claim is still running, for owner $3 until $4 ($5 is now), in
-// one statement. An entry that another transaction holds locked at that
+// owner's claim is still running, for owner $3 for $4 ns, in one
+// statement. Claims run on the database's clock (sqlNowNS), the one every
+// instance compares them with. An entry that another transaction holds locked at that
 // moment (being claimed, acknowledged or swept) is skipped rather than
 // waited for: it is not claimed now, and the caller lists it again later.
 // The claim condition is checked again on the latest version of each row
@@ -21,10 +26,10 @@ var _ state.Claimer = (*Store)(nil)
 const sqlClaim = `WITH c AS (
 		SELECT seq FROM queue_entries
 		WHERE queue = $1 AND seq = ANY($2::int8[])
-			AND (claimed_by IS NULL OR claimed_by = $3 OR claimed_until_ns <= $5)
+			AND (claimed_by IS NULL OR claimed_by = $3 OR claimed_until_ns <= ` + sqlNowNS + `)
 		ORDER BY seq
 		FOR UPDATE SKIP LOCKED)
-	UPDATE queue_entries q SET claimed_by = $3, claimed_until_ns = $4
+	UPDATE queue_entries q SET claimed_by = $3, claimed_until_ns = ` + sqlNowNS + ` + $4::int8
 	FROM c WHERE q.seq = c.seq
 	RETURNING q.seq`
 
@@ -37,6 +42,8 @@ func (s *Store) ListClaimable(ctx context.Context, queue string, after uint64, l
 // Claim implements state.Claimer, in one statement: the entries seqs of
 // queue are this owner's to deliver until until, unless another owner's
 // claim on one is still running. Claiming again extends one's own claim.
+// The claim lasts until - now on the database's clock, so the instances'
+// clocks need not agree.
 // An entry that is gone (acknowledged, expired), or locked by another
 // transaction at that moment, is not claimed. It returns the seqs
 // claimed, in order.
@@ -54,7 +61,7 @@ func (s *Store) Claim(ctx context.Context, queue string, seqs []uint64, owner st
 	for i, seq := range seqs {
 		args[i] = seqArg(seq)
 	}
-	rows, err := s.pool.Query(ctx, sqlClaim, col(queue), args, owner, unixNano(until), unixNano(s.now()))
+	rows, err := s.pool.Query(ctx, sqlClaim, col(queue), args, owner, int64(max(until.Sub(s.now()), 0)))
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: claim: %w", wrapErr(err))
 	}

@@ -186,3 +186,28 @@ func TestTheLeaseIsGivenUpEvenWhenReleasingTheClaimsFails(t *testing.T) {
 		t.Errorf("InstanceLive(a) = %v, %v after a stopped; want its lease given up", live, err)
 	}
 }
+
+// Claims run on the database's clock: an instance whose clock is far
+// ahead neither lists nor claims an entry whose claim another instance
+// still holds, and an instance's claim lasts what it asked for whatever
+// its clock says.
+func TestAClaimHoldsAgainstAnInstanceWhoseClockIsAhead(t *testing.T) {
+	dsn := testDSN(t)
+	a := openTest(t, Options{DSN: dsn, InstanceID: "a"})
+	ahead := func() time.Time { return time.Now().Add(time.Hour) }
+	b := openTest(t, Options{DSN: dsn, Schema: a.opts.Schema, InstanceID: "b", Now: ahead})
+	now := time.Now()
+	seq, _, err := a.Enqueue(bg, &state.QueueEntry{Queue: "esme/shop", Body: []byte("r"), Enqueued: now, Expires: now.Add(24 * time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := a.Claim(bg, "esme/shop", []uint64{seq}, "a", time.Now().Add(time.Minute)); err != nil || len(got) != 1 {
+		t.Fatalf("a's claim = %v, %v", got, err)
+	}
+	if es, err := b.ListClaimable(bg, "esme/shop", 0, 10, "b"); err != nil || len(es) != 0 {
+		t.Errorf("b (clock an hour ahead) lists %d entries, %v; want none: a's claim runs for a minute", len(es), err)
+	}
+	if got, err := b.Claim(bg, "esme/shop", []uint64{seq}, "b", ahead().Add(time.Minute)); err != nil || len(got) != 0 {
+		t.Errorf("b (clock an hour ahead) claimed %v, %v; want nothing while a's claim runs", got, err)
+	}
+}

@@ -53,13 +53,14 @@ func (s *Store) List(ctx context.Context, queue string, after uint64, limit int)
 }
 
 // sqlList lists a queue; sqlListClaimable leaves out the entries on which
-// another owner's claim is still running ($5: the owner listing).
+// another owner's claim is still running on the database's clock ($5: the
+// owner listing).
 const (
 	sqlList = `SELECT seq, entry FROM queue_entries
 			WHERE queue = $1 AND seq > $2 AND expires_ns > $3 ORDER BY seq LIMIT $4`
 	sqlListClaimable = `SELECT seq, entry FROM queue_entries
 			WHERE queue = $1 AND seq > $2 AND expires_ns > $3
-				AND (claimed_by IS NULL OR claimed_by = $5 OR claimed_until_ns <= $3)
+				AND (claimed_by IS NULL OR claimed_by = $5 OR claimed_until_ns <= ` + sqlNowNS + `)
 			ORDER BY seq LIMIT $4`
 )
 
