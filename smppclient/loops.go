@@ -231,13 +231,25 @@ func (s *session) onResponse(h smpp.Header, frame []byte) {
 		return
 	}
 	r := Response{Status: h.Status, Frame: frame, Session: s.id, Sequence: h.Sequence}
-	if h.Status == smpp.StatusOK {
-		r.MessageID = messageID(frame)
-	}
 	s.mu.Lock()
 	pd, ok := s.pending[h.Sequence]
+	if ok && !answers(h.ID, pd.cmd) {
+		s.mu.Unlock()
+		// Not this request's response: the request goes on waiting for
+		// its own (or its timeout).
+		s.p.warnPDU(s.log, "mismatched_response", "response of another command than the request dropped", "seq", h.Sequence, "command", fmt.Sprintf("0x%08X", h.ID), "request", fmt.Sprintf("0x%08X", pd.cmd))
+		return
+	}
 	delete(s.pending, h.Sequence)
 	s.mu.Unlock()
+	switch {
+	case h.ID == smpp.CmdGenericNack && h.Status == smpp.StatusOK:
+		// The SMSC could not take the request, whatever the status says:
+		// never an acceptance.
+		r.Status = smpp.StatusSysErr
+	case h.Status == smpp.StatusOK:
+		r.MessageID = messageID(frame)
+	}
 	if !ok {
 		s.p.stats.lateResponses.Add(1)
 		s.p.warnPDU(s.log, "late_response", "late or unmatched response dropped", "seq", h.Sequence, "command", fmt.Sprintf("0x%08X", h.ID), "status", h.Status)
@@ -250,6 +262,13 @@ func (s *session) onResponse(h smpp.Header, frame []byte) {
 	s.p.noteStatus(s, h.Status == smpp.StatusThrottled)
 	s.log.Debug("response", "seq", h.Sequence, "status", h.Status)
 	pd.ch <- result{resp: r}
+}
+
+// answers reports whether a response of command resp answers a request of
+// command req: its own response, or a generic_nack (the peer could not
+// take it). A request whose command is not known yet (0) takes any.
+func answers(resp, req uint32) bool {
+	return req == 0 || resp == req|smpp.RespBit || resp == smpp.CmdGenericNack
 }
 
 // messageID returns the message_id of a submit_sm_resp, data_sm_resp or

@@ -67,7 +67,12 @@ type session struct {
 	wg       sync.WaitGroup // reader, writer and OnDeliver goroutines
 }
 
-type pending struct{ ch chan result }
+// pending is a request awaiting its response: cmd is its command id (0
+// until its frame is built), which the response must answer.
+type pending struct {
+	ch  chan result
+	cmd uint32
+}
 
 type result struct {
 	resp Response

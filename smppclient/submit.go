@@ -257,6 +257,9 @@ func (s *session) roundTrip(ctx context.Context, build func(uint32) []byte, befo
 		s.forget(seq)
 		return base, notSent(err)
 	}
+	s.mu.Lock()
+	pd.cmd = smpp.ParseHeader(frame).ID
+	s.mu.Unlock()
 	if beforeWrite != nil {
 		if err := beforeWrite(s.id, seq); err != nil {
 			s.forget(seq)
@@ -281,7 +284,14 @@ func (s *session) roundTrip(ctx context.Context, build func(uint32) []byte, befo
 		wr.err = errSessionClosed
 	}
 	if wr.err != nil {
-		s.forget(seq)
+		if !s.forget(seq) {
+			// Answered meanwhile (the frame went out whole before the
+			// write failed on what followed it in its batch), or failed
+			// by the session's end: an answer is the outcome.
+			if res := <-pd.ch; res.err == nil {
+				return res.resp, nil
+			}
+		}
 		if wr.n == 0 {
 			return base, notSent(wr.err)
 		}
