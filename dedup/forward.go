@@ -123,9 +123,9 @@ func (o *op) journal(ctx context.Context, upstream, session string, seq uint32) 
 		// Checked before every write upstream, not only when the submit
 		// was admitted: a route retry may come after the lease ran out.
 		if o.pending != nil && !o.created {
-			o.createErr = ErrNoLease
+			o.createErr = errNoLease
 		}
-		return ErrNoLease
+		return errNoLease
 	}
 	if rec := o.pending; rec != nil && !o.created {
 		rec.Upstream, rec.Session, rec.Sequence = upstream, session, seq
@@ -184,9 +184,9 @@ func (o *op) write(ctx context.Context, fn func(*state.Record) error) (*state.Re
 	return next, nil
 }
 
-// ErrNoLease: this instance does not hold its lease on the shared store
+// errNoLease: this instance does not hold its lease on the shared store
 // (Config.Lease), so nothing was journaled or written upstream.
-var ErrNoLease = errors.New("dedup: instance lease not held; nothing forwarded")
+var errNoLease = fmt.Errorf("dedup: nothing forwarded: %w", state.ErrLeaseLost)
 
 // errKeyTaken: the key of a new submit was created by another writer
 // between the lookup and the create; nothing was sent.

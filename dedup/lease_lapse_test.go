@@ -1,8 +1,11 @@
 package dedup
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -72,8 +75,8 @@ func TestAnInstanceWhoseLeaseRanOutWritesNothingMoreUpstream(t *testing.T) {
 	}
 	close(retry)
 	ans := <-done
-	if !errors.Is(secondJournal, ErrNoLease) {
-		t.Errorf("a's journal before its second upstream write = %v; want ErrNoLease", secondJournal)
+	if !errors.Is(secondJournal, state.ErrLeaseLost) {
+		t.Errorf("a's journal before its second upstream write = %v; want state.ErrLeaseLost", secondJournal)
 	}
 	if aWrites.Load() != 1 || bWrites.Load() != 1 {
 		t.Errorf("written upstream by a %d times, by b %d; want once each (a before its lease ran out, b's resend)", aWrites.Load(), bWrites.Load())
@@ -84,5 +87,47 @@ func TestAnInstanceWhoseLeaseRanOutWritesNothingMoreUpstream(t *testing.T) {
 	r, err := b.Get(ctx, state.Key{Account: "shop", Key: "k:k"})
 	if err != nil || r.State != state.Accepted || state.OwnerInstance(r.Owner) != "b" {
 		t.Fatalf("record after both = %+v, %v; want accepted by b", r, err)
+	}
+}
+
+// updateCounter counts the store's Updates.
+type updateCounter struct {
+	state.Store
+	updates atomic.Int32
+}
+
+func (c *updateCounter) Update(ctx context.Context, k state.Key, fn func(*state.Record) error) (*state.Record, error) {
+	c.updates.Add(1)
+	return c.Store.Update(ctx, k, fn)
+}
+
+// A new submit whose lease lapses while it waits for an upstream slot
+// (admitted just before) is answered 0x08 with nothing written: no
+// release of a record that was never created, no store failure logged.
+func TestANewSubmitWhoseLeaseLapsedBeforeItsJournalWritesNothing(t *testing.T) {
+	var logs bytes.Buffer
+	st := &updateCounter{Store: state.NewMem(time.Now)}
+	var held atomic.Bool
+	held.Store(true)
+	f := &fakeFwd{Answer: func(_ context.Context, n int, a *Attempt) Result {
+		held.Store(false) // the lease lapses while the submit waits for a slot
+		if err := a.Journal("up", "up/s1", uint32(n)); err != nil {
+			return Result{Kind: NotSent, Status: smpp.StatusSysErr, Err: err, Upstream: "up"}
+		}
+		return Result{Kind: Answered, Status: smpp.StatusOK, MessageID: "m", Upstream: "up", Session: "up/s1", Sequence: uint32(n)}
+	}}
+	e := newTestEngine(t, Config{Store: st, Forwarder: f, InstanceID: "t", Lease: held.Load,
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+	if a := e.Submit(ctx, "shop", Policy{}, submit(t, "k", "t")); a.Status != smpp.StatusSysErr {
+		t.Errorf("answer %v; want ESME_RSYSERR", a.Status)
+	}
+	if _, err := st.Get(ctx, state.Key{Account: "shop", Key: "k:k"}); !errors.Is(err, state.ErrNotFound) {
+		t.Errorf("record after the refused journal: %v; want none", err)
+	}
+	if n := st.updates.Load(); n != 0 {
+		t.Errorf("%d store updates of a key never written; want none", n)
+	}
+	if strings.Contains(logs.String(), "level=ERROR") {
+		t.Errorf("logged as a store failure:\n%s", logs.String())
 	}
 }

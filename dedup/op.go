@@ -316,6 +316,10 @@ func (o *op) forwardNew(ctx context.Context, rec *state.Record, unread bool) (a 
 	case o.lost:
 		o.pending, o.unread = nil, false // not this submit's to create: what it decides next journals by update
 		return Answer{}, true
+	case errors.Is(o.createErr, state.ErrLeaseLost):
+		// Nothing was written: nothing to release, and no store failure
+		// (the lease's loss is logged and alerted on once, by the store).
+		return o.storeErr(), false
 	case o.createErr != nil:
 		o.logger().Error("store refused the record; nothing forwarded", "err", o.createErr)
 		o.releaseUnsent(ctx, "not sent: store error on create")

@@ -215,7 +215,7 @@ func TestAPumpClaimsAgainWhatItHasNotStartedWhenItsSendsTakeAWhile(t *testing.T)
 	if want := []uint64{es[0].Seq, es[1].Seq, es[2].Seq}; !slices.Equal(c[0].seqs, want) {
 		t.Errorf("first claim of %v; want the pump's three entries %v", c[0].seqs, want)
 	}
-	if want := []uint64{es[1].Seq, es[2].Seq}; !slices.Equal(c[1].seqs, want) || !c[1].until.Equal(reclaimAt.Add(2*redelivery)) {
-		t.Errorf("second claim of %v until %v; want the two not started %v, until %v (twice dlr_redelivery from then)", c[1].seqs, c[1].until, want, reclaimAt.Add(2*redelivery))
+	if want := []uint64{es[1].Seq, es[2].Seq}; !slices.Equal(c[1].seqs, want) || !c[1].until.Equal(reclaimAt.Add(2*redelivery+enqueueWait)) {
+		t.Errorf("second claim of %v until %v; want the two not started %v, until %v (twice dlr_redelivery and the wait for a send to start, from then)", c[1].seqs, c[1].until, want, reclaimAt.Add(2*redelivery+enqueueWait))
 	}
 }

@@ -491,10 +491,11 @@ func (d *dispatcher) start(sends []assignment) {
 
 // claim claims the entries of sends for this process when the queue is
 // shared with other processes (state.Claimer), all at once, for twice
-// dlr_redelivery: a send ends at most dlr_redelivery after it started,
-// and start claims again what it has not started once half of that has
-// passed, so each send starts with at least one and a half dlr_redelivery
-// of claim left, for its answer and the Ack after it. (An acknowledged
+// dlr_redelivery and enqueueWait: a send ends at most dlr_redelivery
+// after it started, and start claims again what it has not started once
+// half of dlr_redelivery has passed (checked between sends, which start
+// at most enqueueWait apart), so each send starts with at least one and a
+// half dlr_redelivery of claim left, for its answer and the Ack after it. (An acknowledged
 // entry whose Ack the store refused may outlast its claim: another
 // process may then deliver it again, at least once as ever.)
 // It returns the sends claimed. An entry another process holds is given
@@ -505,7 +506,7 @@ func (d *dispatcher) claim(sends []assignment) []assignment {
 	if c == nil || len(sends) == 0 {
 		return sends
 	}
-	until := d.s.now().Add(2 * d.s.account(d.account).Redelivery)
+	until := d.s.now().Add(2*d.s.account(d.account).Redelivery + enqueueWait)
 	seqs := make([]uint64, len(sends))
 	for i, a := range sends {
 		seqs[i] = a.e.Seq

@@ -51,6 +51,7 @@ type replaceOp struct {
 	added              [][]byte
 	oldState, oldOwner string // of the record the writer holds
 	applied            bool
+	w                  *writer // the batch's: what its writer held
 }
 
 // The input of a multi-row write: the columns of recordArgs as arrays,
@@ -65,7 +66,9 @@ const inputRows = `SELECT * FROM unnest($1::bytea[], $2::bytea[], $3::bytea[], $
 	$13::bytea[], $14::int8[]) WITH ORDINALITY AS t(` + inputColumns + `, n)`
 
 // sqlCreateMany inserts the records whose keys no live record holds (an
-// expired one is replaced) and returns the keys it wrote (state NULL),
+// expired one is replaced) while this process holds its instance ($17,
+// its token $18) and its lease (sqlHolds: a created record is a journal,
+// after which the submit is written upstream), and returns the keys it wrote (state NULL),
 // and the live records that hold the others, as the statement found them
 // (state set), so that a create finding its key taken needs no read after
 // it; a key it returns neither way was taken by a transaction that
@@ -80,7 +83,9 @@ var sqlCreateMany = `WITH input AS (` + inputRows + `),
 	ins AS (
 		INSERT INTO records (` + recordColumns + `)
 		SELECT account, key, segment, state, owner_instance, expires_ns, upstream, match_id, session, seq,
-			proxy_id, addr_hash, body, ` + evSlice("history", 16) + `, nextval('record_wseq') FROM input ORDER BY n
+			proxy_id, addr_hash, body, ` + evSlice("history", 16) + `, nextval('record_wseq') FROM input
+		WHERE ` + sqlHolds(17, 18, true) + `
+		ORDER BY n
 		ON CONFLICT (account, key, segment) DO NOTHING
 		RETURNING account, key, segment),
 	upd AS (
@@ -89,6 +94,7 @@ var sqlCreateMany = `WITH input AS (` + inputRows + `),
 		FROM input i
 		WHERE (r.account, r.key, r.segment) = (i.account, i.key, i.segment) AND r.expires_ns + 0 <= $15
 			AND NOT EXISTS (SELECT 1 FROM ins WHERE (ins.account, ins.key, ins.segment) = (i.account, i.key, i.segment))
+			AND ` + sqlHolds(17, 18, true) + `
 		RETURNING r.account, r.key, r.segment)
 	SELECT account, key, segment, NULL::text AS state, NULL::bytea AS body, NULL::bytea[] AS history FROM ins
 	UNION ALL SELECT account, key, segment, NULL, NULL, NULL FROM upd
@@ -97,12 +103,13 @@ var sqlCreateMany = `WITH input AS (` + inputRows + `),
 		WHERE r.expires_ns + 0 > $15
 			AND NOT EXISTS (SELECT 1 FROM ins WHERE (ins.account, ins.key, ins.segment) = (i.account, i.key, i.segment))`
 
-// sqlReplaceMany updates the records still in the state and of the owner
-// instance their writer holds (old_state, old_owner; the history grows by
-// added, capped, unless rewrite), inserts those whose row is gone, and
-// returns the input rows it wrote: a record another instance changed
-// meanwhile (it took the records of a lease that ran out) is left as it
-// is.
+// sqlReplaceMany updates the records still as their writer holds them
+// (sqlStillHeld: old_state, old_owner; the history grows by added, capped,
+// unless rewrite), inserts those whose row is gone, while the writer still
+// holds its instance and, for a journal, its lease (sqlWriterHolds: $20,
+// $21), and returns the input rows it wrote: a record another instance
+// changed meanwhile (it took the records of a lease that ran out) is left
+// as it is.
 var sqlReplaceMany = `WITH input AS (SELECT * FROM (` + inputRows + `) t0
 		JOIN unnest($15::bool[], $16::int8[], $17::text[], $18::text[]) WITH ORDINALITY AS t1(rewrite, added, old_state, old_owner, n) USING (n)),
 	upd AS (
@@ -110,14 +117,14 @@ var sqlReplaceMany = `WITH input AS (SELECT * FROM (` + inputRows + `) t0
 			history = CASE WHEN i.rewrite THEN ` + evSlice("i.history", 19) + `
 				ELSE cap_history(r.history || ` + evSlice("i.added", 19) + `, 64) END
 		FROM input i
-		WHERE (r.account, r.key, r.segment) = (i.account, i.key, i.segment)
-			AND r.state = i.old_state AND r.owner_instance = i.old_owner
+		WHERE (r.account, r.key, r.segment) = (i.account, i.key, i.segment) AND ` + sqlStillHeld("r", "i.state", "i.old_state", "i.old_owner") + `
+			AND ` + sqlWriterHolds("i.state", 20, 21) + `
 		RETURNING i.n),
 	ins AS (
 		INSERT INTO records (` + recordColumns + `)
 		SELECT account, key, segment, state, owner_instance, expires_ns, upstream, match_id, session, seq,
 			proxy_id, addr_hash, body, ` + evSlice("history", 19) + `, nextval('record_wseq') FROM input i
-		WHERE NOT EXISTS (SELECT 1 FROM upd WHERE upd.n = i.n)
+		WHERE NOT EXISTS (SELECT 1 FROM upd WHERE upd.n = i.n) AND ` + sqlWriterHolds("i.state", 20, 21) + `
 		ORDER BY n
 		ON CONFLICT DO NOTHING
 		RETURNING account, key, segment)
@@ -185,6 +192,50 @@ func evSlice(col string, param int) string {
 	return fmt.Sprintf("($%d::bytea[])[(%s >> 32)::int4 : (%s & 4294967295)::int4]", param, col, col)
 }
 
+// writer is the process writing a batch: its instance and token, and
+// whether, at the batch's start (the database's now(), the moment every
+// statement of the batch compares with), it still held its instance
+// (token) and its lease (lease), as sqlWriter read them.
+type writer struct {
+	instance, token string
+	lease, held     bool
+}
+
+// sqlWriter reads, first in a batch that creates or replaces records,
+// whether its writer ($1, token $2) still holds its instance and its
+// lease, and makes the statements after it join keys with records by
+// probing the primary key (sqlIndexProbes).
+var sqlWriter = `SELECT set_config('enable_seqscan', 'off', true), ` + sqlHolds(1, 2, true) + `, ` + sqlHolds(1, 2, false)
+
+// sqlHolds is true while the process of token $tok still holds instance
+// $inst and, with lease, its lease, on the database's clock.
+func sqlHolds(inst, tok int, lease bool) string {
+	c := fmt.Sprintf("EXISTS (SELECT 1 FROM instances WHERE id = $%d AND token = $%d", inst, tok)
+	if lease {
+		c += " AND lease_until > now()"
+	}
+	return c + ")"
+}
+
+// sqlWriterHolds is the condition of a record write of state next by the
+// process of token $tok of instance $inst: a journal (next is sent, after
+// which the submit is written upstream) needs the lease too; an outcome
+// only the instance, so that the true answer of a submit written upstream
+// before the lease lapsed is still stored.
+func sqlWriterHolds(next string, inst, tok int) string {
+	return fmt.Sprintf("CASE WHEN %s = 'sent' THEN %s ELSE %s END", next, sqlHolds(inst, tok, true), sqlHolds(inst, tok, false))
+}
+
+// sqlStillHeld is the condition that row r is still the record its writer
+// holds (in state old and of owner instance owner): the same, or, for an
+// outcome (next not sent) of a sent record, made unknown meanwhile by
+// another instance that found the writer's lease run out and did nothing
+// more with it (it would have changed the owner): the outcome is the
+// truth that unknown stood for.
+func sqlStillHeld(r, next, old, owner string) string {
+	return fmt.Sprintf("%[1]s.owner_instance = %[4]s AND (%[1]s.state = %[3]s OR (%[3]s = 'sent' AND %[2]s <> 'sent' AND %[1]s.state = 'unknown'))", r, next, old, owner)
+}
+
 // queue adds a statement to b, its first rawArray asking for room for
 // all of its arguments (reserveArgs).
 func queue(b *pgx.Batch, sql string, args ...any) *pgx.QueuedQuery {
@@ -194,7 +245,7 @@ func queue(b *pgx.Batch, sql string, args ...any) *pgx.QueuedQuery {
 
 // queueCreates adds the batch's Creates (sorted by key) as one statement;
 // a second Create of a key in the batch takes the first one's outcome.
-func queueCreates(b *pgx.Batch, ops []*createOp) {
+func queueCreates(b *pgx.Batch, ops []*createOp, w *writer) {
 	first := make(map[state.Key]*createOp, len(ops))
 	var uniq []*createOp
 	var rows [][]any
@@ -217,8 +268,18 @@ func queueCreates(b *pgx.Batch, ops []*createOp) {
 	}
 	ev := newEvents()
 	cols := columns(rows, ev) // fills ev.flat: before it is read
-	args := append(cols, now, ev.arg())
+	args := append(cols, now, ev.arg(), w.instance, w.token)
 	queue(b, sqlCreateMany, args...).Query(func(rs pgx.Rows) error {
+		defer func() {
+			if w.lease {
+				return
+			}
+			for _, op := range uniq {
+				if !op.created && op.existing == nil && op.err == nil {
+					op.err = fmt.Errorf("pgstore: create of %v: %w", op.rec.Key, state.ErrLeaseLost)
+				}
+			}
+		}()
 		defer rs.Close()
 		for rs.Next() {
 			var (
@@ -264,7 +325,7 @@ func (op *createOp) settle() {
 // queueReplaces adds the batch's Replaces (sorted by key) as one
 // statement; a second Replace of a key in the batch follows as a statement
 // of its own, so it applies after the first.
-func queueReplaces(b *pgx.Batch, ops []*replaceOp) {
+func queueReplaces(b *pgx.Batch, ops []*replaceOp, w *writer) {
 	seen := make(map[string]bool, len(ops))
 	var rows [][]any
 	var first []*replaceOp
@@ -274,7 +335,7 @@ func queueReplaces(b *pgx.Batch, ops []*replaceOp) {
 	var later []*replaceOp
 	ev := newEvents()
 	for _, op := range ops {
-		op.applied = false
+		op.applied, op.w = false, w
 		k := recordName(op.args[0].([]byte), op.args[1].([]byte), op.args[2].([]byte))
 		if seen[k] {
 			later = append(later, op)
@@ -289,7 +350,7 @@ func queueReplaces(b *pgx.Batch, ops []*replaceOp) {
 	}
 	if len(rows) > 0 {
 		cols := columns(rows, ev) // fills ev.flat: before it is read
-		queue(b, sqlReplaceMany, append(cols, rewrite, int8Array(added), oldState, oldOwner, ev.arg())...).Query(func(rs pgx.Rows) error {
+		queue(b, sqlReplaceMany, append(cols, rewrite, int8Array(added), oldState, oldOwner, ev.arg(), w.instance, w.token)...).Query(func(rs pgx.Rows) error {
 			defer rs.Close()
 			for rs.Next() {
 				var n int64
@@ -302,7 +363,7 @@ func queueReplaces(b *pgx.Batch, ops []*replaceOp) {
 		})
 	}
 	for _, op := range later {
-		b.Queue(sqlReplace, append(op.args, op.rewrite, op.added, op.oldState, op.oldOwner)...).Exec(func(tag pgconn.CommandTag) error {
+		b.Queue(sqlReplace, append(op.args, op.rewrite, op.added, op.oldState, op.oldOwner, w.instance, w.token)...).Exec(func(tag pgconn.CommandTag) error {
 			op.applied = tag.RowsAffected() == 1
 			return nil
 		})

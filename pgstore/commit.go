@@ -265,11 +265,18 @@ func (s *Store) exec(reqs []*request) error {
 	// Every statement that joins a batch's keys with records probes the
 	// primary key (creates too: planned for the arguments of their first
 	// executions on a connection, a large batch of them read the table).
-	if len(creates)+len(replaces)+len(cas) > 0 || marks {
+	w := &writer{instance: s.opts.InstanceID, token: s.token}
+	switch {
+	case len(creates)+len(replaces) > 0:
+		b.Queue(sqlWriter, w.instance, w.token).QueryRow(func(row pgx.Row) error {
+			var probes string
+			return row.Scan(&probes, &w.lease, &w.held)
+		})
+	case len(cas) > 0 || marks:
 		b.Queue(sqlIndexProbes)
 	}
-	queueCreates(b, creates)
-	queueReplaces(b, replaces)
+	queueCreates(b, creates, w)
+	queueReplaces(b, replaces, w)
 	queueCAS(b, cas)
 	queueEnqueues(b, enqueues, s.notifyChannel())
 	for _, r := range reqs {

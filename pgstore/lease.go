@@ -24,17 +24,20 @@ import (
 // next try leaves no gap.
 func (s *Store) Lease() bool {
 	until := s.leaseUntil.Load()
-	return until != 0 && unixNano(s.now()) < until-int64(s.opts.Lease/leaseMarginDiv)
+	return until != nil && s.now().Before(until.Add(-s.opts.Lease/leaseMarginDiv))
 }
 
 // leaseMarginDiv: Lease reports the lease held while more than
 // Lease/leaseMarginDiv of it is left.
 const leaseMarginDiv = 4
 
+// setLeaseUntil records t as when the lease held runs out.
+func (s *Store) setLeaseUntil(t time.Time) { s.leaseUntil.Store(&t) }
+
 // LeaseUntil is when the lease last renewed runs out (zero: none).
 func (s *Store) LeaseUntil() time.Time {
-	if until := s.leaseUntil.Load(); until != 0 {
-		return time.Unix(0, until).UTC()
+	if until := s.leaseUntil.Load(); until != nil {
+		return until.UTC()
 	}
 	return time.Time{}
 }
@@ -130,7 +133,7 @@ func (s *Store) claim(ctx context.Context) error {
 	if tag.RowsAffected() != 1 {
 		return fmt.Errorf("%w: instance %q was claimed by another process while this one started", ErrInstanceInUse, s.opts.InstanceID)
 	}
-	s.leaseUntil.Store(unixNano(now.Add(s.opts.Lease)))
+	s.setLeaseUntil(now.Add(s.opts.Lease))
 	return nil
 }
 
@@ -156,10 +159,10 @@ func (s *Store) renew(ctx context.Context) error {
 		return wrapErr(err)
 	}
 	if tag.RowsAffected() != 1 {
-		s.leaseUntil.Store(0)
+		s.leaseUntil.Store(nil)
 		return fmt.Errorf("%w: instance %q was taken over by another process", ErrInstanceInUse, s.opts.InstanceID)
 	}
-	s.leaseUntil.Store(unixNano(until))
+	s.setLeaseUntil(until)
 	return nil
 }
 
@@ -174,7 +177,7 @@ func (s *Store) renew(ctx context.Context) error {
 func (s *Store) release() {
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
 	defer cancel()
-	s.leaseUntil.Store(0)
+	s.leaseUntil.Store(nil)
 	if _, err := s.pool.Exec(ctx, `UPDATE instances SET lease_until = now() WHERE id = $1 AND token = $2`,
 		s.opts.InstanceID, s.token); err != nil {
 		s.log.Warn("giving up the instance lease failed; it runs out by itself", "instance", s.opts.InstanceID, "err", err)

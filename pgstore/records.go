@@ -35,14 +35,16 @@ func recordSetFrom(src string) string {
 	return strings.Join(cols, ", ")
 }
 
-// sqlReplace writes a record still in state $17 of owner instance $18
-// (the record its writer holds), or whose row is gone, its history
-// growing by $16 (capped) unless $15 says the writer replaced it ($14):
-// the second Replace of a key in a batch.
-var sqlReplace = `INSERT INTO records AS r (` + recordColumns + `) VALUES (` + recordValues + `)
+// sqlReplace writes a record still as its writer holds it (sqlStillHeld:
+// state $17, owner instance $18), or whose row is gone, while the writer
+// holds its instance and, for a journal, its lease (sqlWriterHolds: $19,
+// token $20), its history growing by $16 (capped) unless $15 says the
+// writer replaced it ($14): the second Replace of a key in a batch.
+var sqlReplace = `INSERT INTO records AS r (` + recordColumns + `) SELECT ` + recordValues + `
+		WHERE ` + sqlWriterHolds("$4::text", 19, 20) + `
 		ON CONFLICT (account, key, segment) DO UPDATE SET ` + recordSetFrom("EXCLUDED") + `, wseq = EXCLUDED.wseq,
 		history = CASE WHEN $15 THEN EXCLUDED.history ELSE cap_history(r.history || $16::bytea[], 64) END
-		WHERE r.state = $17 AND r.owner_instance = $18`
+		WHERE ` + sqlStillHeld("r", "EXCLUDED.state", "$17::text", "$18::text") + ` AND ` + sqlWriterHolds("EXCLUDED.state", 19, 20)
 
 const (
 	sqlLockKey = `SELECT state, body, history, expires_ns FROM records WHERE ` + byKey + ` FOR UPDATE`
@@ -128,10 +130,15 @@ func (s *Store) Replace(ctx context.Context, old, rec *state.Record) error {
 	if err := s.submit(ctx, &request{order: keyOrder(rec.Key), replace: op}); err != nil {
 		return err
 	}
-	if !op.applied {
-		return fmt.Errorf("%w: %v", ErrChanged, rec.Key)
+	switch {
+	case op.applied:
+		return nil
+	case !op.w.held:
+		return fmt.Errorf("%w: instance %q was taken over by another process; %v not written", ErrInstanceInUse, s.opts.InstanceID, rec.Key)
+	case rec.State == state.Sent && !op.w.lease:
+		return fmt.Errorf("pgstore: journal of %v: %w", rec.Key, state.ErrLeaseLost)
 	}
-	return nil
+	return fmt.Errorf("%w: %v", ErrChanged, rec.Key)
 }
 
 // newReplaceOp is the write of Replace(old, rec).

@@ -24,9 +24,11 @@
 // Every instance holds a lease in table instances, renewed every Lease/3;
 // ExpireDeadOwners turns the sent records of instances whose lease ran
 // out into unknown. Leases are written and compared on the database's
-// clock, so the instances' clocks need not agree; an instance counts its
-// own lease from when it sent the renewal, on its clock (Options.Now),
-// which must only run at the database's rate.
+// clock, so an instance whose clock is off does not take a live one for
+// dead; an instance counts its own lease from when it sent the renewal,
+// on its clock (Options.Now, monotonic with time.Now). Records' times
+// (expiry, the fingerprint window the engine reads) are each instance's
+// clock: those clocks must agree to within seconds.
 //
 // The schema is versioned (migrations embedded in the binary, applied by
 // Migrate under an advisory lock); Open refuses a schema that is behind
@@ -130,7 +132,11 @@ type Store struct {
 	listen      listeners // Subscribe's functions and its LISTEN loop
 	maintenance sync.WaitGroup
 
-	leaseUntil atomic.Int64 // Unix ns of the lease last renewed; 0 none
+	// leaseUntil is when the lease last renewed runs out for this
+	// instance (nil: none): Options.Now when the renewal was sent plus
+	// the lease, with the monotonic clock reading time.Now gives, so that
+	// a step of the wall clock does not stretch it.
+	leaseUntil atomic.Pointer[time.Time]
 	health     health
 	commits    atomic.Uint64 // batches committed
 	ops        atomic.Uint64 // write requests committed

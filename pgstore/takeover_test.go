@@ -44,8 +44,8 @@ func TestTheOwnerCannotOverwriteARecordAnotherInstanceTookOver(t *testing.T) {
 	taken := mustGet(t, b, rec.Key)
 
 	next := journaled(rec, "smsc/2", 9)
-	if err := a.Replace(bg, rec, next); !errors.Is(err, ErrChanged) {
-		t.Errorf("a's journal over the record b made unknown = %v; want ErrChanged", err)
+	if err := a.Replace(bg, rec, next); !errors.Is(err, state.ErrLeaseLost) {
+		t.Errorf("a's journal over the record b made unknown, a's lease run out = %v; want state.ErrLeaseLost", err)
 	}
 	if got := mustGet(t, b, rec.Key); got.State != state.Unknown || got.Session != taken.Session || len(got.History) != len(taken.History) {
 		t.Errorf("after a's refused journal: %s, session %s, %d events; want unknown as b left it (%s, %d events)", got.State, got.Session, len(got.History), taken.Session, len(taken.History))
@@ -102,4 +102,102 @@ func TestReplacesOfOneRecordInABatchFollowEachOther(t *testing.T) {
 			t.Errorf("record another instance holds: applied %v, stored %s of %s; want neither applied, sent of b/1", applied, got.State, got.Owner)
 		}
 	}
+}
+
+// The true answer of a submit its instance wrote upstream before its lease
+// ran out is still stored when it comes after another instance made the
+// record unknown and did nothing more with it (on_unknown: hold): the
+// record's owner and state say nobody took it since. A journal over it,
+// which would write the submit upstream again, is refused.
+func TestAnOutcomeAfterTheLeaseRanOutSettlesTheRecordLeftUnknown(t *testing.T) {
+	t.Parallel()
+	dsn := testDSN(t)
+	const lease = time.Hour // the heartbeat never fires during the test
+	a := openTest(t, Options{DSN: dsn, InstanceID: "a", Lease: lease})
+	b := openTest(t, Options{DSN: dsn, Schema: a.opts.Schema, InstanceID: "b", Lease: lease})
+	rec := sentRecord(time.Now(), "k", "a/1", 1)
+	rec.Expires = time.Now().Add(24 * time.Hour)
+	mustCreate(t, a, rec)
+	pgtest.SetLeaseLeft(t, dsn, a.opts.Schema, "a", -time.Second)
+	if n, err := b.ExpireDeadOwners(bg); err != nil || n != 1 {
+		t.Fatalf("ExpireDeadOwners = %d, %v; want a's record taken", n, err)
+	}
+	if err := a.Replace(bg, rec, journaled(rec, "smsc/2", 2)); !errors.Is(err, state.ErrLeaseLost) {
+		t.Errorf("a's journal over its record made unknown = %v; want state.ErrLeaseLost", err)
+	}
+	outcome := rec.Clone()
+	outcome.State, outcome.MessageID = state.Accepted, "id-a"
+	outcome.History = append(outcome.History, state.Event{At: time.Now(), State: state.Accepted, MessageID: "id-a", Note: "upstream answered"})
+	if err := a.Replace(bg, rec, outcome); err != nil {
+		t.Fatalf("a's outcome over its record left unknown = %v; want it stored", err)
+	}
+	got := mustGet(t, b, rec.Key)
+	notes := []string{}
+	for _, e := range got.History {
+		notes = append(notes, string(e.State))
+	}
+	if got.State != state.Accepted || got.MessageID != "id-a" || !slices.Equal(notes, []string{"sent", "unknown", "accepted"}) {
+		t.Errorf("record = %s %q, history %v; want accepted id-a after sent, unknown", got.State, got.MessageID, notes)
+	}
+}
+
+// A new process of the same instance id (started once the first one's
+// lease ran out) owns the id: the first process, cut off and back, can
+// write nothing more, not even over a record the new one took over under
+// the same owner name.
+func TestAnOldProcessOfAnInstanceIDWritesNothingOnceAnotherHasIt(t *testing.T) {
+	t.Parallel()
+	dsn := testDSN(t)
+	const lease = time.Hour // the heartbeat never fires during the test
+	old := openTest(t, Options{DSN: dsn, InstanceID: "a", Lease: lease})
+	rec := sentRecord(time.Now(), "k", "a/1", 1)
+	rec.Expires = time.Now().Add(24 * time.Hour)
+	mustCreate(t, old, rec)
+	pgtest.SetLeaseLeft(t, dsn, old.opts.Schema, "a", -time.Second)
+	renewed := openTest(t, Options{DSN: dsn, Schema: old.opts.Schema, InstanceID: "a", Lease: lease}) // takes a's sent records as unknown
+	retaken, err := renewed.Update(bg, rec.Key, func(r *state.Record) error {
+		r.State, r.Session, r.Sequence = state.Sent, "smsc/9", 9 // resent by the new process, owner a/1 again
+		return nil
+	})
+	if err != nil || retaken.Owner != "a/1" {
+		t.Fatalf("the new process's retake = %+v, %v", retaken, err)
+	}
+	outcome := rec.Clone()
+	outcome.State, outcome.MessageID = state.Accepted, "id-old"
+	if err := old.Replace(bg, rec, outcome); !errors.Is(err, ErrInstanceInUse) {
+		t.Errorf("the old process's outcome = %v; want ErrInstanceInUse", err)
+	}
+	if _, _, err := old.Create(bg, sentRecord(time.Now(), "fresh", "a/2", 2)); !errors.Is(err, state.ErrLeaseLost) {
+		t.Errorf("the old process's create = %v; want state.ErrLeaseLost", err)
+	}
+	if got := mustGet(t, renewed, rec.Key); got.State != state.Sent || got.Session != "smsc/9" {
+		t.Errorf("record = %s on %s; want the new process's: sent on smsc/9", got.State, got.Session)
+	}
+	if _, err := renewed.Get(bg, state.Key{Account: "acme", Key: "fresh"}); !errors.Is(err, state.ErrNotFound) {
+		t.Errorf("the old process's refused create left a record: %v", err)
+	}
+}
+
+// A create (the journal of a new submit, after which it is written
+// upstream) is refused once the lease has run out on the database's
+// clock, whatever the instance's own view still says; nothing is written.
+func TestACreateIsRefusedOnceTheLeaseRanOutOnTheDatabasesClock(t *testing.T) {
+	t.Parallel()
+	dsn := testDSN(t)
+	a := openTest(t, Options{DSN: dsn, InstanceID: "a", Lease: time.Hour})
+	pgtest.SetLeaseLeft(t, dsn, a.opts.Schema, "a", -time.Second)
+	if !a.Lease() {
+		t.Fatal("the instance's own view lost the lease: the test proves nothing")
+	}
+	rec := sentRecord(time.Now(), "fresh", "a/1", 1)
+	if _, created, err := a.Create(bg, rec); !errors.Is(err, state.ErrLeaseLost) || created {
+		t.Errorf("Create after the lease ran out = created %v, %v; want state.ErrLeaseLost", created, err)
+	}
+	if _, err := a.Get(bg, rec.Key); !errors.Is(err, state.ErrNotFound) {
+		t.Errorf("Get of the refused create = %v; want not found", err)
+	}
+	if err := a.Renew(bg); err != nil {
+		t.Fatal(err)
+	}
+	mustCreate(t, a, rec)
 }

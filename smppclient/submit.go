@@ -266,24 +266,7 @@ func (s *session) roundTrip(ctx context.Context, build func(uint32) []byte, befo
 			return base, notSent(err)
 		}
 	}
-	c.writeReq = writeReq{frame: frame, ctx: ctx, done: make(chan writeResult, 1)}
-	req := &c.writeReq
-	var wr writeResult
-	select {
-	case s.writeq <- req:
-		select {
-		case wr = <-req.done:
-		case <-s.writerDone:
-			select {
-			case wr = <-req.done:
-			default: // the writer left without taking it
-				wr.err = errSessionClosed
-			}
-		}
-	case <-s.writerDone:
-		wr.err = errSessionClosed
-	}
-	if wr.err != nil {
+	if wr := s.writeFrame(ctx, c, frame); wr.err != nil {
 		if !s.forget(seq) {
 			// Answered meanwhile (the frame went out whole before the
 			// write failed on what followed it in its batch), or failed
@@ -314,6 +297,29 @@ func (s *session) roundTrip(ctx context.Context, build func(uint32) []byte, befo
 		return base, fmt.Errorf("%w: session %s sequence %d", res.err, s.id, seq)
 	}
 	return res.resp, nil
+}
+
+// writeFrame hands frame (c's request) to the session's writer and waits
+// until it is written, or refused.
+func (s *session) writeFrame(ctx context.Context, c *call, frame []byte) writeResult {
+	c.writeReq = writeReq{frame: frame, ctx: ctx, done: make(chan writeResult, 1)}
+	req := &c.writeReq
+	select {
+	case s.writeq <- req:
+		select {
+		case wr := <-req.done:
+			return wr
+		case <-s.writerDone:
+			select {
+			case wr := <-req.done:
+				return wr
+			default: // the writer left without taking it
+				return writeResult{err: errSessionClosed}
+			}
+		}
+	case <-s.writerDone:
+		return writeResult{err: errSessionClosed}
+	}
 }
 
 // checkFrame rejects a frame from build that could not be what was

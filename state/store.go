@@ -34,6 +34,10 @@ var (
 	// ErrCorrupt: what is stored under the key cannot be decoded (damaged,
 	// or written by a newer version); nothing was written over it.
 	ErrCorrupt = errors.New("state: corrupt record")
+	// ErrLeaseLost: this instance does not hold its lease on a store
+	// shared by several instances, so nothing that would let it write
+	// upstream (a record created or journaled) was written.
+	ErrLeaseLost = errors.New("state: instance lease not held")
 )
 
 // SubmitState is where a record stands in the submit state machine (SPEC §3).
