@@ -33,6 +33,14 @@ func (o *op) forward(ctx context.Context, created time.Time) Answer {
 	}
 	outcome := o.outcomeWrite(res, next, stored)
 	rec, err := o.write(context.WithoutCancel(ctx), outcome)
+	if errors.Is(err, state.ErrTakenOver) || errors.Is(err, errNotOwned) {
+		// Another instance took the record over (this one's lease ran
+		// out), or another process holds this instance: the record is
+		// theirs, and writing again will not succeed. The client's retry
+		// is answered by what they stored.
+		o.upstreamLogger(res).Warn("record taken over by another instance; its outcome here is not stored, answering ESME_RSYSERR", "err", err, "outcome", string(next))
+		return o.storeErr()
+	}
 	if err != nil {
 		// The outcome could not be made durable: never claim success. It is
 		// written later, so retries are answered by what happened instead
@@ -226,7 +234,11 @@ func (o *op) classify(res Result) (state.SubmitState, Answer, smpp.Status) {
 func (o *op) outcomeWrite(res Result, next state.SubmitState, stored smpp.Status) func(*state.Record) error {
 	e := o.e
 	return func(r *state.Record) error {
-		if r.Owner != o.owner || r.State != state.Sent {
+		// Still this submit's: sent, or made unknown meanwhile by another
+		// instance that found this one's lease run out and did nothing
+		// more with it (the owner would have changed): the outcome is the
+		// truth that unknown stood for.
+		if r.Owner != o.owner || (r.State != state.Sent && r.State != state.Unknown) {
 			return errNotOwned
 		}
 		r.State, r.Status, r.Updated = next, uint32(stored), e.now()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/smppproxy/smppproxy/config"
 	"github.com/smppproxy/smppproxy/internal/pgtest"
+	"github.com/smppproxy/smppproxy/internal/testkit"
 	"github.com/smppproxy/smppproxy/pgstore"
 	"github.com/smppproxy/smppproxy/smpp"
 	"github.com/smppproxy/smppproxy/state"
@@ -126,6 +127,171 @@ func TestANewSubmitWhoseLeaseLapsedBeforeItsJournalWritesNothing(t *testing.T) {
 	}
 	if n := st.updates.Load(); n != 0 {
 		t.Errorf("%d store updates of a key never written; want none", n)
+	}
+	if strings.Contains(logs.String(), "level=ERROR") {
+		t.Errorf("logged as a store failure:\n%s", logs.String())
+	}
+}
+
+// openShared opens instance id of the shared store in schema, closed when
+// the test ends.
+func openShared(t *testing.T, dsn, schema, id string, now func() time.Time) *pgstore.Store {
+	t.Helper()
+	st, err := pgstore.Open(ctx, pgstore.Options{DSN: dsn, Schema: schema, Migrate: true, InstanceID: id, Lease: time.Hour, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// heldForwarder journals on up/s1, signals written, waits for answer, and
+// answers res.
+func heldForwarder(written, answer chan struct{}, res Result) *fakeFwd {
+	return &fakeFwd{Answer: func(_ context.Context, n int, at *Attempt) Result {
+		if err := at.Journal(res.Upstream, res.Session, res.Sequence); err != nil {
+			return Result{Kind: NotSent, Status: smpp.StatusSysErr, Err: err, Upstream: res.Upstream}
+		}
+		close(written)
+		<-answer
+		return res
+	}}
+}
+
+// A process cut off from the database long enough for another to start
+// with its instance id cannot store its outcome over the record the new
+// process retook (the owner names repeat: a/1 in both), neither at once
+// nor later in the background: the new process's answer and message id
+// stand.
+func TestAnOldProcessOfAnInstanceIDCannotStoreItsOutcomeOverTheNewOnes(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	schema := pgtest.Schema(t, dsn, "dedup_lease_")
+	c := storetest.NewClock(time.Now())
+	old := openShared(t, dsn, schema, "a", c.Now)
+	sec, _, err := old.LoadOrCreate(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldWritten, oldGo := make(chan struct{}), make(chan struct{})
+	var oldLogs bytes.Buffer
+	eo := New(Config{Store: old, Forwarder: heldForwarder(oldWritten, oldGo, Result{Kind: Answered, Status: smpp.StatusOK, MessageID: "from-old", Upstream: "up", Session: "up/s1", Sequence: 1}),
+		Now: c.Now, InstanceID: "a", Lease: old.Lease, Secret: sec, Logger: slog.New(slog.NewTextHandler(&oldLogs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+	oldAns := make(chan Answer, 1)
+	go func() { oldAns <- eo.Submit(ctx, "shop", Policy{}, submit(t, "k", "t")) }()
+	<-oldWritten
+
+	pgtest.SetLeaseLeft(t, dsn, schema, "a", -time.Second)
+	renewed := openShared(t, dsn, schema, "a", c.Now) // takes the old process's sent records as unknown
+	newWritten, newGo := make(chan struct{}), make(chan struct{})
+	en := newTestEngine(t, Config{Store: renewed, Forwarder: heldForwarder(newWritten, newGo, Result{Kind: Answered, Status: smpp.StatusOK, MessageID: "from-new", Upstream: "up", Session: "up/s2", Sequence: 2}),
+		Now: c.Now, InstanceID: "a", Lease: renewed.Lease, Secret: sec})
+	newAns := make(chan Answer, 1)
+	go func() { newAns <- en.Submit(ctx, "shop", Policy{OnUnknown: config.UnknownResend}, submit(t, "k", "t")) }()
+	<-newWritten
+
+	close(oldGo)
+	if a := <-oldAns; a.Status == smpp.StatusOK {
+		t.Errorf("the old process answered its client %v; want an error (the record is the new process's)", a.Status)
+	}
+	eo.Close() // waits for anything it left to write in the background
+	if strings.Contains(oldLogs.String(), "level=ERROR") {
+		t.Errorf("the old process took the refusal for a store failure (and writes again later):\n%s", oldLogs.String())
+	}
+	close(newGo)
+	na := <-newAns
+	r, err := renewed.Get(ctx, state.Key{Account: "shop", Key: "k:k"})
+	if err != nil || na.Status != smpp.StatusOK || r.State != state.Accepted || r.MessageID != "from-new" {
+		t.Errorf("the new process answered %v; record %+v, %v; want its accepted from-new", na.Status, r, err)
+	}
+}
+
+// failReplaceOnce refuses its first Replace as a database out of reach
+// would (nothing written).
+type failReplaceOnce struct {
+	state.Store
+	failed atomic.Bool
+}
+
+func (f *failReplaceOnce) Replace(ctx context.Context, old, rec *state.Record) error {
+	if f.failed.CompareAndSwap(false, true) {
+		return pgstore.ErrUnavailable
+	}
+	return f.Store.Replace(ctx, old, rec)
+}
+
+// The answer of a submit written upstream before the lease ran out,
+// whose first write failed (the database out of reach, likely why the
+// lease lapsed), is stored when written again in the background, over
+// the unknown another instance made of the record meanwhile.
+func TestALateOutcomeWrittenInTheBackgroundSettlesTheRecordLeftUnknown(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	schema := pgtest.Schema(t, dsn, "dedup_lease_")
+	c := storetest.NewClock(time.Now())
+	a, b := openShared(t, dsn, schema, "a", c.Now), openShared(t, dsn, schema, "b", c.Now)
+	sec, _, err := a.LoadOrCreate(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	written, answer := make(chan struct{}), make(chan struct{})
+	ea := newTestEngine(t, Config{Store: &failReplaceOnce{Store: a}, Forwarder: heldForwarder(written, answer, Result{Kind: Answered, Status: smpp.StatusOK, MessageID: "id-a", Upstream: "up", Session: "up/s1", Sequence: 1}),
+		Now: c.Now, InstanceID: "a", Lease: a.Lease, Secret: sec})
+	done := make(chan Answer, 1)
+	go func() { done <- ea.Submit(ctx, "shop", Policy{}, submit(t, "k", "t")) }()
+	<-written
+	pgtest.SetLeaseLeft(t, dsn, schema, "a", -time.Second)
+	if n, err := b.ExpireDeadOwners(ctx); err != nil || n != 1 {
+		t.Fatalf("ExpireDeadOwners = %d, %v; want a's record taken", n, err)
+	}
+	close(answer)
+	if ans := <-done; ans.Status != smpp.StatusSysErr {
+		t.Errorf("answer while the outcome could not be written = %v; want ESME_RSYSERR", ans.Status)
+	}
+	testkit.Eventually(t, 10*time.Second, func() bool {
+		r, err := b.Get(ctx, state.Key{Account: "shop", Key: "k:k"})
+		return err == nil && r.State == state.Accepted && r.MessageID == "id-a"
+	}, "the outcome written in the background never settled the record left unknown")
+}
+
+// A route retry whose journal is refused because the lease ran out (the
+// first upstream answered 0x58), after another instance made the record
+// unknown, stores what is true: retryable, nothing accepted; no store
+// failure is logged.
+func TestARouteRetryRefusedForTheLeaseLeavesTheRecordRetryable(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	schema := pgtest.Schema(t, dsn, "dedup_lease_")
+	c := storetest.NewClock(time.Now())
+	a, b := openShared(t, dsn, schema, "a", c.Now), openShared(t, dsn, schema, "b", c.Now)
+	sec, _, err := a.LoadOrCreate(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	firstWritten, retry := make(chan struct{}), make(chan struct{})
+	fa := &fakeFwd{Answer: func(_ context.Context, n int, at *Attempt) Result {
+		if err := at.Journal("up1", "up1/s1", 1); err != nil {
+			return Result{Kind: NotSent, Status: smpp.StatusSysErr, Err: err, Upstream: "up1"}
+		}
+		close(firstWritten)
+		<-retry // up1 answered 0x58
+		if err := at.Journal("up2", "up2/s1", 2); err != nil {
+			return Result{Kind: NotSent, Status: smpp.StatusSysErr, Err: err, Upstream: "up2", Attempts: 2}
+		}
+		return Result{Kind: Answered, Status: smpp.StatusOK, MessageID: "from-a", Upstream: "up2", Session: "up2/s1", Sequence: 2, Attempts: 2}
+	}}
+	var logs bytes.Buffer
+	ea := newTestEngine(t, Config{Store: a, Forwarder: fa, Now: c.Now, InstanceID: "a", Owners: a, Lease: a.Lease, Secret: sec,
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+	done := make(chan Answer, 1)
+	go func() { done <- ea.Submit(ctx, "shop", Policy{}, submit(t, "k", "t")) }()
+	<-firstWritten
+	pgtest.SetLeaseLeft(t, dsn, schema, "a", -time.Second)
+	if n, err := b.ExpireDeadOwners(ctx); err != nil || n != 1 {
+		t.Fatalf("b.ExpireDeadOwners = %d, %v", n, err)
+	}
+	close(retry)
+	<-done
+	r, err := b.Get(ctx, state.Key{Account: "shop", Key: "k:k"})
+	if err != nil || r.State != state.Retryable {
+		t.Errorf("record %+v, %v; want retryable (only a 0x58 was ever answered)", r, err)
 	}
 	if strings.Contains(logs.String(), "level=ERROR") {
 		t.Errorf("logged as a store failure:\n%s", logs.String())

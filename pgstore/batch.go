@@ -384,7 +384,10 @@ type casOp struct {
 }
 
 // sqlCASMany writes each input row whose record still has the write
-// sequence expected, and returns the rows it wrote.
+// sequence expected, while its writer may write it (sqlWriterHolds: $19,
+// token $20), and returns the rows it wrote. A row refused by the writer
+// check goes to lockedUpdate like one another writer got in before, which
+// says why.
 var sqlCASMany = `WITH input AS (SELECT * FROM (` + inputRows + `) t0
 		JOIN unnest($15::int8[], $16::bool[], $17::int8[]) WITH ORDINALITY AS t1(expect, append, added, n) USING (n))
 	UPDATE records r SET ` + recordSetFrom("i") + `,
@@ -393,11 +396,12 @@ var sqlCASMany = `WITH input AS (SELECT * FROM (` + inputRows + `) t0
 		wseq = nextval('record_wseq')
 	FROM input i
 	WHERE (r.account, r.key, r.segment) = (i.account, i.key, i.segment) AND r.wseq = i.expect
+		AND ` + sqlWriterHolds("i.state", 19, 20) + `
 	RETURNING i.n`
 
 // queueCAS adds the batch's conditional writes as one statement. Of two
 // for one key, at most one applies (they expect the same sequence).
-func queueCAS(b *pgx.Batch, ops []*casOp) {
+func queueCAS(b *pgx.Batch, ops []*casOp, w *writer) {
 	if len(ops) == 0 {
 		return
 	}
@@ -411,7 +415,7 @@ func queueCAS(b *pgx.Batch, ops []*casOp) {
 		rows[i], expect[i], appends[i], added[i] = op.args, op.expect, op.append, ev.add(op.added)
 	}
 	cols := columns(rows, ev) // fills ev.flat: before it is read
-	queue(b, sqlCASMany, append(cols, int8Array(expect), appends, int8Array(added), ev.arg())...).Query(func(rs pgx.Rows) error {
+	queue(b, sqlCASMany, append(cols, int8Array(expect), appends, int8Array(added), ev.arg(), w.instance, w.token)...).Query(func(rs pgx.Rows) error {
 		defer rs.Close()
 		for rs.Next() {
 			var n int64

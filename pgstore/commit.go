@@ -277,7 +277,7 @@ func (s *Store) exec(reqs []*request) error {
 	}
 	queueCreates(b, creates, w)
 	queueReplaces(b, replaces, w)
-	queueCAS(b, cas)
+	queueCAS(b, cas, w)
 	queueEnqueues(b, enqueues, s.notifyChannel())
 	for _, r := range reqs {
 		if r.queue != nil {

@@ -134,11 +134,17 @@ func (s *Store) Replace(ctx context.Context, old, rec *state.Record) error {
 	case op.applied:
 		return nil
 	case !op.w.held:
-		return fmt.Errorf("%w: instance %q was taken over by another process; %v not written", ErrInstanceInUse, s.opts.InstanceID, rec.Key)
+		return s.notHolder(rec.Key)
 	case rec.State == state.Sent && !op.w.lease:
 		return fmt.Errorf("pgstore: journal of %v: %w", rec.Key, state.ErrLeaseLost)
 	}
 	return fmt.Errorf("%w: %v", ErrChanged, rec.Key)
+}
+
+// notHolder is the error of a write of k refused because this process no
+// longer holds its instance: another process started with its id.
+func (s *Store) notHolder(k state.Key) error {
+	return fmt.Errorf("%w: instance %q is another process's now; %v not written: %w", ErrInstanceInUse, s.opts.InstanceID, k, state.ErrTakenOver)
 }
 
 // newReplaceOp is the write of Replace(old, rec).
@@ -187,6 +193,24 @@ func (s *Store) Update(ctx context.Context, k state.Key, fn func(*state.Record) 
 	return next, err
 }
 
+// writerHolds returns nil while this process may write record k in state
+// next, in transaction tx: it holds its instance and, for a journal (next
+// is sent, after which the submit is written upstream), its lease, on the
+// database's clock (as sqlWriterHolds).
+func (s *Store) writerHolds(ctx context.Context, tx pgx.Tx, k state.Key, next state.SubmitState) error {
+	var lease, held bool
+	if err := tx.QueryRow(ctx, `SELECT `+sqlHolds(1, 2, true)+`, `+sqlHolds(1, 2, false), s.opts.InstanceID, s.token).Scan(&lease, &held); err != nil {
+		return err
+	}
+	switch {
+	case !held:
+		return s.notHolder(k)
+	case next == state.Sent && !lease:
+		return fmt.Errorf("pgstore: journal of %v: %w", k, state.ErrLeaseLost)
+	}
+	return nil
+}
+
 // lockedUpdate is Update in a transaction of its own that locks the row.
 func (s *Store) lockedUpdate(ctx context.Context, k state.Key, fn func(*state.Record) error) (*state.Record, error) {
 	if err := s.enter(ctx); err != nil {
@@ -222,6 +246,9 @@ func (s *Store) lockedUpdate(ctx context.Context, k state.Key, fn func(*state.Re
 		next, err := runUpdate(cur, fn)
 		if err != nil {
 			fnErr = err
+			return err
+		}
+		if err := s.writerHolds(octx, tx, k, next.State); err != nil {
 			return err
 		}
 		h := state.StoredHistory(hist, encodeEvents(next.History), sameBytes)

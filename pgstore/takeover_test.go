@@ -201,3 +201,60 @@ func TestACreateIsRefusedOnceTheLeaseRanOutOnTheDatabasesClock(t *testing.T) {
 	}
 	mustCreate(t, a, rec)
 }
+
+// An old process of an instance id can no longer write through Update
+// either (what the engine falls back to when a Replace failed): the
+// record another process of the id retook stays that process's.
+func TestAnOldProcessOfAnInstanceIDCannotUpdateEither(t *testing.T) {
+	t.Parallel()
+	dsn := testDSN(t)
+	const lease = time.Hour // the heartbeat never fires during the test
+	old := openTest(t, Options{DSN: dsn, InstanceID: "a", Lease: lease})
+	rec := sentRecord(time.Now(), "k", "a/1", 1)
+	rec.Expires = time.Now().Add(24 * time.Hour)
+	mustCreate(t, old, rec)
+	pgtest.SetLeaseLeft(t, dsn, old.opts.Schema, "a", -time.Second)
+	renewed := openTest(t, Options{DSN: dsn, Schema: old.opts.Schema, InstanceID: "a", Lease: lease})
+	if _, err := renewed.Update(bg, rec.Key, func(r *state.Record) error {
+		r.State, r.Session, r.Sequence = state.Sent, "smsc/9", 9
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := old.Update(bg, rec.Key, func(r *state.Record) error {
+		r.State, r.MessageID = state.Accepted, "id-old"
+		return nil
+	})
+	if !errors.Is(err, state.ErrTakenOver) {
+		t.Errorf("the old process's Update = %v; want state.ErrTakenOver", err)
+	}
+	if got := mustGet(t, renewed, rec.Key); got.State != state.Sent || got.Session != "smsc/9" {
+		t.Errorf("record = %s %q on %s; want the new process's: sent on smsc/9", got.State, got.MessageID, got.Session)
+	}
+}
+
+// A journal written through Update (the first after a key's fingerprint
+// window was renewed) needs the lease on the database's clock, as a
+// create and a Replace do; an outcome does not.
+func TestAJournalByUpdateNeedsTheDatabasesLease(t *testing.T) {
+	t.Parallel()
+	dsn := testDSN(t)
+	a := openTest(t, Options{DSN: dsn, InstanceID: "a", Lease: time.Hour})
+	rec := sentRecord(time.Now(), "k", "a/1", 1)
+	rec.Session, rec.Sequence = "", 0 // renewed, not journaled yet
+	mustCreate(t, a, rec)
+	pgtest.SetLeaseLeft(t, dsn, a.opts.Schema, "a", -time.Second)
+	_, err := a.Update(bg, rec.Key, func(r *state.Record) error {
+		r.Session, r.Sequence = "smsc/2", 2
+		return nil
+	})
+	if !errors.Is(err, state.ErrLeaseLost) {
+		t.Errorf("journal by Update after the lease ran out = %v; want state.ErrLeaseLost", err)
+	}
+	if got := mustGet(t, a, rec.Key); got.Session != "" {
+		t.Errorf("record journaled to %q; want nothing written", got.Session)
+	}
+	if _, err := a.Update(bg, rec.Key, func(r *state.Record) error { r.State = state.Retryable; return nil }); err != nil {
+		t.Errorf("outcome by Update after the lease ran out = %v; want it stored", err)
+	}
+}

@@ -38,6 +38,12 @@ var (
 	// shared by several instances, so nothing that would let it write
 	// upstream (a record created or journaled) was written.
 	ErrLeaseLost = errors.New("state: instance lease not held")
+	// ErrTakenOver: on a store shared by several instances, the record
+	// was no longer its writer's to write (another instance took it over),
+	// or the writing process no longer holds its instance (another process
+	// started with its id); nothing was written, and writing again will
+	// not succeed.
+	ErrTakenOver = errors.New("state: taken over by another writer")
 )
 
 // SubmitState is where a record stands in the submit state machine (SPEC §3).
