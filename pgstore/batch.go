@@ -192,20 +192,17 @@ func evSlice(col string, param int) string {
 	return fmt.Sprintf("($%d::bytea[])[(%s >> 32)::int4 : (%s & 4294967295)::int4]", param, col, col)
 }
 
-// writer is the process writing a batch: its instance and token, and
-// whether, at the batch's start (the database's now(), the moment every
-// statement of the batch compares with), it still held its instance
-// (token) and its lease (lease), as sqlWriter read them.
+// writer is the process writing a batch: its instance and token, and,
+// once a write of the batch was refused (explainRefusals), whether it
+// still held its instance (held) and its lease (lease) just after.
 type writer struct {
 	instance, token string
 	lease, held     bool
 }
 
-// sqlWriter reads, first in a batch that creates or replaces records,
-// whether its writer ($1, token $2) still holds its instance and its
-// lease, and makes the statements after it join keys with records by
-// probing the primary key (sqlIndexProbes).
-var sqlWriter = `SELECT set_config('enable_seqscan', 'off', true), ` + sqlHolds(1, 2, true) + `, ` + sqlHolds(1, 2, false)
+// sqlWriter reads whether the process of token $2 still holds instance
+// $1, and its lease.
+var sqlWriter = `SELECT ` + sqlHolds(1, 2, true) + `, ` + sqlHolds(1, 2, false)
 
 // sqlHolds is true while the process of token $tok still holds instance
 // $inst and, with lease, its lease, on the database's clock.
@@ -270,16 +267,6 @@ func queueCreates(b *pgx.Batch, ops []*createOp, w *writer) {
 	cols := columns(rows, ev) // fills ev.flat: before it is read
 	args := append(cols, now, ev.arg(), w.instance, w.token)
 	queue(b, sqlCreateMany, args...).Query(func(rs pgx.Rows) error {
-		defer func() {
-			if w.lease {
-				return
-			}
-			for _, op := range uniq {
-				if !op.created && op.existing == nil && op.err == nil {
-					op.err = fmt.Errorf("pgstore: create of %v: %w", op.rec.Key, state.ErrLeaseLost)
-				}
-			}
-		}()
 		defer rs.Close()
 		for rs.Next() {
 			var (

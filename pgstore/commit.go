@@ -265,16 +265,10 @@ func (s *Store) exec(reqs []*request) error {
 	// Every statement that joins a batch's keys with records probes the
 	// primary key (creates too: planned for the arguments of their first
 	// executions on a connection, a large batch of them read the table).
-	w := &writer{instance: s.opts.InstanceID, token: s.token}
-	switch {
-	case len(creates)+len(replaces) > 0:
-		b.Queue(sqlWriter, w.instance, w.token).QueryRow(func(row pgx.Row) error {
-			var probes string
-			return row.Scan(&probes, &w.lease, &w.held)
-		})
-	case len(cas) > 0 || marks:
+	if len(creates)+len(replaces)+len(cas) > 0 || marks {
 		b.Queue(sqlIndexProbes)
 	}
+	w := &writer{instance: s.opts.InstanceID, token: s.token}
 	queueCreates(b, creates, w)
 	queueReplaces(b, replaces, w)
 	queueCAS(b, cas, w)
@@ -291,6 +285,9 @@ func (s *Store) exec(reqs []*request) error {
 	if err != nil {
 		return wrapErr(err)
 	}
+	if writesRefused(creates, replaces) {
+		s.explainRefusals(ctx, w, creates)
+	}
 	for _, op := range creates {
 		op.settle()
 	}
@@ -300,6 +297,44 @@ func (s *Store) exec(reqs []*request) error {
 	s.commits.Add(1)
 	s.ops.Add(uint64(len(reqs)))
 	return nil
+}
+
+// writesRefused reports whether a create of the batch got no answer (its
+// key neither inserted nor found live) or a replace was not applied.
+func writesRefused(creates []*createOp, replaces []*replaceOp) bool {
+	for _, op := range creates {
+		if op.dupOf == nil && !op.created && op.existing == nil && op.err == nil {
+			return true
+		}
+	}
+	for _, op := range replaces {
+		if !op.applied {
+			return true
+		}
+	}
+	return false
+}
+
+// explainRefusals reads, after a batch some of whose writes were refused
+// (rarely), whether its writer still holds its instance and its lease,
+// into w for the replaces' errors, and fails the creates that got no
+// answer with state.ErrLeaseLost when the lease is gone (else a create
+// without answer lost its key to a writer that committed meanwhile, and
+// Create reads it). The statements' own conditions decided the writes;
+// this only says why, a moment later: unreadable, the lease counts as
+// gone and the instance as held.
+func (s *Store) explainRefusals(ctx context.Context, w *writer, creates []*createOp) {
+	if err := s.pool.QueryRow(ctx, sqlWriter, w.instance, w.token).Scan(&w.lease, &w.held); err != nil {
+		w.lease, w.held = false, true
+	}
+	if w.lease {
+		return
+	}
+	for _, op := range creates {
+		if op.dupOf == nil && !op.created && op.existing == nil && op.err == nil {
+			op.err = fmt.Errorf("pgstore: create of %v: %w", op.rec.Key, state.ErrLeaseLost)
+		}
+	}
 }
 
 // sendBatch runs b on a connection of pool, whose write buffer is first
