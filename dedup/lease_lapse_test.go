@@ -145,6 +145,21 @@ func openShared(t *testing.T, dsn, schema, id string, now func() time.Time) *pgs
 	return st
 }
 
+// twoShared opens instances a and b of one shared store (a schema of the
+// test's own, clocks c) and returns them with the store's secret.
+func twoShared(t *testing.T) (dsn, schema string, c *testkit.Clock, a, b *pgstore.Store, sec *state.Secret) {
+	t.Helper()
+	dsn = pgtest.DSN(t)
+	schema = pgtest.Schema(t, dsn, "dedup_lease_")
+	c = storetest.NewClock(time.Now())
+	a, b = openShared(t, dsn, schema, "a", c.Now), openShared(t, dsn, schema, "b", c.Now)
+	sec, _, err := a.LoadOrCreate(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dsn, schema, c, a, b, sec
+}
+
 // heldForwarder journals on up/s1, signals written, waits for answer, and
 // answers res.
 func heldForwarder(written, answer chan struct{}, res Result) *fakeFwd {
@@ -224,14 +239,7 @@ func (f *failReplaceOnce) Replace(ctx context.Context, old, rec *state.Record) e
 // lease lapsed), is stored when written again in the background, over
 // the unknown another instance made of the record meanwhile.
 func TestALateOutcomeWrittenInTheBackgroundSettlesTheRecordLeftUnknown(t *testing.T) {
-	dsn := pgtest.DSN(t)
-	schema := pgtest.Schema(t, dsn, "dedup_lease_")
-	c := storetest.NewClock(time.Now())
-	a, b := openShared(t, dsn, schema, "a", c.Now), openShared(t, dsn, schema, "b", c.Now)
-	sec, _, err := a.LoadOrCreate(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dsn, schema, c, a, b, sec := twoShared(t)
 	written, answer := make(chan struct{}), make(chan struct{})
 	ea := newTestEngine(t, Config{Store: &failReplaceOnce{Store: a}, Forwarder: heldForwarder(written, answer, Result{Kind: Answered, Status: smpp.StatusOK, MessageID: "id-a", Upstream: "up", Session: "up/s1", Sequence: 1}),
 		Now: c.Now, InstanceID: "a", Lease: a.Lease, Secret: sec})
@@ -257,14 +265,7 @@ func TestALateOutcomeWrittenInTheBackgroundSettlesTheRecordLeftUnknown(t *testin
 // unknown, stores what is true: retryable, nothing accepted; no store
 // failure is logged.
 func TestARouteRetryRefusedForTheLeaseLeavesTheRecordRetryable(t *testing.T) {
-	dsn := pgtest.DSN(t)
-	schema := pgtest.Schema(t, dsn, "dedup_lease_")
-	c := storetest.NewClock(time.Now())
-	a, b := openShared(t, dsn, schema, "a", c.Now), openShared(t, dsn, schema, "b", c.Now)
-	sec, _, err := a.LoadOrCreate(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dsn, schema, c, a, b, sec := twoShared(t)
 	firstWritten, retry := make(chan struct{}), make(chan struct{})
 	fa := &fakeFwd{Answer: func(_ context.Context, n int, at *Attempt) Result {
 		if err := at.Journal("up1", "up1/s1", 1); err != nil {

@@ -147,21 +147,7 @@ func TestAnOutcomeAfterTheLeaseRanOutSettlesTheRecordLeftUnknown(t *testing.T) {
 // the same owner name.
 func TestAnOldProcessOfAnInstanceIDWritesNothingOnceAnotherHasIt(t *testing.T) {
 	t.Parallel()
-	dsn := testDSN(t)
-	const lease = time.Hour // the heartbeat never fires during the test
-	old := openTest(t, Options{DSN: dsn, InstanceID: "a", Lease: lease})
-	rec := sentRecord(time.Now(), "k", "a/1", 1)
-	rec.Expires = time.Now().Add(24 * time.Hour)
-	mustCreate(t, old, rec)
-	pgtest.SetLeaseLeft(t, dsn, old.opts.Schema, "a", -time.Second)
-	renewed := openTest(t, Options{DSN: dsn, Schema: old.opts.Schema, InstanceID: "a", Lease: lease}) // takes a's sent records as unknown
-	retaken, err := renewed.Update(bg, rec.Key, func(r *state.Record) error {
-		r.State, r.Session, r.Sequence = state.Sent, "smsc/9", 9 // resent by the new process, owner a/1 again
-		return nil
-	})
-	if err != nil || retaken.Owner != "a/1" {
-		t.Fatalf("the new process's retake = %+v, %v", retaken, err)
-	}
+	old, renewed, rec := retakenByANewProcess(t)
 	outcome := rec.Clone()
 	outcome.State, outcome.MessageID = state.Accepted, "id-old"
 	if err := old.Replace(bg, rec, outcome); !errors.Is(err, ErrInstanceInUse) {
@@ -207,20 +193,7 @@ func TestACreateIsRefusedOnceTheLeaseRanOutOnTheDatabasesClock(t *testing.T) {
 // record another process of the id retook stays that process's.
 func TestAnOldProcessOfAnInstanceIDCannotUpdateEither(t *testing.T) {
 	t.Parallel()
-	dsn := testDSN(t)
-	const lease = time.Hour // the heartbeat never fires during the test
-	old := openTest(t, Options{DSN: dsn, InstanceID: "a", Lease: lease})
-	rec := sentRecord(time.Now(), "k", "a/1", 1)
-	rec.Expires = time.Now().Add(24 * time.Hour)
-	mustCreate(t, old, rec)
-	pgtest.SetLeaseLeft(t, dsn, old.opts.Schema, "a", -time.Second)
-	renewed := openTest(t, Options{DSN: dsn, Schema: old.opts.Schema, InstanceID: "a", Lease: lease})
-	if _, err := renewed.Update(bg, rec.Key, func(r *state.Record) error {
-		r.State, r.Session, r.Sequence = state.Sent, "smsc/9", 9
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	old, renewed, rec := retakenByANewProcess(t)
 	_, err := old.Update(bg, rec.Key, func(r *state.Record) error {
 		r.State, r.MessageID = state.Accepted, "id-old"
 		return nil
@@ -257,4 +230,28 @@ func TestAJournalByUpdateNeedsTheDatabasesLease(t *testing.T) {
 	if _, err := a.Update(bg, rec.Key, func(r *state.Record) error { r.State = state.Retryable; return nil }); err != nil {
 		t.Errorf("outcome by Update after the lease ran out = %v; want it stored", err)
 	}
+}
+
+// retakenByANewProcess opens instance a (old), which creates a sent
+// record as a/1; then, once its lease ran out, a new process of a
+// (renewed), which takes that record as unknown at its start and retakes
+// it, sent on smsc/9 as a/1 again (a process's owner names start over).
+func retakenByANewProcess(t *testing.T) (old, renewed *Store, rec *state.Record) {
+	t.Helper()
+	dsn := testDSN(t)
+	const lease = time.Hour // the heartbeat never fires during the test
+	old = openTest(t, Options{DSN: dsn, InstanceID: "a", Lease: lease})
+	rec = sentRecord(time.Now(), "k", "a/1", 1)
+	rec.Expires = time.Now().Add(24 * time.Hour)
+	mustCreate(t, old, rec)
+	pgtest.SetLeaseLeft(t, dsn, old.opts.Schema, "a", -time.Second)
+	renewed = openTest(t, Options{DSN: dsn, Schema: old.opts.Schema, InstanceID: "a", Lease: lease})
+	retaken, err := renewed.Update(bg, rec.Key, func(r *state.Record) error {
+		r.State, r.Session, r.Sequence = state.Sent, "smsc/9", 9
+		return nil
+	})
+	if err != nil || retaken.Owner != "a/1" {
+		t.Fatalf("the new process's retake = %+v, %v", retaken, err)
+	}
+	return old, renewed, rec
 }
