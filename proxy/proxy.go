@@ -243,7 +243,7 @@ func (a *App) newPools(opts Options, onDeliver func(context.Context, smppclient.
 	byName := map[string]*smppclient.Pool{}
 	upCfg := map[string]config.Upstream{}
 	for _, u := range a.cfg.Upstreams {
-		p, err := a.newPool(u, opts.InstanceID, opts.Now)
+		p, err := a.newPool(u, sessionInstance(a.cfg, opts.InstanceID), opts.Now)
 		if err != nil {
 			return nil, nil, err
 		}

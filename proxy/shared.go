@@ -77,6 +77,20 @@ func PostgresDSN(s config.Store) (string, error) {
 	return dsn, nil
 }
 
+// sessionInstance is the instance part of this run's upstream session ids
+// (the journal's key with sequence numbers): instance, made unique to the
+// run when it is store.instance_id, which every run of the instance
+// shares (the default is drawn at random for each run already), so that
+// a (session, sequence) pair of a record's history never names two runs.
+func sessionInstance(cfg *config.Config, instance string) string {
+	if cfg.Store.InstanceID == "" || instance != cfg.Store.InstanceID {
+		return instance
+	}
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	return instance + "." + hex.EncodeToString(b[:])
+}
+
 // InstanceID returns store.instance_id, or the host name with a random
 // suffix: unique among running instances, and without "/" (record owners
 // are "instance/n").
