@@ -321,7 +321,8 @@ func (e *Engine) persistLater(log *slog.Logger, k state.Key, fn func(*state.Reco
 // is no longer this engine's to make: the record is gone or not ours, or
 // the store is closed.
 func nothingToWrite(err error) bool {
-	return errors.Is(err, errNotOwned) || errors.Is(err, state.ErrNotFound) || errors.Is(err, state.ErrClosed)
+	return errors.Is(err, errNotOwned) || errors.Is(err, state.ErrNotFound) || errors.Is(err, state.ErrClosed) ||
+		errors.Is(err, state.ErrTakenOver)
 }
 
 // msgUnreadable: what holds the key cannot be decoded (state.ErrCorrupt),

@@ -298,3 +298,106 @@ func TestARouteRetryRefusedForTheLeaseLeavesTheRecordRetryable(t *testing.T) {
 		t.Errorf("logged as a store failure:\n%s", logs.String())
 	}
 }
+
+// gatedUpdates holds every Update until gate is closed, and reports on
+// refused the first that the store refused as taken over.
+type gatedUpdates struct {
+	state.Store
+	gate    chan struct{}
+	refused chan error
+}
+
+func (g *gatedUpdates) Update(ctx context.Context, k state.Key, fn func(*state.Record) error) (*state.Record, error) {
+	<-g.gate
+	r, err := g.Store.Update(ctx, k, fn)
+	if errors.Is(err, state.ErrTakenOver) {
+		select {
+		case g.refused <- err:
+		default:
+		}
+	}
+	return r, err
+}
+
+// An outcome left to be written in the background (its first write
+// failed) stops being retried as soon as the store says the record was
+// taken over (another process of the instance id holds it now): no
+// retries for minutes, no false error about a record left sent.
+func TestAnOutcomeRetriedInTheBackgroundStopsOnceTheRecordIsTakenOver(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	schema := pgtest.Schema(t, dsn, "dedup_lease_")
+	c := storetest.NewClock(time.Now())
+	old := openShared(t, dsn, schema, "a", c.Now)
+	sec, _, err := old.LoadOrCreate(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &gatedUpdates{Store: &failReplaceOnce{Store: old}, gate: make(chan struct{}), refused: make(chan error, 1)}
+	var logs bytes.Buffer
+	written, answer := make(chan struct{}), make(chan struct{})
+	e := newTestEngine(t, Config{Store: st, Forwarder: heldForwarder(written, answer, Result{Kind: Answered, Status: smpp.StatusOK, MessageID: "from-old", Upstream: "up", Session: "up/s1", Sequence: 1}),
+		Now: c.Now, InstanceID: "a", Lease: old.Lease, Secret: sec, Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+	done := make(chan Answer, 1)
+	go func() { done <- e.Submit(ctx, "shop", Policy{}, submit(t, "k", "t")) }()
+	<-written
+	close(answer)
+	if a := <-done; a.Status != smpp.StatusSysErr {
+		t.Fatalf("answer while the outcome could not be written = %v; want ESME_RSYSERR", a.Status)
+	}
+	pgtest.SetLeaseLeft(t, dsn, schema, "a", -time.Second)
+	openShared(t, dsn, schema, "a", c.Now) // another process of a: the record is unknown, and theirs
+	close(st.gate)
+	<-st.refused
+	idle := make(chan struct{})
+	go func() { e.bg.Wait(); close(idle) }()
+	testkit.Eventually(t, 10*time.Second, func() bool {
+		select {
+		case <-idle:
+			return true
+		default:
+			return false
+		}
+	}, "the background write kept retrying after the store said the record was taken over")
+	if strings.Contains(logs.String(), "outcome still not written") {
+		t.Errorf("a false error about the record left sent:\n%s", logs.String())
+	}
+}
+
+// A retry of a retryable key whose takeover reaches the database just
+// after the lease ran out there (the engine's own view still held it) is
+// answered 0x08 with nothing written and no store failure logged, as a
+// new key's create is.
+func TestATakeoverRefusedForTheLeaseIsNotAStoreFailure(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	schema := pgtest.Schema(t, dsn, "dedup_lease_")
+	c := storetest.NewClock(time.Now())
+	a := openShared(t, dsn, schema, "a", c.Now)
+	sec, _, err := a.LoadOrCreate(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n atomic.Int32
+	f := &fakeFwd{Answer: func(_ context.Context, _ int, at *Attempt) Result {
+		seq := uint32(n.Add(1))
+		if err := at.Journal("up", "up/s1", seq); err != nil {
+			return Result{Kind: NotSent, Status: smpp.StatusSysErr, Err: err, Upstream: "up"}
+		}
+		return Result{Kind: Answered, Status: smpp.StatusThrottled, Upstream: "up", Session: "up/s1", Sequence: seq}
+	}}
+	var logs bytes.Buffer
+	e := newTestEngine(t, Config{Store: a, Forwarder: f, Now: c.Now, InstanceID: "a", Lease: func() bool { return true }, Secret: sec,
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+	if ans := e.Submit(ctx, "shop", Policy{}, submit(t, "k", "t")); ans.Status != smpp.StatusThrottled {
+		t.Fatalf("first submit = %v; want the upstream's 0x58", ans.Status)
+	}
+	pgtest.SetLeaseLeft(t, dsn, schema, "a", -time.Second)
+	if ans := e.Submit(ctx, "shop", Policy{}, submit(t, "k", "t")); ans.Status != smpp.StatusSysErr {
+		t.Errorf("retry after the lease ran out on the database's clock = %v; want ESME_RSYSERR", ans.Status)
+	}
+	if n.Load() != 1 {
+		t.Errorf("written upstream %d times; want once (the first submit)", n.Load())
+	}
+	if strings.Contains(logs.String(), "level=ERROR") {
+		t.Errorf("a lease lapse logged as a store failure:\n%s", logs.String())
+	}
+}

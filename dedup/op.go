@@ -215,8 +215,10 @@ func (o *op) decide(ctx context.Context) Answer {
 			existing = full
 			renewed, err := o.renew(ctx, existing, rec)
 			if err != nil {
-				// The renewal may have been applied all the same.
-				o.releaseUnsent(ctx, "not sent: store error on renewal")
+				if !errors.Is(err, state.ErrLeaseLost) {
+					// The renewal may have been applied all the same.
+					o.releaseUnsent(ctx, "not sent: store error on renewal")
+				}
 				return o.storeErr()
 			}
 			if renewed {
@@ -375,7 +377,9 @@ func (o *op) renew(ctx context.Context, old, rec *state.Record) (bool, error) {
 	arch.Key.Key = old.Key.Key + "@" + strconv.FormatInt(old.Created.UnixNano(), 36)
 	arch.Owner = "archived"
 	if _, _, err := e.cfg.Store.Create(ctx, arch); err != nil {
-		log.Error("store refused to archive a record past its dedup window; nothing forwarded", "err", err)
+		if !errors.Is(err, state.ErrLeaseLost) {
+			log.Error("store refused to archive a record past its dedup window; nothing forwarded", "err", err)
+		}
 		return false, err
 	}
 	_, err := e.cfg.Store.Update(ctx, old.Key, func(r *state.Record) error {
@@ -390,6 +394,8 @@ func (o *op) renew(ctx context.Context, old, rec *state.Record) (bool, error) {
 	switch {
 	case errors.Is(err, state.ErrAbort), errors.Is(err, state.ErrNotFound):
 		return false, nil
+	case errors.Is(err, state.ErrLeaseLost):
+		return false, err
 	case err != nil:
 		log.Error("store refused to renew a record past its dedup window; nothing forwarded", "err", err)
 		return false, err
@@ -448,6 +454,10 @@ func (o *op) takeover(ctx context.Context, from state.SubmitState, note string) 
 		return o.forward(ctx, created), false
 	case errors.Is(err, state.ErrAbort), errors.Is(err, state.ErrNotFound):
 		return Answer{}, true
+	case errors.Is(err, state.ErrLeaseLost):
+		// Nothing was written (the lease lapsed after the submit was
+		// admitted): no store failure, nothing to release.
+		return o.storeErr(), false
 	default:
 		o.logger().Error("store refused the takeover; nothing forwarded", "err", err)
 		o.releaseUnsent(ctx, "not sent: store error on takeover")
