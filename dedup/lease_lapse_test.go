@@ -145,19 +145,26 @@ func openShared(t *testing.T, dsn, schema, id string, now func() time.Time) *pgs
 	return st
 }
 
-// twoShared opens instances a and b of one shared store (a schema of the
-// test's own, clocks c) and returns them with the store's secret.
-func twoShared(t *testing.T) (dsn, schema string, c *testkit.Clock, a, b *pgstore.Store, sec *state.Secret) {
+// oneShared opens instance a of a shared store (a schema of the test's
+// own, clock c) and returns it with the store's secret.
+func oneShared(t *testing.T) (dsn, schema string, c *testkit.Clock, a *pgstore.Store, sec *state.Secret) {
 	t.Helper()
 	dsn = pgtest.DSN(t)
 	schema = pgtest.Schema(t, dsn, "dedup_lease_")
 	c = storetest.NewClock(time.Now())
-	a, b = openShared(t, dsn, schema, "a", c.Now), openShared(t, dsn, schema, "b", c.Now)
+	a = openShared(t, dsn, schema, "a", c.Now)
 	sec, _, err := a.LoadOrCreate(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return dsn, schema, c, a, b, sec
+	return dsn, schema, c, a, sec
+}
+
+// twoShared is oneShared with instance b of the store too.
+func twoShared(t *testing.T) (dsn, schema string, c *testkit.Clock, a, b *pgstore.Store, sec *state.Secret) {
+	t.Helper()
+	dsn, schema, c, a, sec = oneShared(t)
+	return dsn, schema, c, a, openShared(t, dsn, schema, "b", c.Now), sec
 }
 
 // heldForwarder journals on up/s1, signals written, waits for answer, and
@@ -179,14 +186,7 @@ func heldForwarder(written, answer chan struct{}, res Result) *fakeFwd {
 // nor later in the background: the new process's answer and message id
 // stand.
 func TestAnOldProcessOfAnInstanceIDCannotStoreItsOutcomeOverTheNewOnes(t *testing.T) {
-	dsn := pgtest.DSN(t)
-	schema := pgtest.Schema(t, dsn, "dedup_lease_")
-	c := storetest.NewClock(time.Now())
-	old := openShared(t, dsn, schema, "a", c.Now)
-	sec, _, err := old.LoadOrCreate(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dsn, schema, c, old, sec := oneShared(t)
 	oldWritten, oldGo := make(chan struct{}), make(chan struct{})
 	var oldLogs bytes.Buffer
 	eo := New(Config{Store: old, Forwarder: heldForwarder(oldWritten, oldGo, Result{Kind: Answered, Status: smpp.StatusOK, MessageID: "from-old", Upstream: "up", Session: "up/s1", Sequence: 1}),
@@ -324,14 +324,7 @@ func (g *gatedUpdates) Update(ctx context.Context, k state.Key, fn func(*state.R
 // taken over (another process of the instance id holds it now): no
 // retries for minutes, no false error about a record left sent.
 func TestAnOutcomeRetriedInTheBackgroundStopsOnceTheRecordIsTakenOver(t *testing.T) {
-	dsn := pgtest.DSN(t)
-	schema := pgtest.Schema(t, dsn, "dedup_lease_")
-	c := storetest.NewClock(time.Now())
-	old := openShared(t, dsn, schema, "a", c.Now)
-	sec, _, err := old.LoadOrCreate(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dsn, schema, c, old, sec := oneShared(t)
 	st := &gatedUpdates{Store: &failReplaceOnce{Store: old}, gate: make(chan struct{}), refused: make(chan error, 1)}
 	var logs bytes.Buffer
 	written, answer := make(chan struct{}), make(chan struct{})
@@ -368,14 +361,7 @@ func TestAnOutcomeRetriedInTheBackgroundStopsOnceTheRecordIsTakenOver(t *testing
 // answered 0x08 with nothing written and no store failure logged, as a
 // new key's create is.
 func TestATakeoverRefusedForTheLeaseIsNotAStoreFailure(t *testing.T) {
-	dsn := pgtest.DSN(t)
-	schema := pgtest.Schema(t, dsn, "dedup_lease_")
-	c := storetest.NewClock(time.Now())
-	a := openShared(t, dsn, schema, "a", c.Now)
-	sec, _, err := a.LoadOrCreate(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dsn, schema, c, a, sec := oneShared(t)
 	var n atomic.Int32
 	f := &fakeFwd{Answer: func(_ context.Context, _ int, at *Attempt) Result {
 		seq := uint32(n.Add(1))
