@@ -122,19 +122,38 @@ func (o *op) attempt(ctx context.Context, created time.Time) *Attempt {
 // session as sequence seq, where it goes. The first journal of a new key
 // creates its record (errKeyTaken if another writer created it first);
 // later ones update the record this submit owns.
+//
+// On a store shared by several instances (Config.Lease) the lease is
+// checked before every journal, not only when the submit was admitted (a
+// route retry may come after it ran out), and again once the journal is
+// written: a journal that took long (a lock, a slow flush) may have
+// committed when the lease had less than its margin left, or none, and
+// the others may then take the record for dead. The submit is not
+// written upstream then; its outcome says it was not sent.
 func (o *op) journal(ctx context.Context, upstream, session string, seq uint32) error {
-	e := o.e
 	// Not the ESME's context: its owner disconnecting must not make the
 	// attempt "not sent" for the duplicates that joined it.
 	ctx = context.WithoutCancel(ctx)
-	if l := e.cfg.Lease; l != nil && !l() {
-		// Checked before every write upstream, not only when the submit
-		// was admitted: a route retry may come after the lease ran out.
+	lease := o.e.cfg.Lease
+	if lease != nil && !lease() {
 		if o.pending != nil && !o.created {
 			o.createErr = errNoLease
 		}
 		return errNoLease
 	}
+	if err := o.journalWrite(ctx, upstream, session, seq); err != nil {
+		return err
+	}
+	if lease != nil && !lease() {
+		return errNoLease
+	}
+	return nil
+}
+
+// journalWrite is journal's write: the record's creation for a new key,
+// else the update of the record this submit owns.
+func (o *op) journalWrite(ctx context.Context, upstream, session string, seq uint32) error {
+	e := o.e
 	if rec := o.pending; rec != nil && !o.created {
 		rec.Upstream, rec.Session, rec.Sequence = upstream, session, seq
 		rec.History = []state.Event{{At: rec.Created, State: state.Sent, Session: session, Sequence: seq, Note: "created; journaled before write to " + upstream}}
@@ -166,9 +185,11 @@ func (o *op) journal(ctx context.Context, upstream, session string, seq uint32) 
 }
 
 // write applies fn to the record this submit owns and stores the result:
-// a blind replacement of the version it holds when it holds one (no other
-// writer changes a record while its owner forwards it), else a
-// read-modify-write. The written record is held from then on.
+// a replacement of the version it holds when it holds one, without
+// reading it (no other writer changes a record while its owner forwards
+// it; a store shared by several instances refuses the replacement when
+// another instance took the record over), else a read-modify-write. The
+// written record is held from then on.
 func (o *op) write(ctx context.Context, fn func(*state.Record) error) (*state.Record, error) {
 	st := o.e.cfg.Store
 	if o.held == nil {

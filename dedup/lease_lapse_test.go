@@ -387,3 +387,43 @@ func TestATakeoverRefusedForTheLeaseIsNotAStoreFailure(t *testing.T) {
 		t.Errorf("a lease lapse logged as a store failure:\n%s", logs.String())
 	}
 }
+
+// slowJournal is a store whose creates take so long that the lease has
+// less than its margin left once they are written (lapse is called then).
+type slowJournal struct {
+	state.Store
+	lapse func()
+}
+
+func (s *slowJournal) Create(ctx context.Context, rec *state.Record) (*state.Record, bool, error) {
+	found, created, err := s.Store.Create(ctx, rec)
+	s.lapse()
+	return found, created, err
+}
+
+// A journal that took so long that the lease lapsed meanwhile (a lock, a
+// slow flush) is not followed by the write upstream: the others may
+// already take the record for dead. Its outcome says it was not sent.
+func TestASubmitWhoseJournalOutlastedTheLeaseIsNotWrittenUpstream(t *testing.T) {
+	var held atomic.Bool
+	held.Store(true)
+	st := &slowJournal{Store: state.NewMem(time.Now), lapse: func() { held.Store(false) }}
+	var writes atomic.Int32
+	f := &fakeFwd{Answer: func(_ context.Context, n int, a *Attempt) Result {
+		if err := a.Journal("up", "up/s1", uint32(n)); err != nil {
+			return Result{Kind: NotSent, Status: smpp.StatusSysErr, Err: err, Upstream: "up"}
+		}
+		writes.Add(1)
+		return Result{Kind: Answered, Status: smpp.StatusOK, MessageID: "m", Upstream: "up", Session: "up/s1", Sequence: uint32(n)}
+	}}
+	e := newTestEngine(t, Config{Store: st, Forwarder: f, InstanceID: "t", Lease: held.Load})
+	if a := e.Submit(ctx, "shop", Policy{}, submit(t, "k", "t")); a.Status == smpp.StatusOK {
+		t.Errorf("answer %v; want an error (nothing was sent)", a.Status)
+	}
+	if writes.Load() != 0 {
+		t.Errorf("written upstream %d times after the lease lapsed during its journal; want none", writes.Load())
+	}
+	if r, err := st.Get(ctx, state.Key{Account: "shop", Key: "k:k"}); err != nil || r.State != state.Retryable {
+		t.Errorf("record = %+v, %v; want retryable (not sent)", r, err)
+	}
+}

@@ -370,7 +370,8 @@ func (o *op) answerExisting(ctx context.Context, existing *state.Record) (Answer
 // under the same key, atomically against a concurrent renewal. It reports
 // whether this call replaced it (false: someone else did, decide again),
 // or the store's error (the replacement may have been applied all the
-// same: the caller releases the record).
+// same: the caller releases the record; not after state.ErrLeaseLost,
+// when nothing was written).
 func (o *op) renew(ctx context.Context, old, rec *state.Record) (bool, error) {
 	e, log := o.e, o.logger()
 	arch := old.Clone()

@@ -27,7 +27,8 @@ type createOp struct {
 	created  bool
 	existing *state.Record
 	// err: the record holding the key could not be decoded (the batch
-	// committed all the same: the other requests keep their outcomes).
+	// committed all the same: the other requests keep their outcomes), or
+	// nothing was inserted because the lease is gone (explainRefusals).
 	err error
 	// dupOf: an earlier Create of the same key in the same batch, whose
 	// outcome decides this one's.
@@ -67,8 +68,10 @@ const inputRows = `SELECT * FROM unnest($1::bytea[], $2::bytea[], $3::bytea[], $
 
 // sqlCreateMany inserts the records whose keys no live record holds (an
 // expired one is replaced) while this process holds its instance ($17,
-// its token $18) and its lease (sqlHolds: a created record is a journal,
-// after which the submit is written upstream), and returns the keys it wrote (state NULL),
+// its token $18) and its lease (sqlHolds: most creates are journals,
+// after which the submit is written upstream; the few others, an archive
+// or a record of a submit no session took, need the lease all the same),
+// and returns the keys it wrote (state NULL),
 // and the live records that hold the others, as the statement found them
 // (state set), so that a create finding its key taken needs no read after
 // it; a key it returns neither way was taken by a transaction that

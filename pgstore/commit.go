@@ -360,7 +360,8 @@ func wrapErr(err error) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, state.ErrNotFound), errors.Is(err, state.ErrClosed), errors.Is(err, ErrUnavailable):
+	case errors.Is(err, state.ErrNotFound), errors.Is(err, state.ErrClosed), errors.Is(err, ErrUnavailable),
+		errors.Is(err, state.ErrLeaseLost), errors.Is(err, state.ErrTakenOver):
 		return err
 	case isConnError(err):
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)

@@ -1,6 +1,10 @@
 package pgstore
 
 import (
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -51,5 +55,70 @@ func TestTheLeaseIsRenewedWhileTheMaintenanceWaitsForARowLock(t *testing.T) {
 	}
 	if !a.Lease() {
 		t.Errorf("Lease() = false while the database answers; want the lease held")
+	}
+}
+
+// signalOn closes its channel when a log line holding msg is written.
+type signalOn struct {
+	msg  string
+	once sync.Once
+	seen chan struct{}
+}
+
+func (s *signalOn) Write(b []byte) (int, error) {
+	if strings.Contains(string(b), s.msg) {
+		s.once.Do(func() { close(s.seen) })
+	}
+	return len(b), nil
+}
+
+// One renewal that hangs (the instance row locked a while) and fails is
+// tried again soon enough that the lease never drops below its margin:
+// with the store's timeout half the lease, as by default, a renewal that
+// waited all of it used to return after the lease had entered its margin,
+// and the instance answered 0x08 and reported not ready meanwhile.
+func TestOneRenewalThatHangsLeavesTheLeaseHeld(t *testing.T) {
+	t.Parallel()
+	dsn := testDSN(t)
+	const lease = 1200 * time.Millisecond
+	failed := &signalOn{msg: "instance lease not renewed", seen: make(chan struct{})}
+	a := openTest(t, Options{DSN: dsn, InstanceID: "a", Lease: lease, Timeout: lease / 2,
+		Logger: slog.New(slog.NewTextHandler(failed, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	conn, err := pgx.Connect(bg, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(bg)
+	tx, err := conn.Begin(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(bg) }()
+	if _, err := tx.Exec(bg, `SELECT 1 FROM `+a.opts.Schema+`.instances WHERE id = 'a' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	locked := a.LeaseUntil()
+	var lapsed atomic.Bool
+	watch := func() bool {
+		if !a.Lease() {
+			lapsed.Store(true)
+		}
+		select {
+		case <-failed.seen:
+			return true
+		default:
+			return false
+		}
+	}
+	testkit.Eventually(t, 10*time.Second, watch, "no renewal failed while the instance row was locked")
+	_ = tx.Rollback(bg)
+	testkit.Eventually(t, 10*time.Second, func() bool {
+		if !a.Lease() {
+			lapsed.Store(true)
+		}
+		return a.LeaseUntil().After(locked)
+	}, "no renewal after the instance row was unlocked")
+	if lapsed.Load() {
+		t.Errorf("the lease dropped below its margin around one renewal that hung")
 	}
 }

@@ -20,8 +20,9 @@ import (
 // writes upstream a submit: the other instances take its sent records
 // over once the lease has run out, and the margin covers a submit whose
 // check passed until it is written upstream. The heartbeat renews every
-// third of the lease, so a renewal that fails once and succeeds on its
-// next try leaves no gap.
+// third of the lease and a twelfth after a failure, each renewal bounded
+// by a sixth (renewTimeout), so a renewal that fails once and succeeds on
+// its next try leaves no gap.
 func (s *Store) Lease() bool {
 	until := s.leaseUntil.Load()
 	return until != nil && s.now().Before(until.Add(-s.opts.Lease/leaseMarginDiv))
@@ -149,7 +150,7 @@ func (s *Store) Renew(ctx context.Context) error {
 }
 
 func (s *Store) renew(ctx context.Context) error {
-	ctx, cancel := s.opCtx(ctx)
+	ctx, cancel := context.WithTimeout(ctx, s.renewTimeout())
 	defer cancel()
 	until := s.now().Add(s.opts.Lease)
 	tag, err := s.pool.Exec(ctx, `UPDATE instances SET lease_until = `+sqlLeaseFor(3)+` WHERE id = $1 AND token = $2`,
@@ -273,13 +274,22 @@ func (s *Store) execIndexScanned(ctx context.Context, sql string, args ...any) (
 	return n, nil
 }
 
-// heartbeat renews the lease every Lease/3, on a goroutine of its own:
-// the maintenance (maintain) may wait for row locks or sweep for a while,
-// and a renewal held back behind it would let the lease of a live
-// instance run out.
+// renewTimeout bounds a renewal: at most a sixth of the lease (and the
+// store's Timeout), so that one that hangs fails, and is tried again
+// (heartbeat), while more than the lease's margin is left.
+func (s *Store) renewTimeout() time.Duration {
+	return min(s.opts.Timeout, s.opts.Lease/6)
+}
+
+// heartbeat renews the lease every Lease/3, and a twelfth of the lease
+// after a renewal failed, on a goroutine of its own: the maintenance
+// (maintain) may wait for row locks or sweep for a while, and a renewal
+// held back behind it would let the lease of a live instance run out. A
+// renewal that fails once (within renewTimeout) and succeeds on its next
+// try leaves the lease held throughout.
 func (s *Store) heartbeat() {
 	defer s.maintenance.Done()
-	t := time.NewTicker(s.opts.Lease / 3)
+	t := time.NewTimer(s.opts.Lease / 3)
 	defer t.Stop()
 	for {
 		select {
@@ -290,9 +300,12 @@ func (s *Store) heartbeat() {
 		had := s.Lease()
 		if err := s.renew(context.Background()); err != nil {
 			s.log.Warn("instance lease not renewed", "instance", s.opts.InstanceID, "err", err, "lease_until", s.LeaseUntil())
+			t.Reset(s.opts.Lease / 12)
+			continue
 		} else if !had {
-			s.log.Info("instance lease renewed after a lapse", "instance", s.opts.InstanceID)
+			s.log.Info("instance lease held again", "instance", s.opts.InstanceID)
 		}
+		t.Reset(s.opts.Lease / 3)
 	}
 }
 

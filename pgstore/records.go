@@ -118,7 +118,8 @@ func (s *Store) Create(ctx context.Context, rec *state.Record) (*state.Record, b
 // of old's owner instance (or gone); the stored history grows by the events
 // rec has beyond old's. A record that another instance changed meanwhile
 // (it took over the sent records of a lease that ran out) is left as it
-// is, and Replace fails with ErrChanged: its writer no longer owns it.
+// is, and Replace fails with ErrChanged (and state.ErrTakenOver): its
+// writer no longer owns it.
 func (s *Store) Replace(ctx context.Context, old, rec *state.Record) error {
 	if old == nil || rec == nil {
 		return errNilRecord
@@ -130,15 +131,28 @@ func (s *Store) Replace(ctx context.Context, old, rec *state.Record) error {
 	if err := s.submit(ctx, &request{order: keyOrder(rec.Key), replace: op}); err != nil {
 		return err
 	}
-	switch {
-	case op.applied:
+	if op.applied {
 		return nil
-	case !op.w.held:
-		return s.notHolder(rec.Key)
-	case rec.State == state.Sent && !op.w.lease:
-		return fmt.Errorf("pgstore: journal of %v: %w", rec.Key, state.ErrLeaseLost)
 	}
-	return fmt.Errorf("%w: %v", ErrChanged, rec.Key)
+	if err := s.refusal(rec.Key, rec.State, op.w.lease, op.w.held); err != nil {
+		return err
+	}
+	return fmt.Errorf("%w: %v: %w", ErrChanged, rec.Key, state.ErrTakenOver)
+}
+
+// refusal is the error of a write of record k in state next that its
+// writer may not make (nil when it may): the process no longer holds its
+// instance (held false), or, for a journal (next is sent, after which the
+// submit is written upstream), its lease is gone (lease false). As
+// sqlWriterHolds decides in the statements.
+func (s *Store) refusal(k state.Key, next state.SubmitState, lease, held bool) error {
+	switch {
+	case !held:
+		return s.notHolder(k)
+	case next == state.Sent && !lease:
+		return fmt.Errorf("pgstore: journal of %v: %w", k, state.ErrLeaseLost)
+	}
+	return nil
 }
 
 // notHolder is the error of a write of k refused because this process no
@@ -199,16 +213,10 @@ func (s *Store) Update(ctx context.Context, k state.Key, fn func(*state.Record) 
 // database's clock (as sqlWriterHolds).
 func (s *Store) writerHolds(ctx context.Context, tx pgx.Tx, k state.Key, next state.SubmitState) error {
 	var lease, held bool
-	if err := tx.QueryRow(ctx, `SELECT `+sqlHolds(1, 2, true)+`, `+sqlHolds(1, 2, false), s.opts.InstanceID, s.token).Scan(&lease, &held); err != nil {
+	if err := tx.QueryRow(ctx, sqlWriter, s.opts.InstanceID, s.token).Scan(&lease, &held); err != nil {
 		return err
 	}
-	switch {
-	case !held:
-		return s.notHolder(k)
-	case next == state.Sent && !lease:
-		return fmt.Errorf("pgstore: journal of %v: %w", k, state.ErrLeaseLost)
-	}
-	return nil
+	return s.refusal(k, next, lease, held)
 }
 
 // lockedUpdate is Update in a transaction of its own that locks the row.

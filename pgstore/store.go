@@ -105,7 +105,7 @@ var (
 	// ErrChanged: a Replace found the record no longer the one its writer
 	// held (another instance changed it: it took over the sent records of
 	// a lease that ran out); nothing was written.
-	ErrChanged = fmt.Errorf("pgstore: record changed by another writer: %w", state.ErrTakenOver)
+	ErrChanged = errors.New("pgstore: record changed by another writer")
 )
 
 // Store is a state.Store and state.Queue on PostgreSQL. It is safe for

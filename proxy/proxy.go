@@ -64,22 +64,26 @@ type Options struct {
 
 // App is a wired proxy.
 type App struct {
-	cfg       *config.Config
-	log       *slog.Logger
-	store     state.Store
-	engine    *dedup.Engine
-	pools     []*smppclient.Pool
-	server    *smppserver.Server
-	receipts  *dlr.Service
-	instr     *instruments     // metrics in the request path (metrics.go)
-	instance  string           // Options.InstanceID: this process among those sharing a store
-	now       func() time.Time // Options.Now, for the pools a reload builds
-	auth      *accountAuth
-	throttles *throttles
-	ids       *msgid.IDs
-	byName    map[string]*smppclient.Pool // upstream pools by name
-	metrics   *Metrics
-	Sessions  session.Registry
+	cfg      *config.Config
+	log      *slog.Logger
+	store    state.Store
+	engine   *dedup.Engine
+	pools    []*smppclient.Pool
+	server   *smppserver.Server
+	receipts *dlr.Service
+	instr    *instruments // metrics in the request path (metrics.go)
+	instance string       // Options.InstanceID: this process among those sharing a store
+	// sessionInstance is the instance part of this run's upstream session
+	// ids (see sessionInstance), the same for every pool of the run.
+	sessionInstance string
+	reloadedPools   atomic.Uint64    // pools made by reloads: each a part of the session ids of its own
+	now             func() time.Time // Options.Now, for the pools a reload builds
+	auth            *accountAuth
+	throttles       *throttles
+	ids             *msgid.IDs
+	byName          map[string]*smppclient.Pool // upstream pools by name
+	metrics         *Metrics
+	Sessions        session.Registry
 
 	mu        sync.Mutex // guards cfg (see config), listeners, pools and byName
 	listeners []net.Listener
@@ -110,6 +114,7 @@ func New(opts Options) (*App, error) {
 		opts.InstanceID = InstanceID(cfg)
 	}
 	a.instance = opts.InstanceID
+	a.sessionInstance = sessionInstance(cfg, opts.InstanceID)
 	st, secret, err := openStore(opts, log)
 	if err != nil {
 		return nil, err
@@ -243,7 +248,7 @@ func (a *App) newPools(opts Options, onDeliver func(context.Context, smppclient.
 	byName := map[string]*smppclient.Pool{}
 	upCfg := map[string]config.Upstream{}
 	for _, u := range a.cfg.Upstreams {
-		p, err := a.newPool(u, sessionInstance(a.cfg, opts.InstanceID), opts.Now)
+		p, err := a.newPool(u, a.sessionInstance, opts.Now)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -117,7 +117,9 @@ func (a *App) reloadUpstreams(old, cfg *config.Config) ([]string, error) {
 				continue
 			}
 		}
-		p, err := a.newPool(u, a.instance, a.now)
+		// A pool of its own in the session ids: its sessions count from 1
+		// again, and must not repeat the ids of the pool it replaces.
+		p, err := a.newPool(u, fmt.Sprintf("%s.r%d", a.sessionInstance, a.reloadedPools.Add(1)), a.now)
 		if err != nil {
 			return out, err
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/smppproxy/smppproxy/internal/peer/esme"
 	"github.com/smppproxy/smppproxy/internal/peer/sim"
 	"github.com/smppproxy/smppproxy/internal/testkit"
+	"github.com/smppproxy/smppproxy/session"
 	"github.com/smppproxy/smppproxy/smpp"
 )
 
@@ -196,4 +197,31 @@ func TestQueryOfAnAccountAddedByReloadReachesItsUpstream(t *testing.T) {
 	if q := smsc.Queried(); len(q) != 1 {
 		t.Errorf("the SMSC was asked about %v, want the one message", q)
 	}
+}
+
+// A pool made by a reload names its sessions apart from the pool it
+// replaces (each counts its sessions from 1): an upstream session id, the
+// journal's key with the sequence number, never names two pools.
+func TestAReloadedUpstreamsSessionsAreNamedApartFromThePoolItReplaces(t *testing.T) {
+	first, second := startSim(t, sim.Config{}), startSim(t, sim.Config{})
+	cfg := testConfig(t, first.Addr(), t.TempDir())
+	app := startProxy(t, cfg)
+	ids := func() []string {
+		var out []string
+		for _, s := range app.Sessions.List() {
+			if s.Side == session.SideUpstream && s.Owner == "smsc" {
+				out = append(out, s.ID)
+			}
+		}
+		return out
+	}
+	testkit.Eventually(t, 10*time.Second, func() bool { return len(ids()) > 0 }, "smsc's sessions listed")
+	before := ids()
+	if _, err := app.Reload(reloaded(t, cfg, func(c *config.Config) { c.Upstreams[0].Address = second.Addr() })); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 10*time.Second, func() bool {
+		after := ids()
+		return len(after) > 0 && !slices.ContainsFunc(after, func(id string) bool { return slices.Contains(before, id) })
+	}, "smsc's sessions after the reload, none named as before")
 }

@@ -268,9 +268,9 @@ func (s *session) roundTrip(ctx context.Context, build func(uint32) []byte, befo
 	}
 	if wr := s.writeFrame(ctx, c, frame); wr.err != nil {
 		if !s.forget(seq) {
-			// Answered meanwhile (the frame went out whole before the
-			// write failed on what followed it in its batch), or failed
-			// by the session's end: an answer is the outcome.
+			// Answered meanwhile (the frame went out before the write
+			// failed on what followed it in its batch), or failed by the
+			// session's end: an answer is the outcome.
 			if res := <-pd.ch; res.err == nil {
 				return res.resp, nil
 			}
