@@ -25,19 +25,7 @@ func TestTheLeaseIsRenewedWhileTheMaintenanceWaitsForARowLock(t *testing.T) {
 	ghost := sentRecord(time.Now(), "ghost", "gone/1", 1) // of an instance that is no more
 	mustCreate(t, a, ghost)
 
-	conn, err := pgx.Connect(bg, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(bg)
-	tx, err := conn.Begin(bg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback(bg) }()
-	if _, err := tx.Exec(bg, `SELECT 1 FROM `+a.opts.Schema+`.records WHERE key = $1 FOR UPDATE`, []byte("ghost")); err != nil {
-		t.Fatal(err)
-	}
+	conn, _ := lockRows(t, dsn, `SELECT 1 FROM `+a.opts.Schema+`.records WHERE key = 'ghost' FOR UPDATE`)
 	waiting := func() bool {
 		var n int
 		if err := a.pool.QueryRow(bg, `SELECT count(*) FROM pg_stat_activity WHERE $1::int4 = ANY(pg_blocking_pids(pid))`,
@@ -84,19 +72,7 @@ func TestOneRenewalThatHangsLeavesTheLeaseHeld(t *testing.T) {
 	failed := &signalOn{msg: "instance lease not renewed", seen: make(chan struct{})}
 	a := openTest(t, Options{DSN: dsn, InstanceID: "a", Lease: lease, Timeout: lease / 2,
 		Logger: slog.New(slog.NewTextHandler(failed, &slog.HandlerOptions{Level: slog.LevelWarn}))})
-	conn, err := pgx.Connect(bg, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(bg)
-	tx, err := conn.Begin(bg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback(bg) }()
-	if _, err := tx.Exec(bg, `SELECT 1 FROM `+a.opts.Schema+`.instances WHERE id = 'a' FOR UPDATE`); err != nil {
-		t.Fatal(err)
-	}
+	_, tx := lockRows(t, dsn, `SELECT 1 FROM `+a.opts.Schema+`.instances WHERE id = 'a' FOR UPDATE`)
 	locked := a.LeaseUntil()
 	var lapsed atomic.Bool
 	watch := func() bool {
@@ -121,4 +97,25 @@ func TestOneRenewalThatHangsLeavesTheLeaseHeld(t *testing.T) {
 	if lapsed.Load() {
 		t.Errorf("the lease dropped below its margin around one renewal that hung")
 	}
+}
+
+// lockRows runs sql (a SELECT … FOR UPDATE) in a transaction of a
+// connection of its own, which holds the rows it locked until the test
+// rolls it back or ends.
+func lockRows(t *testing.T, dsn, sql string) (*pgx.Conn, pgx.Tx) {
+	t.Helper()
+	conn, err := pgx.Connect(bg, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(bg) })
+	tx, err := conn.Begin(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(bg) })
+	if _, err := tx.Exec(bg, sql); err != nil {
+		t.Fatal(err)
+	}
+	return conn, tx
 }
