@@ -1,6 +1,7 @@
 package pgstore
 
 import (
+	"errors"
 	"log/slog"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/smppproxy/smppproxy/internal/testkit"
+	"github.com/smppproxy/smppproxy/state"
 )
 
 // The lease is renewed while the maintenance waits: a take-over of dead
@@ -26,14 +28,7 @@ func TestTheLeaseIsRenewedWhileTheMaintenanceWaitsForARowLock(t *testing.T) {
 	mustCreate(t, a, ghost)
 
 	conn, _ := lockRows(t, dsn, `SELECT 1 FROM `+a.opts.Schema+`.records WHERE key = 'ghost' FOR UPDATE`)
-	waiting := func() bool {
-		var n int
-		if err := a.pool.QueryRow(bg, `SELECT count(*) FROM pg_stat_activity WHERE $1::int4 = ANY(pg_blocking_pids(pid))`,
-			int32(conn.PgConn().PID())).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n > 0
-	}
+	waiting := func() bool { return blockedBy(t, a, conn) > 0 }
 	testkit.Eventually(t, 10*time.Second, waiting, "the maintenance never waited for the locked record")
 	blocked := time.Now()
 	testkit.Eventually(t, 10*time.Second, func() bool { return a.LeaseUntil().After(blocked.Add(lease)) },
@@ -60,43 +55,85 @@ func (s *signalOn) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// One renewal that hangs (the instance row locked a while) and fails is
-// tried again soon enough that the lease never drops below its margin:
-// with the store's timeout half the lease, as by default, a renewal that
-// waited all of it used to return after the lease had entered its margin,
-// and the instance answered 0x08 and reported not ready meanwhile.
+// One renewal that hangs (the instance row locked a while) does not
+// hold the next back: another starts beside it, so once the database
+// answers again the lease is renewed before it enters its margin. With
+// the store's timeout half the lease, as by default, a renewal that waited
+// all of it used to return after the lease had entered its margin, and the
+// instance answered 0x08 and reported not ready meanwhile.
 func TestOneRenewalThatHangsLeavesTheLeaseHeld(t *testing.T) {
+	t.Parallel()
+	dsn := testDSN(t)
+	const lease = 1200 * time.Millisecond
+	a := openTest(t, Options{DSN: dsn, InstanceID: "a", Lease: lease, Timeout: lease / 2})
+	conn, tx := lockRows(t, dsn, `SELECT 1 FROM `+a.opts.Schema+`.instances WHERE id = 'a' FOR UPDATE`)
+	locked := a.LeaseUntil()
+	var lapsed atomic.Bool
+	watch := func(done func() bool) func() bool {
+		return func() bool {
+			if !a.Lease() {
+				lapsed.Store(true)
+			}
+			return done()
+		}
+	}
+	testkit.Eventually(t, 10*time.Second, watch(func() bool { return a.renewing.Load() >= 2 && blockedBy(t, a, conn) >= 1 }),
+		"no second renewal beside the one that hangs")
+	_ = tx.Rollback(bg)
+	testkit.Eventually(t, 10*time.Second, watch(func() bool { return a.LeaseUntil().After(locked) }),
+		"no renewal once the instance row was unlocked")
+	if lapsed.Load() {
+		t.Errorf("the lease dropped below its margin around one renewal that hung")
+	}
+}
+
+// Renewals that are slow but answered (each a little over a sixth of the
+// lease, well under the store's timeout) keep the lease held, and the
+// store answers meanwhile.
+func TestSlowButAnsweredRenewalsKeepTheLease(t *testing.T) {
 	t.Parallel()
 	dsn := testDSN(t)
 	const lease = 1200 * time.Millisecond
 	failed := &signalOn{msg: "instance lease not renewed", seen: make(chan struct{})}
 	a := openTest(t, Options{DSN: dsn, InstanceID: "a", Lease: lease, Timeout: lease / 2,
 		Logger: slog.New(slog.NewTextHandler(failed, &slog.HandlerOptions{Level: slog.LevelWarn}))})
-	_, tx := lockRows(t, dsn, `SELECT 1 FROM `+a.opts.Schema+`.instances WHERE id = 'a' FOR UPDATE`)
-	locked := a.LeaseUntil()
+	sch := a.opts.Schema
+	exec(t, dsn, `CREATE FUNCTION `+sch+`.slow() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(0.25); RETURN NEW; END $$`)
+	exec(t, dsn, `CREATE TRIGGER slow BEFORE UPDATE ON `+sch+`.instances FOR EACH ROW EXECUTE FUNCTION `+sch+`.slow()`)
 	var lapsed atomic.Bool
-	watch := func() bool {
+	unavailable, renewals, last := 0, 0, a.LeaseUntil()
+	testkit.Eventually(t, 20*time.Second, func() bool {
 		if !a.Lease() {
 			lapsed.Store(true)
 		}
-		select {
-		case <-failed.seen:
-			return true
-		default:
-			return false
+		if _, err := a.Get(bg, state.Key{Account: "x", Key: "none"}); errors.Is(err, ErrUnavailable) {
+			unavailable++
 		}
-	}
-	testkit.Eventually(t, 10*time.Second, watch, "no renewal failed while the instance row was locked")
-	_ = tx.Rollback(bg)
-	testkit.Eventually(t, 10*time.Second, func() bool {
-		if !a.Lease() {
-			lapsed.Store(true)
+		if u := a.LeaseUntil(); u.After(last) {
+			renewals, last = renewals+1, u
 		}
-		return a.LeaseUntil().After(locked)
-	}, "no renewal after the instance row was unlocked")
-	if lapsed.Load() {
-		t.Errorf("the lease dropped below its margin around one renewal that hung")
+		return renewals >= 3
+	}, "three renewals under the slow trigger")
+	select {
+	case <-failed.seen:
+		t.Errorf("a renewal failed though each was answered within the store's timeout")
+	default:
 	}
+	if lapsed.Load() || unavailable > 0 {
+		t.Errorf("lease lapsed %v, reads refused as unavailable %d; want the lease held and the store answering", lapsed.Load(), unavailable)
+	}
+}
+
+// blockedBy is how many of the store's connections wait for a lock that
+// conn's transaction holds.
+func blockedBy(t *testing.T, s *Store, conn *pgx.Conn) int {
+	t.Helper()
+	var n int
+	if err := s.pool.QueryRow(bg, `SELECT count(*) FROM pg_stat_activity WHERE $1::int4 = ANY(pg_blocking_pids(pid))`,
+		int32(conn.PgConn().PID())).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // lockRows runs sql (a SELECT … FOR UPDATE) in a transaction of a

@@ -20,9 +20,9 @@ import (
 // writes upstream a submit: the other instances take its sent records
 // over once the lease has run out, and the margin covers a submit whose
 // check passed until it is written upstream. The heartbeat renews every
-// third of the lease and a twelfth after a failure, each renewal bounded
-// by a sixth (renewTimeout), so a renewal that fails once and succeeds on
-// its next try leaves no gap.
+// third of the lease, and does not wait for one that takes longer than a
+// sixth before starting another, so one renewal that hangs while the
+// database is fine again leaves no gap.
 func (s *Store) Lease() bool {
 	until := s.leaseUntil.Load()
 	return until != nil && s.now().Before(until.Add(-s.opts.Lease/leaseMarginDiv))
@@ -32,8 +32,16 @@ func (s *Store) Lease() bool {
 // Lease/leaseMarginDiv of it is left.
 const leaseMarginDiv = 4
 
-// setLeaseUntil records t as when the lease held runs out.
-func (s *Store) setLeaseUntil(t time.Time) { s.leaseUntil.Store(&t) }
+// setLeaseUntil records t as when the lease held runs out, unless a
+// renewal sent later (in flight beside this one) already recorded more.
+func (s *Store) setLeaseUntil(t time.Time) {
+	for {
+		cur := s.leaseUntil.Load()
+		if cur != nil && !t.After(*cur) || s.leaseUntil.CompareAndSwap(cur, &t) {
+			return
+		}
+	}
+}
 
 // LeaseUntil is when the lease last renewed runs out (zero: none).
 func (s *Store) LeaseUntil() time.Time {
@@ -150,7 +158,7 @@ func (s *Store) Renew(ctx context.Context) error {
 }
 
 func (s *Store) renew(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, s.renewTimeout())
+	ctx, cancel := s.opCtx(ctx)
 	defer cancel()
 	until := s.now().Add(s.opts.Lease)
 	tag, err := s.pool.Exec(ctx, `UPDATE instances SET lease_until = `+sqlLeaseFor(3)+` WHERE id = $1 AND token = $2`,
@@ -274,40 +282,66 @@ func (s *Store) execIndexScanned(ctx context.Context, sql string, args ...any) (
 	return n, nil
 }
 
-// renewTimeout bounds a renewal: at most a sixth of the lease (and the
-// store's Timeout), so that one that hangs fails, and is tried again
-// (heartbeat), while more than the lease's margin is left.
-func (s *Store) renewTimeout() time.Duration {
-	return min(s.opts.Timeout, s.opts.Lease/6)
-}
-
-// heartbeat renews the lease every Lease/3, and a twelfth of the lease
-// after a renewal failed, on a goroutine of its own: the maintenance
-// (maintain) may wait for row locks or sweep for a while, and a renewal
-// held back behind it would let the lease of a live instance run out. A
-// renewal that fails once (within renewTimeout) and succeeds on its next
-// try leaves the lease held throughout.
+// heartbeat renews the lease every Lease/3, on a goroutine of its own:
+// the maintenance (maintain) may wait for row locks or sweep for a while,
+// and a renewal held back behind it would let the lease of a live
+// instance run out. It looks every Lease/12 and starts a renewal when the
+// last one started a third of the lease ago, or a twelfth after the last
+// one failed, or a sixth after one that is still in flight (a database
+// hiccup, a lock): that one is not waited for, another starts beside it
+// (at most maxRenewals at once, each bounded by the store's Timeout), so
+// one that hangs while the database is fine again does not let the lease
+// enter its margin, and a slow but answered one still counts. Close waits
+// for the renewals in flight: none ends after the lease was given up.
 func (s *Store) heartbeat() {
 	defer s.maintenance.Done()
-	t := time.NewTimer(s.opts.Lease / 3)
+	results := make(chan error, maxRenewals)
+	failing := false
+	var lastStart, lastWarn time.Time
+	lastStart = time.Now()
+	t := time.NewTicker(s.opts.Lease / 12)
 	defer t.Stop()
 	for {
 		select {
 		case <-s.stop:
+			for ; s.renewing.Load() > 0; s.renewing.Add(-1) {
+				<-results
+			}
 			return
+		case err := <-results:
+			s.renewing.Add(-1)
+			switch {
+			case err == nil:
+				if failing {
+					s.log.Info("instance lease renewed again", "instance", s.opts.InstanceID)
+				}
+				failing = false
+			case !failing || time.Since(lastWarn) >= s.opts.Lease:
+				// The first failure, then one line a lease while they last.
+				failing, lastWarn = true, time.Now()
+				s.log.Warn("instance lease not renewed", "instance", s.opts.InstanceID, "err", err, "lease_until", s.LeaseUntil())
+			}
+			continue
 		case <-t.C:
 		}
-		had := s.Lease()
-		if err := s.renew(context.Background()); err != nil {
-			s.log.Warn("instance lease not renewed", "instance", s.opts.InstanceID, "err", err, "lease_until", s.LeaseUntil())
-			t.Reset(s.opts.Lease / 12)
-			continue
-		} else if !had {
-			s.log.Info("instance lease held again", "instance", s.opts.InstanceID)
+		since, n := time.Since(lastStart), s.renewing.Load()
+		due := s.opts.Lease / 3
+		switch {
+		case n > 0:
+			due = s.opts.Lease / 6 // beside the one in flight
+		case failing:
+			due = s.opts.Lease / 12
 		}
-		t.Reset(s.opts.Lease / 3)
+		if since >= due && n < maxRenewals {
+			s.renewing.Add(1)
+			lastStart = time.Now()
+			go func() { results <- s.renew(context.Background()) }()
+		}
 	}
 }
+
+// maxRenewals is how many renewals may be in flight at once.
+const maxRenewals = 3
 
 // maintain, every Lease while the instance holds its lease, takes over
 // the records of dead instances and deletes expired rows.

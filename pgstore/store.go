@@ -137,6 +137,7 @@ type Store struct {
 	// the lease, with the monotonic clock reading time.Now gives, so that
 	// a step of the wall clock does not stretch it.
 	leaseUntil atomic.Pointer[time.Time]
+	renewing   atomic.Int32 // renewals in flight (heartbeat)
 	health     health
 	commits    atomic.Uint64 // batches committed
 	ops        atomic.Uint64 // write requests committed
