@@ -87,7 +87,7 @@ type Store struct {
 	DSNFile    string   `yaml:"dsn_file"`
 	Schema     string   `yaml:"schema"`      // the tables' schema; default smppproxy
 	InstanceID string   `yaml:"instance_id"` // unique among running instances; default hostname + random suffix
-	Lease      Duration `yaml:"lease"`       // heartbeat lease of an instance; default 10s
+	Lease      Duration `yaml:"lease"`       // heartbeat lease of an instance; default 10s, at least MinLease
 	MaxConns   int      `yaml:"max_conns"`   // connections to the database; default 16
 	Migrate    string   `yaml:"migrate"`     // "auto" (default) or "off": then `smppproxy store migrate` must have run
 
@@ -418,6 +418,10 @@ const MinMaxConns = 10
 // MinMemoryLimit is the smallest memory_limit accepted (other than 0):
 // below it the collector would run nearly all the time.
 const MinMemoryLimit = Bytes(32 << 20)
+
+// MinLease is the shortest store.lease: the heartbeat checks every twelfth
+// of it, and a lease shorter than the database's answers would be lost.
+const MinLease = time.Second
 
 // The bounds of store.table_size: below MinTableSize a table holds few
 // blocks and the store many files; above MaxTableSize one compaction

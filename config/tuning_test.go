@@ -69,6 +69,7 @@ func TestPostgresStoreNeedsADSNAndSaneLimits(t *testing.T) {
 		"too few conns":    {"store:\n  backend: postgres\n  dsn: x\n  max_conns: 9\n", "store.max_conns"},
 		"migrate typo":     {"store:\n  backend: postgres\n  dsn: x\n  migrate: sometimes\n", "store.migrate"},
 		"dsn under badger": {"store:\n  dsn: x\n", "store.dsn"},
+		"lease too short":  {"store:\n  backend: postgres\n  dsn: x\n  lease: 10ns\n", "store.lease"},
 	} {
 		errs := parseErrors(t, base+tc.src)
 		if len(errs) != 1 || errs[0].Path != tc.path {

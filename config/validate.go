@@ -459,7 +459,9 @@ func (k *checker) store(s *Store) {
 		case s.DSN != "" && s.DSNFile != "":
 			k.errorf("store.dsn_file", "set store.dsn or store.dsn_file, not both")
 		}
-		k.positive("store.lease", s.Lease)
+		if s.Lease < Duration(MinLease) {
+			k.errorf("store.lease", "must be at least %s: it is renewed every third of it, and checked every twelfth (got %s)", MinLease, s.Lease)
+		}
 		if s.MaxConns < MinMaxConns {
 			k.errorf("store.max_conns", "must be at least %d: two batches of writes in flight, each up to two transactions, four groups of reads, the LISTEN connection and one more (got %d)", MinMaxConns, s.MaxConns)
 		}

@@ -156,3 +156,20 @@ func lockRows(t *testing.T, dsn, sql string) (*pgx.Conn, pgx.Tx) {
 	}
 	return conn, tx
 }
+
+// Once a renewal found the instance taken over by another process, a
+// renewal sent before that and answered after it does not give the lease
+// back: the instance stays without a lease.
+func TestALateRenewalDoesNotGiveBackALeaseTakenOver(t *testing.T) {
+	t.Parallel()
+	dsn := testDSN(t)
+	a := openTest(t, Options{DSN: dsn, InstanceID: "a", Lease: time.Hour})
+	openTest(t, Options{DSN: dsn, Schema: a.opts.Schema, InstanceID: "a", Lease: time.Hour, TakeOver: true})
+	if err := a.Renew(bg); !errors.Is(err, ErrInstanceInUse) {
+		t.Fatalf("Renew after the take-over = %v; want ErrInstanceInUse", err)
+	}
+	a.setLeaseUntil(time.Now().Add(time.Hour)) // the earlier renewal's answer, late
+	if a.Lease() {
+		t.Errorf("Lease() = true after the instance was taken over; want it lost for good")
+	}
+}

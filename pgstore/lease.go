@@ -33,9 +33,11 @@ func (s *Store) Lease() bool {
 const leaseMarginDiv = 4
 
 // setLeaseUntil records t as when the lease held runs out, unless a
-// renewal sent later (in flight beside this one) already recorded more.
+// renewal sent later (in flight beside this one) already recorded more,
+// or another process took the instance over (a renewal sent before that
+// and answered after it does not give the lease back).
 func (s *Store) setLeaseUntil(t time.Time) {
-	for {
+	for !s.takenOver.Load() {
 		cur := s.leaseUntil.Load()
 		if cur != nil && !t.After(*cur) || s.leaseUntil.CompareAndSwap(cur, &t) {
 			return
@@ -168,6 +170,7 @@ func (s *Store) renew(ctx context.Context) error {
 		return wrapErr(err)
 	}
 	if tag.RowsAffected() != 1 {
+		s.takenOver.Store(true)
 		s.leaseUntil.Store(nil)
 		return fmt.Errorf("%w: instance %q was taken over by another process", ErrInstanceInUse, s.opts.InstanceID)
 	}
@@ -299,7 +302,7 @@ func (s *Store) heartbeat() {
 	failing := false
 	var lastStart, lastWarn time.Time
 	lastStart = time.Now()
-	t := time.NewTicker(s.opts.Lease / 12)
+	t := time.NewTicker(max(s.opts.Lease/12, time.Millisecond))
 	defer t.Stop()
 	for {
 		select {

@@ -138,6 +138,7 @@ type Store struct {
 	// a step of the wall clock does not stretch it.
 	leaseUntil atomic.Pointer[time.Time]
 	renewing   atomic.Int32 // renewals in flight (heartbeat)
+	takenOver  atomic.Bool  // a renewal found the instance another process's
 	health     health
 	commits    atomic.Uint64 // batches committed
 	ops        atomic.Uint64 // write requests committed
