@@ -39,7 +39,13 @@ const leaseMarginDiv = 4
 func (s *Store) setLeaseUntil(t time.Time) {
 	for !s.takenOver.Load() {
 		cur := s.leaseUntil.Load()
-		if cur != nil && !t.After(*cur) || s.leaseUntil.CompareAndSwap(cur, &t) {
+		if cur != nil && !t.After(*cur) {
+			return
+		}
+		if s.leaseUntil.CompareAndSwap(cur, &t) {
+			if s.takenOver.Load() {
+				s.leaseUntil.Store(nil) // taken over while this was recorded
+			}
 			return
 		}
 	}
@@ -165,7 +171,12 @@ func (s *Store) renew(ctx context.Context) error {
 	until := s.now().Add(s.opts.Lease)
 	tag, err := s.pool.Exec(ctx, `UPDATE instances SET lease_until = `+sqlLeaseFor(3)+` WHERE id = $1 AND token = $2`,
 		s.opts.InstanceID, s.token, s.opts.Lease.Microseconds())
-	s.health.report(err)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		// A renewal's own timeout says little of the database: another
+		// renewal may be under way beside it (heartbeat), and the
+		// statements of the store report its health.
+		s.health.report(err)
+	}
 	if err != nil {
 		return wrapErr(err)
 	}
@@ -298,49 +309,67 @@ func (s *Store) execIndexScanned(ctx context.Context, sql string, args ...any) (
 // for the renewals in flight: none ends after the lease was given up.
 func (s *Store) heartbeat() {
 	defer s.maintenance.Done()
-	results := make(chan error, maxRenewals)
+	type renewal struct {
+		start time.Time
+		err   error
+	}
+	results := make(chan renewal, maxRenewals)
 	failing := false
-	var lastStart, lastWarn time.Time
-	lastStart = time.Now()
-	t := time.NewTicker(max(s.opts.Lease/12, time.Millisecond))
+	var lastOK, lastWarn time.Time // lastOK: when the latest renewal that succeeded started
+	lastStart := time.Now()
+	tick := max(s.opts.Lease/12, time.Millisecond)
+	t := time.NewTicker(tick)
 	defer t.Stop()
 	for {
+		var now time.Time
 		select {
 		case <-s.stop:
 			for ; s.renewing.Load() > 0; s.renewing.Add(-1) {
 				<-results
 			}
 			return
-		case err := <-results:
+		case r := <-results:
 			s.renewing.Add(-1)
 			switch {
-			case err == nil:
+			case r.err == nil:
 				if failing {
 					s.log.Info("instance lease renewed again", "instance", s.opts.InstanceID)
 				}
-				failing = false
+				failing, lastOK = false, later(lastOK, r.start)
+			case r.start.Before(lastOK):
+				// One that hung, overtaken by a later one that succeeded.
 			case !failing || time.Since(lastWarn) >= s.opts.Lease:
 				// The first failure, then one line a lease while they last.
 				failing, lastWarn = true, time.Now()
-				s.log.Warn("instance lease not renewed", "instance", s.opts.InstanceID, "err", err, "lease_until", s.LeaseUntil())
+				s.log.Warn("instance lease not renewed", "instance", s.opts.InstanceID, "err", r.err, "lease_until", s.LeaseUntil())
 			}
 			continue
-		case <-t.C:
+		case now = <-t.C:
 		}
-		since, n := time.Since(lastStart), s.renewing.Load()
-		due := s.opts.Lease / 3
+		n, due := s.renewing.Load(), s.opts.Lease/3
 		switch {
 		case n > 0:
 			due = s.opts.Lease / 6 // beside the one in flight
 		case failing:
 			due = s.opts.Lease / 12
 		}
-		if since >= due && n < maxRenewals {
+		// Ticks come on a schedule of their own: half a tick of slack, so
+		// that one handled a little early does not put a renewal off by a
+		// whole tick.
+		if now.Sub(lastStart)+tick/2 >= due && n < maxRenewals {
 			s.renewing.Add(1)
-			lastStart = time.Now()
-			go func() { results <- s.renew(context.Background()) }()
+			lastStart = now
+			go func() { results <- renewal{now, s.renew(context.Background())} }()
 		}
 	}
+}
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // maxRenewals is how many renewals may be in flight at once.
