@@ -134,8 +134,7 @@ func (o *op) journal(ctx context.Context, upstream, session string, seq uint32) 
 	// Not the ESME's context: its owner disconnecting must not make the
 	// attempt "not sent" for the duplicates that joined it.
 	ctx = context.WithoutCancel(ctx)
-	lease := o.e.cfg.Lease
-	if lease != nil && !lease() {
+	if !o.e.leaseHeld() {
 		if o.pending != nil && !o.created {
 			o.createErr = errNoLease
 		}
@@ -144,11 +143,15 @@ func (o *op) journal(ctx context.Context, upstream, session string, seq uint32) 
 	if err := o.journalWrite(ctx, upstream, session, seq); err != nil {
 		return err
 	}
-	if lease != nil && !lease() {
+	if !o.e.leaseHeld() {
 		return errNoLease
 	}
 	return nil
 }
+
+// leaseHeld reports whether this instance holds its lease (Config.Lease;
+// always with a store of one process).
+func (e *Engine) leaseHeld() bool { return e.cfg.Lease == nil || e.cfg.Lease() }
 
 // journalWrite is journal's write: the record's creation for a new key,
 // else the update of the record this submit owns.

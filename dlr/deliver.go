@@ -495,9 +495,10 @@ func (d *dispatcher) start(sends []assignment) {
 // after it started, and start claims again what it has not started once
 // half of dlr_redelivery has passed (checked between sends, which start
 // at most enqueueWait apart), so each send starts with at least one and a
-// half dlr_redelivery of claim left, for its answer and the Ack after it. (An acknowledged
-// entry whose Ack the store refused may outlast its claim: another
-// process may then deliver it again, at least once as ever.)
+// half dlr_redelivery of claim left, for its answer and the Ack after it.
+// (An acknowledged entry whose Ack the store refused may outlast its
+// claim: another process may then deliver it again, at least once as
+// ever.)
 // It returns the sends claimed. An entry another process holds is given
 // back (left pending: listed again by a later pump, delivered by the other
 // process or once its claim ran out).

@@ -44,15 +44,18 @@ func newCreateOp(rec *state.Record, now int64) *createOp {
 	return &createOp{rec: rec.Clone(), args: recordArgs(rec, state.CapHistory(encodeEvents(rec.History))), now: now}
 }
 
-// replaceOp is one Replace in a batch: applied once the batch wrote it
-// (the stored record was still the one its writer held, or gone).
+// replaceOp is one Replace in a batch, of record key to state next:
+// applied once the batch wrote it (the stored record was still the one
+// its writer held, or gone); else err says why (explainRefusals).
 type replaceOp struct {
 	args               []any // recordArgs with the history to write when the row is gone
 	rewrite            bool
 	added              [][]byte
 	oldState, oldOwner string // of the record the writer holds
+	key                state.Key
+	next               state.SubmitState
 	applied            bool
-	w                  *writer // the batch's: what its writer held
+	err                error
 }
 
 // The input of a multi-row write: the columns of recordArgs as arrays,
@@ -195,13 +198,9 @@ func evSlice(col string, param int) string {
 	return fmt.Sprintf("($%d::bytea[])[(%s >> 32)::int4 : (%s & 4294967295)::int4]", param, col, col)
 }
 
-// writer is the process writing a batch: its instance and token, and,
-// once a write of the batch was refused (explainRefusals), whether it
-// still held its instance (held) and its lease (lease) just after.
-type writer struct {
-	instance, token string
-	lease, held     bool
-}
+// writer is the process writing a batch: its instance and its token (the
+// arguments of sqlHolds).
+type writer struct{ instance, token string }
 
 // sqlWriter reads whether the process of token $2 still holds instance
 // $1, and its lease.
@@ -245,7 +244,7 @@ func queue(b *pgx.Batch, sql string, args ...any) *pgx.QueuedQuery {
 
 // queueCreates adds the batch's Creates (sorted by key) as one statement;
 // a second Create of a key in the batch takes the first one's outcome.
-func queueCreates(b *pgx.Batch, ops []*createOp, w *writer) {
+func queueCreates(b *pgx.Batch, ops []*createOp, w writer) {
 	first := make(map[state.Key]*createOp, len(ops))
 	var uniq []*createOp
 	var rows [][]any
@@ -299,6 +298,13 @@ func queueCreates(b *pgx.Batch, ops []*createOp, w *writer) {
 // settle gives a second Create of a key in a batch its outcome: the first
 // one's record (a copy) when the first created it, the holder the first
 // found, else neither (Create reads the holder).
+// unanswered reports whether the batch's statement returned nothing for
+// op, the first Create of its key: neither inserted nor found live, and
+// no error yet.
+func (op *createOp) unanswered() bool {
+	return op.dupOf == nil && !op.created && op.existing == nil && op.err == nil
+}
+
 func (op *createOp) settle() {
 	switch f := op.dupOf; {
 	case f == nil:
@@ -315,7 +321,7 @@ func (op *createOp) settle() {
 // queueReplaces adds the batch's Replaces (sorted by key) as one
 // statement; a second Replace of a key in the batch follows as a statement
 // of its own, so it applies after the first.
-func queueReplaces(b *pgx.Batch, ops []*replaceOp, w *writer) {
+func queueReplaces(b *pgx.Batch, ops []*replaceOp, w writer) {
 	seen := make(map[string]bool, len(ops))
 	var rows [][]any
 	var first []*replaceOp
@@ -325,7 +331,7 @@ func queueReplaces(b *pgx.Batch, ops []*replaceOp, w *writer) {
 	var later []*replaceOp
 	ev := newEvents()
 	for _, op := range ops {
-		op.applied, op.w = false, w
+		op.applied, op.err = false, nil
 		k := recordName(op.args[0].([]byte), op.args[1].([]byte), op.args[2].([]byte))
 		if seen[k] {
 			later = append(later, op)
@@ -391,7 +397,7 @@ var sqlCASMany = `WITH input AS (SELECT * FROM (` + inputRows + `) t0
 
 // queueCAS adds the batch's conditional writes as one statement. Of two
 // for one key, at most one applies (they expect the same sequence).
-func queueCAS(b *pgx.Batch, ops []*casOp, w *writer) {
+func queueCAS(b *pgx.Batch, ops []*casOp, w writer) {
 	if len(ops) == 0 {
 		return
 	}

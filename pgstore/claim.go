@@ -18,9 +18,10 @@ const sqlNowNS = `(extract(epoch FROM now()) * 1000000)::int8 * 1000`
 // sqlClaim claims, of entries $2 of queue $1, those on which no other
 // owner's claim is still running, for owner $3 for $4 ns, in one
 // statement. Claims run on the database's clock (sqlNowNS), the one every
-// instance compares them with. An entry that another transaction holds locked at that
-// moment (being claimed, acknowledged or swept) is skipped rather than
-// waited for: it is not claimed now, and the caller lists it again later.
+// instance compares them with. An entry that another transaction holds
+// locked at that moment (being claimed, acknowledged or swept) is skipped
+// rather than waited for: it is not claimed now, and the caller lists it
+// again later.
 // The claim condition is checked again on the latest version of each row
 // it locks, so two claimers never both get an entry.
 const sqlClaim = `WITH c AS (

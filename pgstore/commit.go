@@ -268,7 +268,7 @@ func (s *Store) exec(reqs []*request) error {
 	if len(creates)+len(replaces)+len(cas) > 0 || marks {
 		b.Queue(sqlIndexProbes)
 	}
-	w := &writer{instance: s.opts.InstanceID, token: s.token}
+	w := writer{instance: s.opts.InstanceID, token: s.token}
 	queueCreates(b, creates, w)
 	queueReplaces(b, replaces, w)
 	queueCAS(b, cas, w)
@@ -286,7 +286,7 @@ func (s *Store) exec(reqs []*request) error {
 		return wrapErr(err)
 	}
 	if writesRefused(creates, replaces) {
-		s.explainRefusals(ctx, w, creates)
+		s.explainRefusals(ctx, w, creates, replaces)
 	}
 	for _, op := range creates {
 		op.settle()
@@ -302,10 +302,8 @@ func (s *Store) exec(reqs []*request) error {
 // writesRefused reports whether a create of the batch got no answer (its
 // key neither inserted nor found live) or a replace was not applied.
 func writesRefused(creates []*createOp, replaces []*replaceOp) bool {
-	for _, op := range creates {
-		if op.dupOf == nil && !op.created && op.existing == nil && op.err == nil {
-			return true
-		}
+	if slices.ContainsFunc(creates, (*createOp).unanswered) {
+		return true
 	}
 	for _, op := range replaces {
 		if !op.applied {
@@ -317,21 +315,30 @@ func writesRefused(creates []*createOp, replaces []*replaceOp) bool {
 
 // explainRefusals reads, after a batch some of whose writes were refused
 // (rarely), whether its writer still holds its instance and its lease,
-// into w for the replaces' errors, and fails the creates that got no
-// answer with state.ErrLeaseLost when the lease is gone (else a create
-// without answer lost its key to a writer that committed meanwhile, and
-// Create reads it). The statements' own conditions decided the writes;
-// this only says why, a moment later: unreadable, the lease counts as
-// gone and the instance as held.
-func (s *Store) explainRefusals(ctx context.Context, w *writer, creates []*createOp) {
-	if err := s.pool.QueryRow(ctx, sqlWriter, w.instance, w.token).Scan(&w.lease, &w.held); err != nil {
-		w.lease, w.held = false, true
+// and says why each was refused: a replace not applied (refusal, else
+// ErrChanged), a create without answer when the lease is gone
+// (state.ErrLeaseLost; else it lost its key to a writer that committed
+// meanwhile, and Create reads it). The statements' own conditions decided
+// the writes; this only says why, a moment later: unreadable, the lease
+// counts as gone and the instance as held.
+func (s *Store) explainRefusals(ctx context.Context, w writer, creates []*createOp, replaces []*replaceOp) {
+	var lease, held bool
+	if err := s.pool.QueryRow(ctx, sqlWriter, w.instance, w.token).Scan(&lease, &held); err != nil {
+		lease, held = false, true
 	}
-	if w.lease {
+	for _, op := range replaces {
+		if op.applied {
+			continue
+		}
+		if op.err = s.refusal(op.key, op.next, lease, held); op.err == nil {
+			op.err = fmt.Errorf("%w: %v: %w", ErrChanged, op.key, state.ErrTakenOver)
+		}
+	}
+	if lease {
 		return
 	}
 	for _, op := range creates {
-		if op.dupOf == nil && !op.created && op.existing == nil && op.err == nil {
+		if op.unanswered() {
 			op.err = fmt.Errorf("pgstore: create of %v: %w", op.rec.Key, state.ErrLeaseLost)
 		}
 	}

@@ -134,10 +134,7 @@ func (s *Store) Replace(ctx context.Context, old, rec *state.Record) error {
 	if op.applied {
 		return nil
 	}
-	if err := s.refusal(rec.Key, rec.State, op.w.lease, op.w.held); err != nil {
-		return err
-	}
-	return fmt.Errorf("%w: %v: %w", ErrChanged, rec.Key, state.ErrTakenOver)
+	return op.err
 }
 
 // refusal is the error of a write of record k in state next that its
@@ -169,7 +166,7 @@ func newReplaceOp(old, rec *state.Record) *replaceOp {
 		added = [][]byte{}
 	}
 	return &replaceOp{args: recordArgs(rec, state.StoredHistory(oldH, nextH, sameBytes)), rewrite: rewrite, added: added,
-		oldState: textCol(string(old.State)), oldOwner: textCol(state.OwnerInstance(old.Owner))}
+		oldState: textCol(string(old.State)), oldOwner: textCol(state.OwnerInstance(old.Owner)), key: rec.Key, next: rec.State}
 }
 
 // Update implements state.Store. It reads the record, calls fn and hands

@@ -233,11 +233,11 @@ func (s *session) onResponse(h smpp.Header, frame []byte) {
 	r := Response{Status: h.Status, Frame: frame, Session: s.id, Sequence: h.Sequence}
 	s.mu.Lock()
 	pd, ok := s.pending[h.Sequence]
-	if ok && !answers(h.ID, pd.cmd) {
+	if ok && !answers(h.ID, pd.cmd.Load()) {
 		s.mu.Unlock()
 		// Not this request's response: the request goes on waiting for
 		// its own (or its timeout).
-		s.p.warnPDU(s.log, "mismatched_response", "response of another command than the request dropped", "seq", h.Sequence, "command", fmt.Sprintf("0x%08X", h.ID), "request", fmt.Sprintf("0x%08X", pd.cmd))
+		s.p.warnPDU(s.log, "mismatched_response", "response of another command than the request dropped", "seq", h.Sequence, "command", fmt.Sprintf("0x%08X", h.ID), "request", fmt.Sprintf("0x%08X", pd.cmd.Load()))
 		return
 	}
 	delete(s.pending, h.Sequence)

@@ -71,7 +71,7 @@ type session struct {
 // until its frame is built), which the response must answer.
 type pending struct {
 	ch  chan result
-	cmd uint32
+	cmd atomic.Uint32
 }
 
 type result struct {

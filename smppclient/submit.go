@@ -257,9 +257,7 @@ func (s *session) roundTrip(ctx context.Context, build func(uint32) []byte, befo
 		s.forget(seq)
 		return base, notSent(err)
 	}
-	s.mu.Lock()
-	pd.cmd = smpp.ParseHeader(frame).ID
-	s.mu.Unlock()
+	pd.cmd.Store(smpp.ParseHeader(frame).ID)
 	if beforeWrite != nil {
 		if err := beforeWrite(s.id, seq); err != nil {
 			s.forget(seq)
