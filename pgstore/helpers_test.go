@@ -51,6 +51,16 @@ func openTest(t testing.TB, opts Options) *Store {
 	return s
 }
 
+// openPair opens instances a and b of one store (a schema of their own)
+// with opts.
+func openPair(t *testing.T, opts Options) (a, b *Store) {
+	t.Helper()
+	opts.InstanceID = "a"
+	a = openTest(t, opts)
+	opts.Schema, opts.InstanceID = a.opts.Schema, "b"
+	return a, openTest(t, opts)
+}
+
 // exec runs sql on a connection of its own.
 func exec(t testing.TB, dsn, sql string, args ...any) pgconnTag {
 	t.Helper()

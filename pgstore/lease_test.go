@@ -82,8 +82,7 @@ func TestDeadInstanceSentRecordsBecomeUnknown(t *testing.T) {
 	c := storetest.NewClock(t0)
 	const lease = time.Hour // the heartbeat never fires during the test
 	opened := time.Now()
-	a := openTest(t, Options{DSN: dsn, InstanceID: "a", Now: c.Now, Lease: lease})
-	b := openTest(t, Options{DSN: dsn, Schema: a.opts.Schema, InstanceID: "b", Now: c.Now, Lease: lease})
+	a, b := openPair(t, Options{DSN: dsn, Now: c.Now, Lease: lease})
 	st, err := b.Status(bg)
 	if err != nil || len(st.Instances) != 2 || !st.Instances[0].Live || st.Instances[0].ID != "a" || st.Instances[0].LeaseUntil.Before(opened.Add(lease-time.Minute)) {
 		t.Fatalf("b.Status = %+v, %v; want a and b, a live for about %v from %v (the database's clock)", st.Instances, err, lease, opened)

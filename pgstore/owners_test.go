@@ -17,8 +17,7 @@ func TestInstanceLiveFollowsTheLeaseHeartbeat(t *testing.T) {
 	dsn := testDSN(t)
 	c := storetest.NewClock(t0)
 	const lease = time.Hour // the heartbeat never fires during the test
-	a := openTest(t, Options{DSN: dsn, InstanceID: "a", Now: c.Now, Lease: lease})
-	b := openTest(t, Options{DSN: dsn, Schema: a.opts.Schema, InstanceID: "b", Now: c.Now, Lease: lease})
+	a, b := openPair(t, Options{DSN: dsn, Now: c.Now, Lease: lease})
 	live := func(who string) bool {
 		t.Helper()
 		ok, err := b.InstanceLive(bg, who)

@@ -30,8 +30,7 @@ func TestTheOwnerCannotOverwriteARecordAnotherInstanceTookOver(t *testing.T) {
 	dsn := testDSN(t)
 	c := storetest.NewClock(t0)
 	const lease = time.Hour // the heartbeat never fires during the test
-	a := openTest(t, Options{DSN: dsn, InstanceID: "a", Now: c.Now, Lease: lease})
-	b := openTest(t, Options{DSN: dsn, Schema: a.opts.Schema, InstanceID: "b", Now: c.Now, Lease: lease})
+	a, b := openPair(t, Options{DSN: dsn, Now: c.Now, Lease: lease})
 	rec := sentRecord(c.Now(), "k", "a/1", 1)
 	rec.Expires = c.Now().Add(24 * time.Hour)
 	mustCreate(t, a, rec)
@@ -113,8 +112,7 @@ func TestAnOutcomeAfterTheLeaseRanOutSettlesTheRecordLeftUnknown(t *testing.T) {
 	t.Parallel()
 	dsn := testDSN(t)
 	const lease = time.Hour // the heartbeat never fires during the test
-	a := openTest(t, Options{DSN: dsn, InstanceID: "a", Lease: lease})
-	b := openTest(t, Options{DSN: dsn, Schema: a.opts.Schema, InstanceID: "b", Lease: lease})
+	a, b := openPair(t, Options{DSN: dsn, Lease: lease})
 	rec := sentRecord(time.Now(), "k", "a/1", 1)
 	rec.Expires = time.Now().Add(24 * time.Hour)
 	mustCreate(t, a, rec)
