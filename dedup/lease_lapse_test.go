@@ -25,22 +25,7 @@ import (
 // resent it for the client's retry, is the only one to write it again,
 // and what it stored (its message id) stays.
 func TestAnInstanceWhoseLeaseRanOutWritesNothingMoreUpstream(t *testing.T) {
-	dsn := pgtest.DSN(t)
-	schema := pgtest.Schema(t, dsn, "dedup_lease_")
-	c := storetest.NewClock(time.Now())
-	open := func(id string) *pgstore.Store {
-		st, err := pgstore.Open(ctx, pgstore.Options{DSN: dsn, Schema: schema, Migrate: true, InstanceID: id, Lease: time.Hour, Now: c.Now})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close() })
-		return st
-	}
-	a, b := open("a"), open("b")
-	sec, _, err := a.LoadOrCreate(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dsn, schema, c, a, b, sec := twoShared(t)
 	firstWritten, retry := make(chan struct{}), make(chan struct{})
 	var aWrites, bWrites atomic.Int32
 	var secondJournal error
@@ -64,13 +49,10 @@ func TestAnInstanceWhoseLeaseRanOutWritesNothingMoreUpstream(t *testing.T) {
 	go func() { done <- ea.Submit(ctx, "shop", Policy{}, submit(t, "k", "t")) }()
 	<-firstWritten
 	c.Advance(time.Hour + time.Second) // a's lease runs out, for a and for b; b renews and takes a's sent records
-	pgtest.SetLeaseLeft(t, dsn, schema, "a", -time.Second)
 	if err := b.Renew(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := b.ExpireDeadOwners(ctx); err != nil || n != 1 {
-		t.Fatalf("b.ExpireDeadOwners = %d, %v; want a's record taken", n, err)
-	}
+	aDiesForB(t, dsn, schema, b)
 	if got := eb.Submit(ctx, "shop", Policy{OnUnknown: config.UnknownResend}, submit(t, "k", "t")); got.Status != smpp.StatusOK {
 		t.Fatalf("the client's retry on b (on_unknown: resend) = %v; want it resent and accepted", got.Status)
 	}
@@ -167,6 +149,16 @@ func twoShared(t *testing.T) (dsn, schema string, c *testkit.Clock, a, b *pgstor
 	return dsn, schema, c, a, openShared(t, dsn, schema, "b", c.Now), sec
 }
 
+// aDiesForB makes instance a's lease run out (on the database's clock)
+// and b take a's one sent record over as unknown.
+func aDiesForB(t *testing.T, dsn, schema string, b *pgstore.Store) {
+	t.Helper()
+	pgtest.SetLeaseLeft(t, dsn, schema, "a", -time.Second)
+	if n, err := b.ExpireDeadOwners(ctx); err != nil || n != 1 {
+		t.Fatalf("b.ExpireDeadOwners = %d, %v; want a's record taken", n, err)
+	}
+}
+
 // heldForwarder journals on up/s1, signals written, waits for answer, and
 // answers res.
 func heldForwarder(written, answer chan struct{}, res Result) *fakeFwd {
@@ -246,10 +238,7 @@ func TestALateOutcomeWrittenInTheBackgroundSettlesTheRecordLeftUnknown(t *testin
 	done := make(chan Answer, 1)
 	go func() { done <- ea.Submit(ctx, "shop", Policy{}, submit(t, "k", "t")) }()
 	<-written
-	pgtest.SetLeaseLeft(t, dsn, schema, "a", -time.Second)
-	if n, err := b.ExpireDeadOwners(ctx); err != nil || n != 1 {
-		t.Fatalf("ExpireDeadOwners = %d, %v; want a's record taken", n, err)
-	}
+	aDiesForB(t, dsn, schema, b)
 	close(answer)
 	if ans := <-done; ans.Status != smpp.StatusSysErr {
 		t.Errorf("answer while the outcome could not be written = %v; want ESME_RSYSERR", ans.Status)
@@ -284,10 +273,7 @@ func TestARouteRetryRefusedForTheLeaseLeavesTheRecordRetryable(t *testing.T) {
 	done := make(chan Answer, 1)
 	go func() { done <- ea.Submit(ctx, "shop", Policy{}, submit(t, "k", "t")) }()
 	<-firstWritten
-	pgtest.SetLeaseLeft(t, dsn, schema, "a", -time.Second)
-	if n, err := b.ExpireDeadOwners(ctx); err != nil || n != 1 {
-		t.Fatalf("b.ExpireDeadOwners = %d, %v", n, err)
-	}
+	aDiesForB(t, dsn, schema, b)
 	close(retry)
 	<-done
 	r, err := b.Get(ctx, state.Key{Account: "shop", Key: "k:k"})
