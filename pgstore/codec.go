@@ -75,7 +75,7 @@ func decodeRecord(k state.Key, st string, body []byte, history [][]byte) (*state
 	if len(body) == 0 || body[0] != codecVersion1 {
 		return nil, fmt.Errorf("%w: record %v: bad version", errCorrupt, k)
 	}
-	d := varcodec.Decoder{Corrupt: errCorrupt, B: body[1:]}
+	d := varcodec.Sharing(body[1:], errCorrupt)
 	r := &state.Record{Key: k, State: state.SubmitState(st)}
 	d.Bytes(r.Fingerprint[:])
 	r.FingerprintVersion = d.Byte()
@@ -162,7 +162,7 @@ func decodeEntry(queue []byte, seq int64, b []byte) (*state.QueueEntry, error) {
 	if len(b) == 0 || b[0] != codecVersion1 {
 		return nil, fmt.Errorf("%w: queue entry %d: bad version", errCorrupt, seq)
 	}
-	d := varcodec.Decoder{Corrupt: errCorrupt, B: b[1:]}
+	d := varcodec.Sharing(b[1:], errCorrupt)
 	e := &state.QueueEntry{Queue: string(queue), Seq: uint64(seq)}
 	e.DedupKey, e.Kind, e.Upstream, e.MessageID, e.Stat = d.Str(), d.Str(), d.Str(), d.Str(), d.Str()
 	e.Command = uint32(d.Uvarint())

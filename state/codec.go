@@ -218,7 +218,7 @@ func code[T ~string](d *varcodec.Decoder, codes []T, escape byte) T {
 // decodeHot decodes a version 4 or 5 record (b without its version
 // byte).
 func decodeHot(b []byte, version byte) (*Record, uint32, error) {
-	d := varcodec.Decoder{Corrupt: errCorrupt, B: b}
+	d := varcodec.Sharing(b, errCorrupt)
 	r := &Record{}
 	r.Key.Account = d.Str()
 	r.Key.Key = d.Str()
@@ -448,7 +448,7 @@ func decodeInline(b []byte) (*Record, error) {
 	if version < recordVersion1 || version > recordVersion3 {
 		return nil, fmt.Errorf("%w: unknown version %d", errCorrupt, b[0])
 	}
-	d := varcodec.Decoder{Corrupt: errCorrupt, B: b[1:]}
+	d := varcodec.Sharing(b[1:], errCorrupt)
 	r := &Record{}
 	r.Key.Account = d.Str()
 	r.Key.Key = d.Str()

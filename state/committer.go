@@ -174,8 +174,9 @@ func (s *BadgerStore) launch(b *batch, next *batch, done chan<- error) {
 			s.log.Error("state: high-water mark not staged", "err", err)
 		}
 	}
+	es := s.newEntrySlab(b.reqs)
 	for i, r := range b.reqs {
-		err := s.setWrites(txn, r.writes, seq, &b.heldTaken)
+		err := s.setWrites(txn, r.writes, seq, &b.heldTaken, &es)
 		if errors.Is(err, badger.ErrTxnTooBig) && i > 0 {
 			// txn holds part of r's writes: rebuild it without r and
 			// carry r and the rest over to the next batch.
@@ -302,12 +303,12 @@ func (s *BadgerStore) carry(b, next *batch, i int) {
 
 // setWrites stages ws, writes of batch seq, in txn, but the entries the
 // held log keeps (stageHeld; taken collects those it settles).
-func (s *BadgerStore) setWrites(txn *badger.Txn, ws []write, seq uint64, taken *[]string) error {
+func (s *BadgerStore) setWrites(txn *badger.Txn, ws []write, seq uint64, taken *[]string, es *entrySlab) error {
 	for i := range ws {
 		if s.stageHeld(&ws[i], seq, taken) {
 			continue
 		}
-		if err := setWrites(txn, ws[i:i+1]); err != nil {
+		if err := es.set(txn, &ws[i]); err != nil {
 			return err
 		}
 	}
@@ -315,20 +316,47 @@ func (s *BadgerStore) setWrites(txn *badger.Txn, ws []write, seq uint64, taken *
 }
 
 func setWrites(txn *badger.Txn, ws []write) error {
-	for _, w := range ws {
-		var err error
-		if w.del {
-			err = txn.Delete(w.key)
-		} else {
-			e := badger.NewEntry(w.key, w.val)
-			e.ExpiresAt = w.expiresAt
-			err = txn.SetEntry(e)
-		}
-		if err != nil {
+	var es entrySlab
+	for i := range ws {
+		if err := es.set(txn, &ws[i]); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// entrySlab hands out the Badger entries of a batch from one allocation
+// instead of one each (Badger keeps every entry until the batch is
+// written, so the slab lives as long).
+type entrySlab []badger.Entry
+
+// newEntrySlab has room for the entries reqs set in Badger: not their
+// deletions, nor the puts the held log keeps.
+func (s *BadgerStore) newEntrySlab(reqs []*request) entrySlab {
+	n := 0
+	for _, r := range reqs {
+		for i := range r.writes {
+			w := &r.writes[i]
+			if !w.del && (s.held == nil || w.promote || !isHeldKey(w.key)) {
+				n++
+			}
+		}
+	}
+	return make(entrySlab, n)
+}
+
+// set stages w in txn.
+func (es *entrySlab) set(txn *badger.Txn, w *write) error {
+	if w.del {
+		return txn.Delete(w.key)
+	}
+	if len(*es) == 0 {
+		*es = make(entrySlab, 1)
+	}
+	e := &(*es)[0]
+	*es = (*es)[1:]
+	e.Key, e.Value, e.ExpiresAt = w.key, w.val, w.expiresAt
+	return txn.SetEntry(e)
 }
 
 // SetCommitObserver installs fn, called after every group commit with the

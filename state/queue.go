@@ -137,7 +137,7 @@ func decodeEntry(b []byte) (*QueueEntry, error) {
 	if len(b) == 0 || b[0] != entryVersion1 {
 		return nil, fmt.Errorf("%w: queue entry: bad version", errCorrupt)
 	}
-	d := varcodec.Decoder{Corrupt: errCorrupt, B: b[1:]}
+	d := varcodec.Sharing(b[1:], errCorrupt)
 	e := &QueueEntry{}
 	e.Queue = d.Str()
 	e.Seq = d.Uvarint()

@@ -32,6 +32,16 @@ type Decoder struct {
 	B       []byte
 	Err     error
 	Corrupt error // wrapped by every error of the decoder
+	// S, when set, is a string copy of B as it was when reading began
+	// (Sharing sets both): Str then returns substrings of S instead of
+	// copying each string, one allocation for the whole input instead of
+	// one per string read. The strings keep S's memory alive.
+	S string
+}
+
+// Sharing returns a Decoder of b whose strings share one copy of b.
+func Sharing(b []byte, corrupt error) Decoder {
+	return Decoder{B: b, S: string(b), Corrupt: corrupt}
 }
 
 // Fail records a decoding error (the first one sticks).
@@ -104,7 +114,14 @@ func (d *Decoder) Byte() byte {
 }
 
 // Str reads a string.
-func (d *Decoder) Str() string { return string(d.StrBytes()) }
+func (d *Decoder) Str() string {
+	b := d.StrBytes()
+	end := len(d.S) - len(d.B) // where b ends in S
+	if len(b) == 0 || end < len(b) {
+		return string(b) // no S (or not B's): a copy
+	}
+	return d.S[end-len(b) : end]
+}
 
 // StrBytes reads a string's bytes without copying them: the slice aliases
 // the input.
