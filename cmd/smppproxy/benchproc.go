@@ -26,7 +26,7 @@ func benchProcessFlags() []cli.Flag {
 		&cli.IntFlag{Name: "preload", Usage: "with --processes: push this many fresh keys through the proxy first, then measure its RSS and its start-up time with them in the store"},
 		&cli.DurationFlag{Name: "dlr-delay", Value: 200 * time.Millisecond, Usage: "with --processes: the simulator's receipt delay for the receipts rows; 0 = no receipts rows"},
 		&cli.BoolFlag{Name: "pprof", Usage: "with --processes: serve /debug/pprof/ on the proxy's admin API (its address is printed)"},
-		&cli.StringFlag{Name: "serve-log-level", Value: "info", Usage: "with --processes: the proxy's log level (info logs every submit decided)"},
+		&cli.StringFlag{Name: "serve-log-level", Value: "info", Usage: "with --processes: the proxy's log level (debug logs every submit decided; info, the default, only what needs an operator)"},
 		&cli.BoolFlag{Name: "keep", Usage: "with --processes: keep the temporary directory (configuration, store, child logs); it is always kept on failure"},
 		&cli.StringFlag{Name: "postgres", Usage: "with --processes: run the proxy on the shared PostgreSQL store at this `DSN` (a schema of the bench's own, dropped at the end) instead of Badger"},
 		&cli.IntFlag{Name: "instances", Value: 1, Usage: "with --processes --postgres: run this many `smppproxy serve` on the one store (each with the upstream binds, the simulator shared); the proxied load's binds are spread over them and the proxied rows are their sum"},
