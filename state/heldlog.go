@@ -324,18 +324,20 @@ func (l *heldLog) list(qp []byte, after uint64, limit int, now time.Time) heldLi
 			break
 		}
 		out.seqs = append(out.seqs, e.queueSeq)
-		if _, ok, _ := e.listable(now, true); ok {
+		if _, ok, _ := e.listable(now); ok {
 			out.live = append(out.live, e.val)
 		}
 	}
 	return out
 }
 
-// listable reports whether List (deleting: with the entries being
-// deleted) or Depths shows e at now, and e's queue (err: e's value is
-// damaged; List then reports it).
-func (e *heldEntry) listable(now time.Time, deleting bool) (queue []byte, ok bool, err error) {
-	if e.putBy != 0 || (e.delBy != 0 && !deleting) {
+// listable reports whether List and Depths show e at now, and e's queue
+// (err: e's value is damaged; List then reports it). An entry is shown
+// once the batch that put it is durable and until the one that deletes it
+// is: as Badger shows an entry it holds, and as the receipts' depth gauge
+// counts it (raised after Enqueue returns, lowered after Ack does).
+func (e *heldEntry) listable(now time.Time) (queue []byte, ok bool, err error) {
+	if e.putBy != 0 {
 		return nil, false, nil
 	}
 	queue, exp, err := peekQueueExpires(e.val)
@@ -359,7 +361,7 @@ func (l *heldLog) queueCounts(now time.Time) (map[string]heldCount, error) {
 				continue
 			}
 			c.seqs = append(c.seqs, e.queueSeq)
-			name, ok, err := e.listable(now, false)
+			name, ok, err := e.listable(now)
 			if err != nil {
 				return nil, fmt.Errorf("state: held queue entry %q: %w", e.key, err)
 			}

@@ -38,7 +38,9 @@ type Queue interface {
 	// expires. Acknowledging an entry that is not there is not an error.
 	Ack(ctx context.Context, queue string, seq uint64) error
 
-	// Depths returns the number of live entries of every non-empty queue.
+	// Depths returns the number of live entries of every non-empty queue:
+	// an entry counts from when the write that put it is durable until the
+	// one that deletes it is (an Ack in flight still counts it).
 	Depths(ctx context.Context) (map[string]int, error)
 }
 
