@@ -18,7 +18,10 @@
 // record's delivery state and event are one write (one transaction), and the
 // record is read without its history. The
 // same receipt received twice from an upstream (same upstream, id and
-// state) is queued once: the queue's dedup marker outlives the entry. MO is
+// state, for the same message: the record it matched, or the submit date
+// of one that matched none) is queued once: the queue's dedup marker
+// outlives the entry. A receipt of another message the upstream gave the
+// same id (its counter restarted) is that message's, not a duplicate. MO is
 // routed by mo_routes (longest destination prefix) or default_account and
 // queued without a dedup key (two identical MO are two messages).
 //

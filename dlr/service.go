@@ -2,6 +2,9 @@ package dlr
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -615,9 +618,25 @@ func (s *Service) respIDOf(upstream string, r *receipt) (string, bool) {
 	return "", false
 }
 
-// dedupKey identifies one receipt of one message for duplicate detection.
-func dedupKey(upstream, matchID, stateKey string) string {
-	return upstream + "\x00" + matchID + "\x00" + stateKey
+// dedupKey identifies one receipt of one message for duplicate detection:
+// its upstream, id and state, and msg, what tells apart two messages the
+// upstream gave one id (a counter that restarted, a small id space): the
+// matched record (recordMark), or an unmatched receipt's submit date.
+func dedupKey(upstream, matchID, msg, stateKey string) string {
+	return upstream + "\x00" + matchID + "\x00" + msg + "\x00" + stateKey
+}
+
+// recordMark names rec among the records one upstream id may have named
+// (a hash of its key and when it was created): short, and without the
+// client's key.
+func recordMark(rec *state.Record) string {
+	h := sha256.New()
+	for _, p := range []string{rec.Key.Account, rec.Key.Key, rec.Key.Segment} {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	h.Write(binary.BigEndian.AppendUint64(nil, uint64(rec.Created.UnixNano())))
+	return "r" + hex.EncodeToString(h.Sum(nil)[:12])
 }
 
 // route queues a matched receipt for the record's account, rewritten to
@@ -628,7 +647,7 @@ func (s *Service) route(ctx context.Context, upstream string, rec *state.Record,
 	now := s.now()
 	body := r.rewrite(clientID)
 	e := &state.QueueEntry{
-		Queue: accountQueue(acct), DedupKey: dedupKey(upstream, rec.MatchID(), r.stateKey(body)),
+		Queue: accountQueue(acct), DedupKey: dedupKey(upstream, rec.MatchID(), recordMark(rec), r.stateKey(body)),
 		Kind: KindReceipt, Upstream: upstream, MessageID: clientID, Stat: r.stat,
 		Command: r.m.cmd, Body: body, Enqueued: now, Expires: now.Add(s.account(acct).Retention),
 	}
@@ -714,7 +733,7 @@ func (s *Service) keepUnmatched(ctx context.Context, upstream string, r *receipt
 	now := s.now()
 	body := r.m.body()
 	e := &state.QueueEntry{
-		Queue: unmatchedQueue(upstream), DedupKey: dedupKey(upstream, s.ids.NormalizeReceiptID(upstream, r.id), r.stateKey(body)),
+		Queue: unmatchedQueue(upstream), DedupKey: dedupKey(upstream, s.ids.NormalizeReceiptID(upstream, r.id), "s"+r.text.SubmitDate, r.stateKey(body)),
 		Kind: KindUnmatched, Upstream: upstream, MessageID: r.id, Stat: r.stat,
 		Command: r.m.cmd, Body: body, Enqueued: now, Expires: now.Add(s.cfg.UnmatchedRetention),
 	}
