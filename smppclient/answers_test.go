@@ -47,13 +47,16 @@ func TestAResponseOfAnotherCommandIsNotTheSubmitsAnswer(t *testing.T) {
 }
 
 // failAfterFirst, once armed, writes only the first frame of the next
-// write that carries several, waits until the pool has read that frame's
-// answer, and then fails: a batch of submits whose first one the SMSC
-// answered before the connection broke.
+// write that carries several, waits until the SMSC has accepted it and the
+// pool has read the answers of all it accepted, and then fails: a batch of
+// submits whose first one the SMSC answered before the connection broke.
+// (It waited for the pool's first answer at all, which an earlier round
+// may have read already: the write then failed before the frame's answer
+// was read, and the test failed now and then.)
 type failAfterFirst struct {
 	net.Conn
-	armed    atomic.Bool
-	answered func() bool
+	armed             atomic.Bool
+	accepted, answers func() int64 // by the SMSC; read by the pool
 }
 
 func (c *failAfterFirst) Write(b []byte) (int, error) {
@@ -62,11 +65,12 @@ func (c *failAfterFirst) Write(b []byte) (int, error) {
 		return c.Conn.Write(b)
 	}
 	c.armed.Store(false)
+	before := c.accepted()
 	n, err := c.Conn.Write(b[:l])
 	if err != nil {
 		return n, err
 	}
-	testkit.Poll(5*time.Second, c.answered)
+	testkit.Poll(5*time.Second, func() bool { a := c.accepted(); return a > before && c.answers() >= a })
 	return n, errors.New("connection reset by peer")
 }
 
@@ -83,7 +87,7 @@ func TestASubmitAnsweredBeforeItsBatchsWriteFailedGetsItsAnswer(t *testing.T) {
 	p = startPool(t, testConfig(t, f.addr, func(c *Config) { c.Window = 8 }), func(nc net.Conn) net.Conn {
 		mu.Lock()
 		defer mu.Unlock()
-		conn = &failAfterFirst{Conn: nc, answered: func() bool { return p.stats.responses.Load() >= 1 }}
+		conn = &failAfterFirst{Conn: nc, accepted: func() int64 { return int64(f.ids.Load()) }, answers: func() int64 { return int64(p.stats.responses.Load()) }}
 		return conn
 	})
 	waitUp(t, p, 1)
