@@ -49,6 +49,10 @@ type write struct {
 	// if it is still held (heldlog.go); skip: the committer found it was
 	// not, and writes it neither to Badger nor to the commit log.
 	promote, skip bool
+	// reput: a put of an entry the store held already (a Sent record's
+	// index entry, its TTL grown), which may have reached Badger: the held
+	// log's entry for it sends its deletion to Badger too.
+	reput bool
 }
 
 // size is what the write weighs in a Badger transaction (its estimate

@@ -58,6 +58,10 @@ type heldEntry struct {
 	queue                                string // queue entries: their queue's prefix ("" for others)
 	queueSeq                             uint64 // queue entries: the entry's sequence number
 	gone                                 bool   // forgotten (its queue drops it lazily)
+	// inBadger: Badger may hold a copy (promoted, then put again: the put
+	// again is held, Badger keeps the promoted one), so its deletion goes
+	// to Badger too.
+	inBadger bool
 }
 
 // heldQueue is the held entries of one queue, in sequence order (the
@@ -93,12 +97,15 @@ func (l *heldLog) put(w *write, seq uint64) string {
 	if e, ok := l.m[k]; ok {
 		// Put again (a Sent record's TTL grew): its earlier put may be the
 		// durable one; a deletion or promotion in flight no longer
-		// forgets it.
+		// forgets it, and a promotion in flight may still reach Badger.
 		e.seq, e.val, e.expiresAt = min(seq, e.seq), w.val, w.expiresAt
+		e.inBadger = e.inBadger || e.promBy != 0
 		e.delBy, e.promBy = 0, 0
 		return k
 	}
-	e := &heldEntry{key: w.key, val: w.val, seq: seq, expiresAt: w.expiresAt, putBy: seq}
+	// Not held: a put again (reput) of an entry that was held until a
+	// promotion wrote it to Badger.
+	e := &heldEntry{key: w.key, val: w.val, seq: seq, expiresAt: w.expiresAt, putBy: seq, inBadger: w.reput}
 	l.m[k] = e
 	if isQueueEntryKey(w.key) {
 		qp, qseq := splitEntryKey(w.key)
@@ -137,7 +144,8 @@ func (q *heldQueue) search(seq uint64) int {
 // deleting marks key as deleted by batch seq. held reports whether the
 // entry is held (the caller settles it with the batch); toBadger whether
 // the deletion must go to Badger too (always when not held; when held,
-// only if a promotion in flight is writing it there).
+// only if a promotion in flight is writing it there or Badger may hold an
+// earlier copy: inBadger).
 func (l *heldLog) deleting(key []byte, seq uint64) (held, toBadger bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -146,7 +154,7 @@ func (l *heldLog) deleting(key []byte, seq uint64) (held, toBadger bool) {
 		return false, true
 	}
 	e.delBy = seq
-	return true, e.promBy != 0
+	return true, e.promBy != 0 || e.inBadger
 }
 
 // promoted marks key as written to Badger by batch seq and reports

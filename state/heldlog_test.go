@@ -840,3 +840,80 @@ func TestAHeldEntryIsListedAndCountedUntilItsDeletionIsDurable(t *testing.T) {
 		t.Errorf("after its deletion was durable: listed %d, counted %d; want none", listed(), counted())
 	}
 }
+
+// liveKeys counts the keys under prefix Badger itself holds now (their
+// latest version a put), read past the store.
+func liveKeys(t *testing.T, s *BadgerStore, prefix string) int {
+	t.Helper()
+	n := 0
+	err := s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(prefix)})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			n++
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// A Sent record's index entry that reached Badger (its commit log segment
+// was to be removed) and was then put again (the record's TTL grew) must
+// leave Badger when the record settles: the put again is held, and its
+// deletion went to the commit log only, leaving Badger's copy for good
+// (found by a review; each such entry cost a read at every recovery until
+// its TTL).
+func TestASentIndexEntryPutAgainAfterItsPromotionLeavesBadgerWhenItsRecordSettles(t *testing.T) {
+	s, err := OpenBadger(BadgerOptions{Path: t.TempDir(), GCInterval: -1, CheckpointInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	now := time.Now()
+	if _, _, err := s.Create(ctx, sentRecord("k", now)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.promoteHeld(^uint64(0)); err != nil {
+		t.Fatal(err)
+	}
+	if n := liveKeys(t, s, prefixSent); n != 1 {
+		t.Fatalf("after the promotion Badger holds %d Sent index entries, want 1", n)
+	}
+	old, err := s.Get(ctx, Key{Account: "acme", Key: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	longer := old.Clone()
+	longer.Expires = longer.Expires.Add(time.Hour)
+	if err := s.Replace(ctx, old, longer); err != nil {
+		t.Fatal(err)
+	}
+	accept(t, s, "k", now)
+	if n := liveKeys(t, s, prefixSent); n != 0 {
+		t.Errorf("Badger holds %d Sent index entries once the record left Sent, want 0", n)
+	}
+	if got := scanSent(t, s); len(got) != 0 {
+		t.Errorf("ScanState(Sent) = %v, want none", got)
+	}
+}
+
+// An entry put again while its promotion is in flight may be in Badger
+// once that batch is durable: its deletion must go to Badger too.
+func TestAnEntryPutAgainDuringItsPromotionIsDeletedFromBadgerToo(t *testing.T) {
+	l := newHeldLog()
+	k := sentKey([]byte("r/acme\x00k\x00"))
+	w := &write{key: k, expiresAt: 1}
+	l.settled([]string{l.put(w, 1)}, 1, true)
+	if !l.promoted(&write{key: k, promote: true}, 2) {
+		t.Fatal("the entry was not promoted")
+	}
+	l.put(&write{key: k, expiresAt: 2}, 2) // in the same batch
+	l.settled([]string{string(k)}, 2, true)
+	if held, toBadger := l.deleting(k, 3); !held || !toBadger {
+		t.Errorf("deleting after a promotion and a put again: held %v, to Badger %v; want true, true", held, toBadger)
+	}
+}

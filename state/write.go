@@ -289,7 +289,7 @@ func appendIndexWrites(ws []write, cur, next *Record, rk []byte, exp uint64, gro
 	wasSent := cur != nil && cur.State == Sent
 	switch {
 	case next.State == Sent && (grows || !wasSent):
-		ws = append(ws, write{key: sentKey(rk), expiresAt: exp})
+		ws = append(ws, write{key: sentKey(rk), expiresAt: exp, reput: wasSent})
 	case next.State != Sent && wasSent:
 		ws = append(ws, write{key: sentKey(rk), del: true})
 	}
