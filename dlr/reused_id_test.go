@@ -1,9 +1,12 @@
 package dlr
 
 import (
+	"strconv"
 	"testing"
+	"time"
 
 	"github.com/smppproxy/smppproxy/smpp"
+	"github.com/smppproxy/smppproxy/state"
 )
 
 // An upstream that gives a new message an id it gave an earlier one (its
@@ -54,5 +57,41 @@ func TestUnmatchedReceiptsOfAReusedIDAreToldApartBySubmitDate(t *testing.T) {
 	}
 	if e.svc.Count(OutUnmatched) != 2 || e.svc.Count(OutDuplicate) != 1 {
 		t.Errorf("unmatched %d, duplicate %d; want 2 (two messages) and 1 (the second again)", e.svc.Count(OutUnmatched), e.svc.Count(OutDuplicate))
+	}
+}
+
+// A record renewed past its fingerprint window is archived under another
+// key, and its receipts then match the archive: the same receipt sent
+// again after that is still a duplicate of the one queued before (from a
+// review: the record's key in the dedup key made it a new receipt).
+func TestTheSameReceiptAfterItsRecordWasRenewedIsADuplicate(t *testing.T) {
+	e := newEnv(t, nil)
+	old := e.accepted(t, "bank", "k1", "3e8")
+	frame := dlrFrame("1000", "DELIVRD")
+	if st := e.deliver(t, frame); st != smpp.StatusOK {
+		t.Fatalf("OnDeliver = %v, want 0", st)
+	}
+	cur, err := e.st.Get(bg, old.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	arch := cur.Clone() // as the engine archives a record past its window
+	arch.Key.Key = cur.Key.Key + "@" + strconv.FormatInt(cur.Created.UnixNano(), 36)
+	arch.Owner = "archived"
+	if _, _, err := e.st.Create(bg, arch); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	if _, err := e.st.Update(bg, old.Key, func(r *state.Record) error {
+		*r = state.Record{Key: old.Key, State: state.Sent, Owner: "me", Created: now, Updated: now, Expires: now.Add(time.Hour)}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if st := e.deliver(t, frame); st != smpp.StatusOK {
+		t.Fatalf("OnDeliver of the same receipt again = %v, want 0", st)
+	}
+	if got, n := e.svc.Count(OutDuplicate), len(queued(t, e.st, accountQueue("bank"))); got != 1 || n != 1 {
+		t.Errorf("Count(duplicate) = %d with %d queued; want 1 and 1", got, n)
 	}
 }

@@ -626,12 +626,13 @@ func dedupKey(upstream, matchID, msg, stateKey string) string {
 	return upstream + "\x00" + matchID + "\x00" + msg + "\x00" + stateKey
 }
 
-// recordMark names rec among the records one upstream id may have named
-// (a hash of its key and when it was created): short, and without the
-// client's key.
+// recordMark names rec among the records one upstream id may have named:
+// a hash of its account, segment and when it was created, short. Not of
+// its key: a record renewed past its fingerprint window is archived under
+// another key, and the receipts matched before and after must agree.
 func recordMark(rec *state.Record) string {
 	h := sha256.New()
-	for _, p := range []string{rec.Key.Account, rec.Key.Key, rec.Key.Segment} {
+	for _, p := range []string{rec.Key.Account, rec.Key.Segment} {
 		h.Write([]byte(p))
 		h.Write([]byte{0})
 	}
