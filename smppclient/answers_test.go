@@ -47,31 +47,50 @@ func TestAResponseOfAnotherCommandIsNotTheSubmitsAnswer(t *testing.T) {
 }
 
 // failAfterFirst, once armed, writes only the first frame of the next
-// write that carries several, waits until the SMSC has accepted it and the
-// pool has read the answers of all it accepted, and then fails: a batch of
-// submits whose first one the SMSC answered before the connection broke.
-// (It waited for the pool's first answer at all, which an earlier round
-// may have read already: the write then failed before the frame's answer
-// was read, and the test failed now and then.)
+// write that carries several, waits until the SMSC has accepted every
+// submit written so far, that one included, and the pool has read their
+// answers, and then fails: a batch of submits whose first one the SMSC
+// answered before the connection broke. (It waited for the pool's first
+// answer at all, which an earlier round may have read already: the write
+// then failed before the frame's answer was read, and the test failed now
+// and then.)
 type failAfterFirst struct {
 	net.Conn
 	armed             atomic.Bool
+	written           int64        // submit_sm frames written
 	accepted, answers func() int64 // by the SMSC; read by the pool
 }
 
 func (c *failAfterFirst) Write(b []byte) (int, error) {
 	l := int(binary.BigEndian.Uint32(b))
 	if !c.armed.Load() || l >= len(b) {
+		c.written += submits(b)
 		return c.Conn.Write(b)
 	}
 	c.armed.Store(false)
-	before := c.accepted()
+	c.written += submits(b[:l])
 	n, err := c.Conn.Write(b[:l])
 	if err != nil {
 		return n, err
 	}
-	testkit.Poll(5*time.Second, func() bool { a := c.accepted(); return a > before && c.answers() >= a })
+	testkit.Poll(5*time.Second, func() bool { return c.accepted() >= c.written && c.answers() >= c.written })
 	return n, errors.New("connection reset by peer")
+}
+
+// submits counts the submit_sm frames in b (whole frames).
+func submits(b []byte) int64 {
+	n := int64(0)
+	for len(b) >= smpp.HeaderLen {
+		h := smpp.ParseHeader(b)
+		if h.ID == smpp.CmdSubmitSM {
+			n++
+		}
+		b = b[min(int(h.Length), len(b)):]
+		if h.Length == 0 {
+			break
+		}
+	}
+	return n
 }
 
 // A submit the SMSC answered is given that answer even when the write of
