@@ -20,11 +20,19 @@ import (
 
 // versions counts the versions (puts and deletions) of the keys under
 // prefix Badger itself holds, read past the store.
-func versions(t *testing.T, s *BadgerStore, prefix string) int {
+func versions(t *testing.T, s *BadgerStore, prefix string) int { return badgerKeys(t, s, prefix, true) }
+
+// liveKeys counts the keys under prefix Badger itself holds now (their
+// latest version a put), read past the store.
+func liveKeys(t *testing.T, s *BadgerStore, prefix string) int {
+	return badgerKeys(t, s, prefix, false)
+}
+
+func badgerKeys(t *testing.T, s *BadgerStore, prefix string, allVersions bool) int {
 	t.Helper()
 	n := 0
 	err := s.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(prefix), AllVersions: true})
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(prefix), AllVersions: allVersions})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
 			n++
@@ -839,25 +847,6 @@ func TestAHeldEntryIsListedAndCountedUntilItsDeletionIsDurable(t *testing.T) {
 	if listed() != 0 || counted() != 0 {
 		t.Errorf("after its deletion was durable: listed %d, counted %d; want none", listed(), counted())
 	}
-}
-
-// liveKeys counts the keys under prefix Badger itself holds now (their
-// latest version a put), read past the store.
-func liveKeys(t *testing.T, s *BadgerStore, prefix string) int {
-	t.Helper()
-	n := 0
-	err := s.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(prefix)})
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			n++
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
 }
 
 // A Sent record's index entry that reached Badger (its commit log segment
