@@ -292,7 +292,11 @@ func (d *dispatcher) pump() (time.Duration, bool) {
 	case stop < len(entries) && entries[stop].Seq <= d.next:
 		d.redoLocked(entries[stop].Seq)
 	case stop == len(entries) && stop > 0 && stop == c.limit && entries[stop-1].Seq < d.next:
+		// Read whole (entries in hand beyond the window: cursorLocked)
+		// short of the cursor: go on at once from there, before the
+		// next List from the head would start over.
 		d.redoLocked(entries[stop-1].Seq + 1)
+		wait = 0
 	}
 	d.mu.Unlock()
 	d.start(sends)
