@@ -380,9 +380,13 @@ func (t *throttles) set(accts []config.Account) {
 }
 
 // middleware is the link of the request chain that applies the limits.
+// The account's throughput counts what it sends upstream: submit_sm, and
+// query_sm and cancel_sm, which take the upstream's window slots and
+// throughput tokens as a submit does (unlimited, one account could spend
+// the capacity the others share).
 func (t *throttles) middleware(next smppserver.Handler) smppserver.Handler {
 	return smppserver.HandlerFunc(func(ctx context.Context, w smppserver.ResponseWriter, r *smppserver.Request) {
-		if r.Header.ID == smpp.CmdSubmitSM {
+		if id := r.Header.ID; id == smpp.CmdSubmitSM || id == smpp.CmdQuerySM || id == smpp.CmdCancelSM {
 			if l := (*t.lim.Load())[r.Session.Account()]; l != nil && !l.Allow() {
 				t.count.WithLabelValues(r.Session.Account(), "throughput").Inc()
 				_ = w.WriteStatus(smpp.StatusThrottled)
