@@ -3,7 +3,10 @@
 // the ESME names the message by the id it was given, the record is found
 // in the store (by proxy id or by the upstream id, read with msgid), and
 // the PDU goes to that upstream with the upstream's id. It imports smpp,
-// msgid, smppserver, smppclient (the Requester's response) and state.
+// logx (its rate-limited lines), msgid, smppserver, smppclient (the
+// Requester's response) and state. Each query's outcome is a debug line;
+// an upstream or the store failing queries is logged once per 10s per
+// upstream, with the lines held back since.
 package querycancel
 
 import (
@@ -11,7 +14,9 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"time"
 
+	"github.com/smppproxy/smppproxy/logx"
 	"github.com/smppproxy/smppproxy/msgid"
 	"github.com/smppproxy/smppproxy/smpp"
 	"github.com/smppproxy/smppproxy/smppclient"
@@ -45,7 +50,13 @@ type Config struct {
 type forwarder struct {
 	cfg Config
 	log *slog.Logger
+	// warn lets the lines about an upstream or the store failing a query
+	// through once per warnEvery per upstream and kind: every query can
+	// fail alike, and a bound ESME sends as many as it likes.
+	warn *logx.Limiter
 }
+
+const warnEvery = 10 * time.Second
 
 // Middleware returns the link of the request chain that forwards query_sm
 // and cancel_sm to the upstream holding the message (by upstream name, from
@@ -68,6 +79,7 @@ func Middleware(cfg Config) smppserver.Middleware {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &forwarder{cfg: cfg, log: cfg.Logger}
+	s.initWarn()
 	return func(next smppserver.Handler) smppserver.Handler {
 		return smppserver.HandlerFunc(func(ctx context.Context, w smppserver.ResponseWriter, r *smppserver.Request) {
 			var idOff int
@@ -95,6 +107,24 @@ func Middleware(cfg Config) smppserver.Middleware {
 	}
 }
 
+func (s *forwarder) initWarn() { s.warn = logx.NewLimiter(warnEvery, 64, nil) }
+
+// warnf logs msg at level for kind (an upstream's name, or "store") at
+// most once per warnEvery, with the lines held back since.
+func (s *forwarder) warnf(log *slog.Logger, level slog.Level, kind, msg string, args ...any) {
+	if s.warn == nil {
+		s.initWarn()
+	}
+	ok, n := s.warn.Allow(kind + "\x00" + msg)
+	if !ok {
+		return
+	}
+	if n > 0 {
+		args = append(args, "suppressed", n)
+	}
+	log.Log(context.Background(), level, msg, args...)
+}
+
 // Statuses answered by the query/cancel forwarder.
 const (
 	statusQueryFail  smpp.Status = 0x00000067 // ESME_RQUERYFAIL
@@ -115,10 +145,10 @@ func (s *forwarder) forwardQuery(ctx context.Context, account string, h smpp.Hea
 	rec, err := s.lookupClientID(ctx, account, clientID)
 	if err != nil {
 		if !errors.Is(err, state.ErrNotFound) {
-			log.Error("querycancel: store lookup for a query failed", "err", err)
+			s.warnf(log, slog.LevelError, "store", "querycancel: store lookup for a query failed", "err", err)
 			return smppserver.StatusResponse(h, smpp.StatusSysErr)
 		}
-		log.Info("querycancel: query for an unknown message id", "status", smpp.StatusInvMsgID.String())
+		log.Debug("querycancel: query for an unknown message id", "status", smpp.StatusInvMsgID.String())
 		return smppserver.StatusResponse(h, smpp.StatusInvMsgID)
 	}
 	up, ok := s.cfg.Upstream(rec.Upstream)
@@ -127,7 +157,7 @@ func (s *forwarder) forwardQuery(ctx context.Context, account string, h smpp.Hea
 		if h.ID == smpp.CmdCancelSM {
 			st = statusCancelFail
 		}
-		log.Info("querycancel: query for a message without an upstream id", "state", string(rec.State), "status", st.String())
+		log.Debug("querycancel: query for a message without an upstream id", "state", string(rec.State), "status", st.String())
 		return smppserver.StatusResponse(h, st)
 	}
 	out := make([]byte, 0, len(body)+len(rec.MessageID))
@@ -136,12 +166,12 @@ func (s *forwarder) forwardQuery(ctx context.Context, account string, h smpp.Hea
 	out = append(out, rest...)
 	resp, err := up.Submit(ctx, "", func(seq uint32) []byte { return smpp.EncodeSimple(h.ID, smpp.StatusOK, seq, out) }, nil)
 	if err != nil {
-		log.Warn("querycancel: query not answered by the upstream", "upstream", rec.Upstream, "err", err)
+		s.warnf(log, slog.LevelWarn, rec.Upstream, "querycancel: query not answered by the upstream", "upstream", rec.Upstream, "err", err)
 		return smppserver.StatusResponse(h, smpp.StatusSysErr)
 	}
 	rh := smpp.ParseHeader(resp.Frame)
 	if rh.ID != h.ID|smpp.RespBit { // generic_nack
-		log.Info("querycancel: query refused by the upstream", "upstream", rec.Upstream, "status", rh.Status.String())
+		log.Debug("querycancel: query refused by the upstream", "upstream", rec.Upstream, "status", rh.Status.String())
 		return smppserver.StatusResponse(h, rh.Status)
 	}
 	rbody := resp.Frame[smpp.HeaderLen:]
@@ -150,7 +180,7 @@ func (s *forwarder) forwardQuery(ctx context.Context, account string, h smpp.Hea
 			rbody = append([]byte(clientID), rbody[i:]...)
 		}
 	}
-	log.Info("querycancel: query forwarded", "upstream", rec.Upstream, "upstream_message_id", rec.MessageID, "status", rh.Status.String())
+	log.Debug("querycancel: query forwarded", "upstream", rec.Upstream, "upstream_message_id", rec.MessageID, "status", rh.Status.String())
 	return smpp.EncodeSimple(rh.ID, rh.Status, h.Sequence, rbody)
 }
 

@@ -3,7 +3,9 @@ package querycancel
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -78,5 +80,40 @@ func TestQueryForAnotherAccountsMessageIsInvalidMsgID(t *testing.T) {
 	}
 	if up.got != nil {
 		t.Errorf("the upstream was asked %q", up.got)
+	}
+}
+
+// unreachable fails every request, as an upstream whose binds are down.
+type unreachable struct{}
+
+func (unreachable) Submit(context.Context, string, func(uint32) []byte, func(string, uint32) error) (smppclient.Response, error) {
+	return smppclient.Response{}, errors.New("no session bound")
+}
+
+// A query is one of an ESME's requests, not an event an operator acts on:
+// at the default level it logs nothing when answered, and an upstream that
+// cannot answer is logged at most once per interval however many queries
+// an ESME sends (from review: a line each, with a string of the ESME's
+// choosing, a log flood any bound ESME could make).
+func TestQueriesDoNotFloodTheLog(t *testing.T) {
+	f, _ := newForwarder(t)
+	var buf bytes.Buffer
+	f.log = slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	ctx := context.Background()
+	for range 100 {
+		f.forwardQuery(ctx, "shop", smpp.ParseHeader(querySM("nope")), querySM("nope"), 0) // unknown id
+		f.forwardQuery(ctx, "shop", smpp.ParseHeader(querySM("3e8")), querySM("3e8"), 0)   // forwarded
+	}
+	if buf.Len() != 0 {
+		t.Errorf("200 queries answered logged at info:\n%s", buf.String())
+	}
+	f.cfg.Upstream = func(string) (Requester, bool) { return unreachable{}, true }
+	for range 100 {
+		if h := smpp.ParseHeader(f.forwardQuery(ctx, "shop", smpp.ParseHeader(querySM("3e8")), querySM("3e8"), 0)); h.Status != smpp.StatusSysErr {
+			t.Fatalf("query with the upstream unreachable = %v, want ESME_RSYSERR", h.Status)
+		}
+	}
+	if n := strings.Count(buf.String(), "\n"); n != 1 {
+		t.Errorf("100 queries the upstream could not answer logged %d lines, want 1:\n%s", n, buf.String())
 	}
 }

@@ -65,7 +65,7 @@ var layers = map[string][]string{
 	"route": {"smpp", "logx", "internal/clock", "smppclient", "state"},
 	"dlr":   {"smpp", "logx", "msgid", "smppserver", "smppclient", "state"},
 	// querycancel is the query_sm/cancel_sm link of smppserver's chain.
-	"querycancel": {"smpp", "msgid", "smppserver", "smppclient", "state"},
+	"querycancel": {"smpp", "logx", "msgid", "smppserver", "smppclient", "state"},
 
 	// The SMPP peers the proxy is tested and benchmarked against (and the
 	// CLI's send, sim and bench tools): a client and an SMSC simulator.
