@@ -225,7 +225,49 @@ func NewHandler(cfg Config) http.Handler {
 	})
 	mux.Handle("/api/v1/", h.auth(h.guardMutations(api)))
 	h.mountStatus(mux, api) // GET /, /static/ and /api/v1/status: the status page (status.go)
-	return mux
+	return h.hostGuard(mux)
+}
+
+// hostGuard, when no token is configured, answers only requests addressed
+// to an IP address, to localhost, or to the host name the listener was
+// configured with, and the health probes whatever they name. Without it a
+// web page whose host name an attacker points at this machine once it is
+// loaded (DNS rebinding) would be same-origin with the listener in an
+// operator's browser, and could read sessions, keys, metrics and the status
+// page; such a request names the attacker's host. With a token the token
+// decides (a page cannot send it).
+func (h *handler) hostGuard(next http.Handler) http.Handler {
+	if h.cfg.Token != "" {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" || h.hostAllowed(r.Host) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		src, _, _ := net.SplitHostPort(r.RemoteAddr)
+		if ok, n := h.refusedLog.Allow(src); ok {
+			h.log.Warn("admin request refused", "remote", r.RemoteAddr, "method", r.Method, "path", r.URL.Path, "why", "addressed to another host name", "suppressed", n)
+		}
+		writeError(w, http.StatusMisdirectedRequest, "without admin.token_file the admin API answers only requests addressed to an IP address or localhost (a host name may be a DNS rebinding attack from a web page); set a token to reach it by name")
+	})
+}
+
+// hostAllowed reports whether a request's Host (host[:port]) may reach
+// the API without a token (hostGuard).
+func (h *handler) hostAllowed(hostPort string) bool {
+	host, _, err := net.SplitHostPort(hostPort)
+	if err != nil {
+		host = strings.TrimSuffix(strings.TrimPrefix(hostPort, "["), "]")
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	if _, err := netip.ParseAddr(host); err == nil {
+		return true
+	}
+	configured, _, err := net.SplitHostPort(h.cfg.Address)
+	return err == nil && configured != "" && strings.EqualFold(configured, host)
 }
 
 // guardMutations keeps every call that may change state (any method but
