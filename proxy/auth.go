@@ -2,10 +2,14 @@ package proxy
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/binary"
 	"log/slog"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,6 +54,10 @@ type accountAuth struct {
 	logLimit *logx.Limiter
 	checks   chan struct{} // semaphore of the bcrypt checks
 
+	// pick chooses the dummy hash an unknown system_id is checked against
+	// (dummyFor): a key of this process's own.
+	pick []byte
+
 	// compare and sleep are bcrypt.CompareHashAndPassword and a wait that
 	// ends with ctx; tests replace them.
 	compare func(hash, pw []byte) error
@@ -72,6 +80,7 @@ func newAccountAuth(log *slog.Logger, accts []config.Account, now func() time.Ti
 		checks:   make(chan struct{}, bcryptChecks()),
 		compare:  bcrypt.CompareHashAndPassword,
 		sleep:    clock.Sleep,
+		pick:     []byte(rand.Text()),
 	}
 	a.setAccounts(accts)
 	return a
@@ -87,34 +96,54 @@ func bcryptChecks() int {
 
 // accountSet is the accounts a bind is checked against.
 type accountSet struct {
-	byID  map[string]*config.Account
-	dummy []byte // bcrypt hash of no password; nil when no account has a hash
+	byID map[string]*config.Account
+	// costs are the bcrypt costs of the accounts' hashes, sorted, and
+	// dummies a hash of no password at each (none when no account has a
+	// hash): what an unknown system_id is checked against (dummyFor).
+	costs   []int
+	dummies map[int][]byte
 }
 
 // setAccounts puts accts in force for the binds that follow (sessions
 // already bound keep their account); a reload calls it.
 func (a *accountAuth) setAccounts(accts []config.Account) {
-	set := &accountSet{byID: make(map[string]*config.Account, len(accts))}
-	maxCost := 0
+	set := &accountSet{byID: make(map[string]*config.Account, len(accts)), dummies: map[int][]byte{}}
+	var old map[int][]byte
+	if o := a.set.Load(); o != nil {
+		old = o.dummies
+	}
 	for i := range accts {
 		acc := accts[i]
 		set.byID[acc.SystemID] = &acc
-		if h := acc.PasswordHash; h != "" {
-			if c, err := bcrypt.Cost([]byte(h)); err == nil {
-				maxCost = max(maxCost, c)
-			}
+		c, err := bcrypt.Cost([]byte(acc.PasswordHash))
+		if acc.PasswordHash == "" || err != nil || set.dummies[c] != nil {
+			continue
 		}
-	}
-	if old := a.set.Load(); old != nil && old.dummy != nil {
-		if c, err := bcrypt.Cost(old.dummy); err == nil && c == maxCost {
-			set.dummy = old.dummy
+		if set.dummies[c] = old[c]; set.dummies[c] == nil {
+			// The password is random so that no bind can match it.
+			set.dummies[c], _ = bcrypt.GenerateFromPassword([]byte(rand.Text()), c)
 		}
+		set.costs = append(set.costs, c)
 	}
-	if maxCost > 0 && set.dummy == nil {
-		// The password is random so that no bind can match it.
-		set.dummy, _ = bcrypt.GenerateFromPassword([]byte(rand.Text()), maxCost)
-	}
+	slices.Sort(set.costs)
 	a.set.Store(set)
+}
+
+// dummyFor is the hash an unknown system_id id is checked against: one of
+// the configured costs' dummies, the same for id every time, chosen by a
+// keyed hash of id so that every cost serves some ids. A wrong password
+// for an account then costs what some unknown system_ids cost, whatever
+// the account's cost (with only the highest cost, the accounts of a lower
+// one answered faster than any unknown id: their existence showed). nil
+// when no account has a hash.
+func (a *accountAuth) dummyFor(set *accountSet, id string) []byte {
+	if len(set.costs) == 0 {
+		return nil
+	}
+	m := hmac.New(sha256.New, a.pick)
+	m.Write([]byte(id))
+	n := binary.BigEndian.Uint64(m.Sum(nil)) % uint64(len(set.costs))
+	return set.dummies[set.costs[n]]
 }
 
 func (a *accountAuth) isDisabled(id string) bool {
@@ -155,7 +184,7 @@ func (a *accountAuth) check(ctx context.Context, r smppserver.BindRequest) (*con
 	set := a.set.Load()
 	acc, ok := set.byID[r.SystemID]
 	if !ok {
-		if _, err := a.verify(ctx, set.dummy, "\x00", r.Password); err != nil {
+		if _, err := a.verify(ctx, a.dummyFor(set, r.SystemID), "\x00", r.Password); err != nil {
 			return nil, bindAccepted, err
 		}
 		return nil, refusedUnknownSystemID, nil

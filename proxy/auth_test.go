@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync/atomic"
@@ -15,10 +16,14 @@ import (
 	"github.com/smppproxy/smppproxy/smpp"
 )
 
-// An unknown system_id is checked against a bcrypt hash of the highest
-// cost among the configured accounts, so it costs what a wrong password
-// costs and the existence of an account cannot be told by timing.
-func TestUnknownSystemIDIsCheckedAtTheHighestConfiguredBcryptCost(t *testing.T) {
+// An unknown system_id is checked against a bcrypt hash of one of the
+// configured costs, the same one every time for that system_id, and every
+// configured cost is used for some: a wrong password for an account costs
+// what an unknown system_id may, so the existence of an account cannot be
+// told by timing. (It was always the highest cost: with accounts hashed at
+// two costs, the cheaper ones answered a wrong password several times
+// faster than an unknown system_id, from review.)
+func TestUnknownSystemIDsAreCheckedAtTheConfiguredBcryptCostsAlike(t *testing.T) {
 	accts := []config.Account{
 		account("low", "", hashOf(t, "pw", bcrypt.MinCost)),
 		account("high", "", hashOf(t, "pw", bcrypt.MinCost+2)),
@@ -30,18 +35,35 @@ func TestUnknownSystemIDIsCheckedAtTheHighestConfiguredBcryptCost(t *testing.T) 
 		compared = append(compared, hash)
 		return bcrypt.CompareHashAndPassword(hash, pw)
 	}
-	if _, st := a.Authenticate(t.Context(), bindFrom("192.0.2.1", "nobody", "pw")); st != smpp.StatusBindFail {
-		t.Fatalf("bind as an unknown system_id = %v, want ESME_RBINDFAIL", st)
+	costOf := func(id string) int {
+		t.Helper()
+		compared = nil
+		if _, st := a.Authenticate(t.Context(), bindFrom("192.0.2.1", id, "pw")); st != smpp.StatusBindFail {
+			t.Fatalf("bind as an unknown system_id = %v, want ESME_RBINDFAIL", st)
+		}
+		if len(compared) != 1 {
+			t.Fatalf("bcrypt checks for an unknown system_id = %d, want 1", len(compared))
+		}
+		cost, err := bcrypt.Cost(compared[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cost
 	}
-	if len(compared) != 1 {
-		t.Fatalf("bcrypt checks for an unknown system_id = %d, want 1", len(compared))
+	seen := map[int]int{}
+	for i := range 32 {
+		id := fmt.Sprint("nobody-", i)
+		c := costOf(id)
+		if c != bcrypt.MinCost && c != bcrypt.MinCost+2 {
+			t.Fatalf("unknown system_id %s checked at cost %d, want one of the configured %d, %d", id, c, bcrypt.MinCost, bcrypt.MinCost+2)
+		}
+		if again := costOf(id); again != c {
+			t.Fatalf("unknown system_id %s checked at cost %d, then %d; want the same each time", id, c, again)
+		}
+		seen[c]++
 	}
-	cost, err := bcrypt.Cost(compared[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cost != bcrypt.MinCost+2 {
-		t.Errorf("cost of the hash an unknown system_id is checked against = %d, want %d (the highest configured)", cost, bcrypt.MinCost+2)
+	if len(seen) != 2 {
+		t.Errorf("32 unknown system_ids checked at costs %v; want both configured costs used", seen)
 	}
 	if _, st := a.Authenticate(t.Context(), bindFrom("192.0.2.1", "high", "pw")); st != smpp.StatusOK {
 		t.Errorf("bind with the right password = %v, want 0", st)
