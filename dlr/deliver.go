@@ -292,11 +292,7 @@ func (d *dispatcher) pump() (time.Duration, bool) {
 	case stop < len(entries) && entries[stop].Seq <= d.next:
 		d.redoLocked(entries[stop].Seq)
 	case stop == len(entries) && stop > 0 && stop == c.limit && entries[stop-1].Seq < d.next:
-		// Read whole (entries in hand beyond the window: cursorLocked)
-		// short of the cursor: go on at once from there, before the
-		// next List from the head would start over.
 		d.redoLocked(entries[stop-1].Seq + 1)
-		wait = 0
 	}
 	d.mu.Unlock()
 	d.start(sends)
@@ -327,10 +323,6 @@ func (d *dispatcher) window() int {
 // rather than from its cursor (see dispatcher.next).
 const fullListEvery = time.Second
 
-// relistMost is the most entries in hand a List from before the cursor
-// reads beyond the free window slots (see cursorLocked).
-const relistMost = 256
-
 // listing is where a pump reads the queue from and how much of it.
 type listing struct {
 	after uint64
@@ -342,12 +334,7 @@ type listing struct {
 // cursorLocked chooses the List of a pump with free window slots: from
 // the head when one is due, before the lowest entry that went back to
 // pending or whose refusal has run out, else after the last entry dealt
-// with (then only the free slots' worth is read). A List from before the
-// cursor reads up to relistMost of the entries in hand besides: with an
-// ESME that refuses everything they are most of the queue, and reading
-// them all again for each refusal that came due cost thousands of entries
-// per deliver_sm; a pump that does not get past them in its List leaves
-// the rest to the next one (pump).
+// with (then only the free slots' worth is read).
 func (d *dispatcher) cursorLocked(now time.Time, free int) listing {
 	if d.held[entryRefused] > 0 {
 		for seq, e := range d.entries {
@@ -364,7 +351,7 @@ func (d *dispatcher) cursorLocked(now time.Time, free int) listing {
 		c.after = min(d.next, d.redo-1)
 	}
 	if c.after != d.next {
-		c.limit += min(len(d.entries), relistMost) // entries in hand are listed again
+		c.limit += len(d.entries) // the entries in hand are listed again
 	}
 	return c
 }
