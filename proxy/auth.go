@@ -99,7 +99,9 @@ type accountSet struct {
 	byID map[string]*config.Account
 	// costs are the bcrypt costs of the accounts' hashes, sorted, and
 	// dummies a hash of no password at each (none when no account has a
-	// hash): what an unknown system_id is checked against (dummyFor).
+	// hash): what an unknown system_id is checked against (dummyFor). Cost
+	// 0 stands for the plain passwords, when some accounts have one beside
+	// hashed ones: its dummy is nil (checked as a plain password is).
 	costs   []int
 	dummies map[int][]byte
 }
@@ -112,9 +114,11 @@ func (a *accountAuth) setAccounts(accts []config.Account) {
 	if o := a.set.Load(); o != nil {
 		old = o.dummies
 	}
+	plain := false
 	for i := range accts {
 		acc := accts[i]
 		set.byID[acc.SystemID] = &acc
+		plain = plain || acc.PasswordHash == ""
 		c, err := bcrypt.Cost([]byte(acc.PasswordHash))
 		if acc.PasswordHash == "" || err != nil || set.dummies[c] != nil {
 			continue
@@ -125,6 +129,9 @@ func (a *accountAuth) setAccounts(accts []config.Account) {
 		}
 		set.costs = append(set.costs, c)
 	}
+	if plain && len(set.costs) > 0 {
+		set.costs = append(set.costs, 0) // dummies[0] is nil
+	}
 	slices.Sort(set.costs)
 	a.set.Store(set)
 }
@@ -134,7 +141,8 @@ func (a *accountAuth) setAccounts(accts []config.Account) {
 // keyed hash of id so that every cost serves some ids. A wrong password
 // for an account then costs what some unknown system_ids cost, whatever
 // the account's cost (with only the highest cost, the accounts of a lower
-// one answered faster than any unknown id: their existence showed). nil
+// one answered faster than any unknown id: their existence showed), and a
+// wrong plain password what others cost (nil: a plain comparison). nil
 // when no account has a hash.
 func (a *accountAuth) dummyFor(set *accountSet, id string) []byte {
 	if len(set.costs) == 0 {

@@ -27,7 +27,6 @@ func TestUnknownSystemIDsAreCheckedAtTheConfiguredBcryptCostsAlike(t *testing.T)
 	accts := []config.Account{
 		account("low", "", hashOf(t, "pw", bcrypt.MinCost)),
 		account("high", "", hashOf(t, "pw", bcrypt.MinCost+2)),
-		account("plain", "pw", ""),
 	}
 	a, _, _ := testAccountAuth(nil, accts)
 	var compared [][]byte
@@ -67,6 +66,35 @@ func TestUnknownSystemIDsAreCheckedAtTheConfiguredBcryptCostsAlike(t *testing.T)
 	}
 	if _, st := a.Authenticate(t.Context(), bindFrom("192.0.2.1", "high", "pw")); st != smpp.StatusOK {
 		t.Errorf("bind with the right password = %v, want 0", st)
+	}
+}
+
+// With plain-password accounts beside hashed ones, some unknown system_ids
+// are checked as a plain password is (no bcrypt), so that the fast refusal
+// of a wrong plain password does not tell that account apart either (from
+// review: every unknown system_id cost a bcrypt check).
+func TestUnknownSystemIDsAreCheckedAsPlainPasswordsTooWhenSomeAccountsHaveOne(t *testing.T) {
+	a, _, _ := testAccountAuth(nil, []config.Account{
+		account("hashed", "", hashOf(t, "pw", bcrypt.MinCost)),
+		account("plain", "pw", ""),
+	})
+	checks := 0
+	a.compare = func(hash, pw []byte) error {
+		checks++
+		return bcrypt.CompareHashAndPassword(hash, pw)
+	}
+	without := 0
+	for i := range 32 {
+		before := checks
+		if _, st := a.Authenticate(t.Context(), bindFrom("192.0.2.1", fmt.Sprint("nobody-", i), "pw")); st != smpp.StatusBindFail {
+			t.Fatalf("bind as an unknown system_id = %v, want ESME_RBINDFAIL", st)
+		}
+		if checks == before {
+			without++
+		}
+	}
+	if without == 0 || without == 32 {
+		t.Errorf("%d of 32 unknown system_ids were checked without bcrypt; want some, as a plain password is, and not all", without)
 	}
 }
 

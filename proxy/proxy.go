@@ -342,15 +342,16 @@ func unsupported(_ context.Context, w smppserver.ResponseWriter, r *smppserver.R
 // an account whose limit did not change keeps its bucket.
 type throttles struct {
 	lim atomic.Pointer[map[string]*rate.Limiter]
-	// count is smppproxy_esme_throttled_total: submits answered
-	// ESME_RTHROTTLED before the engine saw them, by account and reason.
+	// count is smppproxy_esme_throttled_total: submits (and, for the
+	// throughput, query_sm and cancel_sm) answered ESME_RTHROTTLED before
+	// the engine saw them, by account and reason.
 	count *prometheus.CounterVec
 }
 
 func newThrottles(accts []config.Account) *throttles {
 	t := &throttles{count: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "smppproxy_esme_throttled_total",
-		Help: "Submits answered ESME_RTHROTTLED (0x58) by the proxy before they were decided, by account and reason (throughput: the account's submits/s; window: the session's window was full).",
+		Help: "Submits answered ESME_RTHROTTLED (0x58) by the proxy before they were decided, by account and reason (throughput: the account's submits/s, which query_sm and cancel_sm count against too; window: the session's window was full).",
 	}, []string{"account", "reason"})}
 	t.set(accts)
 	return t
