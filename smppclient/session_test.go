@@ -118,7 +118,9 @@ func TestEnquireLinkKeepsSessionUp(t *testing.T) {
 	// hundred milliseconds, and 3×EnquireLink of silence closes a session.
 	p := newPool(t, f.addr, func(c *Config) { c.EnquireLink = 300 * time.Millisecond })
 	waitUp(t, p, 1)
-	eventually(t, "2 enquire_link", func() bool { return f.enquires.Load() >= 2 })
+	// The pool counts an enquire_link once its write returned, which may be
+	// after the SMSC read it: wait for both counts.
+	eventually(t, "2 enquire_link", func() bool { return f.enquires.Load() >= 2 && p.Stats().EnquireLinks >= 2 })
 	if st := p.Stats(); len(st.Closed) != 0 || f.binds.Load() != 1 || st.EnquireLinks < 2 {
 		t.Errorf("with enquire_link answered: Stats() = %+v, binds = %d", st, f.binds.Load())
 	}
