@@ -21,6 +21,7 @@ import (
 	"github.com/smppproxy/smppproxy/logx"
 	"github.com/smppproxy/smppproxy/smpp"
 	"github.com/smppproxy/smppproxy/smppserver"
+	"github.com/smppproxy/smppproxy/state"
 )
 
 // Bind hardening. A failed bind is answered after a delay that doubles per
@@ -54,8 +55,10 @@ type accountAuth struct {
 	logLimit *logx.Limiter
 	checks   chan struct{} // semaphore of the bcrypt checks
 
-	// pick chooses the dummy hash an unknown system_id is checked against
-	// (dummyFor): a key of this process's own.
+	// pick is the key that chooses the dummy hash an unknown system_id is
+	// checked against (dummyFor): derived from the store's fingerprint
+	// secret (usePickKey), so that a name gets the same one after a restart
+	// and on every instance sharing the store; random until then.
 	pick []byte
 
 	// compare and sleep are bcrypt.CompareHashAndPassword and a wait that
@@ -144,14 +147,36 @@ func (a *accountAuth) setAccounts(accts []config.Account) {
 // one answered faster than any unknown id: their existence showed), and a
 // wrong plain password what others cost (nil: a plain comparison). nil
 // when no account has a hash.
+//
+// The choice is a rendezvous: each cost scores a keyed hash of (id, cost)
+// and the highest wins, so a reload that adds a cost moves only the names
+// that go to it (a choice modulo the number of costs moved most names,
+// and a name that changed class between two costs showed it was unknown).
 func (a *accountAuth) dummyFor(set *accountSet, id string) []byte {
 	if len(set.costs) == 0 {
 		return nil
 	}
-	m := hmac.New(sha256.New, a.pick)
-	m.Write([]byte(id))
-	n := binary.BigEndian.Uint64(m.Sum(nil)) % uint64(len(set.costs))
-	return set.dummies[set.costs[n]]
+	best, bestScore := set.costs[0], uint64(0)
+	for i, c := range set.costs {
+		m := hmac.New(sha256.New, a.pick)
+		m.Write([]byte(id))
+		m.Write([]byte{0, byte(c)})
+		if score := binary.BigEndian.Uint64(m.Sum(nil)); i == 0 || score > bestScore {
+			best, bestScore = c, score
+		}
+	}
+	return set.dummies[best]
+}
+
+// usePickKey derives the key of dummyFor from the store's fingerprint
+// secret. Call it before the first bind.
+func (a *accountAuth) usePickKey(secret *state.Secret) {
+	if secret == nil {
+		return
+	}
+	m := secret.MAC()
+	m.Write([]byte("smppproxy: the bcrypt cost an unknown system_id is checked at"))
+	a.pick = m.Sum(nil)
 }
 
 func (a *accountAuth) isDisabled(id string) bool {

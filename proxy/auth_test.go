@@ -14,6 +14,7 @@ import (
 
 	"github.com/smppproxy/smppproxy/config"
 	"github.com/smppproxy/smppproxy/smpp"
+	"github.com/smppproxy/smppproxy/state"
 )
 
 // An unknown system_id is checked against a bcrypt hash of one of the
@@ -253,5 +254,59 @@ func TestRepeatedBindFailureLogLinesAreRateLimited(t *testing.T) {
 	}
 	if strings.Contains(buf.String(), "wrong\"") {
 		t.Errorf("a password is in the log:\n%s", buf.String())
+	}
+}
+
+// costOfUnknown is the bcrypt cost an unknown system_id id is checked at
+// by a (0: as a plain password).
+func costOfUnknown(t *testing.T, a *accountAuth, id string) int {
+	t.Helper()
+	h := a.dummyFor(a.set.Load(), id)
+	if h == nil {
+		return 0
+	}
+	c, err := bcrypt.Cost(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// The cost an unknown system_id is checked at is the same after a restart
+// and on every instance sharing the store (the choice is keyed by the
+// store's fingerprint secret), and a reload that adds a cost moves only
+// the names that go to it: a name whose class changed, where an account's
+// never does, would show it is unknown (from review: a key of each
+// process's own, and a choice modulo the number of costs, moved most
+// unknown names at every restart and at such a reload).
+func TestTheCostAnUnknownSystemIDIsCheckedAtChangesNeitherAtARestartNorForOtherCosts(t *testing.T) {
+	secret := state.NewSecret([32]byte{1, 2, 3})
+	two := []config.Account{account("a", "", hashOf(t, "pw", bcrypt.MinCost)), account("b", "", hashOf(t, "pw", bcrypt.MinCost+1))}
+	first, _, _ := testAccountAuth(nil, two)
+	first.usePickKey(secret)
+	restarted, _, _ := testAccountAuth(nil, two)
+	restarted.usePickKey(secret)
+	before := map[string]int{}
+	for i := range 300 {
+		id := fmt.Sprint("nobody-", i)
+		before[id] = costOfUnknown(t, first, id)
+		if got := costOfUnknown(t, restarted, id); got != before[id] {
+			t.Fatalf("unknown system_id %s checked at cost %d, after a restart %d; want the same", id, before[id], got)
+		}
+	}
+	three := append(two, account("c", "", hashOf(t, "pw", bcrypt.MinCost+2)))
+	first.setAccounts(three)
+	moved := 0
+	for id, was := range before {
+		now := costOfUnknown(t, first, id)
+		if now != was && now != bcrypt.MinCost+2 {
+			t.Fatalf("after a reload that added cost %d, unknown system_id %s moved from cost %d to %d; want it kept or moved to the new one", bcrypt.MinCost+2, id, was, now)
+		}
+		if now != was {
+			moved++
+		}
+	}
+	if moved == 0 {
+		t.Error("no unknown system_id moved to the cost a reload added; want about a third")
 	}
 }

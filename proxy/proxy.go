@@ -141,6 +141,7 @@ func New(opts Options) (*App, error) {
 
 	a.throttles = newThrottles(cfg.Accounts)
 	a.auth = newAccountAuth(log, cfg.Accounts, nil)
+	a.auth.usePickKey(secret)
 	chain := smppserver.Chain(smppserver.HandlerFunc(unsupported),
 		a.leaseGuard(),
 		a.throttles.middleware,
