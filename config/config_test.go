@@ -254,6 +254,9 @@ func TestErrors(t *testing.T) {
 		"message_id enum":             {base + "    message_id: ours\n", 9, "accounts[0].message_id", "passthrough, proxy"},
 		"both passwords":              {base + "    password_hash: '$2a$10$hXV4.6lw1nx8/rDh78zUIOw.Bk3HfsSadO6krWRe52qbqH8unadlO'\n", 9, "accounts[0].password_hash", "only one"},
 		"bad network":                 {base + "    allowed_networks: [10.0.0.0/8, 10.0.0.300]\n", 9, "accounts[0].allowed_networks[1]", `(got "10.0.0.300")`},
+		// From review: these passed, and the account could never bind.
+		"hash salt not bcrypt base64": {strings.Replace(base, "password: secret1", "password_hash: '$2a$10$hXV4.6lw1nx8/rDh78zUIO!.Bk3HfsSadO6krWRe52qbqH8unadlO'", 1), 7, "accounts[0].password_hash", "not a valid bcrypt hash"},
+		"hash too short":              {strings.Replace(base, "password: secret1", "password_hash: '$2a$10$hXV4.6lw1nx8/rDh78zUIOw.Bk3HfsSadO6krWRe52qbqH8unadl'", 1), 7, "accounts[0].password_hash", "not a valid bcrypt hash"},
 		"route empty":                 {strings.Replace(base, "route: [primary]", "route: []", 1), 8, "accounts[0].route", "at least one"},
 		"route twice":                 {strings.Replace(base, "route: [primary]", "route: [primary, primary]", 1), 8, "accounts[0].route[1]", "listed twice"},
 		"system_id too long":          {strings.Replace(base, "system_id: shop", "system_id: sixteen-octets-id", 1), 6, "accounts[0].system_id", "at most 15 octets"},

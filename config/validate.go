@@ -411,8 +411,17 @@ func (k *checker) bcryptHash(path, h string) {
 	}
 	if _, err := bcrypt.Cost([]byte(h)); err != nil {
 		k.errorf(path, "is not a valid bcrypt hash: %s", strings.TrimPrefix(err.Error(), "crypto/bcrypt: "))
+		return
+	}
+	// $2a$NN$ then 53 characters of bcrypt's base64 (salt and digest):
+	// bcrypt.Cost reads only the prefix, and a hash that passes it but not
+	// this can never match (the account could never bind).
+	if len(h) != 60 || strings.Trim(h[7:], bcryptAlphabet) != "" {
+		k.errorf(path, "is not a valid bcrypt hash: want $2a$NN$ followed by 53 characters of ./A-Za-z0-9 (60 in all)")
 	}
 }
+
+const bcryptAlphabet = "./ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 
 func (k *checker) atLeast(path string, v, low int) {
 	if v < low {
