@@ -413,14 +413,7 @@ func (s *Service) kick(account string) {
 // kind; the others are only counted, and the next line logged says how
 // many were held back ("suppressed"). The outcome metrics count them all.
 func (s *Service) warnPDU(log *slog.Logger, lvl slog.Level, upstream, kind, msg string, args ...any) {
-	ok, suppressed := s.warn.Allow(upstream + "\x00" + kind)
-	if !ok {
-		return
-	}
-	if suppressed > 0 {
-		args = append(args, "suppressed", suppressed)
-	}
-	log.Log(context.Background(), lvl, msg, args...)
+	s.warn.Log(log, lvl, upstream+"\x00"+kind, msg, args...)
 }
 
 // OnDeliver is smppclient.Config.OnDeliver: it handles one deliver_sm or

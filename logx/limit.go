@@ -1,6 +1,8 @@
 package logx
 
 import (
+	"context"
+	"log/slog"
 	"sync"
 	"time"
 )
@@ -68,4 +70,17 @@ func (l *Limiter) Allow(key string) (ok bool, suppressed int) {
 	suppressed, e.Value.suppressed = e.Value.suppressed, 0
 	l.keys.Touch(e, now)
 	return true, suppressed
+}
+
+// Log logs msg at level on log when a line for key may pass (Allow), with
+// the lines held back since as "suppressed" when there were any.
+func (l *Limiter) Log(log *slog.Logger, level slog.Level, key, msg string, args ...any) {
+	ok, suppressed := l.Allow(key)
+	if !ok {
+		return
+	}
+	if suppressed > 0 {
+		args = append(args, "suppressed", suppressed)
+	}
+	log.Log(context.Background(), level, msg, args...)
 }

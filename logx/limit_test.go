@@ -1,7 +1,9 @@
 package logx
 
 import (
+	"bytes"
 	"fmt"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -95,5 +97,29 @@ func TestLimiterEvictionWorkIsBoundedPerNewKey(t *testing.T) {
 	}
 	if looked := l.keys.examined; looked > 3*flood*2 {
 		t.Fatalf("looked at %d entries for %d new keys, want at most 2 per key", looked, 3*flood)
+	}
+}
+
+// Log writes a key's first line, holds back the next ones within the
+// interval, and the line after it carries how many were held back.
+func TestLimiterLogWritesOneLinePerIntervalWithTheHeldBackCount(t *testing.T) {
+	c := testkit.NewClock(time.Unix(1000, 0))
+	l := NewLimiter(time.Minute, 10, c.Now)
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+		if a.Key == slog.TimeKey {
+			return slog.Attr{}
+		}
+		return a
+	}}))
+	for range 4 {
+		l.Log(log, slog.LevelWarn, "up", "upstream failing", "upstream", "smsc")
+	}
+	c.Advance(time.Minute)
+	l.Log(log, slog.LevelWarn, "up", "upstream failing", "upstream", "smsc")
+	want := "level=WARN msg=\"upstream failing\" upstream=smsc\n" +
+		"level=WARN msg=\"upstream failing\" upstream=smsc suppressed=3\n"
+	if buf.String() != want {
+		t.Errorf("logged:\n%s\nwant:\n%s", buf.String(), want)
 	}
 }

@@ -78,8 +78,7 @@ func Middleware(cfg Config) smppserver.Middleware {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &forwarder{cfg: cfg, log: cfg.Logger}
-	s.initWarn()
+	s := &forwarder{cfg: cfg, log: cfg.Logger, warn: logx.NewLimiter(warnEvery, 64, nil)}
 	return func(next smppserver.Handler) smppserver.Handler {
 		return smppserver.HandlerFunc(func(ctx context.Context, w smppserver.ResponseWriter, r *smppserver.Request) {
 			var idOff int
@@ -107,22 +106,10 @@ func Middleware(cfg Config) smppserver.Middleware {
 	}
 }
 
-func (s *forwarder) initWarn() { s.warn = logx.NewLimiter(warnEvery, 64, nil) }
-
 // warnf logs msg at level for kind (an upstream's name, or "store") at
 // most once per warnEvery, with the lines held back since.
 func (s *forwarder) warnf(log *slog.Logger, level slog.Level, kind, msg string, args ...any) {
-	if s.warn == nil {
-		s.initWarn()
-	}
-	ok, n := s.warn.Allow(kind + "\x00" + msg)
-	if !ok {
-		return
-	}
-	if n > 0 {
-		args = append(args, "suppressed", n)
-	}
-	log.Log(context.Background(), level, msg, args...)
+	s.warn.Log(log, level, kind+"\x00"+msg, msg, args...)
 }
 
 // Statuses answered by the query/cancel forwarder.

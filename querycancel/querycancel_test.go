@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smppproxy/smppproxy/logx"
 	"github.com/smppproxy/smppproxy/msgid"
 	"github.com/smppproxy/smppproxy/smpp"
 	"github.com/smppproxy/smppproxy/smppclient"
@@ -42,7 +43,7 @@ func newForwarder(t *testing.T) (*forwarder, *upstream) {
 	}
 	up := &upstream{}
 	f := &forwarder{cfg: Config{Store: st, IDs: ids, Route: func(string) []string { return []string{"smsc"} }, // shop and bank
-		Upstream: func(name string) (Requester, bool) { return up, name == "smsc" }}, log: slog.New(slog.DiscardHandler)}
+		Upstream: func(name string) (Requester, bool) { return up, name == "smsc" }}, log: slog.New(slog.DiscardHandler), warn: logx.NewLimiter(warnEvery, 64, nil)}
 	return f, up
 }
 
