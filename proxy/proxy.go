@@ -388,7 +388,9 @@ func (t *throttles) set(accts []config.Account) {
 // the capacity the others share).
 func (t *throttles) middleware(next smppserver.Handler) smppserver.Handler {
 	return smppserver.HandlerFunc(func(ctx context.Context, w smppserver.ResponseWriter, r *smppserver.Request) {
-		if id := r.Header.ID; id == smpp.CmdSubmitSM || id == smpp.CmdQuerySM || id == smpp.CmdCancelSM {
+		id := r.Header.ID
+		query := (id == smpp.CmdQuerySM || id == smpp.CmdCancelSM) && r.Session.BindType().CanTransmit() // (else refused for its bind)
+		if id == smpp.CmdSubmitSM || query {
 			if l := (*t.lim.Load())[r.Session.Account()]; l != nil && !l.Allow() {
 				t.count.WithLabelValues(r.Session.Account(), "throughput").Inc()
 				_ = w.WriteStatus(smpp.StatusThrottled)

@@ -48,3 +48,27 @@ func TestQueriesAndCancelsCountAgainstTheAccountsThroughput(t *testing.T) {
 		t.Errorf("smppproxy_esme_throttled_total{shop,throughput} = %v, want at least 5", got)
 	}
 }
+
+// A query_sm from a session that may not send (a receiver bind) is
+// refused for its bind, and takes none of the account's throughput.
+func TestAQueryFromAReceiverBindTakesNoThroughput(t *testing.T) {
+	smsc := startSim(t, sim.Config{HexIDs: true})
+	cfg := receiptConfig(t, smsc.Addr())
+	cfg.Accounts[0].Throughput = 1 // shop
+	app, reg := startReceiptsProxy(t, cfg)
+	rx := bindESME(t, app.Addr(), "shop", smpp.BindReceiver, false)
+	query := append(append([]byte("3e8"), 0, 0, 0), "SHOP"...)
+	query = append(query, 0)
+	for i := range 3 {
+		f, err := rx.Request(context.Background(), smpp.CmdQuerySM, query)
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		if st := smpp.ParseHeader(f).Status; st != smpp.StatusInvBndSts {
+			t.Errorf("query_sm %d from a receiver bind = %v, want ESME_RINVBNDSTS", i, st)
+		}
+	}
+	if got := metric(t, reg, "smppproxy_esme_throttled_total", map[string]string{"account": "shop", "reason": "throughput"}); got != 0 {
+		t.Errorf("smppproxy_esme_throttled_total{shop,throughput} = %v, want 0", got)
+	}
+}
