@@ -329,6 +329,26 @@ func setWrites(txn *badger.Txn, ws []write) error {
 	return nil
 }
 
+// maxKeyLen is the longest key Badger takes.
+const maxKeyLen = 65000
+
+// ErrKeyTooLong refuses a write whose key Badger would refuse: in a group
+// commit that refusal failed every request of the batch with it (a message
+// id of tens of kilobytes from one upstream failed other accounts'
+// writes), so such a write is refused alone, before the committer.
+var ErrKeyTooLong = errors.New("state: a key is over Badger's limit of 65000 bytes")
+
+// checkKeys returns ErrKeyTooLong when a key of ws is too long (the error
+// names its length and kind, never the key).
+func checkKeys(ws []write) error {
+	for i := range ws {
+		if k := ws[i].key; len(k) > maxKeyLen {
+			return fmt.Errorf("%w (%d bytes, prefix %q)", ErrKeyTooLong, len(k), k[:2])
+		}
+	}
+	return nil
+}
+
 // entrySlab hands out the Badger entries of a batch from one allocation
 // instead of one each (Badger keeps every entry until the batch is
 // written, so the slab lives as long).

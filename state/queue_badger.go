@@ -61,6 +61,10 @@ func (st *stager) enqueue(r *request, e *QueueEntry) {
 	var mk []byte
 	if e.DedupKey != "" {
 		mk = dedupKey(e.Queue, e.DedupKey)
+		if err := checkKeys([]write{{key: mk}}); err != nil {
+			r.err = err // this entry alone, not its batch
+			return
+		}
 		v, found, err := st.get(mk)
 		if err != nil {
 			r.err = err
@@ -378,6 +382,9 @@ func (s *BadgerStore) EnqueueAppend(ctx context.Context, e *QueueEntry, k Key, f
 		// The record's conditional deletions are resolved first: nothing
 		// is staged when reading fails.
 		rws, err := st.resolve(ws)
+		if err == nil {
+			err = checkKeys(rws)
+		}
 		if err != nil {
 			r.err = err
 			return

@@ -327,6 +327,10 @@ func normTime(t time.Time) time.Time {
 // write hands r's writes to the committer and waits for the outcome. The
 // caller has entered; write exits.
 func (s *BadgerStore) write(ctx context.Context, ws []write) error {
+	if err := checkKeys(ws); err != nil {
+		s.exit()
+		return err
+	}
 	r := &request{writes: ws, done: make(chan struct{})}
 	select {
 	case s.reqs <- r:
