@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -209,5 +210,34 @@ func TestAClaimHoldsAgainstAnInstanceWhoseClockIsAhead(t *testing.T) {
 	}
 	if got, err := b.Claim(bg, "esme/shop", []uint64{seq}, "b", ahead().Add(time.Minute)); err != nil || len(got) != 0 {
 		t.Errorf("b (clock an hour ahead) claimed %v, %v; want nothing while a's claim runs", got, err)
+	}
+}
+
+// A schema name as long as configuration allows (63 characters) still
+// makes a channel PostgreSQL takes: with the channel named after it whole
+// every enqueue failed ("channel name too long", from review), and LISTEN
+// quietly truncated it. Another instance is notified all the same.
+func TestAStoreOnASchemaOfTheLongestNameEnqueuesAndNotifies(t *testing.T) {
+	dsn := testDSN(t)
+	schema := newSchema(t, dsn)
+	schema += strings.Repeat("x", 63-len(schema))
+	t.Cleanup(func() { exec(t, dsn, `DROP SCHEMA IF EXISTS "`+schema+`" CASCADE`) })
+	a := openTest(t, Options{DSN: dsn, Schema: schema, InstanceID: "a", Migrate: true})
+	b := openTest(t, Options{DSN: dsn, Schema: schema, InstanceID: "b"})
+	got := make(chan string, 4)
+	b.Subscribe(func(q string) { got <- q })
+	now := time.Now()
+	deadline := time.After(10 * time.Second)
+	for { // the LISTEN may start after a first enqueue
+		if _, _, err := a.Enqueue(bg, &state.QueueEntry{Queue: "esme/shop", Body: []byte("r"), Enqueued: now, Expires: now.Add(time.Hour)}); err != nil {
+			t.Fatalf("Enqueue on a schema of %d characters: %v", len(schema), err)
+		}
+		select {
+		case <-got:
+			return
+		case <-time.After(200 * time.Millisecond):
+		case <-deadline:
+			t.Fatal("no notification of another instance's enqueue within 10s")
+		}
 	}
 }

@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/hex"
 	"slices"
 	"sync"
@@ -16,7 +17,17 @@ var _ state.Notifier = (*Store)(nil)
 
 // notifyChannel is the LISTEN/NOTIFY channel of the store's schema: every
 // Enqueue notifies it, with the queue's name, when its transaction commits.
-func (s *Store) notifyChannel() string { return "smppproxy_queue_" + s.opts.Schema }
+// PostgreSQL names are at most 63 bytes: a schema name too long to follow
+// the prefix whole is replaced by a hash of it (the same for every
+// instance), else NOTIFY failed and LISTEN truncated the name.
+func (s *Store) notifyChannel() string {
+	const prefix = "smppproxy_queue_"
+	if len(prefix)+len(s.opts.Schema) <= 63 {
+		return prefix + s.opts.Schema
+	}
+	h := sha256.Sum256([]byte(s.opts.Schema))
+	return prefix + hex.EncodeToString(h[:16])
+}
 
 // listeners are the functions Subscribe registered.
 type listeners struct {
