@@ -50,22 +50,28 @@ func TestAnEnqueueOnOneInstanceNotifiesTheOther(t *testing.T) {
 	schema := newSchema(t, dsn)
 	a := openTest(t, Options{DSN: dsn, Schema: schema, InstanceID: "a", Migrate: true})
 	b := openTest(t, Options{DSN: dsn, Schema: schema, InstanceID: "b"})
+	// Any bytes in the name, as queue names may hold (NUL, not UTF-8).
+	if q := enqueueUntilNotified(t, a, b, "esme/sh\x00op\xff"); q != "esme/sh\x00op\xff" {
+		t.Fatalf("notified of queue %q, want %q", q, "esme/sh\x00op\xff")
+	}
+}
+
+// enqueueUntilNotified enqueues into queue on a until b is notified of an
+// enqueue (b's LISTEN may start after a first one), and returns the queue
+// b was told of.
+func enqueueUntilNotified(t *testing.T, a, b *Store, queue string) string {
+	t.Helper()
 	got := make(chan string, 4)
 	b.Subscribe(func(q string) { got <- q })
 	now := time.Now()
-	// The LISTEN may start after a first enqueue: enqueue until one is seen.
 	deadline := time.After(10 * time.Second)
 	for {
-		// Any bytes in the name, as queue names may hold (NUL, not UTF-8).
-		if _, _, err := a.Enqueue(bg, &state.QueueEntry{Queue: "esme/sh\x00op\xff", Body: []byte("r"), Enqueued: now, Expires: now.Add(time.Hour)}); err != nil {
-			t.Fatal(err)
+		if _, _, err := a.Enqueue(bg, &state.QueueEntry{Queue: queue, Body: []byte("r"), Enqueued: now, Expires: now.Add(time.Hour)}); err != nil {
+			t.Fatalf("Enqueue on a schema of %d characters: %v", len(a.opts.Schema), err)
 		}
 		select {
 		case q := <-got:
-			if q != "esme/sh\x00op\xff" {
-				t.Fatalf("notified of queue %q, want %q", q, "esme/sh\x00op\xff")
-			}
-			return
+			return q
 		case <-time.After(200 * time.Millisecond):
 		case <-deadline:
 			t.Fatal("no notification of another instance's enqueue within 10s")
@@ -224,20 +230,7 @@ func TestAStoreOnASchemaOfTheLongestNameEnqueuesAndNotifies(t *testing.T) {
 	t.Cleanup(func() { exec(t, dsn, `DROP SCHEMA IF EXISTS "`+schema+`" CASCADE`) })
 	a := openTest(t, Options{DSN: dsn, Schema: schema, InstanceID: "a", Migrate: true})
 	b := openTest(t, Options{DSN: dsn, Schema: schema, InstanceID: "b"})
-	got := make(chan string, 4)
-	b.Subscribe(func(q string) { got <- q })
-	now := time.Now()
-	deadline := time.After(10 * time.Second)
-	for { // the LISTEN may start after a first enqueue
-		if _, _, err := a.Enqueue(bg, &state.QueueEntry{Queue: "esme/shop", Body: []byte("r"), Enqueued: now, Expires: now.Add(time.Hour)}); err != nil {
-			t.Fatalf("Enqueue on a schema of %d characters: %v", len(schema), err)
-		}
-		select {
-		case <-got:
-			return
-		case <-time.After(200 * time.Millisecond):
-		case <-deadline:
-			t.Fatal("no notification of another instance's enqueue within 10s")
-		}
+	if q := enqueueUntilNotified(t, a, b, "esme/shop"); q != "esme/shop" {
+		t.Fatalf("notified of queue %q, want esme/shop", q)
 	}
 }
