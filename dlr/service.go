@@ -624,13 +624,11 @@ func dedupKey(upstream, matchID, msg, stateKey string) string {
 // its key: a record renewed past its fingerprint window is archived under
 // another key, and the receipts matched before and after must agree.
 func recordMark(rec *state.Record) string {
-	h := sha256.New()
-	for _, p := range []string{rec.Key.Account, rec.Key.Segment} {
-		h.Write([]byte(p))
-		h.Write([]byte{0})
-	}
-	h.Write(binary.BigEndian.AppendUint64(nil, uint64(rec.Created.UnixNano())))
-	return "r" + hex.EncodeToString(h.Sum(nil)[:12])
+	b := make([]byte, 0, len(rec.Key.Account)+len(rec.Key.Segment)+10)
+	b = append(append(b, rec.Key.Account...), 0)
+	b = append(append(b, rec.Key.Segment...), 0)
+	h := sha256.Sum256(binary.BigEndian.AppendUint64(b, uint64(rec.Created.UnixNano())))
+	return "r" + hex.EncodeToString(h[:12])
 }
 
 // route queues a matched receipt for the record's account, rewritten to

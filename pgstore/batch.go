@@ -346,17 +346,8 @@ func queueReplaces(b *pgx.Batch, ops []*replaceOp, w writer) {
 	}
 	if len(rows) > 0 {
 		cols := columns(rows, ev) // fills ev.flat: before it is read
-		queue(b, sqlReplaceMany, append(cols, rewrite, int8Array(added), oldState, oldOwner, ev.arg(), w.instance, w.token)...).Query(func(rs pgx.Rows) error {
-			defer rs.Close()
-			for rs.Next() {
-				var n int64
-				if err := rs.Scan(&n); err != nil {
-					return err
-				}
-				first[n-1].applied = true
-			}
-			return rs.Err()
-		})
+		queue(b, sqlReplaceMany, append(cols, rewrite, int8Array(added), oldState, oldOwner, ev.arg(), w.instance, w.token)...).Query(
+			appliedRows(func(n int64) { first[n-1].applied = true }))
 	}
 	for _, op := range later {
 		b.Queue(sqlReplace, append(op.args, op.rewrite, op.added, op.oldState, op.oldOwner, w.instance, w.token)...).Exec(func(tag pgconn.CommandTag) error {
@@ -411,17 +402,24 @@ func queueCAS(b *pgx.Batch, ops []*casOp, w writer) {
 		rows[i], expect[i], appends[i], added[i] = op.args, op.expect, op.append, ev.add(op.added)
 	}
 	cols := columns(rows, ev) // fills ev.flat: before it is read
-	queue(b, sqlCASMany, append(cols, int8Array(expect), appends, int8Array(added), ev.arg(), w.instance, w.token)...).Query(func(rs pgx.Rows) error {
+	queue(b, sqlCASMany, append(cols, int8Array(expect), appends, int8Array(added), ev.arg(), w.instance, w.token)...).Query(
+		appliedRows(func(n int64) { ops[n-1].applied = true }))
+}
+
+// appliedRows reads the rows of a multi-row write that returns the input
+// row numbers (1-based) it applied, calling applied for each.
+func appliedRows(applied func(n int64)) func(pgx.Rows) error {
+	return func(rs pgx.Rows) error {
 		defer rs.Close()
 		for rs.Next() {
 			var n int64
 			if err := rs.Scan(&n); err != nil {
 				return err
 			}
-			ops[n-1].applied = true
+			applied(n)
 		}
 		return rs.Err()
-	})
+	}
 }
 
 // enqueueOp is one Enqueue, or EnqueueAppend, in a batch. Its outcome:

@@ -653,9 +653,6 @@ func (s *BadgerStore) exit() { s.inflight.Done() }
 // submit enqueues r (or gives up when ctx is done first) and waits for
 // its outcome (queue operations).
 func (s *BadgerStore) submit(ctx context.Context, r *request) error {
-	if err := checkKeys(r.writes); err != nil {
-		return err
-	}
 	if err := s.enter(ctx); err != nil {
 		return err
 	}

@@ -338,13 +338,21 @@ const maxKeyLen = 65000
 // writes), so such a write is refused alone, before the committer.
 var ErrKeyTooLong = errors.New("state: a key is over Badger's limit of 65000 bytes")
 
-// checkKeys returns ErrKeyTooLong when a key of ws is too long (the error
-// names its length and kind, never the key).
+// checkKeys returns ErrKeyTooLong when a key of ws is too long.
 func checkKeys(ws []write) error {
 	for i := range ws {
-		if k := ws[i].key; len(k) > maxKeyLen {
-			return fmt.Errorf("%w (%d bytes, prefix %q)", ErrKeyTooLong, len(k), k[:2])
+		if err := checkKey(ws[i].key); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+// checkKey returns ErrKeyTooLong when k is too long (the error names its
+// length and kind, never the key).
+func checkKey(k []byte) error {
+	if len(k) > maxKeyLen {
+		return fmt.Errorf("%w (%d bytes, prefix %q)", ErrKeyTooLong, len(k), k[:2])
 	}
 	return nil
 }

@@ -61,7 +61,7 @@ func (st *stager) enqueue(r *request, e *QueueEntry) {
 	var mk []byte
 	if e.DedupKey != "" {
 		mk = dedupKey(e.Queue, e.DedupKey)
-		if err := checkKeys([]write{{key: mk}}); err != nil {
+		if err := checkKey(mk); err != nil {
 			r.err = err // this entry alone, not its batch
 			return
 		}
