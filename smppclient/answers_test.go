@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -139,5 +140,78 @@ func TestASubmitAnsweredBeforeItsBatchsWriteFailedGetsItsAnswer(t *testing.T) {
 	}
 	if accepted := int(f.ids.Load()); accepted != ok {
 		t.Errorf("the SMSC accepted %d submit(s) and %d Submit returned an answer; want every accepted one answered", accepted, ok)
+	}
+}
+
+// An SMSC that accepts a submit but answers with a message id longer than
+// any SMPP version allows has broken the protocol after the submit reached
+// it: the submit is ambiguous (never "not sent", so never resent), and the
+// id, which no store index could hold, is not passed on.
+func TestAnAcceptanceWithAnOverlongMessageIDIsAmbiguous(t *testing.T) {
+	f := startFake(t)
+	long := strings.Repeat("x", MaxMessageIDLen+1)
+	f.onSubmit = func(c *fakeConn, h smpp.Header, frame []byte) {
+		c.s.outstanding.Add(-1)
+		c.write(smpp.EncodeSimple(smpp.CmdSubmitSM|smpp.RespBit, smpp.StatusOK, h.Sequence, []byte(long+"\x00")))
+	}
+	p := newPool(t, f.addr, nil)
+	waitUp(t, p, 1)
+	r, err := submit(p, "")
+	if !Ambiguous(err) || errors.Is(err, ErrNotSent) || !errors.Is(err, ErrBadAnswer) {
+		t.Fatalf("submit answered with a %d-octet id: err %v; want ErrBadAnswer, ambiguous", len(long), err)
+	}
+	if r.MessageID != "" || r.Session == "" || r.Sequence == 0 {
+		t.Errorf("response = id of %d octets, session %q, sequence %d; want no id, the request's session and sequence", len(r.MessageID), r.Session, r.Sequence)
+	}
+	if st := p.Stats(); st.BadAnswers != 1 {
+		t.Errorf("Stats().BadAnswers = %d, want 1", st.BadAnswers)
+	}
+}
+
+// The longest id SMPP's limits allow and beyond, up to MaxMessageIDLen, is
+// an acceptance as usual: some SMSCs exceed the 65 octets a little.
+func TestAnAcceptanceWithALongButBoundedMessageIDIsAccepted(t *testing.T) {
+	f := startFake(t)
+	id := strings.Repeat("y", MaxMessageIDLen)
+	f.onSubmit = func(c *fakeConn, h smpp.Header, frame []byte) {
+		c.s.outstanding.Add(-1)
+		c.write(smpp.EncodeSimple(smpp.CmdSubmitSM|smpp.RespBit, smpp.StatusOK, h.Sequence, []byte(id+"\x00")))
+	}
+	p := newPool(t, f.addr, nil)
+	waitUp(t, p, 1)
+	if r, err := submit(p, ""); err != nil || r.Status != smpp.StatusOK || r.MessageID != id {
+		t.Errorf("submit = status %v, id of %d octets, %v; want accepted with the %d-octet id", r.Status, len(r.MessageID), err, len(id))
+	}
+}
+
+// A late acceptance (after the submit's timeout) with an overlong id is not
+// reported as a late answer: the record it would resolve stays unknown.
+func TestALateAcceptanceWithAnOverlongMessageIDIsNotReported(t *testing.T) {
+	f := startFake(t)
+	held := make(chan smpp.Header, 2)
+	f.onSubmit = func(_ *fakeConn, h smpp.Header, _ []byte) { held <- h }
+	late := make(chan Response, 2)
+	p := newPool(t, f.addr, func(c *Config) {
+		c.ResponseTimeout = 100 * time.Millisecond
+		c.OnLateResponse = func(session string, seq uint32, r Response) { late <- r }
+	})
+	waitUp(t, p, 1)
+	for range 2 {
+		if _, err := submit(p, ""); !errors.Is(err, ErrTimeout) {
+			t.Fatalf("submit = %v, want a timeout", err)
+		}
+	}
+	h1, h2 := <-held, <-held
+	c := f.lastConn()
+	c.s.outstanding.Add(-1)
+	c.write(smpp.EncodeSimple(smpp.CmdSubmitSM|smpp.RespBit, smpp.StatusOK, h1.Sequence, []byte(strings.Repeat("x", MaxMessageIDLen+1)+"\x00")))
+	c.answer(h2, smpp.StatusOK)
+	select {
+	case lr := <-late:
+		if lr.Sequence != h2.Sequence || lr.MessageID == "" {
+			t.Errorf("first late answer reported: sequence %d, id of %d octets; want the second submit's (sequence %d) with its id", lr.Sequence, len(lr.MessageID), h2.Sequence)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the good late answer was not reported")
 	}
 }

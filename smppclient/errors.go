@@ -24,19 +24,30 @@ var (
 	// ErrSessionLost: the session closed after the request was (possibly)
 	// written and before its response. The outcome is unknown.
 	ErrSessionLost = errors.New("smppclient: session lost")
+	// ErrBadAnswer: the upstream accepted the request with a message id
+	// longer than MaxMessageIDLen, which breaks SMPP after the request
+	// reached it. The outcome is unknown: the request was delivered, and
+	// the id cannot be kept (no store index holds keys of any length).
+	ErrBadAnswer = errors.New("smppclient: acceptance with an overlong message id")
 )
+
+// MaxMessageIDLen is the longest message id an acceptance may carry.
+// SMPP allows 64 octets (65 with the NUL); some SMSCs exceed that a
+// little, so up to 255 are taken.
+const MaxMessageIDLen = 255
 
 // errSessionClosed is the cause wrapped in ErrNotSent when the chosen
 // session closed before the request reached the socket.
 var errSessionClosed = errors.New("smppclient: session closed before the write")
 
 // Ambiguous reports whether err leaves the outcome of a Submit unknown: the
-// request was or may have been written and no response was received.
+// request was or may have been written and no usable response was
+// received.
 func Ambiguous(err error) bool {
 	if err == nil || errors.Is(err, ErrNotSent) {
 		return false
 	}
-	return errors.Is(err, ErrTimeout) || errors.Is(err, ErrSessionLost)
+	return errors.Is(err, ErrTimeout) || errors.Is(err, ErrSessionLost) || errors.Is(err, ErrBadAnswer)
 }
 
 func notSent(cause error) error {

@@ -250,10 +250,18 @@ func (s *session) onResponse(h smpp.Header, frame []byte) {
 	case h.Status == smpp.StatusOK:
 		r.MessageID = messageID(frame)
 	}
+	var err error
+	if len(r.MessageID) > MaxMessageIDLen {
+		// Accepted, but with an id no SMPP version allows and no store
+		// index could hold: the request reached the SMSC, so its outcome
+		// is unknown, and the id is dropped.
+		s.p.warnPDU(s.log, "overlong_message_id", "acceptance with an overlong message id: outcome unknown", "seq", h.Sequence, "command", fmt.Sprintf("0x%08X", h.ID), "id_octets", len(r.MessageID), "max", MaxMessageIDLen)
+		r.MessageID, err = "", ErrBadAnswer
+	}
 	if !ok {
 		s.p.stats.lateResponses.Add(1)
 		s.p.warnPDU(s.log, "late_response", "late or unmatched response dropped", "seq", h.Sequence, "command", fmt.Sprintf("0x%08X", h.ID), "status", h.Status)
-		if f := s.p.cfg.OnLateResponse; f != nil {
+		if f := s.p.cfg.OnLateResponse; f != nil && err == nil {
 			f(s.id, h.Sequence, r)
 		}
 		return
@@ -261,7 +269,7 @@ func (s *session) onResponse(h smpp.Header, frame []byte) {
 	s.p.stats.responses.Add(1)
 	s.p.noteStatus(s, h.Status == smpp.StatusThrottled)
 	s.log.Debug("response", "seq", h.Sequence, "status", h.Status)
-	pd.ch <- result{resp: r}
+	pd.ch <- result{resp: r, err: err}
 }
 
 // answers reports whether a response of command resp answers a request of

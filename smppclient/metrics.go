@@ -51,7 +51,7 @@ func NewMetrics(pools ...*Pool) *Metrics {
 		binds:          d("binds_total", "Successful binds."),
 		bindFailures:   d("bind_failures_total", "Failed dial, TLS or bind attempts."),
 		written:        d("requests_written_total", "Requests written to the upstream."),
-		failed:         d("requests_failed_total", "Requests without an upstream answer, by reason (timeout and session_lost are ambiguous; the others were not sent).", "reason"),
+		failed:         d("requests_failed_total", "Requests without an upstream answer, by reason (timeout, session_lost and bad_answer, an acceptance with an overlong message id, are ambiguous; the others were not sent).", "reason"),
 		late:           d("late_responses_total", "Responses that came after their request had timed out."),
 		closed:         d("sessions_closed_total", "Upstream sessions closed, by reason.", "reason"),
 		deliveries:     d("deliveries_total", "deliver_sm and data_sm received from the upstream."),
@@ -175,6 +175,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		counter(m.failed, st.NoSession, name, "no_session")
 		counter(m.failed, st.Busy, name, "busy")
 		counter(m.failed, st.NotSentOther, name, "not_sent_other")
+		counter(m.failed, st.BadAnswers, name, "bad_answer")
 		counter(m.late, st.LateResponses, name)
 		for r := ReasonNone + 1; r < reasonCount; r++ {
 			counter(m.closed, st.Closed[r], name, r.String())

@@ -16,6 +16,7 @@ type Stats struct {
 	Busy           uint64 // Submit calls ended with ErrNotSent/ErrBusy
 	NotSentOther   uint64 // other ErrNotSent outcomes (beforeWrite, context, write)
 	LateResponses  uint64 // responses with no pending request
+	BadAnswers     uint64 // Submit calls ended with ErrBadAnswer (an overlong message id)
 	Deliveries     uint64 // deliver_sm/data_sm handed to OnDeliver
 	DeliverRefused uint64 // deliver_sm/data_sm answered 0x58: DeliverWindow full
 	DeliverPanics  uint64 // OnDeliver panics recovered
@@ -27,6 +28,7 @@ type Stats struct {
 type counters struct {
 	binds, bindFailures, written, responses, throttled, timeouts atomic.Uint64
 	sessionLost, noSession, busy, notSentOther, lateResponses    atomic.Uint64
+	badAnswers                                                   atomic.Uint64
 	deliveries, deliverRefused, deliverPanics, enquireLinks      atomic.Uint64
 	closed                                                       [reasonCount]atomic.Uint64
 }
@@ -41,8 +43,8 @@ func (p *Pool) Stats() Stats {
 		NoSession: c.noSession.Load(), Busy: c.busy.Load(), NotSentOther: c.notSentOther.Load(),
 		LateResponses: c.lateResponses.Load(), Deliveries: c.deliveries.Load(),
 		DeliverRefused: c.deliverRefused.Load(), DeliverPanics: c.deliverPanics.Load(),
-		EnquireLinks: c.enquireLinks.Load(),
-		Closed:       make(map[CloseReason]uint64),
+		EnquireLinks: c.enquireLinks.Load(), BadAnswers: c.badAnswers.Load(),
+		Closed: make(map[CloseReason]uint64),
 	}
 	for r := range c.closed {
 		if n := c.closed[r].Load(); n > 0 {

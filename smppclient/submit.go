@@ -97,6 +97,8 @@ func (p *Pool) countOutcome(err error) {
 		c.timeouts.Add(1)
 	case errors.Is(err, ErrSessionLost):
 		c.sessionLost.Add(1)
+	case errors.Is(err, ErrBadAnswer):
+		c.badAnswers.Add(1)
 	}
 }
 
