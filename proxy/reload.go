@@ -52,6 +52,13 @@ func (a *App) Reload(cfg *config.Config) (Reloaded, error) {
 	var r Reloaded
 	r.Restart = restartOnly(old, cfg)
 
+	// What can fail comes first, so that a reload that fails changes
+	// nothing: the new pools (an upstream's TLS files), the id tables,
+	// the receipt accounts.
+	swaps, swapped, err := a.planUpstreams(old, cfg)
+	if err != nil {
+		return Reloaded{}, fmt.Errorf("proxy: reload: %w", err)
+	}
 	ups, styles := idTables(cfg)
 	if err := a.ids.Set(ups, styles); err != nil {
 		return Reloaded{}, fmt.Errorf("proxy: reload: %w", err)
@@ -71,12 +78,8 @@ func (a *App) Reload(cfg *config.Config) (Reloaded, error) {
 		upCfg[u.Name] = u
 	}
 	a.instr.router.SetRoutes(a.routes(a.poolsByName(), upCfg))
-	swapped, err := a.reloadUpstreams(old, cfg)
+	a.startSwaps(swaps)
 	r.Applied = append(r.Applied, swapped...)
-	if err != nil {
-		return r, fmt.Errorf("proxy: reload: %w", err)
-	}
-
 	r.Applied = append(r.Applied, accountChanges(old, cfg)...)
 	r.Applied = append(r.Applied, routingChanges(old, cfg)...)
 	if !reflect.DeepEqual(old.MORoutes, cfg.MORoutes) || old.DefaultAccount != cfg.DefaultAccount {
@@ -97,15 +100,15 @@ const upstreamSwapWait = 30 * time.Second
 type poolSwap struct {
 	name       string
 	next, prev *smppclient.Pool
+	drain      time.Duration // the longest prev's in-flight submits wait (its response_timeout)
 }
 
-// reloadUpstreams starts a pool for every upstream added, or whose
-// connection settings changed (address, credentials, binds, window,
-// limits, timeouts, TLS); once its binds are up (or after
-// upstreamSwapWait) routes move to it, and then the pool it replaces, or
-// that of a removed upstream, drains its in-flight submits and closes —
-// in the background, so Reload does not wait for it.
-func (a *App) reloadUpstreams(old, cfg *config.Config) ([]string, error) {
+// planUpstreams builds (and does not start) a pool for every upstream
+// added, or whose connection settings changed (address, credentials,
+// binds, window, limits, timeouts, TLS), and lists the swaps with the
+// removed upstreams; nothing is in force yet, and on an error nothing is
+// left behind.
+func (a *App) planUpstreams(old, cfg *config.Config) ([]poolSwap, []string, error) {
 	var swaps []poolSwap
 	var out []string
 	byName := a.poolsByName()
@@ -121,23 +124,40 @@ func (a *App) reloadUpstreams(old, cfg *config.Config) ([]string, error) {
 		// again, and must not repeat the ids of the pool it replaces.
 		p, err := a.newPool(u, fmt.Sprintf("%s.r%d", a.sessionInstance, a.reloadedPools.Add(1)), a.now)
 		if err != nil {
-			return out, err
+			for _, sw := range swaps {
+				if sw.next != nil {
+					_ = sw.next.Close(context.Background()) // never started
+				}
+			}
+			return nil, nil, err
 		}
 		if prev == nil {
 			out = append(out, "upstream "+u.Name+" added: binding, routes use it once bound")
 		} else {
 			out = append(out, "upstream "+u.Name+" changed: "+strings.Join(changes, ", ")+": new binds come up, then the old ones drain")
 		}
-		swaps = append(swaps, poolSwap{name: u.Name, next: p, prev: byName[u.Name]})
+		sw := poolSwap{name: u.Name, next: p, prev: byName[u.Name]}
+		if prev != nil {
+			sw.drain = prev.ResponseTimeout.Std()
+		}
+		swaps = append(swaps, sw)
 	}
 	for _, u := range old.Upstreams {
 		if cfg.Upstream(u.Name) == nil {
 			out = append(out, "upstream "+u.Name+" removed: its binds drain and close")
-			swaps = append(swaps, poolSwap{name: u.Name, prev: byName[u.Name]})
+			swaps = append(swaps, poolSwap{name: u.Name, prev: byName[u.Name], drain: u.ResponseTimeout.Std()})
 		}
 	}
+	return swaps, out, nil
+}
+
+// startSwaps starts the new pools of swaps; once their binds are up (or
+// after upstreamSwapWait) routes move to them, and then the pools they
+// replace, and those of removed upstreams, drain their in-flight submits
+// and close — in the background, so Reload does not wait for it.
+func (a *App) startSwaps(swaps []poolSwap) {
 	if len(swaps) == 0 {
-		return out, nil
+		return
 	}
 	a.mu.Lock()
 	for _, sw := range swaps {
@@ -159,7 +179,6 @@ func (a *App) reloadUpstreams(old, cfg *config.Config) ([]string, error) {
 		defer a.bg.Done()
 		a.completeSwaps(swaps)
 	}()
-	return out, nil
 }
 
 // completeSwaps waits for the new pools' binds (bounded), moves the
@@ -197,13 +216,16 @@ wait:
 		upCfg[u.Name] = u
 	}
 	a.instr.router.SetRoutes(a.routes(a.poolsByName(), upCfg))
-	ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout.Std()+time.Second)
-	defer cancel()
 	for _, sw := range swaps {
 		if sw.prev == nil {
 			continue
 		}
-		_ = sw.prev.Close(ctx) // in-flight submits finish first
+		// In-flight submits finish first: the pool's own response timeout
+		// ends each in time (so a submit its SMSC answers late is never cut
+		// off into unknown), and the shutdown budget when longer.
+		ctx, cancel := context.WithTimeout(context.Background(), max(cfg.ShutdownTimeout.Std(), sw.drain)+time.Second)
+		_ = sw.prev.Close(ctx)
+		cancel()
 		a.instr.upstreams.Remove(sw.prev)
 		a.Sessions.Remove(poolSource{sw.prev})
 		a.mu.Lock()

@@ -17,8 +17,11 @@ import (
 // status are observed by the pools returned by Instrument. Register it on
 // an injected Registerer.
 type Metrics struct {
-	mu    sync.Mutex // guards pools (Add, Remove)
+	mu    sync.Mutex // guards pools and retired (Add, Remove)
 	pools []*Pool
+	// retired: the counters of the pools a reload replaced, by upstream,
+	// so that the upstream's counters never go down.
+	retired map[string]Stats
 
 	latency   *prometheus.HistogramVec
 	responses *prometheus.CounterVec
@@ -36,7 +39,8 @@ func NewMetrics(pools ...*Pool) *Metrics {
 		return prometheus.NewDesc("smppproxy_upstream_"+name, help, append([]string{"upstream"}, labels...), nil)
 	}
 	return &Metrics{
-		pools: pools,
+		pools:   slices.Clone(pools), // the caller's slice is its own
+		retired: map[string]Stats{},
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: "smppproxy", Subsystem: "upstream", Name: "request_seconds",
 			Help:    "Time from writing a request to an upstream to its response, by upstream (answered requests only).",
@@ -136,7 +140,21 @@ func (m *Metrics) Add(p *Pool) {
 func (m *Metrics) Remove(p *Pool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if !slices.Contains(m.pools, p) {
+		return
+	}
 	m.pools = slices.DeleteFunc(m.pools, func(q *Pool) bool { return q == p })
+	name := p.Name()
+	if !slices.ContainsFunc(m.pools, func(q *Pool) bool { return q.Name() == name }) {
+		// The upstream is gone: so are its series.
+		delete(m.retired, name)
+		m.latency.DeleteLabelValues(name)
+		m.responses.DeletePartialMatch(prometheus.Labels{"upstream": name})
+		return
+	}
+	st := m.retired[name]
+	st.add(p.Stats())
+	m.retired[name] = st
 }
 
 // Collect implements prometheus.Collector.
@@ -146,27 +164,46 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 	}
+	// One series per upstream, whose pools (two while a reload replaces
+	// one) are added up: a registry refuses the same series twice.
+	type group struct{ bind, state string }
+	type upstream struct {
+		sessions map[group]int
+		inflight int
+		st       Stats
+	}
 	m.mu.Lock()
 	pools := slices.Clone(m.pools)
+	ups := map[string]*upstream{}
+	var names []string
+	for _, p := range pools {
+		if ups[p.Name()] == nil {
+			u := &upstream{sessions: map[group]int{}}
+			u.st.add(m.retired[p.Name()]) // a copy: Closed is a map
+			ups[p.Name()] = u
+			names = append(names, p.Name())
+		}
+	}
 	m.mu.Unlock()
 	for _, p := range pools {
-		name := p.Name()
-		type group struct{ bind, state string }
-		n := map[group]int{}
-		inflight := 0
+		u := ups[p.Name()]
 		for _, s := range p.Sessions() {
 			if s.State == StateClosed {
 				continue
 			}
-			n[group{s.Bind.Name(), s.State.String()}]++
-			inflight += s.InFlight
+			u.sessions[group{s.Bind.Name(), s.State.String()}]++
+			u.inflight += s.InFlight
 		}
-		for g, c := range n {
+		u.st.add(p.Stats())
+	}
+	for _, name := range names {
+		u := ups[name]
+		for g, c := range u.sessions {
 			ch <- prometheus.MustNewConstMetric(m.sessions, prometheus.GaugeValue, float64(c), name, g.bind, g.state)
 		}
-		ch <- prometheus.MustNewConstMetric(m.inFlight, prometheus.GaugeValue, float64(inflight), name)
+		ch <- prometheus.MustNewConstMetric(m.inFlight, prometheus.GaugeValue, float64(u.inflight), name)
 
-		st := p.Stats()
+		st := u.st
 		counter(m.binds, st.Binds, name)
 		counter(m.bindFailures, st.BindFailures, name)
 		counter(m.written, st.Written, name)

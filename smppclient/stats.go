@@ -53,3 +53,29 @@ func (p *Pool) Stats() Stats {
 	}
 	return s
 }
+
+// add adds o's counters to s.
+func (s *Stats) add(o Stats) {
+	s.Binds += o.Binds
+	s.BindFailures += o.BindFailures
+	s.Written += o.Written
+	s.Responses += o.Responses
+	s.Throttled += o.Throttled
+	s.Timeouts += o.Timeouts
+	s.SessionLost += o.SessionLost
+	s.NoSession += o.NoSession
+	s.Busy += o.Busy
+	s.NotSentOther += o.NotSentOther
+	s.LateResponses += o.LateResponses
+	s.BadAnswers += o.BadAnswers
+	s.Deliveries += o.Deliveries
+	s.DeliverRefused += o.DeliverRefused
+	s.DeliverPanics += o.DeliverPanics
+	s.EnquireLinks += o.EnquireLinks
+	if len(o.Closed) > 0 && s.Closed == nil {
+		s.Closed = map[CloseReason]uint64{}
+	}
+	for r, n := range o.Closed {
+		s.Closed[r] += n
+	}
+}

@@ -1,0 +1,196 @@
+package proxy
+
+import (
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/smppproxy/smppproxy/config"
+	"github.com/smppproxy/smppproxy/internal/peer/sim"
+	"github.com/smppproxy/smppproxy/smpp"
+	"github.com/smppproxy/smppproxy/smpp/smpptest"
+)
+
+func poolNames(app *App) []string {
+	var names []string
+	for _, p := range app.poolList() {
+		names = append(names, p.Name())
+	}
+	slices.Sort(names)
+	return names
+}
+
+// A reload that fails (here: an added upstream's tls_ca file is missing,
+// which only building its pool finds) changes nothing: the configuration
+// in force, the accounts' settings and the upstream pools stay as they
+// were, and a later reload still applies what it changes.
+func TestAFailedReloadChangesNothing(t *testing.T) {
+	smsc := startSim(t, sim.Config{})
+	other := startSim(t, sim.Config{})
+	cfg := testConfig(t, smsc.Addr(), t.TempDir())
+	o := config.UpstreamDefaults()
+	o.Name, o.Address, o.SystemID, o.Password = "other", other.Addr(), "proxy", "pw"
+	cfg.Upstreams = append(cfg.Upstreams, o)
+	cfg.Accounts[0].Route = []string{"smsc", "other"}
+	app := startProxy(t, cfg)
+
+	bad := reloaded(t, cfg, func(c *config.Config) {
+		c.Upstreams = c.Upstreams[:1] // other removed
+		s := config.UpstreamDefaults()
+		s.Name, s.Address, s.SystemID, s.Password = "secure", smsc.Addr(), "proxy", "pw"
+		s.TLS, s.TLSCA = true, filepath.Join(t.TempDir(), "missing-ca.pem")
+		c.Upstreams = append(c.Upstreams, s)
+		c.Accounts[0].Route = []string{"smsc", "secure"}
+		c.Accounts[0].Throughput = 7
+	})
+	if _, err := app.Reload(bad); err == nil {
+		t.Fatal("a reload with a missing tls_ca succeeded")
+	}
+	if app.config() != cfg {
+		t.Errorf("after a failed reload the configuration in force is the new one (throughput %d, %d upstreams), want the old", app.config().Accounts[0].Throughput, len(app.config().Upstreams))
+	}
+	if got := poolNames(app); !slices.Equal(got, []string{"other", "smsc"}) {
+		t.Errorf("pools after a failed reload = %q, want the old ones [other smsc]", got)
+	}
+
+	fixed := reloaded(t, cfg, func(c *config.Config) {
+		c.Upstreams = c.Upstreams[:1]
+		c.Accounts[0].Route = []string{"smsc"}
+	})
+	if _, err := app.Reload(fixed); err != nil {
+		t.Fatal(err)
+	}
+	app.bg.Wait() // the removed upstream's pool drains and closes
+	if got := poolNames(app); !slices.Equal(got, []string{"smsc"}) {
+		t.Errorf("pools after removing other = %q, want [smsc]", got)
+	}
+}
+
+// Removing an upstream the proxy started with leaves the other pools as
+// they were. (The metrics shared the proxy's list of pools, and dropping
+// the removed one from theirs left a nil pool in the proxy's: its shutdown
+// then panicked.)
+func TestRemovingAnUpstreamLeavesTheOtherPoolsIntact(t *testing.T) {
+	smsc := startSim(t, sim.Config{})
+	other := startSim(t, sim.Config{})
+	cfg := testConfig(t, smsc.Addr(), t.TempDir())
+	o := config.UpstreamDefaults()
+	o.Name, o.Address, o.SystemID, o.Password = "other", other.Addr(), "proxy", "pw"
+	cfg.Upstreams = append([]config.Upstream{o}, cfg.Upstreams...)
+	cfg.Accounts[0].Route = []string{"smsc", "other"}
+	app := startProxy(t, cfg)
+	if _, err := app.Reload(reloaded(t, cfg, func(c *config.Config) {
+		c.Upstreams = c.Upstreams[1:]
+		c.Accounts[0].Route = []string{"smsc"}
+	})); err != nil {
+		t.Fatal(err)
+	}
+	app.bg.Wait()
+	for _, p := range app.poolList() {
+		if p == nil {
+			t.Fatalf("pools after removing an upstream hold a nil pool")
+		}
+	}
+	if got := poolNames(app); !slices.Equal(got, []string{"smsc"}) {
+		t.Errorf("pools after removing other = %q, want [smsc]", got)
+	}
+}
+
+// While a reload replaces an upstream's pool, its old and new pools are
+// one upstream to Prometheus: a scrape succeeds (two series with the same
+// labels fail the whole scrape), and its counters do not go down when the
+// old pool closes.
+func TestMetricsAreScrapedWhileAReloadReplacesAnUpstream(t *testing.T) {
+	arrived := make(chan struct{}, 1)
+	first := startSim(t, sim.Config{Fault: func(c sim.Call) sim.Action {
+		if c.Key == "slow" {
+			select {
+			case arrived <- struct{}{}:
+			default:
+			}
+			return sim.Action{Delay: 500 * time.Millisecond}
+		}
+		return sim.Action{}
+	}})
+	second := startSim(t, sim.Config{})
+	cfg := testConfig(t, first.Addr(), t.TempDir())
+	cfg.Upstreams[0].ForwardKeyTLV = true
+	reg := prometheus.NewRegistry()
+	app := startProxyWith(t, Options{Config: cfg, Registerer: reg})
+	shop := dialBound(t, app.Addr(), smpp.CmdBindTransceiver)
+	if r := shop.submit(2, keyed("k-1", "x")); r.Status != smpp.StatusOK {
+		t.Fatalf("submit = %v", r.Status)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = shop.call(smpptest.EncodeSubmit(3, keyed("slow", "x")), 10*time.Second)
+	}()
+	<-arrived // the old pool drains this one after the reload
+	if _, err := app.Reload(reloaded(t, cfg, func(c *config.Config) { c.Upstreams[0].Address = second.Addr() })); err != nil {
+		t.Fatal(err)
+	}
+	written := func() float64 {
+		t.Helper()
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatalf("scrape while the upstream's pool is replaced: %v", err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == "smppproxy_upstream_requests_written_total" {
+				return mf.GetMetric()[0].GetCounter().GetValue()
+			}
+		}
+		t.Fatal("no smppproxy_upstream_requests_written_total")
+		return 0
+	}
+	during := written()
+	<-done
+	app.bg.Wait() // the old pool closed and is no longer exported
+	if after := written(); after < during || after < 2 {
+		t.Errorf("requests written by the upstream: %v during the swap, %v after it; want at least 2, never going down", during, after)
+	}
+}
+
+// A submit in flight on an upstream whose pool a reload replaces gets its
+// SMSC's answer when it comes within the upstream's response_timeout,
+// however short shutdown_timeout is: the old pool is not closed under it
+// (which made it unknown, though the SMSC accepted it).
+func TestASubmitInFlightDuringAReloadGetsItsLateAnswer(t *testing.T) {
+	arrived := make(chan struct{}, 1)
+	first := startSim(t, sim.Config{Fault: func(c sim.Call) sim.Action {
+		if c.Key == "slow" {
+			select {
+			case arrived <- struct{}{}:
+			default:
+			}
+			return sim.Action{Delay: 1500 * time.Millisecond}
+		}
+		return sim.Action{}
+	}})
+	second := startSim(t, sim.Config{})
+	cfg := testConfig(t, first.Addr(), t.TempDir())
+	cfg.ShutdownTimeout = 0
+	cfg.Upstreams[0].ForwardKeyTLV = true // the simulator sees the key
+	cfg.Upstreams[0].ResponseTimeout = config.Duration(10 * time.Second)
+	app := startProxy(t, cfg)
+	shop := dialBound(t, app.Addr(), smpp.CmdBindTransceiver)
+	done := make(chan resp, 1)
+	go func() {
+		f, err := shop.call(smpptest.EncodeSubmit(2, keyed("slow", "x")), 15*time.Second)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- parseResp(f)
+	}()
+	<-arrived
+	if _, err := app.Reload(reloaded(t, cfg, func(c *config.Config) { c.Upstreams[0].Address = second.Addr() })); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-done; got.Status != smpp.StatusOK || got.ID == "" {
+		t.Errorf("submit in flight during the reload = %v (id %q), want the SMSC's acceptance (it answers after 1.5s, response_timeout 10s)", got.Status, got.ID)
+	}
+}
