@@ -84,6 +84,10 @@ type Engine struct {
 	log *slog.Logger
 	now func() time.Time
 	seq atomic.Uint64
+	// run tells this engine's owners and untracked keys from those of the
+	// instance's earlier runs (instance_id is kept across restarts, seq
+	// starts again).
+	run string
 	mu  sync.Mutex
 	fl  map[state.Key]*flight
 	// started is when New ran: records with a legacy fingerprint are
@@ -133,6 +137,7 @@ func New(cfg Config) *Engine {
 	if e.cfg.InstanceID == "" {
 		e.cfg.InstanceID = randomID()
 	}
+	e.run = randomID()
 	leases := cfg.Owners
 	if leases == nil {
 		leases, _ = cfg.Store.(state.OwnerLeases)
@@ -253,7 +258,8 @@ func (e *Engine) Submit(ctx context.Context, account string, p Policy, sub *smpp
 	}
 	e.mu.Unlock()
 
-	var a Answer
+	// What the joiners get if decide panics (a bug): nothing was accepted.
+	a := Answer{Status: smpp.StatusSysErr, Outcome: OutStoreErr, Key: k}
 	if own {
 		// Even a panic below must release the joiners and the key.
 		defer func() {
@@ -287,7 +293,7 @@ func (e *Engine) join(ctx context.Context, account string, p Policy, k state.Key
 }
 
 func (e *Engine) owner() string {
-	return e.cfg.InstanceID + "/" + strconv.FormatUint(e.seq.Add(1), 36)
+	return e.cfg.InstanceID + "/" + e.run + "." + strconv.FormatUint(e.seq.Add(1), 36)
 }
 
 // Record lifetime guards.

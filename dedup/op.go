@@ -127,7 +127,7 @@ func (o *op) deriveKey() (string, smpp.Status) {
 		return key, smpp.StatusOK
 	}
 	// Untracked: still recorded (for receipt routing) under a unique key.
-	return "u:" + o.e.cfg.InstanceID + "-" + strconv.FormatUint(o.e.seq.Add(1), 36), smpp.StatusOK
+	return "u:" + o.e.cfg.InstanceID + "." + o.e.run + "-" + strconv.FormatUint(o.e.seq.Add(1), 36), smpp.StatusOK
 }
 
 // logger is the engine's logger with the submit's identity attached.
