@@ -215,3 +215,75 @@ func TestALateAcceptanceWithAnOverlongMessageIDIsNotReported(t *testing.T) {
 		t.Fatal("the good late answer was not reported")
 	}
 }
+
+// gatedThenCut, once armed, holds its next Write until released, and cuts
+// the Write after that one short after its first frame, failing it: a
+// batch of which the kernel took one frame.
+type gatedThenCut struct {
+	net.Conn
+	armed   atomic.Bool
+	held    chan struct{} // closed when the gated Write is held
+	release chan struct{}
+	writes  atomic.Int32
+}
+
+func (c *gatedThenCut) Write(b []byte) (int, error) {
+	if !c.armed.Load() {
+		return c.Conn.Write(b)
+	}
+	switch c.writes.Add(1) {
+	case 1:
+		close(c.held)
+		<-c.release
+		return c.Conn.Write(b)
+	case 2:
+		l := int(binary.BigEndian.Uint32(b))
+		n, _ := c.Conn.Write(b[:min(l, len(b))])
+		return n, errors.New("write: broken pipe")
+	}
+	return 0, errors.New("write: broken pipe")
+}
+
+// A write that fails after the kernel took some of a batch's bytes leaves
+// ambiguous only the frames that began within those bytes: the frames
+// wholly behind them never left the process, so they are "not sent" (and
+// retried elsewhere), not unknown.
+func TestFramesBehindWhatAFailedWriteTookAreNotSent(t *testing.T) {
+	f := startFake(t)
+	f.onSubmit = func(c *fakeConn, h smpp.Header, frame []byte) {} // never answers
+	conn := &gatedThenCut{held: make(chan struct{}), release: make(chan struct{})}
+	p := startPool(t, testConfig(t, f.addr, func(c *Config) { c.Window = 8 }), func(nc net.Conn) net.Conn {
+		conn.Conn = nc
+		return conn
+	})
+	waitUp(t, p, 1)
+	conn.armed.Store(true)
+	res := make(chan error, 8)
+	go func() { _, err := submit(p, ""); res <- err }()
+	<-conn.held // the first submit's write is held: the others queue behind it
+	for range 7 {
+		go func() { _, err := submit(p, ""); res <- err }()
+	}
+	eventually(t, "eight submits in flight", func() bool {
+		ss := p.Sessions()
+		return len(ss) == 1 && ss[0].InFlight == 8
+	})
+	close(conn.release)
+	ambiguous, notSent := 0, 0
+	for range 8 {
+		switch err := <-res; {
+		case Ambiguous(err):
+			ambiguous++
+		case errors.Is(err, ErrNotSent):
+			notSent++
+		default:
+			t.Errorf("submit = %v, want ambiguous or not sent", err)
+		}
+	}
+	// The held write's frame and the one frame of the cut write reached
+	// the SMSC; the six behind it did not.
+	eventually(t, "the SMSC read the two frames written", func() bool { return f.submits.Load() == 2 })
+	if ambiguous != 2 || notSent != 6 {
+		t.Errorf("%d ambiguous, %d not sent; want 2 (the frames written) and 6", ambiguous, notSent)
+	}
+}

@@ -127,10 +127,12 @@ func (s *session) gather(b *batch, req *writeReq) {
 }
 
 // flush writes the batch with one Write and reports to each request of it.
-// A Write that fails having written n > 0 bytes leaves every request of
-// the batch maybe written (n > 0 in its result: ambiguous), however few
-// bytes went out; one that fails with n == 0 wrote none of them (not
-// sent). false: the session is closing.
+// A Write that fails having written n bytes leaves maybe written (n > 0 in
+// its result: ambiguous) the requests whose frame begins within those n
+// bytes, and none of those behind them (n == 0: not sent): over TCP the
+// kernel never had their bytes, and over TLS n counts only whole records,
+// so what follows n is at most in a record the peer cannot decrypt.
+// false: the session is closing.
 func (s *session) flush(b *batch) bool {
 	var n int
 	var err error
@@ -149,10 +151,12 @@ func (s *session) flush(b *batch) bool {
 		s.p.stats.written.Add(written)
 	}
 	var after CloseReason
+	off := 0 // where req's frame begins in b.buf
 	for _, req := range b.reqs {
 		if req.done != nil {
-			req.done <- writeResult{n: n, err: err}
+			req.done <- writeResult{n: min(max(n-off, 0), len(req.frame)), err: err}
 		}
+		off += len(req.frame)
 		after = req.after
 	}
 	if cap(b.buf) > 4*writeBufSize { // a large PDU went out: do not keep its buffer
