@@ -287,3 +287,27 @@ func TestFramesBehindWhatAFailedWriteTookAreNotSent(t *testing.T) {
 		t.Errorf("%d ambiguous, %d not sent; want 2 (the frames written) and 6", ambiguous, notSent)
 	}
 }
+
+// An acceptance whose body is not a clean C-Octet string (a second NUL, no
+// NUL at all, TLVs cut short) still gives the id it begins with: an empty
+// id would leave the message's receipts unmatched.
+func TestAnAcceptanceWithAnUntidyBodyKeepsItsMessageID(t *testing.T) {
+	for name, body := range map[string]string{
+		"trailing NUL": "abc123\x00\x00",
+		"no NUL":       "abc123",
+		"cut-off TLV":  "abc123\x00\x04\x24",
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := startFake(t)
+			f.onSubmit = func(c *fakeConn, h smpp.Header, frame []byte) {
+				c.s.outstanding.Add(-1)
+				c.write(smpp.EncodeSimple(smpp.CmdSubmitSM|smpp.RespBit, smpp.StatusOK, h.Sequence, []byte(body)))
+			}
+			p := newPool(t, f.addr, nil)
+			waitUp(t, p, 1)
+			if r, err := submit(p, ""); err != nil || r.Status != smpp.StatusOK || r.MessageID != "abc123" {
+				t.Errorf("submit answered with body %q = status %v, id %q, %v; want accepted as abc123", body, r.Status, r.MessageID, err)
+			}
+		})
+	}
+}

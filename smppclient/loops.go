@@ -284,22 +284,33 @@ func answers(resp, req uint32) bool {
 }
 
 // messageID returns the message_id of a submit_sm_resp, data_sm_resp or
-// query_sm_resp, "" for anything else or an undecodable frame. The usual
-// submit_sm_resp and data_sm_resp, a body that is just the C-Octet string,
-// is read directly; anything else is decoded by gosmpp (decodeMessageID),
-// which gives the same answer for those (FuzzMessageID checks it).
+// query_sm_resp, "" for anything else or an undecodable query_sm_resp. The
+// usual submit_sm_resp and data_sm_resp, a body that is just the C-Octet
+// string, is read directly; anything else is decoded by gosmpp
+// (decodeMessageID), which gives the same answer for those (FuzzMessageID
+// checks it). A submit_sm_resp or data_sm_resp gosmpp cannot decode (a
+// second NUL, no NUL, TLVs cut short) gives the string its body begins
+// with, up to a NUL or its end: the SMSC accepted the message under that
+// id, and an empty one would leave its receipts unmatched.
 func messageID(frame []byte) string {
 	switch smpp.ParseHeader(frame).ID {
 	case smpp.CmdSubmitSM | smpp.RespBit, smpp.CmdDataSM | smpp.RespBit:
 		body := frame[smpp.HeaderLen:]
-		if i := bytes.IndexByte(body, 0); i >= 0 && i == len(body)-1 {
+		i := bytes.IndexByte(body, 0)
+		if i >= 0 && i == len(body)-1 {
 			return string(body[:i])
 		}
+		if id := decodeMessageID(frame); id != "" {
+			return id
+		}
+		if i < 0 {
+			i = len(body)
+		}
+		return string(body[:i])
 	case smpp.CmdQuerySM | smpp.RespBit:
-	default:
-		return ""
+		return decodeMessageID(frame)
 	}
-	return decodeMessageID(frame)
+	return ""
 }
 
 // decodeMessageID is messageID by gosmpp's decoder.
