@@ -336,7 +336,14 @@ func (s *session) onRequest(h smpp.Header, frame []byte) {
 		s.send(smpp.EncodeSimple(smpp.CmdEnquireLink|smpp.RespBit, smpp.StatusOK, h.Sequence, nil), ReasonNone)
 	case smpp.CmdUnbind:
 		s.ending.CompareAndSwap(int32(ReasonNone), int32(ReasonPeerUnbind))
-		s.send(smpp.EncodeSimple(smpp.CmdUnbind|smpp.RespBit, smpp.StatusOK, h.Sequence, nil), ReasonPeerUnbind)
+		resp := smpp.EncodeSimple(smpp.CmdUnbind|smpp.RespBit, smpp.StatusOK, h.Sequence, nil)
+		// The unbind_resp closes the session once written: the deliveries
+		// being stored are answered first (new ones are refused meanwhile),
+		// or the SMSC would send them again after the next bind.
+		s.wg.Go(func() {
+			s.awaitDeliveries(s.p.cfg.ResponseTimeout)
+			s.send(resp, ReasonPeerUnbind)
+		})
 	case smpp.CmdDeliverSM, smpp.CmdDataSM:
 		s.deliver(h, frame)
 	case smpp.CmdAlertNotif: // has no response
@@ -368,6 +375,23 @@ func (s *session) deliver(h smpp.Header, frame []byte) {
 		<-s.p.delivering
 		<-s.deliverSem
 	})
+}
+
+// awaitDeliveries takes every delivery slot of the session, so that the
+// deliveries running have queued their responses and no new one starts
+// (they are refused, 0x58), for at most d or until the session ends.
+func (s *session) awaitDeliveries(d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for range cap(s.deliverSem) {
+		select {
+		case s.deliverSem <- struct{}{}:
+		case <-s.dead:
+			return
+		case <-t.C:
+			return
+		}
+	}
 }
 
 // acquireDelivery takes a delivery slot of the session and one of the
