@@ -1,6 +1,7 @@
 package smppclient
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"net"
@@ -309,5 +310,24 @@ func TestAnAcceptanceWithAnUntidyBodyKeepsItsMessageID(t *testing.T) {
 				t.Errorf("submit answered with body %q = status %v, id %q, %v; want accepted as abc123", body, r.Status, r.MessageID, err)
 			}
 		})
+	}
+}
+
+// A response that carries the sequence number of a request whose frame is
+// not written yet (the journal is being written) cannot be its answer: it
+// is dropped, and the request takes the answer to its frame. (Taken, a
+// bogus temporary error made the proxy send the message again.)
+func TestAResponseBeforeTheRequestIsWrittenIsNotItsAnswer(t *testing.T) {
+	f := startFake(t)
+	p := newPool(t, f.addr, nil)
+	waitUp(t, p, 1)
+	before := p.stats.lateResponses.Load()
+	r, err := p.Submit(context.Background(), "", submitFrame, func(session string, seq uint32) error {
+		f.lastConn().write(smpp.EncodeSimple(smpp.CmdSubmitSM|smpp.RespBit, smpp.StatusThrottled, seq, []byte{0}))
+		eventually(t, "the early response read", func() bool { return p.stats.lateResponses.Load() > before || p.stats.responses.Load() > 0 })
+		return nil
+	})
+	if err != nil || r.Status != smpp.StatusOK || r.MessageID != "id-1" {
+		t.Errorf("Submit = status %v, id %q, %v; want the SMSC's acceptance of the frame (id-1), not the response that came before it", r.Status, r.MessageID, err)
 	}
 }

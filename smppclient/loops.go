@@ -140,6 +140,11 @@ func (s *session) flush(b *batch) bool {
 		if BeforeWrite != nil {
 			BeforeWrite(b.buf, waiting(b.reqs))
 		}
+		for _, req := range b.reqs {
+			if req.pd != nil {
+				req.pd.written.Store(true)
+			}
+		}
 		_ = s.conn.SetWriteDeadline(time.Now().Add(s.p.cfg.ResponseTimeout))
 		n, err = s.conn.Write(b.buf)
 	}
@@ -237,6 +242,14 @@ func (s *session) onResponse(h smpp.Header, frame []byte) {
 	r := Response{Status: h.Status, Frame: frame, Session: s.id, Sequence: h.Sequence}
 	s.mu.Lock()
 	pd, ok := s.pending[h.Sequence]
+	if ok && !pd.written.Load() {
+		s.mu.Unlock()
+		// The request's frame has not been written: whatever this is, it
+		// is not its answer (taken, a temporary error would send it again).
+		s.p.stats.lateResponses.Add(1)
+		s.p.warnPDU(s.log, "unwritten_response", "response for a request not written yet dropped", "seq", h.Sequence, "command", fmt.Sprintf("0x%08X", h.ID))
+		return
+	}
 	if ok && !answers(h.ID, pd.cmd.Load()) {
 		s.mu.Unlock()
 		// Not this request's response: the request goes on waiting for

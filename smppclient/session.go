@@ -68,10 +68,13 @@ type session struct {
 }
 
 // pending is a request awaiting its response: cmd is its command id (0
-// until its frame is built), which the response must answer.
+// until its frame is built), which the response must answer; written is
+// set by the writer just before the frame's write (a response that comes
+// before cannot be this request's).
 type pending struct {
-	ch  chan result
-	cmd atomic.Uint32
+	ch      chan result
+	cmd     atomic.Uint32
+	written atomic.Bool
 }
 
 type result struct {
@@ -88,6 +91,7 @@ type writeReq struct {
 	ctx   context.Context
 	done  chan writeResult
 	after CloseReason
+	pd    *pending // Submit's requests: what waits for the response
 }
 
 type writeResult struct {

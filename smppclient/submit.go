@@ -302,7 +302,7 @@ func (s *session) roundTrip(ctx context.Context, build func(uint32) []byte, befo
 // writeFrame hands frame (c's request) to the session's writer and waits
 // until it is written, or refused.
 func (s *session) writeFrame(ctx context.Context, c *call, frame []byte) writeResult {
-	c.writeReq = writeReq{frame: frame, ctx: ctx, done: make(chan writeResult, 1)}
+	c.writeReq = writeReq{frame: frame, ctx: ctx, done: make(chan writeResult, 1), pd: &c.pending}
 	req := &c.writeReq
 	select {
 	case s.writeq <- req:
