@@ -4,6 +4,7 @@ import (
 	"hash/fnv"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -76,9 +77,13 @@ func (r *Router) candidates(all []Member, avoid map[string]bool, now time.Time, 
 	}
 	ms := all
 	if len(avoid) > 0 {
+		// Backups stay out while a weighted member is usable, avoided or
+		// not: a weighted upstream that answered a temporary error is tried
+		// again rather than a backup.
+		weightedUp := slices.ContainsFunc(all, func(m Member) bool { return m.Weight > 0 && usable(m) })
 		var rest []Member
 		for _, m := range all {
-			if !avoid[m.Upstream.Name()] && usable(m) {
+			if !avoid[m.Upstream.Name()] && usable(m) && (m.Weight > 0 || !weightedUp) {
 				rest = append(rest, m)
 			}
 		}

@@ -261,7 +261,8 @@ func (r *Router) Forward(ctx context.Context, a *dedup.Attempt) dedup.Result {
 	avoid := map[string]bool{}
 	var attempts int
 	var budget time.Duration
-	n := 0 // attempts answered by an upstream
+	n := 0      // attempts answered by an upstream
+	closed := 0 // picks whose pool was closed
 	for tries := 1; ; tries++ {
 		m, prefer, ok := r.pick(a.Account, a.Segment, segKey, msgKey, avoid)
 		if !ok {
@@ -275,6 +276,14 @@ func (r *Router) Forward(ctx context.Context, a *dedup.Attempt) dedup.Result {
 		r.observe(a, res)
 		if msgKey != "" && res.Session != "" && res.Kind != dedup.NotSent {
 			r.sticky.put(msgKey, res.Upstream, res.Session, r.cfg.Now())
+		}
+		if res.Kind == dedup.NotSent && errors.Is(res.Err, smppclient.ErrClosed) && closed < maxClosedPicks && ctx.Err() == nil {
+			// Nothing was sent: a reload closed the pool, and the routes in
+			// force name the one that replaced it (or none, if the upstream
+			// was removed). A pool that stays closed is a shutdown.
+			closed++
+			tries-- // not an attempt
+			continue
 		}
 		if res.Kind == dedup.NotSent {
 			// Nothing was sent. When the upstream had no free slot (or no
@@ -315,6 +324,10 @@ func (r *Router) Forward(ctx context.Context, a *dedup.Attempt) dedup.Result {
 		r.cfg.Sleep(ctx, pause)
 	}
 }
+
+// maxClosedPicks bounds the picks again of a submit whose upstream's pool
+// was closed (by a reload, or a shutdown) before it was written.
+const maxClosedPicks = 4
 
 // logTemporary logs a line about a temporary error at most once per
 // smppclient.WarnInterval per upstream, status and message (an upstream
