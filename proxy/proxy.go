@@ -185,8 +185,13 @@ func (a *App) onDeliver(ctx context.Context, d smppclient.Delivery) smpp.Status 
 // routes lists, per account of the configuration in force, the route
 // members of its upstreams (those with a pool in byName).
 func (a *App) routes(byName map[string]*smppclient.Pool, upCfg map[string]config.Upstream) map[string][]route.Member {
+	return a.routesOf(a.config().Accounts, byName, upCfg)
+}
+
+// routesOf is routes for accounts.
+func (a *App) routesOf(accounts []config.Account, byName map[string]*smppclient.Pool, upCfg map[string]config.Upstream) map[string][]route.Member {
 	routes := map[string][]route.Member{}
-	for _, acc := range a.config().Accounts {
+	for _, acc := range accounts {
 		for _, name := range acc.Route {
 			u := upCfg[name]
 			if byName[name] == nil {

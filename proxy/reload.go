@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/smppproxy/smppproxy/config"
+	"github.com/smppproxy/smppproxy/route"
 	"github.com/smppproxy/smppproxy/smppclient"
 )
 
@@ -73,11 +74,7 @@ func (a *App) Reload(cfg *config.Config) (Reloaded, error) {
 	a.mu.Lock()
 	a.cfg = cfg
 	a.mu.Unlock()
-	upCfg := map[string]config.Upstream{}
-	for _, u := range cfg.Upstreams {
-		upCfg[u.Name] = u
-	}
-	a.instr.router.SetRoutes(a.routes(a.poolsByName(), upCfg))
+	a.instr.router.SetRoutes(a.reloadRoutes(old, cfg))
 	a.startSwaps(swaps)
 	r.Applied = append(r.Applied, swapped...)
 	r.Applied = append(r.Applied, accountChanges(old, cfg)...)
@@ -89,6 +86,30 @@ func (a *App) Reload(cfg *config.Config) (Reloaded, error) {
 		r.Applied = append(r.Applied, fmt.Sprintf("closed %d session(s) of removed accounts", n))
 	}
 	return r, nil
+}
+
+// reloadRoutes is the routes of cfg over the pools in force, but an
+// account none of whose new route's upstreams has a pool yet (added by
+// this reload, still binding) keeps its routes of old until
+// completeSwaps moves it: it would have no route at all meanwhile.
+func (a *App) reloadRoutes(old, cfg *config.Config) map[string][]route.Member {
+	byName := a.poolsByName()
+	routes := a.routesOf(cfg.Accounts, byName, upstreamsByName(cfg))
+	before := a.routesOf(old.Accounts, byName, upstreamsByName(old))
+	for _, acc := range cfg.Accounts {
+		if len(routes[acc.SystemID]) == 0 && len(before[acc.SystemID]) > 0 {
+			routes[acc.SystemID] = before[acc.SystemID]
+		}
+	}
+	return routes
+}
+
+func upstreamsByName(cfg *config.Config) map[string]config.Upstream {
+	m := map[string]config.Upstream{}
+	for _, u := range cfg.Upstreams {
+		m[u.Name] = u
+	}
+	return m
 }
 
 // upstreamSwapWait bounds how long a reload waits for the binds of a new
@@ -211,11 +232,7 @@ wait:
 	}
 	a.mu.Unlock()
 	cfg := a.config()
-	upCfg := map[string]config.Upstream{}
-	for _, u := range cfg.Upstreams {
-		upCfg[u.Name] = u
-	}
-	a.instr.router.SetRoutes(a.routes(a.poolsByName(), upCfg))
+	a.instr.router.SetRoutes(a.routes(a.poolsByName(), upstreamsByName(cfg)))
 	for _, sw := range swaps {
 		if sw.prev == nil {
 			continue

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"net"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -193,4 +194,32 @@ func TestASubmitInFlightDuringAReloadGetsItsLateAnswer(t *testing.T) {
 	if got := <-done; got.Status != smpp.StatusOK || got.ID == "" {
 		t.Errorf("submit in flight during the reload = %v (id %q), want the SMSC's acceptance (it answers after 1.5s, response_timeout 10s)", got.Status, got.ID)
 	}
+}
+
+// An account that a reload moves to an upstream the same reload adds goes
+// on using its old route until the new upstream's binds are up: it is
+// not left without a route (0x08 to every submit) meanwhile.
+func TestAnAccountMovedToAnAddedUpstreamKeepsItsRouteUntilThatOneBinds(t *testing.T) {
+	a := startSim(t, sim.Config{})
+	cfg := testConfig(t, a.Addr(), t.TempDir())
+	app := startProxy(t, cfg)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	unbound := l.Addr().String()
+	l.Close() // nothing answers there: the new upstream does not bind
+	if _, err := app.Reload(reloaded(t, cfg, func(c *config.Config) {
+		b := config.UpstreamDefaults()
+		b.Name, b.Address, b.SystemID, b.Password = "b", unbound, "proxy", "pw"
+		c.Upstreams = append(c.Upstreams, b)
+		c.Accounts[0].Route = []string{"b"}
+	})); err != nil {
+		t.Fatal(err)
+	}
+	shop := dialBound(t, app.Addr(), smpp.CmdBindTransceiver)
+	if got := shop.submit(2, keyed("k1", "x")); got.Status != smpp.StatusOK {
+		t.Errorf("submit while the added upstream binds = %v, want it sent on the old route", got.Status)
+	}
+	wantSMSCTotal(t, a, 1)
 }
