@@ -497,13 +497,23 @@ func (u *Upstream) setDefaults() { *u = UpstreamDefaults() }
 
 func (t *ListenTLS) setDefaults() { t.Address = "0.0.0.0:3550" }
 
-// Load reads and parses the configuration file at path. See Parse.
+// Load reads and parses the configuration file at path (see Parse), and
+// reads the files it names that the proxy opens only once running (see
+// checkFiles), so that `config check`, a start and a reload report them
+// with their line rather than failing half-way.
 func Load(path string) (*Config, error) {
 	data, err := readFile(path)
 	if err != nil {
 		return nil, err
 	}
-	return Parse(data, path)
+	cfg, err := Parse(data, path)
+	if err != nil {
+		return nil, err
+	}
+	if errs := cfg.checkFiles(); len(errs) > 0 {
+		return nil, newErrors(errs)
+	}
+	return cfg, nil
 }
 
 // Parse parses and validates a configuration; name is the file name used in

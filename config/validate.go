@@ -1,8 +1,11 @@
 package config
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -46,6 +49,33 @@ func (k *checker) warnf(path, format string, args ...any) {
 func (c *Config) check() []Error {
 	k := &checker{src: c.src}
 	k.config(c)
+	return k.errs
+}
+
+// checkFiles reads the TLS files the configuration names: the TLS
+// listener's certificate and key, and each upstream's tls_ca, which must
+// hold a PEM certificate. (Parse does not read files: a configuration is
+// checked apart from the machine it runs on too.)
+func (c *Config) checkFiles() []Error {
+	k := &checker{src: c.src}
+	if t := c.Listen.TLS; t != nil && t.Cert != "" && t.Key != "" {
+		if _, err := tls.LoadX509KeyPair(t.Cert, t.Key); err != nil {
+			k.errorf("listen.tls.cert", "cannot load the certificate and key: %v", err)
+		}
+	}
+	for i, u := range c.Upstreams {
+		if !u.TLS || u.TLSCA == "" {
+			continue
+		}
+		p := fmt.Sprintf("upstreams[%d].tls_ca", i)
+		pem, err := os.ReadFile(u.TLSCA)
+		switch {
+		case err != nil:
+			k.errorf(p, "%v", err)
+		case !x509.NewCertPool().AppendCertsFromPEM(pem):
+			k.errorf(p, "%s: no PEM certificate in it", u.TLSCA)
+		}
+	}
 	return k.errs
 }
 
