@@ -62,11 +62,13 @@ func (a *App) Reload(cfg *config.Config) (Reloaded, error) {
 	}
 	ups, styles := idTables(cfg)
 	if err := a.ids.Set(ups, styles); err != nil {
+		closePlanned(swaps)
 		return Reloaded{}, fmt.Errorf("proxy: reload: %w", err)
 	}
 	accts, mo := receiptAccounts(cfg)
 	if err := a.receipts.Reconfigure(accts, mo, cfg.DefaultAccount); err != nil {
 		_ = a.ids.Set(idTables(old))
+		closePlanned(swaps)
 		return Reloaded{}, fmt.Errorf("proxy: reload: %w", err)
 	}
 	a.auth.setAccounts(cfg.Accounts)
@@ -145,11 +147,7 @@ func (a *App) planUpstreams(old, cfg *config.Config) ([]poolSwap, []string, erro
 		// again, and must not repeat the ids of the pool it replaces.
 		p, err := a.newPool(u, fmt.Sprintf("%s.r%d", a.sessionInstance, a.reloadedPools.Add(1)), a.now)
 		if err != nil {
-			for _, sw := range swaps {
-				if sw.next != nil {
-					_ = sw.next.Close(context.Background()) // never started
-				}
-			}
+			closePlanned(swaps)
 			return nil, nil, err
 		}
 		if prev == nil {
@@ -170,6 +168,16 @@ func (a *App) planUpstreams(old, cfg *config.Config) ([]poolSwap, []string, erro
 		}
 	}
 	return swaps, out, nil
+}
+
+// closePlanned closes the new pools of swaps, which were never started
+// (a reload that failed).
+func closePlanned(swaps []poolSwap) {
+	for _, sw := range swaps {
+		if sw.next != nil {
+			_ = sw.next.Close(context.Background())
+		}
+	}
 }
 
 // startSwaps starts the new pools of swaps; once their binds are up (or

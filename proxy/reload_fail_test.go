@@ -112,7 +112,7 @@ func TestMetricsAreScrapedWhileAReloadReplacesAnUpstream(t *testing.T) {
 			case arrived <- struct{}{}:
 			default:
 			}
-			return sim.Action{Delay: 500 * time.Millisecond}
+			return sim.Action{Delay: 2 * time.Second}
 		}
 		return sim.Action{}
 	}})
@@ -168,7 +168,7 @@ func TestASubmitInFlightDuringAReloadGetsItsLateAnswer(t *testing.T) {
 			case arrived <- struct{}{}:
 			default:
 			}
-			return sim.Action{Delay: 1500 * time.Millisecond}
+			return sim.Action{Delay: 3 * time.Second}
 		}
 		return sim.Action{}
 	}})
@@ -192,7 +192,7 @@ func TestASubmitInFlightDuringAReloadGetsItsLateAnswer(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got := <-done; got.Status != smpp.StatusOK || got.ID == "" {
-		t.Errorf("submit in flight during the reload = %v (id %q), want the SMSC's acceptance (it answers after 1.5s, response_timeout 10s)", got.Status, got.ID)
+		t.Errorf("submit in flight during the reload = %v (id %q), want the SMSC's acceptance (it answers after 3s, response_timeout 10s)", got.Status, got.ID)
 	}
 }
 

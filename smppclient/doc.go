@@ -26,6 +26,6 @@
 // the caller can durably journal (session, sequence) before any byte leaves,
 // writes the frame and waits for the response. Its errors say exactly what
 // is known about the outcome: errors.Is(err, ErrNotSent) means nothing was
-// written; Ambiguous(err) (ErrTimeout, ErrSessionLost) means the frame was
-// or may have been written and no answer came.
+// written; Ambiguous(err) (ErrTimeout, ErrSessionLost, ErrBadAnswer) means
+// the frame was or may have been written and no usable answer came.
 package smppclient

@@ -122,6 +122,12 @@ func (s *session) gather(b *batch, req *writeReq) {
 			return // (only control frames, which have no ctx, close the session after them)
 		}
 	}
+	if req.pd != nil && s.ending.Load() != int32(ReasonNone) {
+		// Unbinding: the SMSC would refuse the request, or leave it
+		// unanswered. Not a byte of it was written.
+		req.done <- writeResult{err: errSessionClosed}
+		return
+	}
 	b.buf = append(b.buf, req.frame...)
 	b.reqs = append(b.reqs, req)
 }
@@ -354,7 +360,14 @@ func (s *session) onRequest(h smpp.Header, frame []byte) {
 		// being stored are answered first (new ones are refused meanwhile),
 		// or the SMSC would send them again after the next bind.
 		s.wg.Go(func() {
-			s.awaitDeliveries(s.p.cfg.ResponseTimeout)
+			t := time.NewTimer(s.p.cfg.ResponseTimeout)
+			defer t.Stop()
+			select {
+			case <-s.drainDeliveries():
+			case <-s.dead:
+				return
+			case <-t.C:
+			}
 			s.send(resp, ReasonPeerUnbind)
 		})
 	case smpp.CmdDeliverSM, smpp.CmdDataSM:
@@ -390,21 +403,27 @@ func (s *session) deliver(h smpp.Header, frame []byte) {
 	})
 }
 
-// awaitDeliveries takes every delivery slot of the session, so that the
-// deliveries running have queued their responses and no new one starts
-// (they are refused, 0x58), for at most d or until the session ends.
-func (s *session) awaitDeliveries(d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	for range cap(s.deliverSem) {
-		select {
-		case s.deliverSem <- struct{}{}:
-		case <-s.dead:
-			return
-		case <-t.C:
-			return
-		}
-	}
+// drainDeliveries takes, once for the session, every delivery slot, so
+// that the deliveries running queue their responses and no new one starts
+// (they are refused, 0x58); the channel it returns is closed once it holds
+// them all. Both ways a session ends politely wait on it (the SMSC's
+// unbind and Pool.Close), each for as long as it may.
+func (s *session) drainDeliveries() <-chan struct{} {
+	s.drainOnce.Do(func() {
+		// Not in s.wg: shutdown may call this on a session already closing,
+		// whose wg is being waited for. It ends with the session.
+		go func() {
+			for range cap(s.deliverSem) {
+				select {
+				case s.deliverSem <- struct{}{}:
+				case <-s.dead:
+					return
+				}
+			}
+			close(s.drained)
+		}()
+	})
+	return s.drained
 }
 
 // acquireDelivery takes a delivery slot of the session and one of the

@@ -56,7 +56,7 @@ func NewMetrics(pools ...*Pool) *Metrics {
 		bindFailures:   d("bind_failures_total", "Failed dial, TLS or bind attempts."),
 		written:        d("requests_written_total", "Requests written to the upstream."),
 		failed:         d("requests_failed_total", "Requests without an upstream answer, by reason (timeout, session_lost and bad_answer, an acceptance with an overlong message id, are ambiguous; the others were not sent).", "reason"),
-		late:           d("late_responses_total", "Responses that came after their request had timed out."),
+		late:           d("late_responses_total", "Responses dropped for having no request waiting: after their request had timed out (late acceptances with an overlong message id included), or before its frame was written."),
 		closed:         d("sessions_closed_total", "Upstream sessions closed, by reason.", "reason"),
 		deliveries:     d("deliveries_total", "deliver_sm and data_sm received from the upstream."),
 		deliverRefused: d("deliveries_refused_total", "deliver_sm and data_sm answered ESME_RTHROTTLED because the upstream's delivery window (deliver_window) was full."),

@@ -56,8 +56,12 @@ type session struct {
 	writerDone  chan struct{} // closed when the writer drained its queue and left
 	unbound     chan struct{} // closed when unbind_resp arrives
 	unboundOnce sync.Once
-	closeOnce   sync.Once
-	reason      CloseReason // set before dead is closed
+	// drainOnce starts, and drained tells the end of, the taking of every
+	// delivery slot (drainDeliveries).
+	drainOnce sync.Once
+	drained   chan struct{}
+	closeOnce sync.Once
+	reason    CloseReason // set before dead is closed
 	// ending, once an unbind was sent or received, is the reason any
 	// later close is recorded with (the peer may hang up first).
 	ending   atomic.Int32
@@ -108,6 +112,7 @@ func newSession(p *Pool, id string, bind smpp.BindType) *session {
 		pending:    make(map[uint32]*pending),
 		writeq:     make(chan *writeReq, 2*w+8),
 		deliverSem: make(chan struct{}, p.cfg.DeliverWindow),
+		drained:    make(chan struct{}),
 		dead:       make(chan struct{}),
 		writerDone: make(chan struct{}),
 		unbound:    make(chan struct{}),
@@ -292,14 +297,12 @@ func (s *session) wait() {
 // the session closes once everything queued was written.
 func (s *session) shutdown(ctx context.Context) {
 	defer s.close(ReasonPoolClosed, nil)
-	for range cap(s.deliverSem) {
-		select {
-		case s.deliverSem <- struct{}{}:
-		case <-s.dead:
-			return
-		case <-ctx.Done():
-			return
-		}
+	select {
+	case <-s.drainDeliveries():
+	case <-s.dead:
+		return
+	case <-ctx.Done():
+		return
 	}
 	s.ending.Store(int32(ReasonPoolClosed))
 	s.mu.Lock()

@@ -23,7 +23,8 @@ import (
 //
 // Every error either wraps ErrNotSent (nothing was written: ErrNoSession,
 // ErrBusy, ErrClosed, the context's or beforeWrite's error, a failed
-// write of zero bytes) or is Ambiguous (ErrTimeout, ErrSessionLost). ctx
+// write that took no byte of the frame, a bind unbinding) or is Ambiguous
+// (ErrTimeout, ErrSessionLost, ErrBadAnswer). ctx
 // is honoured until the frame is handed to the socket; after that only a
 // response, ResponseTimeout or the loss of the session ends the call, so an
 // ambiguous outcome is always reported as such.

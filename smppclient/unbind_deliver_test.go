@@ -2,7 +2,9 @@ package smppclient
 
 import (
 	"context"
+	"errors"
 	"testing"
+	"time"
 
 	"github.com/smppproxy/smppproxy/smpp"
 )
@@ -76,4 +78,80 @@ func TestASessionTheSMSCUnboundTakesNoNewSubmits(t *testing.T) {
 		}
 	}
 	close(release)
+}
+
+// A submit that chose a bind before the SMSC unbound it, and reaches its
+// writer after, is not written to the unbinding SMSC (which would refuse
+// it, 0x04, a permanent error): it is not sent, and retried elsewhere.
+func TestASubmitReachingAnUnbindingBindIsNotWritten(t *testing.T) {
+	f := startFake(t)
+	entered := make(chan struct{}, 1)
+	release := make(chan struct{})
+	defer close(release)
+	p := newPool(t, f.addr, func(c *Config) {
+		c.OnDeliver = func(ctx context.Context, d Delivery) smpp.Status {
+			entered <- struct{}{}
+			<-release
+			return smpp.StatusOK
+		}
+	})
+	waitUp(t, p, 1)
+	c := f.lastConn()
+	_, err := p.Submit(context.Background(), "", submitFrame, func(session string, seq uint32) error {
+		// While the journal is written, the SMSC sends an MO and unbinds.
+		c.write(smpp.EncodeSimple(smpp.CmdDeliverSM, 0, 500, deliverBody))
+		<-entered
+		c.write(smpp.EncodeSimple(smpp.CmdUnbind, 0, 501, nil))
+		eventually(t, "the unbind read", func() bool {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			return p.slots[0] != nil && CloseReason(p.slots[0].ending.Load()) == ReasonPeerUnbind
+		})
+		return nil
+	})
+	if !errors.Is(err, ErrNotSent) || f.submits.Load() != 0 {
+		t.Errorf("submit reaching the writer of an unbinding bind = %v, SMSC got %d; want not sent, none", err, f.submits.Load())
+	}
+	if up := p.Up(); up != 0 {
+		t.Errorf("Up() = %d while the only bind unbinds, want 0", up)
+	}
+}
+
+// Closing the pool while the SMSC's unbind waits for deliveries does not
+// wait out response_timeout: both wait for the same deliveries, which end
+// at once.
+func TestClosingThePoolDuringAPeerUnbindEndsWithTheDeliveries(t *testing.T) {
+	f := startFake(t)
+	entered := make(chan struct{}, 2)
+	release := make(chan struct{})
+	p := New(testConfig(t, f.addr, func(c *Config) {
+		c.DeliverWindow, c.ResponseTimeout = 2, time.Hour
+		c.OnDeliver = func(ctx context.Context, d Delivery) smpp.Status {
+			entered <- struct{}{}
+			<-release
+			return smpp.StatusOK
+		}
+	}))
+	p.Start()
+	waitUp(t, p, 1)
+	c := f.lastConn()
+	c.write(smpp.EncodeSimple(smpp.CmdDeliverSM, 0, 500, deliverBody))
+	c.write(smpp.EncodeSimple(smpp.CmdDeliverSM, 0, 501, deliverBody))
+	<-entered
+	<-entered
+	c.write(smpp.EncodeSimple(smpp.CmdUnbind, 0, 502, nil))
+	eventually(t, "the unbind read", func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.slots[0] != nil && CloseReason(p.slots[0].ending.Load()) == ReasonPeerUnbind
+	})
+	closed := make(chan struct{})
+	go func() { _ = p.Close(context.Background()); close(closed) }()
+	eventually(t, "Close started", func() bool { p.mu.Lock(); defer p.mu.Unlock(); return p.closed })
+	close(release)
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not return once the deliveries ended (response_timeout is an hour)")
+	}
 }

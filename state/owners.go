@@ -21,7 +21,7 @@ type OwnerLeases interface {
 	InstanceLive(ctx context.Context, instance string) (bool, error)
 }
 
-// OwnerInstance is the instance part of a record's Owner "instance/n":
+// OwnerInstance is the instance part of a record's Owner "instance/run.n":
 // everything before its last "/" ("" when there is none).
 func OwnerInstance(owner string) string {
 	if i := strings.LastIndexByte(owner, '/'); i >= 0 {
