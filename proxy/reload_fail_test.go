@@ -15,6 +15,22 @@ import (
 	"github.com/smppproxy/smppproxy/smpp/smpptest"
 )
 
+// slowKeySim is a simulator that answers the submit of key "slow" after
+// delay, and tells on arrived when one arrives.
+func slowKeySim(t *testing.T, delay time.Duration) (*sim.Simulator, <-chan struct{}) {
+	arrived := make(chan struct{}, 1)
+	return startSim(t, sim.Config{Fault: func(c sim.Call) sim.Action {
+		if c.Key != "slow" {
+			return sim.Action{}
+		}
+		select {
+		case arrived <- struct{}{}:
+		default:
+		}
+		return sim.Action{Delay: delay}
+	}}), arrived
+}
+
 func poolNames(app *App) []string {
 	var names []string
 	for _, p := range app.poolList() {
@@ -105,17 +121,7 @@ func TestRemovingAnUpstreamLeavesTheOtherPoolsIntact(t *testing.T) {
 // labels fail the whole scrape), and its counters do not go down when the
 // old pool closes.
 func TestMetricsAreScrapedWhileAReloadReplacesAnUpstream(t *testing.T) {
-	arrived := make(chan struct{}, 1)
-	first := startSim(t, sim.Config{Fault: func(c sim.Call) sim.Action {
-		if c.Key == "slow" {
-			select {
-			case arrived <- struct{}{}:
-			default:
-			}
-			return sim.Action{Delay: 2 * time.Second}
-		}
-		return sim.Action{}
-	}})
+	first, arrived := slowKeySim(t, 2*time.Second)
 	second := startSim(t, sim.Config{})
 	cfg := testConfig(t, first.Addr(), t.TempDir())
 	cfg.Upstreams[0].ForwardKeyTLV = true
@@ -161,17 +167,7 @@ func TestMetricsAreScrapedWhileAReloadReplacesAnUpstream(t *testing.T) {
 // however short shutdown_timeout is: the old pool is not closed under it
 // (which made it unknown, though the SMSC accepted it).
 func TestASubmitInFlightDuringAReloadGetsItsLateAnswer(t *testing.T) {
-	arrived := make(chan struct{}, 1)
-	first := startSim(t, sim.Config{Fault: func(c sim.Call) sim.Action {
-		if c.Key == "slow" {
-			select {
-			case arrived <- struct{}{}:
-			default:
-			}
-			return sim.Action{Delay: 3 * time.Second}
-		}
-		return sim.Action{}
-	}})
+	first, arrived := slowKeySim(t, 3*time.Second)
 	second := startSim(t, sim.Config{})
 	cfg := testConfig(t, first.Addr(), t.TempDir())
 	cfg.ShutdownTimeout = 0

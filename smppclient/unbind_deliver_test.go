@@ -9,6 +9,16 @@ import (
 	"github.com/smppproxy/smppproxy/smpp"
 )
 
+// waitUnbindRead waits until p's first bind has read the SMSC's unbind.
+func waitUnbindRead(t *testing.T, p *Pool) {
+	t.Helper()
+	eventually(t, "the unbind read", func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.slots[0] != nil && CloseReason(p.slots[0].ending.Load()) == ReasonPeerUnbind
+	})
+}
+
 // An SMSC that unbinds while a deliver_sm it sent is being stored gets
 // that deliver_sm's response before the unbind_resp: the session does not
 // close under a delivery it took (the SMSC would send it again after the
@@ -29,11 +39,7 @@ func TestAPeerUnbindWaitsForTheDeliveriesBeingStored(t *testing.T) {
 	c.write(smpp.EncodeSimple(smpp.CmdDeliverSM, 0, 500, deliverBody))
 	<-entered
 	c.write(smpp.EncodeSimple(smpp.CmdUnbind, 0, 501, nil))
-	eventually(t, "the unbind read", func() bool {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		return p.slots[0] != nil && CloseReason(p.slots[0].ending.Load()) == ReasonPeerUnbind
-	})
+	waitUnbindRead(t, p)
 	close(release)
 	first, second := recvFromClient(t, f), recvFromClient(t, f)
 	if first.ID != smpp.CmdDeliverSM|smpp.RespBit || first.Sequence != 500 || second.ID != smpp.CmdUnbind|smpp.RespBit || second.Sequence != 501 {
@@ -102,11 +108,7 @@ func TestASubmitReachingAnUnbindingBindIsNotWritten(t *testing.T) {
 		c.write(smpp.EncodeSimple(smpp.CmdDeliverSM, 0, 500, deliverBody))
 		<-entered
 		c.write(smpp.EncodeSimple(smpp.CmdUnbind, 0, 501, nil))
-		eventually(t, "the unbind read", func() bool {
-			p.mu.Lock()
-			defer p.mu.Unlock()
-			return p.slots[0] != nil && CloseReason(p.slots[0].ending.Load()) == ReasonPeerUnbind
-		})
+		waitUnbindRead(t, p)
 		return nil
 	})
 	if !errors.Is(err, ErrNotSent) || f.submits.Load() != 0 {
@@ -140,11 +142,7 @@ func TestClosingThePoolDuringAPeerUnbindEndsWithTheDeliveries(t *testing.T) {
 	<-entered
 	<-entered
 	c.write(smpp.EncodeSimple(smpp.CmdUnbind, 0, 502, nil))
-	eventually(t, "the unbind read", func() bool {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		return p.slots[0] != nil && CloseReason(p.slots[0].ending.Load()) == ReasonPeerUnbind
-	})
+	waitUnbindRead(t, p)
 	closed := make(chan struct{})
 	go func() { _ = p.Close(context.Background()); close(closed) }()
 	eventually(t, "Close started", func() bool { p.mu.Lock(); defer p.mu.Unlock(); return p.closed })
