@@ -345,7 +345,16 @@ func (c *reconciler) attempt(ctx context.Context, up string, e *state.QueueEntry
 // been kept before it may settle an unknown record by anything but its
 // own id.
 func (c *reconciler) settle(up string) time.Duration {
-	return c.s.cfg.Upstreams[up].ResponseTimeout + settleMargin
+	ups := c.s.upstreams()
+	u, ok := ups[up]
+	if !ok {
+		// Not configured (any more): the longest of those that are, so
+		// as not to settle before a submit_sm_resp could have come.
+		for _, o := range ups {
+			u.ResponseTimeout = max(u.ResponseTimeout, o.ResponseTimeout)
+		}
+	}
+	return u.ResponseTimeout + settleMargin
 }
 
 // Why find found no record to route a kept receipt to. Each has one
@@ -431,7 +440,7 @@ func (c *reconciler) find(ctx context.Context, up string, r *receipt, e *state.Q
 // echoKey returns the record key receipt r of upstream up echoes in the
 // upstream's echo_tlv, or "" when it echoes none.
 func (c *reconciler) echoKey(up string, r *receipt) string {
-	tag := c.s.cfg.Upstreams[up].EchoTLV
+	tag := c.s.upstreams()[up].EchoTLV
 	if tag == 0 || c.s.cfg.Keys.OfTLV == nil {
 		return ""
 	}
@@ -464,7 +473,7 @@ func (c *reconciler) byEcho(ctx context.Context, k *keptReceipt) (*state.Record,
 	if cands[0].State != state.Unknown {
 		return cands[0], nil
 	}
-	why := fmt.Sprintf("upstream %s echoed the key in TLV 0x%04X of receipt %s (stat %s)", k.up, c.s.cfg.Upstreams[k.up].EchoTLV, k.r.id, orDash(k.r.stat))
+	why := fmt.Sprintf("upstream %s echoed the key in TLV 0x%04X of receipt %s (stat %s)", k.up, c.s.upstreams()[k.up].EchoTLV, k.r.id, orDash(k.r.stat))
 	return c.resolve(ctx, k, cands[0].Key, why)
 }
 
@@ -583,7 +592,7 @@ func (s *Service) Unmatched(ctx context.Context, upstream string, limit int) ([]
 	ups := []string{upstream}
 	if upstream == "" {
 		ups = ups[:0]
-		for u := range s.cfg.Upstreams {
+		for u := range s.upstreams() {
 			ups = append(ups, u)
 		}
 		slices.Sort(ups)

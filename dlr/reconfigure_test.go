@@ -18,7 +18,7 @@ func TestReconfiguredAccountGetsItsReceiptsAndMO(t *testing.T) {
 	err := e.svc.Reconfigure(map[string]Account{
 		"shop": {Redelivery: 200 * time.Millisecond, Route: []string{"smsc"}},
 		"new":  {Redelivery: 200 * time.Millisecond, Route: []string{"smsc"}},
-	}, []MORoute{{Prefix: "447000", Account: "new"}}, "")
+	}, []MORoute{{Prefix: "447000", Account: "new"}}, "", e.svc.upstreams())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +40,7 @@ func TestReconfiguredAccountGetsItsReceiptsAndMO(t *testing.T) {
 
 func TestReconfigureRefusesAnMORouteToNoAccount(t *testing.T) {
 	e := newEnv(t, nil)
-	err := e.svc.Reconfigure(map[string]Account{"shop": {}}, []MORoute{{Prefix: "44", Account: "gone"}}, "")
+	err := e.svc.Reconfigure(map[string]Account{"shop": {}}, []MORoute{{Prefix: "44", Account: "gone"}}, "", nil)
 	if err == nil {
 		t.Fatal("Reconfigure accepted an MO route to an account it does not have")
 	}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sort"
 	"strings"
 	"sync"
@@ -167,6 +168,8 @@ type Service struct {
 
 	// pol is the accounts and MO routes in force (Reconfigure replaces it).
 	pol atomic.Pointer[policy]
+	// ups is the upstreams in force (Config.Upstreams, then Reconfigure's).
+	ups atomic.Pointer[map[string]Upstream]
 
 	mu       sync.Mutex
 	accounts map[string]*dispatcher
@@ -231,6 +234,8 @@ func New(cfg Config) (*Service, error) {
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.pol.Store(pol)
+	ups := maps.Clone(cfg.Upstreams)
+	s.ups.Store(&ups)
 	for name := range pol.accounts {
 		s.accounts[name] = newDispatcher(s, name)
 	}
@@ -323,7 +328,7 @@ func newPolicy(accounts map[string]Account, mo []MORoute, def string) (*policy, 
 // service runs), changed retention and redelivery apply to what is
 // queued from now on. The queue of an account no longer configured is
 // kept, undelivered, until its entries expire or the account returns.
-func (s *Service) Reconfigure(accounts map[string]Account, mo []MORoute, defaultAccount string) error {
+func (s *Service) Reconfigure(accounts map[string]Account, mo []MORoute, defaultAccount string, upstreams map[string]Upstream) error {
 	pol, err := newPolicy(accounts, mo, defaultAccount)
 	if err != nil {
 		return err
@@ -331,6 +336,8 @@ func (s *Service) Reconfigure(accounts map[string]Account, mo []MORoute, default
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.pol.Store(pol)
+	ups := maps.Clone(upstreams)
+	s.ups.Store(&ups)
 	for name := range pol.accounts {
 		if s.accounts[name] != nil {
 			continue
@@ -343,6 +350,9 @@ func (s *Service) Reconfigure(accounts map[string]Account, mo []MORoute, default
 	}
 	return nil
 }
+
+// upstreams is the upstreams in force, by name. Not to be modified.
+func (s *Service) upstreams() map[string]Upstream { return *s.ups.Load() }
 
 // Close stops delivering (deliver_sm in flight are abandoned: they stay
 // queued) and waits for every goroutine. Call it before closing the store.

@@ -59,20 +59,33 @@ func (a *App) newReceipts(ids *msgid.IDs, secret *state.Secret, reg prometheus.R
 		Resolver:       a.engine,
 		NotUnknown:     func(err error) bool { return errors.Is(err, dedup.ErrNotUnknown) },
 		Keys:           dlr.Keys{OfTLV: dedup.KeyOfTLV, FromTLV: isTLVKey},
-		Upstreams:      map[string]dlr.Upstream{},
 		DefaultAccount: cfg.DefaultAccount,
 		Logger:         a.log,
 		Registerer:     reg,
 		LogKey:         func(k string) string { return dedup.TagKey(k, secret.Tag) },
 	}
 	dc.Accounts, dc.MORoutes = receiptAccounts(cfg)
-	for _, u := range cfg.Upstreams {
-		dc.Upstreams[u.Name] = dlr.Upstream{
-			EchoTLV:         uint16(u.EchoTLV),
-			ResponseTimeout: u.ResponseTimeout.Std(),
-		}
-	}
+	dc.Upstreams = receiptUpstreams(cfg, nil)
 	return dlr.New(dc)
+}
+
+// receiptUpstreams is what the receipt service needs of cfg's upstreams:
+// their echo_tlv, and their response_timeout (how long a kept receipt
+// waits before it may settle an unknown record). An upstream that running
+// (the configuration before a reload) has keeps its echo_tlv, which only
+// a restart changes.
+func receiptUpstreams(cfg, running *config.Config) map[string]dlr.Upstream {
+	ups := map[string]dlr.Upstream{}
+	for _, u := range cfg.Upstreams {
+		echo := u.EchoTLV
+		if running != nil {
+			if prev := running.Upstream(u.Name); prev != nil {
+				echo = prev.EchoTLV
+			}
+		}
+		ups[u.Name] = dlr.Upstream{EchoTLV: uint16(echo), ResponseTimeout: u.ResponseTimeout.Std()}
+	}
+	return ups
 }
 
 // receiptAccounts is the receipt configuration of cfg's accounts (per

@@ -66,7 +66,7 @@ func (a *App) Reload(cfg *config.Config) (Reloaded, error) {
 		return Reloaded{}, fmt.Errorf("proxy: reload: %w", err)
 	}
 	accts, mo := receiptAccounts(cfg)
-	if err := a.receipts.Reconfigure(accts, mo, cfg.DefaultAccount); err != nil {
+	if err := a.receipts.Reconfigure(accts, mo, cfg.DefaultAccount, receiptUpstreams(cfg, old)); err != nil {
 		_ = a.ids.Set(idTables(old))
 		closePlanned(swaps)
 		return Reloaded{}, fmt.Errorf("proxy: reload: %w", err)

@@ -1,0 +1,97 @@
+package dlr
+
+import (
+	"testing"
+	"time"
+
+	"github.com/smppproxy/smppproxy/dedup"
+	"github.com/smppproxy/smppproxy/internal/testkit"
+	"github.com/smppproxy/smppproxy/state"
+)
+
+// settleScene makes an unknown record (otp-1) and a `sent` one (otp-2) to
+// the same number on upstream smsc, then otp-2's receipt, which overtakes
+// its submit_sm_resp; then two seconds pass (more than the settle margin,
+// less than the response_timeouts). It returns the unknown record's key
+// and the time then.
+func settleScene(t *testing.T, e *env, eng *dedup.Engine, clk *testkit.Clock) (state.Key, time.Time) {
+	t.Helper()
+	old := eng.Submit(bg, "shop", dedup.Policy{}, keyedSubmit(t, "otp-1", "447700900123"))
+	if old.Outcome != dedup.OutUnknown {
+		t.Fatalf("first submit = %+v, want unknown", old)
+	}
+	now := clk.Now()
+	second := &state.Record{
+		Key: state.Key{Account: "shop", Key: dedup.KeyOfTLV([]byte("otp-2"))}, State: state.Sent, Upstream: "smsc",
+		Session: "smsc/1", Sequence: 2, AddrHash: state.HashAddrs([]byte("SHOP"), []byte("447700900123")),
+		Created: now, Updated: now, Expires: now.Add(time.Hour),
+	}
+	if _, ok, err := e.st.Create(bg, second); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	if st := e.deliver(t, dlrFrame("4096", "ACCEPTD")); st != 0 {
+		t.Fatal(st)
+	}
+	clk.Advance(2 * time.Second)
+	e.svc.rec.kick()
+	return old.Key, clk.Now()
+}
+
+// wantStillUnknown waits until the reconciler has tried the kept receipt
+// after at, or settled the record key with it, and wants the record still
+// unknown.
+func wantStillUnknown(t *testing.T, e *env, key state.Key, at time.Time) {
+	t.Helper()
+	settled := func() bool { r, _ := e.st.Get(bg, key); return r != nil && r.State != state.Unknown }
+	waitFor(t, "the kept receipt tried", func() bool {
+		if settled() {
+			return true
+		}
+		kept, err := e.svc.Unmatched(bg, "smsc", 100)
+		if err != nil || len(kept) == 0 {
+			return false
+		}
+		c := e.svc.rec
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		r, ok := c.next[kept[0].Seq]
+		return ok && r.at.After(at)
+	})
+	if r, _ := e.st.Get(bg, key); r.State != state.Unknown {
+		t.Fatalf("the older unknown record became %s with id %q from the receipt of a message still `sent`; want it left unknown", r.State, r.MessageID)
+	}
+}
+
+// An upstream a reload adds (Reconfigure) has its response_timeout in
+// force for the receipts it sends: a kept receipt of it waits that long
+// before it may settle an unknown record by addresses. (The receipt
+// service kept the upstreams it started with, so an added upstream's
+// receipts settled after a second, and took another message's id.)
+func TestAnUpstreamAddedByReconfigureHasItsSettleDelay(t *testing.T) {
+	var eng *dedup.Engine
+	clk := newClock()
+	e := newEnv(t, func(c *Config) {
+		c.Now = clk.Now
+		c.Upstreams = map[string]Upstream{"other": {ResponseTimeout: 10 * time.Second}}
+	}, resolving(fwd{}, &eng))
+	accounts := e.svc.pol.Load().accounts
+	if err := e.svc.Reconfigure(accounts, nil, "", map[string]Upstream{"other": {ResponseTimeout: 10 * time.Second}, "smsc": {ResponseTimeout: 10 * time.Second}}); err != nil {
+		t.Fatal(err)
+	}
+	key, at := settleScene(t, e, eng, clk)
+	wantStillUnknown(t, e, key, at)
+}
+
+// A kept receipt of an upstream no longer configured (a reload removed
+// it) waits as long as the longest response_timeout configured, not
+// only the margin, before it may settle an unknown record.
+func TestAReceiptOfAnUpstreamNotConfiguredWaitsTheLongestSettleDelay(t *testing.T) {
+	var eng *dedup.Engine
+	clk := newClock()
+	e := newEnv(t, func(c *Config) {
+		c.Now = clk.Now
+		c.Upstreams = map[string]Upstream{"other": {ResponseTimeout: 10 * time.Second}}
+	}, resolving(fwd{}, &eng))
+	key, at := settleScene(t, e, eng, clk)
+	wantStillUnknown(t, e, key, at)
+}
