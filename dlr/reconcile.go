@@ -559,8 +559,11 @@ func (c *reconciler) echoCandidates(ctx context.Context, up string, r *receipt, 
 
 // inWindow reports whether rec may be the message receipt r (kept as e)
 // reports on, by time: created before the receipt arrived, and within
-// ReconcileWindow of its submit date (read as UTC or local time), or,
-// without a submit date, within the account's retention.
+// ReconcileWindow of its submit date (read as UTC or local time). A
+// receipt without a submit date (its ids and state in TLVs alone) gives
+// no time at all, so it settles no record by its addresses: it may be the
+// late receipt (EXPIRED, say) of a message days older than the unknown
+// record it would take.
 func (c *reconciler) inWindow(rec *state.Record, r *receipt, e *state.QueueEntry) bool {
 	if rec.Created.After(e.Enqueued) {
 		return false
@@ -569,7 +572,7 @@ func (c *reconciler) inWindow(rec *state.Record, r *receipt, e *state.QueueEntry
 	near := func(t time.Time) bool { d := rec.Created.Sub(t); return d <= w && d >= -w }
 	tu, ok := r.text.SubmitTime(time.UTC)
 	if !ok {
-		return !rec.Created.Before(e.Enqueued.Add(-c.s.account(rec.Key.Account).Retention))
+		return false
 	}
 	tl, _ := r.text.SubmitTime(time.Local)
 	return near(tu) || near(tl)

@@ -67,8 +67,8 @@ type Config struct {
 	// ReconcileWindow: an unmatched receipt may settle an unknown record
 	// created within this distance of the receipt's submit date (10m).
 	// The submit date has no time zone: UTC and the local zone are both
-	// tried. Without a submit date, records created up to the account's
-	// retention before the receipt qualify.
+	// tried. A receipt without a submit date settles no record by its
+	// addresses (only by an echoed key).
 	ReconcileWindow time.Duration
 	// DeliverWindow: deliver_sm outstanding per ESME session (10) of an
 	// account without a Window of its own. They are written in queue

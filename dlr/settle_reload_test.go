@@ -6,6 +6,7 @@ import (
 
 	"github.com/smppproxy/smppproxy/dedup"
 	"github.com/smppproxy/smppproxy/internal/testkit"
+	"github.com/smppproxy/smppproxy/smpp"
 	"github.com/smppproxy/smppproxy/state"
 )
 
@@ -58,7 +59,7 @@ func wantStillUnknown(t *testing.T, e *env, key state.Key, at time.Time) {
 		return ok && r.at.After(at)
 	})
 	if r, _ := e.st.Get(bg, key); r.State != state.Unknown {
-		t.Fatalf("the older unknown record became %s with id %q from the receipt of a message still `sent`; want it left unknown", r.State, r.MessageID)
+		t.Fatalf("the unknown record became %s with id %q from a kept receipt that may be another message's; want it left unknown", r.State, r.MessageID)
 	}
 }
 
@@ -94,4 +95,26 @@ func TestAReceiptOfAnUpstreamNotConfiguredWaitsTheLongestSettleDelay(t *testing.
 	}, resolving(fwd{}, &eng))
 	key, at := settleScene(t, e, eng, clk)
 	wantStillUnknown(t, e, key, at)
+}
+
+// A receipt that carries no submit date (its id and state in TLVs alone)
+// settles no unknown record by its addresses: it gives no time, and may
+// be the late receipt of a message much older than the record.
+func TestAReceiptWithoutASubmitDateSettlesNothingByAddresses(t *testing.T) {
+	var eng *dedup.Engine
+	clk := newClock()
+	e := newEnv(t, func(c *Config) { c.Now = clk.Now }, resolving(fwd{}, &eng))
+	a := eng.Submit(bg, "shop", dedup.Policy{}, keyedSubmit(t, "otp-today", "447700900123"))
+	if a.Outcome != dedup.OutUnknown {
+		t.Fatalf("submit = %+v, want unknown", a)
+	}
+	clk.Advance(time.Minute)
+	f := receiptFrame("", smpp.TLV{Tag: smpp.TagReceiptedMessageID, Value: []byte("42\x00")},
+		smpp.TLV{Tag: smpp.TagMessageState, Value: []byte{3}}) // EXPIRED
+	if st := e.deliver(t, f); st != 0 {
+		t.Fatal(st)
+	}
+	clk.Advance(settleMargin + time.Second)
+	e.svc.rec.kick()
+	wantStillUnknown(t, e, a.Key, clk.Now())
 }
