@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -48,7 +49,19 @@ type Reloaded struct {
 func (a *App) Reload(cfg *config.Config) (Reloaded, error) {
 	a.reloadMu.Lock()
 	defer a.reloadMu.Unlock()
-	a.bg.Wait()
+	// The previous reload's swaps first, unless the proxy shuts down
+	// meanwhile: then nothing is applied.
+	prevDone := make(chan struct{})
+	go func() { a.bg.Wait(); close(prevDone) }()
+	select {
+	case <-prevDone:
+	case <-a.stopBG:
+	}
+	select {
+	case <-a.stopBG:
+		return Reloaded{}, ErrShuttingDown
+	default:
+	}
 	old := a.config()
 	var r Reloaded
 	r.Restart = restartOnly(old, cfg)
@@ -113,6 +126,10 @@ func upstreamsByName(cfg *config.Config) map[string]config.Upstream {
 	}
 	return m
 }
+
+// ErrShuttingDown: Reload was called, or waited, while the proxy shut
+// down; nothing was applied.
+var ErrShuttingDown = errors.New("proxy: shutting down: reload not applied")
 
 // upstreamSwapWait bounds how long a reload waits for the binds of a new
 // or changed upstream before its routes move to it anyway.

@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"context"
+	"errors"
 	"net"
 	"path/filepath"
 	"slices"
@@ -218,4 +220,25 @@ func TestAnAccountMovedToAnAddedUpstreamKeepsItsRouteUntilThatOneBinds(t *testin
 		t.Errorf("submit while the added upstream binds = %v, want it sent on the old route", got.Status)
 	}
 	wantSMSCTotal(t, a, 1)
+}
+
+// A reload asked for once the proxy shuts down applies nothing: it would
+// start upstream binds that nothing closes any more.
+func TestAReloadDuringShutdownAppliesNothing(t *testing.T) {
+	smsc := startSim(t, sim.Config{})
+	other := startSim(t, sim.Config{})
+	cfg := testConfig(t, smsc.Addr(), t.TempDir())
+	app := startProxy(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := app.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, err := app.Reload(reloaded(t, cfg, func(c *config.Config) { c.Upstreams[0].Address = other.Addr() }))
+	if !errors.Is(err, ErrShuttingDown) {
+		t.Errorf("Reload after Shutdown = %v, want ErrShuttingDown", err)
+	}
+	if app.config() != cfg {
+		t.Error("a reload after Shutdown put its configuration in force")
+	}
 }

@@ -107,16 +107,38 @@ func serve(cfg *config.Config, o serveOptions) error {
 }
 
 // awaitStop answers SIGHUP with a reload until SIGTERM or SIGINT, which
-// it returns.
+// it returns. Reloads run on a goroutine of their own, SIGHUPs that come
+// during one merged into one more: a reload may wait (for the previous
+// one's new binds, up to 30 s), and the signals must still be read, or a
+// SIGTERM would wait behind it, or be dropped.
 func (s *serving) awaitStop(sig <-chan os.Signal) os.Signal {
+	hup := make(chan struct{}, 1)
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		for {
+			select {
+			case <-hup:
+				_, _ = s.reload("SIGHUP")
+			case <-done:
+				return
+			}
+		}
+	}()
 	for got := range sig {
 		if got != syscall.SIGHUP {
 			return got
 		}
-		_, _ = s.reload("SIGHUP")
+		select {
+		case hup <- struct{}{}:
+		default: // one is pending already: it reads the file as it is then
+		}
 	}
 	return syscall.SIGTERM // not reached: sig is never closed
 }
+
+// errShuttingDown refuses a reload asked for once shutdown began.
+var errShuttingDown = errors.New("shutting down: reload refused")
 
 // notifyState tells systemd a state; a failure is logged (systemd then
 // does not listen) and the proxy goes on.
@@ -133,6 +155,10 @@ func (s *serving) notifyState(what string, send func() error) {
 func (s *serving) reload(by string) (admin.Reloaded, error) {
 	s.reloadMu.Lock()
 	defer s.reloadMu.Unlock()
+	if s.stopping.Load() {
+		s.log.Warn("configuration reload refused: shutting down", "by", by)
+		return admin.Reloaded{}, errShuttingDown
+	}
 	s.notifyState("RELOADING=1", s.opts.notify.Reloading)
 	defer s.notifyState("READY=1", s.opts.notify.Ready)
 	next, err := config.Load(s.opts.path)
