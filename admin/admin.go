@@ -606,7 +606,7 @@ func (h *handler) resolve(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, state.ErrNotFound):
 		writeError(w, http.StatusNotFound, err.Error())
 		return
-	case errors.Is(err, dedup.ErrNotUnknown), errors.Is(err, dedup.ErrMessageIDHeld):
+	case errors.Is(err, dedup.ErrNotUnknown), errors.Is(err, dedup.ErrMessageIDHeld), errors.Is(err, dedup.ErrOwnerMayWrite):
 		writeError(w, http.StatusConflict, err.Error())
 		return
 	default:

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/smppproxy/smppproxy/smpp"
 	"github.com/smppproxy/smppproxy/state"
@@ -83,6 +84,9 @@ func (e *Engine) ResolveNotSent(ctx context.Context, k state.Key, who string) (*
 // resolve applies an operator's settlement to an unknown record, with its
 // history event, and logs and counts it.
 func (e *Engine) resolve(ctx context.Context, k state.Key, who string, settle func(*state.Record, *state.Event)) (*state.Record, error) {
+	if err := e.checkOwnerGone(ctx, k); err != nil {
+		return nil, err
+	}
 	r, err := e.cfg.Store.Update(ctx, k, func(r *state.Record) error {
 		if r.State != state.Unknown {
 			return fmt.Errorf("%w (state %s)", ErrNotUnknown, r.State)
@@ -164,6 +168,48 @@ func KeyOfTLV(v []byte) string { return "k:" + string(bytes.TrimRight(v, "\x00")
 
 // ErrNotUnknown is returned by Resolve for a record that is not unknown.
 var ErrNotUnknown = errors.New("dedup: record is not unknown")
+
+// ErrOwnerMayWrite is returned by Resolve for a record made unknown
+// because its owner's lease ran out, while that owner may still write the
+// answer its SMSC gave (it was cut off from the store, not dead): a
+// resolution would contradict it, and a "not sent" would send the message
+// twice. It holds while the owner instance is live again, and for
+// ownerOutcomeHorizon after the lease ran out.
+var ErrOwnerMayWrite = errors.New("dedup: the record's owner instance may still write its outcome")
+
+// ownerOutcomeHorizon: how long after its lease ran out an owner cut off
+// from the store may still write an outcome: its answer comes within its
+// upstream's response_timeout (taken as at most a minute), and it retries
+// a refused write for persistFor.
+const ownerOutcomeHorizon = persistFor + time.Minute
+
+// checkOwnerGone returns ErrOwnerMayWrite when k's record was made unknown
+// by its owner's lease running out and that owner may still write.
+func (e *Engine) checkOwnerGone(ctx context.Context, k state.Key) error {
+	r, err := e.cfg.Store.Get(ctx, k)
+	if err != nil || r.State != state.Unknown || len(r.History) == 0 {
+		return nil // (Update decides the rest)
+	}
+	last := r.History[len(r.History)-1]
+	if last.Note != state.NoteLeaseExpired {
+		return nil
+	}
+	inst := state.OwnerInstance(r.Owner)
+	if since := e.now().Sub(last.At); since < ownerOutcomeHorizon {
+		return fmt.Errorf("%w (instance %s; its lease ran out %s ago, wait until %s have passed)", ErrOwnerMayWrite, inst, since.Round(time.Second), ownerOutcomeHorizon)
+	}
+	if e.cfg.Owners == nil || inst == "" {
+		return nil
+	}
+	live, err := e.cfg.Owners.InstanceLive(ctx, inst)
+	if err != nil {
+		return err
+	}
+	if live {
+		return fmt.Errorf("%w (instance %s is live again)", ErrOwnerMayWrite, inst)
+	}
+	return nil
+}
 
 // ErrMessageIDHeld is returned by Resolve for a message id that another
 // live record of the same upstream already holds.

@@ -249,7 +249,7 @@ func (s *Store) expireDead(ctx context.Context, self string) (int, error) {
 	ctx, cancel := s.opCtx(ctx)
 	defer cancel()
 	now := s.now()
-	ev := state.Event{At: now, State: state.Unknown, Note: "owner instance's lease expired while sent"}
+	ev := state.Event{At: now, State: state.Unknown, Note: state.NoteLeaseExpired}
 	var n int64
 	for range 4 {
 		var err error

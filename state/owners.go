@@ -29,3 +29,9 @@ func OwnerInstance(owner string) string {
 	}
 	return ""
 }
+
+// NoteLeaseExpired is the note of the event that made a record unknown
+// because its owner instance's lease ran out while it was sent (not
+// because its owner gave up on it): the owner may be alive all the same,
+// cut off from the store, and still write the outcome it gets.
+const NoteLeaseExpired = "owner instance's lease expired while sent"
