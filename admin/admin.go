@@ -358,20 +358,37 @@ func sameHost(origin, local string) bool {
 	return err1 == nil && err2 == nil && a.Unmap() == b.Unmap()
 }
 
+// hasToken reports whether r carries the bearer token, or none is set.
+func (h *handler) hasToken(r *http.Request) bool {
+	if h.cfg.Token == "" {
+		return true
+	}
+	want := sha256.Sum256([]byte(h.cfg.Token))
+	scheme, got, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+	sum := sha256.Sum256([]byte(got))
+	// The scheme is case-insensitive (RFC 9110); hashing first makes the
+	// comparison constant-time in the token's length too.
+	return strings.EqualFold(scheme, "Bearer") && subtle.ConstantTimeCompare(sum[:], want[:]) == 1
+}
+
+// remoteHost is r's remote address without its port.
+func remoteHost(r *http.Request) string {
+	if h, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		return h
+	}
+	return r.RemoteAddr
+}
+
 // auth lets a request through only with the bearer token (when one is set).
 func (h *handler) auth(next http.Handler) http.Handler {
 	if h.cfg.Token == "" {
 		return next
 	}
-	want := sha256.Sum256([]byte(h.cfg.Token))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		scheme, got, _ := strings.Cut(r.Header.Get("Authorization"), " ")
-		ok := strings.EqualFold(scheme, "Bearer") // the scheme is case-insensitive (RFC 9110)
-		sum := sha256.Sum256([]byte(got))
-		// Hashing first makes the comparison constant-time in the token's
-		// length too.
-		if !ok || subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
-			h.log.Warn("admin request refused: missing or wrong bearer token", "remote", r.RemoteAddr, "method", r.Method, "path", r.URL.Path)
+		if !h.hasToken(r) {
+			if ok, n := h.refusedLog.Allow("token\x00" + remoteHost(r)); ok {
+				h.log.Warn("admin request refused: missing or wrong bearer token", "remote", r.RemoteAddr, "method", r.Method, "path", r.URL.Path, "suppressed", n)
+			}
 			w.Header().Set("WWW-Authenticate", `Bearer realm="smppproxy"`)
 			writeError(w, http.StatusUnauthorized, "missing or wrong bearer token")
 			return
@@ -380,11 +397,17 @@ func (h *handler) auth(next http.Handler) http.Handler {
 	})
 }
 
-func (h *handler) readyz(w http.ResponseWriter, _ *http.Request) {
+func (h *handler) readyz(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	if h.cfg.Ready != nil {
 		if err := h.cfg.Ready(); err != nil {
 			w.WriteHeader(http.StatusServiceUnavailable)
+			if !h.hasToken(r) {
+				// A probe needs no token, and learns no account name nor
+				// database error: the reason is for those who have it.
+				_, _ = w.Write([]byte("not ready\n"))
+				return
+			}
 			_, _ = fmt.Fprintf(w, "not ready: %v\n", err)
 			return
 		}

@@ -141,6 +141,11 @@ func (a *App) Ready() error {
 	if _, err := a.store.Get(context.Background(), state.Key{Account: "\x00readyz"}); err != nil && !errors.Is(err, state.ErrNotFound) {
 		return fmt.Errorf("%w: store: %w", ErrNotReady, err)
 	}
+	if w, ok := a.store.(interface{ Writable() error }); ok {
+		if err := w.Writable(); err != nil { // reads work, writes do not
+			return fmt.Errorf("%w: store: %w", ErrNotReady, err)
+		}
+	}
 	pools := a.poolList()
 	up := make(map[string]int, len(pools))
 	for _, p := range pools {

@@ -262,6 +262,7 @@ type BadgerStore struct {
 	minFree      int64                            // <= 0: no guard
 	diskFree     func(path string) (uint64, bool) // free bytes, ok
 	lowDisk      bool                             // committer only: last guard verdict
+	diskLow      atomic.Bool                      // lowDisk, for Writable
 	// committer only: when free space was last read, and how many bytes
 	// of batches may go before it is read again (see checkDisk).
 	diskRead       time.Time

@@ -428,6 +428,7 @@ func (s *BadgerStore) checkDisk(size int64) error {
 	}
 	if low != s.lowDisk {
 		s.lowDisk = low
+		s.diskLow.Store(low)
 		if low {
 			s.log.Error("state: disk nearly full, refusing writes", "path", s.path, "free_bytes", free, "min_free_bytes", s.minFree)
 		} else {
@@ -435,6 +436,20 @@ func (s *BadgerStore) checkDisk(size int64) error {
 		}
 	}
 	if low {
+		return fmt.Errorf("%w: %d MiB free on %s, %d MiB required", ErrDiskFull, free>>20, s.path, s.minFree>>20)
+	}
+	return nil
+}
+
+// Writable returns ErrDiskFull while the store refuses writes for want
+// of free space (BadgerOptions.MinFreeBytes): the committer's last verdict,
+// read again now when it was low, so that a disk freed while no write
+// came is seen (readiness; nil otherwise).
+func (s *BadgerStore) Writable() error {
+	if s.minFree <= 0 || !s.diskLow.Load() {
+		return nil
+	}
+	if free, ok := s.diskFree(s.path); ok && free < uint64(s.minFree) {
 		return fmt.Errorf("%w: %d MiB free on %s, %d MiB required", ErrDiskFull, free>>20, s.path, s.minFree>>20)
 	}
 	return nil
