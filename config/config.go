@@ -497,23 +497,24 @@ func (u *Upstream) setDefaults() { *u = UpstreamDefaults() }
 
 func (t *ListenTLS) setDefaults() { t.Address = "0.0.0.0:3550" }
 
-// Load reads and parses the configuration file at path (see Parse), and
-// reads the files it names that the proxy opens only once running (see
-// checkFiles), so that `config check`, a start and a reload report them
-// with their line rather than failing half-way.
+// Load reads and parses the configuration file at path. See Parse; the
+// files it names are read by CheckFiles.
 func Load(path string) (*Config, error) {
 	data, err := readFile(path)
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := Parse(data, path)
-	if err != nil {
-		return nil, err
+	return Parse(data, path)
+}
+
+// CheckFiles reads the files the configuration names and the proxy opens
+// only once running (see checkFiles), so that `config check`, a start and
+// a reload report them with their line rather than failing half-way.
+func (c *Config) CheckFiles() error {
+	if errs := c.checkFiles(); len(errs) > 0 {
+		return newErrors(errs)
 	}
-	if errs := cfg.checkFiles(); len(errs) > 0 {
-		return nil, newErrors(errs)
-	}
-	return cfg, nil
+	return nil
 }
 
 // Parse parses and validates a configuration; name is the file name used in

@@ -7,10 +7,10 @@ import (
 	"testing"
 )
 
-// Load reads the TLS files the configuration names, and reports one that
+// CheckFiles reads the TLS files the configuration names, and reports one that
 // is missing or holds no PEM data with its line: `config check`, a start
 // and a reload refuse it before anything changes.
-func TestLoadReportsUnreadableTLSFilesWithTheirLine(t *testing.T) {
+func TestCheckFilesReportsUnreadableTLSFilesWithTheirLine(t *testing.T) {
 	dir := t.TempDir()
 	notPEM := filepath.Join(dir, "ca.txt")
 	if err := os.WriteFile(notPEM, []byte("not a certificate"), 0o600); err != nil {
@@ -38,9 +38,41 @@ func TestLoadReportsUnreadableTLSFilesWithTheirLine(t *testing.T) {
 			if _, err := Parse([]byte(tt.yaml), path); err != nil {
 				t.Fatalf("Parse (which reads no file) = %v, want the configuration accepted", err)
 			}
-			_, err := Load(path)
+			c, err := Load(path)
+			if err == nil {
+				err = c.CheckFiles()
+			}
 			if err == nil || !strings.Contains(err.Error(), strings.Replace(tt.want, "x.yaml", path, 1)) {
 				t.Errorf("Load = %v, want an error containing %q", err, strings.Replace(tt.want, "x.yaml", path, 1))
+			}
+		})
+	}
+}
+
+// CheckFiles reports a token file or DSN file that is missing or empty, which
+// serve would refuse at start, naming the file and never its contents.
+func TestCheckFilesReportsMissingOrEmptySecretFiles(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty")
+	if err := os.WriteFile(empty, []byte("\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for name, tt := range map[string]struct{ yaml, want string }{
+		"token_file missing": {"admin:\n  token_file: " + filepath.Join(dir, "nope.token") + "\n" + shopOnA("", ""), "admin.token_file: open "},
+		"dsn_file missing":   {"store:\n  backend: postgres\n  dsn_file: " + filepath.Join(dir, "nope.dsn") + "\n" + shopOnA("", ""), "store.dsn_file: open "},
+		"dsn_file empty":     {"store:\n  backend: postgres\n  dsn_file: " + empty + "\n" + shopOnA("", ""), "store.dsn_file: " + empty + " is empty"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(dir, "x.yaml")
+			if err := os.WriteFile(path, []byte(tt.yaml), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			c, err := Load(path)
+			if err == nil {
+				err = c.CheckFiles()
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Load = %v, want an error containing %q", err, tt.want)
 			}
 		})
 	}

@@ -52,15 +52,27 @@ func (c *Config) check() []Error {
 	return k.errs
 }
 
-// checkFiles reads the TLS files the configuration names: the TLS
-// listener's certificate and key, and each upstream's tls_ca, which must
-// hold a PEM certificate. (Parse does not read files: a configuration is
+// checkFiles reads the files the configuration names: the TLS listener's
+// certificate and key, each upstream's tls_ca (a PEM certificate), the
+// admin token file and the DSN file (not empty). (Parse does not read files: a configuration is
 // checked apart from the machine it runs on too.)
 func (c *Config) checkFiles() []Error {
 	k := &checker{src: c.src}
 	if t := c.Listen.TLS; t != nil && t.Cert != "" && t.Key != "" {
 		if _, err := tls.LoadX509KeyPair(t.Cert, t.Key); err != nil {
 			k.errorf("listen.tls.cert", "cannot load the certificate and key: %v", err)
+		}
+	}
+	// The files of secrets: there, and not empty (their contents are
+	// never printed).
+	for path, file := range map[string]string{"admin.token_file": c.Admin.TokenFile, "store.dsn_file": c.Store.DSNFile} {
+		if file == "" || path == "store.dsn_file" && c.Store.Backend != BackendPostgres {
+			continue
+		}
+		if b, err := os.ReadFile(file); err != nil {
+			k.errorf(path, "%v", err)
+		} else if len(strings.TrimSpace(string(b))) == 0 {
+			k.errorf(path, "%s is empty", file)
 		}
 	}
 	for i, u := range c.Upstreams {

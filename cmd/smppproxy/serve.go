@@ -47,6 +47,9 @@ func serveCommand() *cli.Command {
 		},
 		Action: func(c *cli.Context) error {
 			cfg, err := config.Load(c.String("config"))
+			if err == nil {
+				err = cfg.CheckFiles()
+			}
 			if err != nil {
 				return err
 			}
@@ -162,6 +165,9 @@ func (s *serving) reload(by string) (admin.Reloaded, error) {
 	s.notifyState("RELOADING=1", s.opts.notify.Reloading)
 	defer s.notifyState("READY=1", s.opts.notify.Ready)
 	next, err := config.Load(s.opts.path)
+	if err == nil {
+		err = next.CheckFiles()
+	}
 	if err != nil {
 		s.log.Error("configuration reload refused; nothing changed", "by", by, "err", err)
 		return admin.Reloaded{}, err
@@ -360,12 +366,15 @@ func configCommand() *cli.Command {
 		Subcommands: []*cli.Command{{
 			Name:  "check",
 			Usage: "validate a configuration file; errors name their line",
-			Description: "Parses and validates FILE as serve would, without starting anything: every problem is\n" +
-				"printed with its file:line, warnings (plain-text passwords, an admin API open without a token)\n" +
+			Description: "Parses and validates FILE as serve would, and reads the files it names (TLS, token,\n" +
+				"DSN), without starting anything: every problem is printed with its file:line, warnings (plain-text passwords, an admin API open without a token)\n" +
 				"too. Exit status 0 when the file is valid.",
 			Flags: []cli.Flag{&cli.StringFlag{Name: "config", Aliases: []string{"c"}, Required: true, Usage: "the configuration `FILE` (YAML) to check"}},
 			Action: func(c *cli.Context) error {
 				cfg, err := config.Load(c.String("config"))
+				if err == nil {
+					err = cfg.CheckFiles()
+				}
 				if err != nil {
 					return err
 				}
