@@ -336,7 +336,7 @@ func (c *reconciler) attempt(ctx context.Context, up string, e *state.QueueEntry
 	}
 	s.bound.removed(up)
 	s.m.received(rec.Key.Account, up, out)
-	s.log.Debug("dlr: kept receipt matched", "upstream", up, "receipt_id", r.id, "stat", r.stat, "outcome", out,
+	s.log.Debug("dlr: kept receipt matched", "upstream", up, "receipt_id", logID(r.id), "stat", r.stat, "outcome", out,
 		"account", rec.Key.Account, "key", s.cfg.LogKey(rec.Key.Key), "segment", rec.Key.Segment, "message_id", rec.ClientMessageID())
 	return true, 0, nil
 }
@@ -467,7 +467,7 @@ func (c *reconciler) byEcho(ctx context.Context, k *keptReceipt) (*state.Record,
 		return nil, errNoRecord
 	case 1:
 	default:
-		c.s.log.Info("dlr: kept receipt's echoed key names several records; not resolved", "upstream", k.up, "receipt_id", k.r.id, "candidates", len(cands))
+		c.s.log.Info("dlr: kept receipt's echoed key names several records; not resolved", "upstream", k.up, "receipt_id", logID(k.r.id), "candidates", len(cands))
 		return nil, errAmbiguous
 	}
 	if cands[0].State != state.Unknown {
@@ -496,7 +496,7 @@ func (c *reconciler) byAddress(ctx context.Context, k *keptReceipt) (*state.Reco
 		return nil, errNoRecord
 	case 1:
 	default:
-		c.s.log.Info("dlr: kept receipt matches several unknown records; not resolved", "upstream", k.up, "receipt_id", k.r.id, "candidates", len(in))
+		c.s.log.Info("dlr: kept receipt matches several unknown records; not resolved", "upstream", k.up, "receipt_id", logID(k.r.id), "candidates", len(in))
 		return nil, errAmbiguous
 	}
 	why := fmt.Sprintf("unmatched receipt %s (stat %s) from %s matched the only unknown record with its source, destination and submit time", k.r.id, orDash(k.r.stat), k.up)

@@ -451,7 +451,9 @@ func (s *Service) OnDeliver(ctx context.Context, d smppclient.Delivery) smpp.Sta
 func (s *Service) intakeReceipt(ctx context.Context, upstream string, m *message) smpp.Status {
 	r := readReceipt(m)
 	// The receipt's logger is made only for a line to log (it is not free).
-	log := func() *slog.Logger { return s.log.With("upstream", upstream, "receipt_id", r.id, "stat", r.stat) }
+	log := func() *slog.Logger {
+		return s.log.With("upstream", upstream, "receipt_id", logID(r.id), "stat", r.stat)
+	}
 	rec, err := s.match(ctx, upstream, r)
 	if errors.Is(err, state.ErrNotFound) || errors.Is(err, errIDConflict) {
 		if errors.Is(err, errIDConflict) {
@@ -460,7 +462,7 @@ func (s *Service) intakeReceipt(ctx context.Context, upstream string, m *message
 		out, err := s.keepUnmatched(ctx, upstream, r)
 		if err != nil {
 			s.m.received("", upstream, OutStoreError)
-			log().Error("dlr: store refused an unmatched receipt; upstream answered ESME_RSYSERR", "err", err)
+			s.warnPDU(log(), slog.LevelError, upstream, "store_refused_unmatched", "dlr: store refused an unmatched receipt; upstream answered ESME_RSYSERR", "err", err)
 			return smpp.StatusSysErr
 		}
 		s.m.received("", upstream, out)
@@ -626,7 +628,27 @@ func (s *Service) respIDOf(upstream string, r *receipt) (string, bool) {
 // upstream gave one id (a counter that restarted, a small id space): the
 // matched record (recordMark), or an unmatched receipt's submit date.
 func dedupKey(upstream, matchID, msg, stateKey string) string {
-	return upstream + "\x00" + matchID + "\x00" + msg + "\x00" + stateKey
+	k := upstream + "\x00" + matchID + "\x00" + msg + "\x00" + stateKey
+	if len(k) > maxDedupKey {
+		// A hostile or broken upstream's very long id: a key that long would
+		// be over the store's limit (and refused at every resend); its hash
+		// tells the same receipt again as well.
+		h := sha256.Sum256([]byte(k))
+		return "h" + hex.EncodeToString(h[:])
+	}
+	return k
+}
+
+// maxDedupKey: longer dedup keys are stored as their hash.
+const maxDedupKey = 512
+
+// logID is a receipt id as logged: cut after 64 octets (an upstream may
+// send ids of any length).
+func logID(id string) string {
+	if len(id) <= 64 {
+		return id
+	}
+	return fmt.Sprintf("%s…(%d octets)", id[:64], len(id))
 }
 
 // recordMark names rec among the records one upstream id may have named:
