@@ -614,6 +614,9 @@ func (s *Service) respIDOf(upstream string, r *receipt) (string, bool) {
 	case tlv == "":
 		return s.ids.RespIDFromReceipt(upstream, text), true
 	case text == "":
+		if s.ids.TwoReadings(upstream, tlv) {
+			return "", false // which message it names depends on how it is written
+		}
 		return s.ids.RespIDFromReceipt(upstream, tlv), true
 	case s.ids.NormalizeReceiptID(upstream, tlv) == s.ids.NormalizeReceiptID(upstream, text):
 		return s.ids.RespIDFromReceipt(upstream, tlv), true

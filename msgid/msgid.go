@@ -228,6 +228,23 @@ func (x *IDs) RespIDFromReceipt(upstream, id string) string {
 	return Convert(id, u.ReceiptIDFormat, u.RespIDFormat)
 }
 
+// TwoReadings reports whether id, found in a receipt without anything
+// telling how it is written (a receipted_message_id TLV and no text id),
+// names two different messages: read as upstream writes ids in receipts,
+// and as it writes them in a submit_sm_resp (which some SMSCs put in the
+// TLV), when the two formats differ and id parses in both (a hex
+// response format, decimal receipts, and an id of decimal digits).
+func (x *IDs) TwoReadings(upstream, id string) bool {
+	u := x.table().upstreams[upstream]
+	resp, rcpt := effective(u.RespIDFormat, u.ReceiptIDFormat), effective(u.ReceiptIDFormat, u.RespIDFormat)
+	if resp == rcpt {
+		return false
+	}
+	a, ok1 := parseNumber(id, resp)
+	b, ok2 := parseNumber(id, rcpt)
+	return ok1 && ok2 && a.Cmp(b) != 0
+}
+
 // IssueID implements dedup.IDs: a new proxy id for an account with
 // message_id: proxy, "" otherwise.
 func (x *IDs) IssueID(account string) string {
