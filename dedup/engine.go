@@ -52,6 +52,11 @@ type Config struct {
 	// journaled, so none is written upstream (the other instances may
 	// take its sent records over). nil: always (a store of one process).
 	Lease func() bool
+	// OwnerWriteHorizon: how long after its lease ran out a record's owner
+	// may still write its outcome, during which an operator may not
+	// resolve the record (OwnerWriteHorizon(); 0: persistFor plus a
+	// minute).
+	OwnerWriteHorizon time.Duration
 	// CreateFirst: a key the engine does not remember as settled is
 	// forwarded as new without a read, taking only upstream capacity free
 	// at once (Attempt.NoWait; else it is read first); its create (written
@@ -84,6 +89,8 @@ type Engine struct {
 	log *slog.Logger
 	now func() time.Time
 	seq atomic.Uint64
+	// horizon is the owner write horizon in force (ownerWriteHorizon).
+	horizon atomic.Int64
 	// run tells this engine's owners and untracked keys from those of the
 	// instance's earlier runs (instance_id is kept across restarts, seq
 	// starts again).
@@ -138,6 +145,7 @@ func New(cfg Config) *Engine {
 		e.cfg.InstanceID = randomID()
 	}
 	e.run = randomID()
+	e.horizon.Store(int64(cfg.OwnerWriteHorizon))
 	leases := cfg.Owners
 	if leases == nil {
 		leases, _ = cfg.Store.(state.OwnerLeases)

@@ -173,18 +173,13 @@ var ErrNotUnknown = errors.New("dedup: record is not unknown")
 // because its owner's lease ran out, while that owner may still write the
 // answer its SMSC gave (it was cut off from the store, not dead): a
 // resolution would contradict it, and a "not sent" would send the message
-// twice. It holds while the owner instance is live again, and for
-// ownerOutcomeHorizon after the lease ran out.
+// twice. It holds for Config.OwnerWriteHorizon after the lease ran out.
+// (Not beyond, even while the owner's instance is live again: an owner is
+// one run of one instance, and a run cut off that long has given up.)
 var ErrOwnerMayWrite = errors.New("dedup: the record's owner instance may still write its outcome")
 
-// ownerOutcomeHorizon: how long after its lease ran out an owner cut off
-// from the store may still write an outcome: its answer comes within its
-// upstream's response_timeout (taken as at most a minute), and it retries
-// a refused write for persistFor.
-const ownerOutcomeHorizon = persistFor + time.Minute
-
 // checkOwnerGone returns ErrOwnerMayWrite when k's record was made unknown
-// by its owner's lease running out and that owner may still write.
+// by its owner's lease running out less than the owner write horizon ago.
 func (e *Engine) checkOwnerGone(ctx context.Context, k state.Key) error {
 	r, err := e.cfg.Store.Get(ctx, k)
 	if err != nil || r.State != state.Unknown || len(r.History) == 0 {
@@ -194,21 +189,41 @@ func (e *Engine) checkOwnerGone(ctx context.Context, k state.Key) error {
 	if last.Note != state.NoteLeaseExpired {
 		return nil
 	}
-	inst := state.OwnerInstance(r.Owner)
-	if since := e.now().Sub(last.At); since < ownerOutcomeHorizon {
-		return fmt.Errorf("%w (instance %s; its lease ran out %s ago, wait until %s have passed)", ErrOwnerMayWrite, inst, since.Round(time.Second), ownerOutcomeHorizon)
-	}
-	if e.cfg.Owners == nil || inst == "" {
-		return nil
-	}
-	live, err := e.cfg.Owners.InstanceLive(ctx, inst)
-	if err != nil {
-		return err
-	}
-	if live {
-		return fmt.Errorf("%w (instance %s is live again)", ErrOwnerMayWrite, inst)
+	horizon := e.ownerWriteHorizon()
+	if since := e.now().Sub(last.At); since < horizon {
+		return fmt.Errorf("%w (instance %s; its lease ran out %s ago, wait until %s have passed)", ErrOwnerMayWrite, state.OwnerInstance(r.Owner), since.Round(time.Second), horizon)
 	}
 	return nil
+}
+
+// ownerWriteHorizon is Config.OwnerWriteHorizon, or its default: the
+// background retries of an outcome (persistFor) and a minute for the
+// answer to come.
+func (e *Engine) ownerWriteHorizon() time.Duration {
+	if d := time.Duration(e.horizon.Load()); d > 0 {
+		return d
+	}
+	return persistFor + time.Minute
+}
+
+// SetOwnerWriteHorizon replaces Config.OwnerWriteHorizon (a reload that
+// changed the upstreams' timeouts). It never shortens it: the submits
+// forwarded before still run under the timeouts they started with.
+func (e *Engine) SetOwnerWriteHorizon(d time.Duration) {
+	for {
+		cur := e.horizon.Load()
+		if int64(d) <= cur || e.horizon.CompareAndSwap(cur, int64(d)) {
+			return
+		}
+	}
+}
+
+// OwnerWriteHorizon is how long after its lease ran out the owner of a
+// submit may still write its outcome: the longest a forward may take
+// (waiting for a bind, then each attempt's response timeout and back-off)
+// plus the background retries of a refused outcome write.
+func OwnerWriteHorizon(longestForward time.Duration) time.Duration {
+	return longestForward + persistFor + time.Minute
 }
 
 // ErrMessageIDHeld is returned by Resolve for a message id that another

@@ -133,7 +133,7 @@ func New(opts Options) (*App, error) {
 	a.ids, a.byName, a.now = ids, byName, opts.Now
 	a.instr = newInstruments(a.pools, st)
 	a.instr.router = route.New(route.Config{Routes: a.routes(byName, upCfg), Logger: log, Now: opts.Now})
-	a.engine = dedup.New(dedup.Config{Store: a.instr.engineStore(st), Forwarder: a.instr.router, Logger: log, Metrics: dedup.NewMetrics(reg), InstanceID: opts.InstanceID, IDs: ids, Secret: secret, Now: opts.Now, Owners: ownerLeases(st), Lease: leaseOf(st), CreateFirst: readIsRoundTrip(st), RecentAnswers: cfg.Store.RecentAnswers})
+	a.engine = dedup.New(dedup.Config{Store: a.instr.engineStore(st), Forwarder: a.instr.router, Logger: log, Metrics: dedup.NewMetrics(reg), InstanceID: opts.InstanceID, IDs: ids, Secret: secret, Now: opts.Now, Owners: ownerLeases(st), Lease: leaseOf(st), CreateFirst: readIsRoundTrip(st), RecentAnswers: cfg.Store.RecentAnswers, OwnerWriteHorizon: ownerWriteHorizon(cfg)})
 	if err := a.recover(); err != nil {
 		_ = st.Close()
 		return nil, err
@@ -204,6 +204,19 @@ func (a *App) routesOf(accounts []config.Account, byName map[string]*smppclient.
 		}
 	}
 	return routes
+}
+
+// ownerWriteHorizon is how long an owner cut off from the shared store
+// may still write a submit's outcome (dedup.Config.OwnerWriteHorizon):
+// the longest forward over cfg's upstreams — waiting route_wait for a
+// bind, then every attempt's response_timeout, back-off and wait again.
+func ownerWriteHorizon(cfg *config.Config) time.Duration {
+	var longest time.Duration
+	for _, u := range cfg.Upstreams {
+		attempt := u.RouteWait.Std() + u.ResponseTimeout.Std() + time.Second
+		longest = max(longest, time.Duration(max(u.Retry.Attempts, 1))*attempt)
+	}
+	return dedup.OwnerWriteHorizon(longest)
 }
 
 // openStore opens the store (opts.Store, else Badger at the configured

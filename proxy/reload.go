@@ -89,6 +89,7 @@ func (a *App) Reload(cfg *config.Config) (Reloaded, error) {
 	a.mu.Lock()
 	a.cfg = cfg
 	a.mu.Unlock()
+	a.engine.SetOwnerWriteHorizon(ownerWriteHorizon(cfg))
 	a.instr.router.SetRoutes(a.reloadRoutes(old, cfg))
 	a.startSwaps(swaps)
 	r.Applied = append(r.Applied, swapped...)
