@@ -77,3 +77,25 @@ func TestCheckFilesReportsMissingOrEmptySecretFiles(t *testing.T) {
 		})
 	}
 }
+
+// A reload reads the TLS files only: the token and DSN files are read at
+// start, and a reload, which leaves them, is not refused for one removed
+// since.
+func TestCheckReloadFilesLeavesTheSecretFiles(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "x.yaml")
+	yaml := "admin:\n  token_file: " + filepath.Join(dir, "gone.token") + "\n" + shopOnA("", "")
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CheckReloadFiles(); err != nil {
+		t.Errorf("CheckReloadFiles with the token file gone = %v, want nil", err)
+	}
+	if err := c.CheckFiles(); err == nil {
+		t.Error("CheckFiles with the token file gone = nil, want an error (a start reads it)")
+	}
+}

@@ -56,7 +56,7 @@ func (c *Config) check() []Error {
 // certificate and key, each upstream's tls_ca (a PEM certificate), the
 // admin token file and the DSN file (not empty). (Parse does not read files: a configuration is
 // checked apart from the machine it runs on too.)
-func (c *Config) checkFiles() []Error {
+func (c *Config) checkFiles(secrets bool) []Error {
 	k := &checker{src: c.src}
 	if t := c.Listen.TLS; t != nil && t.Cert != "" && t.Key != "" {
 		if _, err := tls.LoadX509KeyPair(t.Cert, t.Key); err != nil {
@@ -66,7 +66,7 @@ func (c *Config) checkFiles() []Error {
 	// The files of secrets: there, and not empty (their contents are
 	// never printed).
 	for path, file := range map[string]string{"admin.token_file": c.Admin.TokenFile, "store.dsn_file": c.Store.DSNFile} {
-		if file == "" || path == "store.dsn_file" && c.Store.Backend != BackendPostgres {
+		if !secrets || file == "" || path == "store.dsn_file" && c.Store.Backend != BackendPostgres {
 			continue
 		}
 		if b, err := os.ReadFile(file); err != nil {

@@ -287,7 +287,7 @@ func (c *reconciler) try(ctx context.Context, up string, e *state.QueueEntry, cy
 		return
 	}
 	if err != nil {
-		c.s.log.Warn("dlr: matching a kept receipt", "upstream", up, "receipt_id", e.MessageID, "err", err)
+		c.s.log.Warn("dlr: matching a kept receipt", "upstream", up, "receipt_id", logID(e.MessageID), "err", err)
 	}
 	r.delay = min(2*r.delay, retryMax)
 	next := r.delay
@@ -473,7 +473,7 @@ func (c *reconciler) byEcho(ctx context.Context, k *keptReceipt) (*state.Record,
 	if cands[0].State != state.Unknown {
 		return cands[0], nil
 	}
-	why := fmt.Sprintf("upstream %s echoed the key in TLV 0x%04X of receipt %s (stat %s)", k.up, c.s.upstreams()[k.up].EchoTLV, k.r.id, orDash(k.r.stat))
+	why := fmt.Sprintf("upstream %s echoed the key in TLV 0x%04X of receipt %s (stat %s)", k.up, c.s.upstreams()[k.up].EchoTLV, logID(k.r.id), orDash(k.r.stat))
 	return c.resolve(ctx, k, cands[0].Key, why)
 }
 
@@ -499,7 +499,7 @@ func (c *reconciler) byAddress(ctx context.Context, k *keptReceipt) (*state.Reco
 		c.s.log.Info("dlr: kept receipt matches several unknown records; not resolved", "upstream", k.up, "receipt_id", logID(k.r.id), "candidates", len(in))
 		return nil, errAmbiguous
 	}
-	why := fmt.Sprintf("unmatched receipt %s (stat %s) from %s matched the only unknown record with its source, destination and submit time", k.r.id, orDash(k.r.stat), k.up)
+	why := fmt.Sprintf("unmatched receipt %s (stat %s) from %s matched the only unknown record with its source, destination and submit time", logID(k.r.id), orDash(k.r.stat), k.up)
 	return c.resolve(ctx, k, in[0].Key, why)
 }
 

@@ -354,6 +354,15 @@ func (s *Service) Reconfigure(accounts map[string]Account, mo []MORoute, default
 // upstreams is the upstreams in force, by name. Not to be modified.
 func (s *Service) upstreams() map[string]Upstream { return *s.ups.Load() }
 
+// Upstreams returns a copy of the upstreams in force.
+func (s *Service) Upstreams() map[string]Upstream { return maps.Clone(s.upstreams()) }
+
+// SetUpstreams puts upstreams in force (as Reconfigure does).
+func (s *Service) SetUpstreams(upstreams map[string]Upstream) {
+	ups := maps.Clone(upstreams)
+	s.ups.Store(&ups)
+}
+
 // Close stops delivering (deliver_sm in flight are abandoned: they stay
 // queued) and waits for every goroutine. Call it before closing the store.
 func (s *Service) Close() {
@@ -607,6 +616,19 @@ func (s *Service) matchIDs(upstream string, r *receipt) map[string]bool {
 // with it. ok is false when the TLV and the text's id disagree in a way
 // no format explains (then nothing is settled by this receipt).
 func (s *Service) respIDOf(upstream string, r *receipt) (string, bool) {
+	id, ok := s.respIDOfAny(upstream, r)
+	if len(id) > maxSettleID {
+		return "", false // no SMSC gives ids that long: nothing to settle with
+	}
+	return id, ok
+}
+
+// maxSettleID is the longest id a receipt settles a record with (the
+// longest the upstream client takes in a response).
+const maxSettleID = 255
+
+// respIDOfAny is respIDOf without the bound on the id's length.
+func (s *Service) respIDOfAny(upstream string, r *receipt) (string, bool) {
 	tlv, text := r.tlv, r.text.ID
 	switch {
 	case tlv == "" && text == "":
@@ -651,7 +673,7 @@ func logID(id string) string {
 	if len(id) <= 64 {
 		return id
 	}
-	return fmt.Sprintf("%s…(%d octets)", id[:64], len(id))
+	return fmt.Sprintf("%s…(%d octets)", strings.ToValidUTF8(id[:64], ""), len(id))
 }
 
 // recordMark names rec among the records one upstream id may have named:

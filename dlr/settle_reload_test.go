@@ -109,7 +109,7 @@ func TestAReceiptWithoutASubmitDateSettlesNothingByAddresses(t *testing.T) {
 		t.Fatalf("submit = %+v, want unknown", a)
 	}
 	clk.Advance(time.Minute)
-	f := receiptFrame("", smpp.TLV{Tag: smpp.TagReceiptedMessageID, Value: []byte("42\x00")},
+	f := receiptFrame("", smpp.TLV{Tag: smpp.TagReceiptedMessageID, Value: []byte("4a\x00")},
 		smpp.TLV{Tag: smpp.TagMessageState, Value: []byte{3}}) // EXPIRED
 	if st := e.deliver(t, f); st != 0 {
 		t.Fatal(st)

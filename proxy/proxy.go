@@ -516,6 +516,11 @@ func (a *App) Shutdown(ctx context.Context) error {
 	var err error
 	a.closeOnce.Do(func() {
 		close(a.stopBG)
+		// A reload past its check of stopBG finishes first (one waiting
+		// for the previous swaps leaves on stopBG): nothing it starts is
+		// left behind.
+		a.reloadMu.Lock()
+		a.reloadMu.Unlock()
 		a.bg.Wait()
 		// Past the deadline, requests still waiting for an upstream answer
 		// must not hold the exit for another response_timeout: closing the
@@ -548,6 +553,11 @@ func (a *App) Shutdown(ctx context.Context) error {
 func (a *App) Close() {
 	a.closeOnce.Do(func() {
 		close(a.stopBG)
+		// A reload past its check of stopBG finishes first (one waiting
+		// for the previous swaps leaves on stopBG): nothing it starts is
+		// left behind.
+		a.reloadMu.Lock()
+		a.reloadMu.Unlock()
 		a.bg.Wait()
 		_ = a.server.Close()
 		a.wg.Wait()

@@ -65,25 +65,27 @@ func (a *App) newReceipts(ids *msgid.IDs, secret *state.Secret, reg prometheus.R
 		LogKey:         func(k string) string { return dedup.TagKey(k, secret.Tag) },
 	}
 	dc.Accounts, dc.MORoutes = receiptAccounts(cfg)
-	dc.Upstreams = receiptUpstreams(cfg, nil)
+	dc.Upstreams = receiptUpstreams(cfg, nil, false)
 	return dlr.New(dc)
 }
 
 // receiptUpstreams is what the receipt service needs of cfg's upstreams:
 // their echo_tlv, and their response_timeout (how long a kept receipt
-// waits before it may settle an unknown record). An upstream that running
-// (the configuration before a reload) has keeps its echo_tlv, which only
-// a restart changes.
-func receiptUpstreams(cfg, running *config.Config) map[string]dlr.Upstream {
+// waits before it may settle an unknown record). An upstream running
+// (the receipt service's, before a reload) has keeps its echo_tlv, which
+// only a restart changes, and, with keepLonger, its response_timeout when
+// longer: the old binds still drain submits under it.
+func receiptUpstreams(cfg *config.Config, running map[string]dlr.Upstream, keepLonger bool) map[string]dlr.Upstream {
 	ups := map[string]dlr.Upstream{}
 	for _, u := range cfg.Upstreams {
-		echo := u.EchoTLV
-		if running != nil {
-			if prev := running.Upstream(u.Name); prev != nil {
-				echo = prev.EchoTLV
+		n := dlr.Upstream{EchoTLV: uint16(u.EchoTLV), ResponseTimeout: u.ResponseTimeout.Std()}
+		if prev, ok := running[u.Name]; ok {
+			n.EchoTLV = prev.EchoTLV
+			if keepLonger {
+				n.ResponseTimeout = max(n.ResponseTimeout, prev.ResponseTimeout)
 			}
 		}
-		ups[u.Name] = dlr.Upstream{EchoTLV: uint16(echo), ResponseTimeout: u.ResponseTimeout.Std()}
+		ups[u.Name] = n
 	}
 	return ups
 }

@@ -79,7 +79,8 @@ func (a *App) Reload(cfg *config.Config) (Reloaded, error) {
 		return Reloaded{}, fmt.Errorf("proxy: reload: %w", err)
 	}
 	accts, mo := receiptAccounts(cfg)
-	if err := a.receipts.Reconfigure(accts, mo, cfg.DefaultAccount, receiptUpstreams(cfg, old)); err != nil {
+	running := a.receipts.Upstreams()
+	if err := a.receipts.Reconfigure(accts, mo, cfg.DefaultAccount, receiptUpstreams(cfg, running, true)); err != nil {
 		_ = a.ids.Set(idTables(old))
 		closePlanned(swaps)
 		return Reloaded{}, fmt.Errorf("proxy: reload: %w", err)
@@ -276,6 +277,9 @@ wait:
 		a.mu.Unlock()
 		a.log.Info("upstream reloaded: the old binds drained and closed", "upstream", sw.name)
 	}
+	// The old binds are gone: a shorter response_timeout now holds for
+	// kept receipts too.
+	a.receipts.SetUpstreams(receiptUpstreams(cfg, a.receipts.Upstreams(), false))
 }
 
 // connectionChanges names the settings of an upstream that its pool holds

@@ -242,3 +242,36 @@ func TestAReloadDuringShutdownAppliesNothing(t *testing.T) {
 		t.Error("a reload after Shutdown put its configuration in force")
 	}
 }
+
+// An upstream's echo_tlv changes only at a restart, however many reloads
+// read the changed file; its response_timeout holds for kept receipts as
+// the longer of old and new until the old binds are gone.
+func TestReloadsLeaveEchoTLVAndKeepTheLongerResponseTimeoutWhileOldBindsDrain(t *testing.T) {
+	smsc := startSim(t, sim.Config{})
+	second := startSim(t, sim.Config{})
+	cfg := testConfig(t, smsc.Addr(), t.TempDir())
+	cfg.Upstreams[0].ResponseTimeout = config.Duration(time.Minute)
+	app := startProxy(t, cfg)
+	next := reloaded(t, cfg, func(c *config.Config) {
+		c.Upstreams[0].EchoTLV = 0x1501
+		c.Upstreams[0].ResponseTimeout = config.Duration(10 * time.Second)
+		c.Upstreams[0].Address = second.Addr()
+	})
+	for i := range 2 {
+		r, err := app.Reload(next)
+		if err != nil {
+			t.Fatal(err)
+		}
+		up := app.receipts.Upstreams()["smsc"]
+		if up.EchoTLV != 0 {
+			t.Errorf("reload %d: echo_tlv for receipts = 0x%04X, want 0 (restart-only; reported %q)", i+1, up.EchoTLV, r.Restart)
+		}
+		if i == 0 && up.ResponseTimeout != time.Minute {
+			t.Errorf("reload 1: response_timeout for kept receipts = %v while the old binds drain, want the old 1m", up.ResponseTimeout)
+		}
+		app.bg.Wait()
+	}
+	if up := app.receipts.Upstreams()["smsc"]; up.ResponseTimeout != 10*time.Second {
+		t.Errorf("response_timeout for kept receipts once the old binds are gone = %v, want 10s", up.ResponseTimeout)
+	}
+}

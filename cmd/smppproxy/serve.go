@@ -130,6 +130,7 @@ func (s *serving) awaitStop(sig <-chan os.Signal) os.Signal {
 	}()
 	for got := range sig {
 		if got != syscall.SIGHUP {
+			s.stopping.Store(true) // before the reloads' goroutine could start one more
 			return got
 		}
 		select {
@@ -163,10 +164,14 @@ func (s *serving) reload(by string) (admin.Reloaded, error) {
 		return admin.Reloaded{}, errShuttingDown
 	}
 	s.notifyState("RELOADING=1", s.opts.notify.Reloading)
-	defer s.notifyState("READY=1", s.opts.notify.Ready)
+	defer func() {
+		if !s.stopping.Load() { // not READY=1 after STOPPING=1
+			s.notifyState("READY=1", s.opts.notify.Ready)
+		}
+	}()
 	next, err := config.Load(s.opts.path)
 	if err == nil {
-		err = next.CheckFiles()
+		err = next.CheckReloadFiles() // (the token and DSN files are read at start only)
 	}
 	if err != nil {
 		s.log.Error("configuration reload refused; nothing changed", "by", by, "err", err)
