@@ -109,34 +109,11 @@ func TestEchoedKeyDoesNotPickAnotherAccountsRecord(t *testing.T) {
 // older unknown record with the same addresses (that would give it the
 // other message's id: two records, one id).
 func TestReconcileIgnoresUnknownWhileSentRecordHasSameAddresses(t *testing.T) {
-	// The second record below stays `sent` for the whole test, as a real
-	// one does for up to the upstream's response_timeout.
-	var eng *dedup.Engine
-	e := newEnv(t, func(c *Config) {
-		c.Upstreams = map[string]Upstream{"smsc": {ResponseTimeout: 10 * time.Second}}
-	}, resolving(fwd{}, &eng))
-	old := eng.Submit(bg, "shop", dedup.Policy{}, keyedSubmit(t, "otp-1", "447700900123"))
-	if old.Outcome != dedup.OutUnknown {
-		t.Fatalf("first submit = %+v, want unknown", old)
-	}
-	// The second OTP to the same number: forwarded, response not back yet.
-	now := time.Now()
-	second := &state.Record{
-		Key: state.Key{Account: "shop", Key: dedup.KeyOfTLV([]byte("otp-2"))}, State: state.Sent, Upstream: "smsc",
-		Session: "smsc/1", Sequence: 2, AddrHash: state.HashAddrs([]byte("SHOP"), []byte("447700900123")),
-		Created: now, Updated: now, Expires: now.Add(time.Hour),
-	}
-	if _, ok, err := e.st.Create(bg, second); err != nil || !ok {
-		t.Fatal(ok, err)
-	}
-	// Its receipt overtakes its submit_sm_resp.
-	if st := e.deliver(t, dlrFrame("4096", "ACCEPTD")); st != 0 {
-		t.Fatal(st)
-	}
-	e.waitTried(t, now) // within the settle delay: matched by id only
-	if r, _ := e.st.Get(bg, old.Key); r.State != state.Unknown {
-		t.Fatalf("the older unknown record became %s with id %q from the receipt of a message still `sent`; want it left unknown", r.State, r.MessageID)
-	}
+	// The second record of settleScene stays `sent` for the whole test, as
+	// a real one does for up to the upstream's response_timeout.
+	e, eng, clk := clockedEnv(t, map[string]Upstream{"smsc": {ResponseTimeout: 10 * time.Second}})
+	key, at := settleScene(t, e, eng, clk) // within the settle delay: matched by id only
+	wantStillUnknown(t, e, key, at)
 }
 
 // SPEC §4: delivery is at-least-once *until* a deliver_sm_resp 0. An entry

@@ -38,6 +38,17 @@ func settleScene(t *testing.T, e *env, eng *dedup.Engine, clk *testkit.Clock) (s
 	return old.Key, clk.Now()
 }
 
+// clockedEnv is an env on a test clock with upstreams, and its engine.
+func clockedEnv(t *testing.T, upstreams map[string]Upstream) (*env, *dedup.Engine, *testkit.Clock) {
+	var eng *dedup.Engine
+	clk := newClock()
+	e := newEnv(t, func(c *Config) {
+		c.Now = clk.Now
+		c.Upstreams = upstreams
+	}, resolving(fwd{}, &eng))
+	return e, eng, clk
+}
+
 // wantStillUnknown waits until the reconciler has tried the kept receipt
 // after at, or settled the record key with it, and wants the record still
 // unknown.
@@ -69,12 +80,7 @@ func wantStillUnknown(t *testing.T, e *env, key state.Key, at time.Time) {
 // service kept the upstreams it started with, so an added upstream's
 // receipts settled after a second, and took another message's id.)
 func TestAnUpstreamAddedByReconfigureHasItsSettleDelay(t *testing.T) {
-	var eng *dedup.Engine
-	clk := newClock()
-	e := newEnv(t, func(c *Config) {
-		c.Now = clk.Now
-		c.Upstreams = map[string]Upstream{"other": {ResponseTimeout: 10 * time.Second}}
-	}, resolving(fwd{}, &eng))
+	e, eng, clk := clockedEnv(t, map[string]Upstream{"other": {ResponseTimeout: 10 * time.Second}})
 	accounts := e.svc.pol.Load().accounts
 	if err := e.svc.Reconfigure(accounts, nil, "", map[string]Upstream{"other": {ResponseTimeout: 10 * time.Second}, "smsc": {ResponseTimeout: 10 * time.Second}}); err != nil {
 		t.Fatal(err)
@@ -87,12 +93,7 @@ func TestAnUpstreamAddedByReconfigureHasItsSettleDelay(t *testing.T) {
 // it) waits as long as the longest response_timeout configured, not
 // only the margin, before it may settle an unknown record.
 func TestAReceiptOfAnUpstreamNotConfiguredWaitsTheLongestSettleDelay(t *testing.T) {
-	var eng *dedup.Engine
-	clk := newClock()
-	e := newEnv(t, func(c *Config) {
-		c.Now = clk.Now
-		c.Upstreams = map[string]Upstream{"other": {ResponseTimeout: 10 * time.Second}}
-	}, resolving(fwd{}, &eng))
+	e, eng, clk := clockedEnv(t, map[string]Upstream{"other": {ResponseTimeout: 10 * time.Second}})
 	key, at := settleScene(t, e, eng, clk)
 	wantStillUnknown(t, e, key, at)
 }
@@ -101,9 +102,7 @@ func TestAReceiptOfAnUpstreamNotConfiguredWaitsTheLongestSettleDelay(t *testing.
 // settles no unknown record by its addresses: it gives no time, and may
 // be the late receipt of a message much older than the record.
 func TestAReceiptWithoutASubmitDateSettlesNothingByAddresses(t *testing.T) {
-	var eng *dedup.Engine
-	clk := newClock()
-	e := newEnv(t, func(c *Config) { c.Now = clk.Now }, resolving(fwd{}, &eng))
+	e, eng, clk := clockedEnv(t, nil)
 	a := eng.Submit(bg, "shop", dedup.Policy{}, keyedSubmit(t, "otp-today", "447700900123"))
 	if a.Outcome != dedup.OutUnknown {
 		t.Fatalf("submit = %+v, want unknown", a)
