@@ -361,21 +361,25 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // settle delay schedules it no later than when that delay ends.
 func (e *env) waitTried(t *testing.T, after time.Time) {
 	t.Helper()
-	waitFor(t, "every kept receipt tried", func() bool {
-		kept, err := e.svc.Unmatched(bg, "smsc", 100)
-		if err != nil || len(kept) == 0 {
+	waitFor(t, "every kept receipt tried", func() bool { return e.triedAfter(after) })
+}
+
+// triedAfter reports whether smsc keeps receipts and the reconciler has
+// tried each at a time not before after (see waitTried).
+func (e *env) triedAfter(after time.Time) bool {
+	kept, err := e.svc.Unmatched(bg, "smsc", 100)
+	if err != nil || len(kept) == 0 {
+		return false
+	}
+	c := e.svc.rec
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, k := range kept {
+		if r, ok := c.next[k.Seq]; !ok || !r.at.After(after) {
 			return false
 		}
-		c := e.svc.rec
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		for _, k := range kept {
-			if r, ok := c.next[k.Seq]; !ok || !r.at.After(after) {
-				return false
-			}
-		}
-		return true
-	})
+	}
+	return true
 }
 
 // fwd answers every submit ambiguously: the record becomes unknown.
