@@ -65,6 +65,7 @@ type Options struct {
 // App is a wired proxy.
 type App struct {
 	cfg      *config.Config
+	started  *config.Config // the configuration at start: what restart-only settings are in force
 	log      *slog.Logger
 	store    state.Store
 	engine   *dedup.Engine
@@ -107,7 +108,7 @@ func New(opts Options) (*App, error) {
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
-	a := &App{cfg: cfg, log: log, stopBG: make(chan struct{})}
+	a := &App{cfg: cfg, started: cfg, log: log, stopBG: make(chan struct{})}
 	if opts.InstanceID == "" {
 		// The store's, the engine's and the upstream sessions' ids agree,
 		// and smppproxy_build_info names it.
@@ -214,7 +215,11 @@ func ownerWriteHorizon(cfg *config.Config) time.Duration {
 	var longest time.Duration
 	for _, u := range cfg.Upstreams {
 		attempt := u.RouteWait.Std() + u.ResponseTimeout.Std() + time.Second
-		longest = max(longest, time.Duration(max(u.Retry.Attempts, 1))*attempt)
+		d := time.Duration(max(u.Retry.Attempts, 1)) * attempt
+		if b := u.Retry.Budget.Std(); b > 0 {
+			d = min(d, b+attempt) // no retry starts past the budget
+		}
+		longest = max(longest, d)
 	}
 	return dedup.OwnerWriteHorizon(longest)
 }

@@ -87,6 +87,15 @@ func receiptUpstreams(cfg *config.Config, running map[string]dlr.Upstream, keepL
 		}
 		ups[u.Name] = n
 	}
+	if keepLonger {
+		// A removed upstream's old binds drain too: its kept receipts wait
+		// as before until they are gone.
+		for name, u := range running {
+			if _, ok := ups[name]; !ok {
+				ups[name] = u
+			}
+		}
+	}
 	return ups
 }
 

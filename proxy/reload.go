@@ -64,7 +64,10 @@ func (a *App) Reload(cfg *config.Config) (Reloaded, error) {
 	}
 	old := a.config()
 	var r Reloaded
-	r.Restart = restartOnly(old, cfg)
+	// Against the configuration started with: a reload put the rest of
+	// the file in force, not what needs a restart, which a second reload
+	// of the same file must name again.
+	r.Restart = restartOnly(a.started, cfg)
 
 	// What can fail comes first, so that a reload that fails changes
 	// nothing: the new pools (an upstream's TLS files), the id tables,

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/smppproxy/smppproxy/config"
+	"github.com/smppproxy/smppproxy/dedup"
 	"github.com/smppproxy/smppproxy/internal/peer/sim"
 	"github.com/smppproxy/smppproxy/smpp"
 	"github.com/smppproxy/smppproxy/smpp/smpptest"
@@ -244,34 +245,84 @@ func TestAReloadDuringShutdownAppliesNothing(t *testing.T) {
 }
 
 // An upstream's echo_tlv changes only at a restart, however many reloads
-// read the changed file; its response_timeout holds for kept receipts as
-// the longer of old and new until the old binds are gone.
-func TestReloadsLeaveEchoTLVAndKeepTheLongerResponseTimeoutWhileOldBindsDrain(t *testing.T) {
+// read the changed file, and each of them says so (the second one took the
+// first's configuration as running, and said nothing).
+func TestEveryReloadLeavesEchoTLVAndSaysItNeedsARestart(t *testing.T) {
 	smsc := startSim(t, sim.Config{})
-	second := startSim(t, sim.Config{})
 	cfg := testConfig(t, smsc.Addr(), t.TempDir())
-	cfg.Upstreams[0].ResponseTimeout = config.Duration(time.Minute)
 	app := startProxy(t, cfg)
-	next := reloaded(t, cfg, func(c *config.Config) {
-		c.Upstreams[0].EchoTLV = 0x1501
-		c.Upstreams[0].ResponseTimeout = config.Duration(10 * time.Second)
-		c.Upstreams[0].Address = second.Addr()
-	})
+	next := reloaded(t, cfg, func(c *config.Config) { c.Upstreams[0].EchoTLV = 0x1501 })
 	for i := range 2 {
 		r, err := app.Reload(next)
 		if err != nil {
 			t.Fatal(err)
 		}
-		up := app.receipts.Upstreams()["smsc"]
-		if up.EchoTLV != 0 {
-			t.Errorf("reload %d: echo_tlv for receipts = 0x%04X, want 0 (restart-only; reported %q)", i+1, up.EchoTLV, r.Restart)
+		if up := app.receipts.Upstreams()["smsc"]; up.EchoTLV != 0 || !slices.Contains(r.Restart, "upstream smsc: echo_tlv") {
+			t.Errorf("reload %d: echo_tlv for receipts = 0x%04X, Restart = %q; want 0 and echo_tlv named", i+1, up.EchoTLV, r.Restart)
 		}
-		if i == 0 && up.ResponseTimeout != time.Minute {
-			t.Errorf("reload 1: response_timeout for kept receipts = %v while the old binds drain, want the old 1m", up.ResponseTimeout)
-		}
-		app.bg.Wait()
 	}
-	if up := app.receipts.Upstreams()["smsc"]; up.ResponseTimeout != 10*time.Second {
-		t.Errorf("response_timeout for kept receipts once the old binds are gone = %v, want 10s", up.ResponseTimeout)
+}
+
+// While a reload's old binds drain, kept receipts wait the longer of the
+// old and new response_timeout, a removed upstream's included; once the
+// old binds are gone, the new one holds.
+func TestKeptReceiptsWaitTheLongerResponseTimeoutWhileOldBindsDrain(t *testing.T) {
+	smsc, other, second := startSim(t, sim.Config{}), startSim(t, sim.Config{}), startSim(t, sim.Config{})
+	cfg := testConfig(t, smsc.Addr(), t.TempDir())
+	cfg.Upstreams[0].ResponseTimeout = config.Duration(time.Minute)
+	o := config.UpstreamDefaults()
+	o.Name, o.Address, o.SystemID, o.Password = "other", other.Addr(), "proxy", "pw"
+	o.ResponseTimeout = config.Duration(2 * time.Minute)
+	cfg.Upstreams = append(cfg.Upstreams, o)
+	cfg.Accounts[0].Route = []string{"smsc", "other"}
+	app := startProxy(t, cfg)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	unbound := l.Addr().String()
+	l.Close() // the new binds do not come up: the old ones stay
+	if _, err := app.Reload(reloaded(t, cfg, func(c *config.Config) {
+		c.Upstreams = c.Upstreams[:1]
+		c.Upstreams[0].ResponseTimeout = config.Duration(10 * time.Second)
+		c.Upstreams[0].Address = unbound
+		c.Accounts[0].Route = []string{"smsc"}
+	})); err != nil {
+		t.Fatal(err)
+	}
+	ups := app.receipts.Upstreams()
+	if ups["smsc"].ResponseTimeout != time.Minute || ups["other"].ResponseTimeout != 2*time.Minute {
+		t.Errorf("response_timeouts for kept receipts while the old binds drain = %v, %v; want the old 1m and the removed upstream's 2m", ups["smsc"].ResponseTimeout, ups["other"].ResponseTimeout)
+	}
+
+	app2 := startProxy(t, testConfig(t, second.Addr(), t.TempDir()))
+	cfg2 := app2.config()
+	if _, err := app2.Reload(reloaded(t, cfg2, func(c *config.Config) {
+		c.Upstreams[0].ResponseTimeout = config.Duration(3 * time.Second)
+		c.Upstreams[0].Address = smsc.Addr()
+	})); err != nil {
+		t.Fatal(err)
+	}
+	app2.bg.Wait() // the new binds came up, the old ones drained
+	if up := app2.receipts.Upstreams()["smsc"]; up.ResponseTimeout != 3*time.Second {
+		t.Errorf("response_timeout for kept receipts once the old binds are gone = %v, want 3s", up.ResponseTimeout)
+	}
+}
+
+// The owner write horizon covers the longest forward: every attempt's
+// route_wait, response_timeout and back-off, but no retry past the retry
+// budget.
+func TestTheOwnerWriteHorizonIsTheLongestForward(t *testing.T) {
+	cfg := testConfig(t, "127.0.0.1:1", t.TempDir())
+	u := &cfg.Upstreams[0]
+	u.RouteWait, u.ResponseTimeout = config.Duration(2*time.Second), config.Duration(10*time.Second)
+	u.Retry.Attempts, u.Retry.Budget = 100, 0
+	attempt := 13 * time.Second // route_wait + response_timeout + a second of back-off
+	if got, want := ownerWriteHorizon(cfg), dedup.OwnerWriteHorizon(100*attempt); got != want {
+		t.Errorf("horizon without a budget = %v, want %v (100 attempts)", got, want)
+	}
+	u.Retry.Budget = config.Duration(5 * time.Second)
+	if got, want := ownerWriteHorizon(cfg), dedup.OwnerWriteHorizon(5*time.Second+attempt); got != want {
+		t.Errorf("horizon with a 5s budget = %v, want %v (the budget and one attempt)", got, want)
 	}
 }
