@@ -271,6 +271,15 @@ wait:
 		// ends each in time (so a submit its SMSC answers late is never cut
 		// off into unknown), and the shutdown budget when longer.
 		ctx, cancel := context.WithTimeout(context.Background(), max(cfg.ShutdownTimeout.Std(), sw.drain)+time.Second)
+		go func() {
+			// A shutdown closes every pool within its own budget: this
+			// drain does not hold it.
+			select {
+			case <-a.stopBG:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
 		_ = sw.prev.Close(ctx)
 		cancel()
 		a.instr.upstreams.Remove(sw.prev)

@@ -14,6 +14,7 @@ import (
 	"github.com/smppproxy/smppproxy/config"
 	"github.com/smppproxy/smppproxy/dedup"
 	"github.com/smppproxy/smppproxy/internal/peer/sim"
+	"github.com/smppproxy/smppproxy/internal/testkit"
 	"github.com/smppproxy/smppproxy/smpp"
 	"github.com/smppproxy/smppproxy/smpp/smpptest"
 )
@@ -324,5 +325,57 @@ func TestTheOwnerWriteHorizonIsTheLongestForward(t *testing.T) {
 	u.Retry.Budget = config.Duration(5 * time.Second)
 	if got, want := ownerWriteHorizon(cfg), dedup.OwnerWriteHorizon(5*time.Second+attempt); got != want {
 		t.Errorf("horizon with a 5s budget = %v, want %v (the budget and one attempt)", got, want)
+	}
+}
+
+// A shutdown is not held by the drain of a pool a reload removed: the
+// drain waits for the upstream's response_timeout, and the shutdown closes
+// every pool within its own budget.
+func TestAShutdownIsNotHeldByAReloadsDrain(t *testing.T) {
+	arrived, release := make(chan struct{}, 1), make(chan struct{})
+	defer close(release)
+	slow := startSim(t, sim.Config{Fault: func(c sim.Call) sim.Action {
+		if c.Key == "slow" {
+			select {
+			case arrived <- struct{}{}:
+			default:
+			}
+			<-release
+		}
+		return sim.Action{}
+	}})
+	smsc := startSim(t, sim.Config{})
+	cfg := testConfig(t, smsc.Addr(), t.TempDir())
+	cfg.ShutdownTimeout = config.Duration(100 * time.Millisecond)
+	o := config.UpstreamDefaults()
+	o.Name, o.Address, o.SystemID, o.Password = "slow", slow.Addr(), "proxy", "pw"
+	o.ForwardKeyTLV, o.ResponseTimeout, o.Weight = true, config.Duration(time.Minute), 1
+	cfg.Upstreams = []config.Upstream{o}
+	cfg.Accounts[0].Route = []string{"slow"}
+	app := startProxy(t, cfg)
+	shop := dialBound(t, app.Addr(), smpp.CmdBindTransceiver)
+	go func() { _, _ = shop.call(smpptest.EncodeSubmit(2, keyed("slow", "x")), time.Minute) }()
+	<-arrived
+	if _, err := app.Reload(reloaded(t, cfg, func(c *config.Config) {
+		u := config.UpstreamDefaults()
+		u.Name, u.Address, u.SystemID, u.Password = "smsc", smsc.Addr(), "proxy", "pw"
+		c.Upstreams = []config.Upstream{u}
+		c.Accounts[0].Route = []string{"smsc"}
+	})); err != nil {
+		t.Fatal(err)
+	}
+	// The new binds are up and the routes moved: the old pool drains.
+	testkit.Eventually(t, 10*time.Second, func() bool { _, ok := app.poolsByName()["slow"]; return !ok }, "the routes moved to the new binds")
+	done := make(chan struct{})
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = app.Shutdown(ctx)
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second): // the drain alone would take the minute of response_timeout
+		t.Fatal("Shutdown waited for a removed upstream's drain")
 	}
 }

@@ -104,8 +104,7 @@ func serve(cfg *config.Config, o serveOptions) error {
 	}
 	defer s.adminLn.Close()
 	s.notifyState("READY=1", o.notify.Ready)
-	got := s.awaitStop(sig)
-	s.notifyState("STOPPING=1", o.notify.Stopping)
+	got := s.awaitStop(sig) // (it sends STOPPING=1)
 	return s.shutdown(cfg.ShutdownTimeout.Std(), got, sig)
 }
 
@@ -130,7 +129,12 @@ func (s *serving) awaitStop(sig <-chan os.Signal) os.Signal {
 	}()
 	for got := range sig {
 		if got != syscall.SIGHUP {
-			s.stopping.Store(true) // before the reloads' goroutine could start one more
+			// Before the reloads' goroutine could start one more, and with
+			// no READY=1 of a reload after it.
+			s.notifyMu.Lock()
+			s.stopping.Store(true)
+			s.notifyState("STOPPING=1", s.opts.notify.Stopping)
+			s.notifyMu.Unlock()
 			return got
 		}
 		select {
@@ -143,6 +147,16 @@ func (s *serving) awaitStop(sig <-chan os.Signal) os.Signal {
 
 // errShuttingDown refuses a reload asked for once shutdown began.
 var errShuttingDown = errors.New("shutting down: reload refused")
+
+// notifyUnlessStopping is notifyState, unless STOPPING=1 was sent: a
+// reload's states never follow it.
+func (s *serving) notifyUnlessStopping(what string, send func() error) {
+	s.notifyMu.Lock()
+	defer s.notifyMu.Unlock()
+	if !s.stopping.Load() {
+		s.notifyState(what, send)
+	}
+}
 
 // notifyState tells systemd a state; a failure is logged (systemd then
 // does not listen) and the proxy goes on.
@@ -163,12 +177,8 @@ func (s *serving) reload(by string) (admin.Reloaded, error) {
 		s.log.Warn("configuration reload refused: shutting down", "by", by)
 		return admin.Reloaded{}, errShuttingDown
 	}
-	s.notifyState("RELOADING=1", s.opts.notify.Reloading)
-	defer func() {
-		if !s.stopping.Load() { // not READY=1 after STOPPING=1
-			s.notifyState("READY=1", s.opts.notify.Ready)
-		}
-	}()
+	s.notifyUnlessStopping("RELOADING=1", s.opts.notify.Reloading)
+	defer s.notifyUnlessStopping("READY=1", s.opts.notify.Ready)
 	next, err := config.Load(s.opts.path)
 	if err == nil {
 		err = next.CheckReloadFiles() // (the token and DSN files are read at start only)
@@ -225,6 +235,9 @@ type serving struct {
 	httpDone chan struct{}
 	// stopping makes /readyz answer 503 from the first signal on.
 	stopping atomic.Bool
+	// notifyMu orders the setting of stopping and STOPPING=1 with a
+	// reload's RELOADING=1 and READY=1 (notifyUnlessStopping).
+	notifyMu sync.Mutex
 	stopScan context.CancelFunc
 	scanDone chan struct{}
 }
