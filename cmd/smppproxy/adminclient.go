@@ -95,8 +95,9 @@ func adminTarget(flagAddr, flagToken, cfgPath string, getenv func(string) string
 		if tokenFile == "" {
 			tokenFile = cfg.Admin.TokenFile
 		}
-		return addr, tokenFile, nil
 	}
+	// Each from the first source that gives it: what the flags and the
+	// file left empty comes from the environment.
 	if addr == "" {
 		addr = getenv(envAdmin)
 	}

@@ -66,6 +66,10 @@ func TestAdminTargetPrecedence(t *testing.T) {
 	if err := os.WriteFile(cfgPath, []byte(cfgText), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	noTokenCfg := filepath.Join(dir, "no-token.yaml")
+	if err := os.WriteFile(noTokenCfg, []byte(strings.Replace(cfgText, "\n  token_file: \"/etc/t\"", "", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	env := map[string]string{envAdmin: "10.0.0.1:9775", envTokenFile: "/env/token"}
 	getenv := func(k string) string { return env[k] }
 	noEnv := func(string) string { return "" }
@@ -80,6 +84,7 @@ func TestAdminTargetPrecedence(t *testing.T) {
 		{"config before env", "", "", cfgPath, getenv, "127.0.0.1:9911", "/etc/t"},
 		{"flag address, config token", "h:1", "", cfgPath, getenv, "h:1", "/etc/t"},
 		{"env", "", "", "", getenv, "10.0.0.1:9775", "/env/token"},
+		{"config address, env token", "", "", noTokenCfg, getenv, "127.0.0.1:9911", "/env/token"},
 		{"default", "", "", "", noEnv, "http://127.0.0.1:9775", ""},
 	}
 	for _, tt := range tests {
