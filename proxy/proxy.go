@@ -370,6 +370,9 @@ type throttles struct {
 	// throughput, query_sm and cancel_sm) answered ESME_RTHROTTLED before
 	// the engine saw them, by account and reason.
 	count *prometheus.CounterVec
+	// accounts is the accounts of the last set (set is serialised: New,
+	// then Reload under its lock): a removed one's series are deleted.
+	accounts map[string]bool
 }
 
 func newThrottles(accts []config.Account) *throttles {
@@ -387,6 +390,16 @@ func (t *throttles) set(accts []config.Account) {
 		old = *p
 	}
 	lim := map[string]*rate.Limiter{}
+	names := map[string]bool{}
+	for _, a := range accts {
+		names[a.SystemID] = true
+	}
+	for name := range t.accounts {
+		if !names[name] {
+			t.count.DeletePartialMatch(prometheus.Labels{"account": name})
+		}
+	}
+	t.accounts = names
 	for _, a := range accts {
 		// Every account's series exist from the start, so that increase()
 		// sees the first refusal.

@@ -379,3 +379,46 @@ func TestAShutdownIsNotHeldByAReloadsDrain(t *testing.T) {
 		t.Fatal("Shutdown waited for a removed upstream's drain")
 	}
 }
+
+// An account a reload removes takes its throttle series with it: the
+// label values of accounts that are gone do not pile up.
+func TestAnAccountRemovedByReloadLeavesNoThrottleSeries(t *testing.T) {
+	smsc := startSim(t, sim.Config{})
+	cfg := testConfig(t, smsc.Addr(), t.TempDir())
+	reg := prometheus.NewRegistry()
+	app := startProxyWith(t, Options{Config: cfg, Registerer: reg})
+	series := func() map[string]bool {
+		t.Helper()
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		accts := map[string]bool{}
+		for _, mf := range mfs {
+			if mf.GetName() != "smppproxy_esme_throttled_total" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "account" {
+						accts[l.GetValue()] = true
+					}
+				}
+			}
+		}
+		return accts
+	}
+	if !series()["shop"] {
+		t.Fatal("no throttle series for shop at start")
+	}
+	if _, err := app.Reload(reloaded(t, cfg, func(c *config.Config) {
+		bank := config.AccountDefaults()
+		bank.SystemID, bank.Password, bank.Route = "bank", "bankpw", []string{"smsc"}
+		c.Accounts = []config.Account{bank}
+	})); err != nil {
+		t.Fatal(err)
+	}
+	if got := series(); got["shop"] || !got["bank"] {
+		t.Errorf("throttle series by account after shop was removed and bank added: %v; want bank only", got)
+	}
+}
