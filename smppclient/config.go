@@ -125,7 +125,7 @@ type Config struct {
 	// UnbindWait is how long Close waits for unbind_resp (default 1s).
 	UnbindWait time.Duration
 	// MaxPDUSize bounds command_length of incoming PDUs (default
-	// smpp.DefaultMaxPDUSize); a larger one closes the session.
+	// DefaultMaxPDUSize); a larger one closes the session.
 	MaxPDUSize int
 	// RebindMin and RebindMax bound the exponential back-off between bind
 	// attempts of one slot (defaults 500ms and 30s); jitter is applied.
@@ -174,6 +174,11 @@ type Config struct {
 	// typically one that came after ErrTimeout was returned.
 	OnLateResponse func(session string, seq uint32, r Response)
 }
+
+// DefaultMaxPDUSize is the default bound of an upstream's PDUs: 128 KiB,
+// room for the largest a SMSC may legally send (a deliver_sm whose
+// message_payload holds 65,535 octets is over 64 KiB with its fields).
+const DefaultMaxPDUSize = 128 << 10
 
 // Delivery is a deliver_sm or data_sm received from the upstream.
 type Delivery struct {
@@ -235,7 +240,7 @@ func (c Config) withDefaults() Config {
 		c.UnbindWait = DefaultUnbindWait
 	}
 	if c.MaxPDUSize <= 0 {
-		c.MaxPDUSize = smpp.DefaultMaxPDUSize
+		c.MaxPDUSize = DefaultMaxPDUSize
 	}
 	if c.RebindMin <= 0 {
 		c.RebindMin = DefaultRebindMin
