@@ -245,8 +245,7 @@ func (h *handler) hostGuard(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		src, _, _ := net.SplitHostPort(r.RemoteAddr)
-		if ok, n := h.refusedLog.Allow(src); ok {
+		if ok, n := h.refusedLog.Allow(remoteHost(r)); ok {
 			h.log.Warn("admin request refused", "remote", r.RemoteAddr, "method", r.Method, "path", r.URL.Path, "why", "addressed to another host name", "suppressed", n)
 		}
 		writeError(w, http.StatusMisdirectedRequest, "without admin.token_file the admin API answers only requests addressed to an IP address or localhost (a host name may be a DNS rebinding attack from a web page); set a token to reach it by name")
@@ -283,8 +282,7 @@ func (h *handler) guardMutations(next http.Handler) http.Handler {
 		}
 		code, why := h.refuseMutation(r)
 		if code != 0 {
-			src, _, _ := net.SplitHostPort(r.RemoteAddr)
-			if ok, n := h.refusedLog.Allow(src); ok {
+			if ok, n := h.refusedLog.Allow(remoteHost(r)); ok {
 				h.log.Warn("admin request refused", "remote", r.RemoteAddr, "method", r.Method, "path", r.URL.Path, "why", why, "suppressed", n)
 			}
 			writeError(w, code, why)

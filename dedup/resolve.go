@@ -84,12 +84,12 @@ func (e *Engine) ResolveNotSent(ctx context.Context, k state.Key, who string) (*
 // resolve applies an operator's settlement to an unknown record, with its
 // history event, and logs and counts it.
 func (e *Engine) resolve(ctx context.Context, k state.Key, who string, settle func(*state.Record, *state.Event)) (*state.Record, error) {
-	if err := e.checkOwnerGone(ctx, k); err != nil {
-		return nil, err
-	}
 	r, err := e.cfg.Store.Update(ctx, k, func(r *state.Record) error {
 		if r.State != state.Unknown {
 			return fmt.Errorf("%w (state %s)", ErrNotUnknown, r.State)
+		}
+		if err := e.checkOwnerGone(r); err != nil {
+			return err
 		}
 		r.Updated = e.now()
 		ev := state.Event{At: r.Updated, Note: "resolved by " + who}
@@ -178,12 +178,12 @@ var ErrNotUnknown = errors.New("dedup: record is not unknown")
 // one run of one instance, and a run cut off that long has given up.)
 var ErrOwnerMayWrite = errors.New("dedup: the record's owner instance may still write its outcome")
 
-// checkOwnerGone returns ErrOwnerMayWrite when k's record was made unknown
-// by its owner's lease running out less than the owner write horizon ago.
-func (e *Engine) checkOwnerGone(ctx context.Context, k state.Key) error {
-	r, err := e.cfg.Store.Get(ctx, k)
-	if err != nil || r.State != state.Unknown || len(r.History) == 0 {
-		return nil // (Update decides the rest)
+// checkOwnerGone returns ErrOwnerMayWrite when the unknown record r was
+// made unknown by its owner's lease running out less than the owner write
+// horizon ago.
+func (e *Engine) checkOwnerGone(r *state.Record) error {
+	if len(r.History) == 0 {
+		return nil
 	}
 	last := r.History[len(r.History)-1]
 	if last.Note != state.NoteLeaseExpired {

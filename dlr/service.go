@@ -234,8 +234,7 @@ func New(cfg Config) (*Service, error) {
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.pol.Store(pol)
-	ups := maps.Clone(cfg.Upstreams)
-	s.ups.Store(&ups)
+	s.SetUpstreams(cfg.Upstreams)
 	for name := range pol.accounts {
 		s.accounts[name] = newDispatcher(s, name)
 	}
@@ -336,8 +335,7 @@ func (s *Service) Reconfigure(accounts map[string]Account, mo []MORoute, default
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.pol.Store(pol)
-	ups := maps.Clone(upstreams)
-	s.ups.Store(&ups)
+	s.SetUpstreams(upstreams)
 	for name := range pol.accounts {
 		if s.accounts[name] != nil {
 			continue

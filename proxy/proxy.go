@@ -126,14 +126,14 @@ func New(opts Options) (*App, error) {
 		_ = st.Close()
 		return nil, fmt.Errorf("proxy: message ids: %w", err)
 	}
-	byName, upCfg, err := a.newPools(opts, a.onDeliver)
+	byName, err := a.newPools(opts, a.onDeliver)
 	if err != nil {
 		_ = st.Close()
 		return nil, err
 	}
 	a.ids, a.byName, a.now = ids, byName, opts.Now
 	a.instr = newInstruments(a.pools, st)
-	a.instr.router = route.New(route.Config{Routes: a.routes(byName, upCfg), Logger: log, Now: opts.Now})
+	a.instr.router = route.New(route.Config{Routes: a.routes(byName), Logger: log, Now: opts.Now})
 	a.engine = dedup.New(dedup.Config{Store: a.instr.engineStore(st), Forwarder: a.instr.router, Logger: log, Metrics: dedup.NewMetrics(reg), InstanceID: opts.InstanceID, IDs: ids, Secret: secret, Now: opts.Now, Owners: ownerLeases(st), Lease: leaseOf(st), CreateFirst: readIsRoundTrip(st), RecentAnswers: cfg.Store.RecentAnswers, OwnerWriteHorizon: ownerWriteHorizon(cfg)})
 	if err := a.recover(); err != nil {
 		_ = st.Close()
@@ -185,18 +185,21 @@ func (a *App) onDeliver(ctx context.Context, d smppclient.Delivery) smpp.Status 
 
 // routes lists, per account of the configuration in force, the route
 // members of its upstreams (those with a pool in byName).
-func (a *App) routes(byName map[string]*smppclient.Pool, upCfg map[string]config.Upstream) map[string][]route.Member {
-	return a.routesOf(a.config().Accounts, byName, upCfg)
+func (a *App) routes(byName map[string]*smppclient.Pool) map[string][]route.Member {
+	return a.routesOf(a.config(), byName)
 }
 
-// routesOf is routes for accounts.
-func (a *App) routesOf(accounts []config.Account, byName map[string]*smppclient.Pool, upCfg map[string]config.Upstream) map[string][]route.Member {
+// routesOf is routes for cfg's accounts, each upstream's settings from cfg.
+func (a *App) routesOf(cfg *config.Config, byName map[string]*smppclient.Pool) map[string][]route.Member {
 	routes := map[string][]route.Member{}
-	for _, acc := range accounts {
+	for _, acc := range cfg.Accounts {
 		for _, name := range acc.Route {
-			u := upCfg[name]
 			if byName[name] == nil {
 				continue
+			}
+			var u config.Upstream
+			if c := cfg.Upstream(name); c != nil {
+				u = *c
 			}
 			routes[acc.SystemID] = append(routes[acc.SystemID], route.Member{
 				Upstream: a.instr.upstream(byName[name]), Weight: u.Weight, ForwardKeyTLV: u.ForwardKeyTLV,
@@ -266,22 +269,19 @@ func openStore(opts Options, log *slog.Logger) (state.Store, *state.Secret, erro
 	return st, secret, nil
 }
 
-// newPools builds one upstream pool per configured upstream, by name, and
-// the upstreams' configuration by name.
-func (a *App) newPools(opts Options, onDeliver func(context.Context, smppclient.Delivery) smpp.Status) (map[string]*smppclient.Pool, map[string]config.Upstream, error) {
+// newPools builds one upstream pool per configured upstream, by name.
+func (a *App) newPools(opts Options, onDeliver func(context.Context, smppclient.Delivery) smpp.Status) (map[string]*smppclient.Pool, error) {
 	byName := map[string]*smppclient.Pool{}
-	upCfg := map[string]config.Upstream{}
 	for _, u := range a.cfg.Upstreams {
 		p, err := a.newPool(u, a.sessionInstance, opts.Now)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		a.pools = append(a.pools, p)
 		byName[u.Name] = p
-		upCfg[u.Name] = u
 		a.Sessions.Add(poolSource{p})
 	}
-	return byName, upCfg, nil
+	return byName, nil
 }
 
 // newPool builds the pool of upstream u (not started).
@@ -533,13 +533,7 @@ func (a *App) WaitUpstreams(ctx context.Context) error {
 func (a *App) Shutdown(ctx context.Context) error {
 	var err error
 	a.closeOnce.Do(func() {
-		close(a.stopBG)
-		// A reload past its check of stopBG finishes first (one waiting
-		// for the previous swaps leaves on stopBG): nothing it starts is
-		// left behind.
-		a.reloadMu.Lock()
-		a.reloadMu.Unlock()
-		a.bg.Wait()
+		a.stopBackground()
 		// Past the deadline, requests still waiting for an upstream answer
 		// must not hold the exit for another response_timeout: closing the
 		// pools fails them as session lost, so they are persisted unknown
@@ -566,17 +560,22 @@ func (a *App) Shutdown(ctx context.Context) error {
 	return err
 }
 
+// stopBackground stops the background work (a reload's pool swaps) and
+// waits for it. A reload past its check of stopBG finishes first (one
+// waiting for the previous swaps leaves on stopBG): nothing it starts is
+// left behind.
+func (a *App) stopBackground() {
+	close(a.stopBG)
+	a.reloadMu.Lock()
+	a.reloadMu.Unlock()
+	a.bg.Wait()
+}
+
 // Close stops everything at once (what a crash looks like to clients,
 // except that the store is closed cleanly).
 func (a *App) Close() {
 	a.closeOnce.Do(func() {
-		close(a.stopBG)
-		// A reload past its check of stopBG finishes first (one waiting
-		// for the previous swaps leaves on stopBG): nothing it starts is
-		// left behind.
-		a.reloadMu.Lock()
-		a.reloadMu.Unlock()
-		a.bg.Wait()
+		a.stopBackground()
 		_ = a.server.Close()
 		a.wg.Wait()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)

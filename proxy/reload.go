@@ -114,22 +114,14 @@ func (a *App) Reload(cfg *config.Config) (Reloaded, error) {
 // completeSwaps moves it: it would have no route at all meanwhile.
 func (a *App) reloadRoutes(old, cfg *config.Config) map[string][]route.Member {
 	byName := a.poolsByName()
-	routes := a.routesOf(cfg.Accounts, byName, upstreamsByName(cfg))
-	before := a.routesOf(old.Accounts, byName, upstreamsByName(old))
+	routes := a.routesOf(cfg, byName)
+	before := a.routesOf(old, byName)
 	for _, acc := range cfg.Accounts {
 		if len(routes[acc.SystemID]) == 0 && len(before[acc.SystemID]) > 0 {
 			routes[acc.SystemID] = before[acc.SystemID]
 		}
 	}
 	return routes
-}
-
-func upstreamsByName(cfg *config.Config) map[string]config.Upstream {
-	m := map[string]config.Upstream{}
-	for _, u := range cfg.Upstreams {
-		m[u.Name] = u
-	}
-	return m
 }
 
 // ErrShuttingDown: Reload was called, or waited, while the proxy shut
@@ -262,7 +254,7 @@ wait:
 	}
 	a.mu.Unlock()
 	cfg := a.config()
-	a.instr.router.SetRoutes(a.routes(a.poolsByName(), upstreamsByName(cfg)))
+	a.instr.router.SetRoutes(a.routes(a.poolsByName()))
 	for _, sw := range swaps {
 		if sw.prev == nil {
 			continue

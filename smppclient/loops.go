@@ -122,7 +122,7 @@ func (s *session) gather(b *batch, req *writeReq) {
 			return // (only control frames, which have no ctx, close the session after them)
 		}
 	}
-	if req.pd != nil && s.ending.Load() != int32(ReasonNone) {
+	if req.pd != nil && s.unbinding() {
 		// Unbinding: the SMSC would refuse the request, or leave it
 		// unanswered. Not a byte of it was written.
 		req.done <- writeResult{err: errSessionClosed}

@@ -158,7 +158,7 @@ func (p *Pool) Up() int {
 	defer p.mu.Unlock()
 	n := 0
 	for _, s := range p.slots {
-		if s != nil && s.tx && s.state == StateBound && s.ending.Load() == int32(ReasonNone) {
+		if s != nil && s.tx && s.state == StateBound && !s.unbinding() {
 			n++ // (not one that is unbinding: it takes no submits)
 		}
 	}

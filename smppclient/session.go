@@ -71,6 +71,10 @@ type session struct {
 	wg       sync.WaitGroup // reader, writer and OnDeliver goroutines
 }
 
+// unbinding reports whether an unbind was sent or received: the session
+// takes no more submits.
+func (s *session) unbinding() bool { return s.ending.Load() != int32(ReasonNone) }
+
 // pending is a request awaiting its response: cmd is its command id (0
 // until its frame is built), which the response must answer; written is
 // set by the writer just before the frame's write (a response that comes

@@ -163,7 +163,7 @@ func (p *Pool) pickLocked(prefer string, now time.Time) (best *session, anyBound
 	p.rr++
 	for k := range n {
 		s := p.slots[(p.rr+k)%n]
-		if s == nil || !s.tx || s.state != StateBound || s.ending.Load() != int32(ReasonNone) {
+		if s == nil || !s.tx || s.state != StateBound || s.unbinding() {
 			continue // (ending: unbinding, its submits would be refused)
 		}
 		anyBound = true

@@ -385,8 +385,9 @@ func configCommand() *cli.Command {
 			Name:  "check",
 			Usage: "validate a configuration file; errors name their line",
 			Description: "Parses and validates FILE as serve would, and reads the files it names (TLS, token,\n" +
-				"DSN), without starting anything: every problem is printed with its file:line, warnings (plain-text passwords, an admin API open without a token)\n" +
-				"too. Exit status 0 when the file is valid.",
+				"DSN), without starting anything: every problem is printed with its file:line, warnings\n" +
+				"(plain-text passwords, an admin API open without a token) too. Exit status 0 when the file\n" +
+				"is valid.",
 			Flags: []cli.Flag{&cli.StringFlag{Name: "config", Aliases: []string{"c"}, Required: true, Usage: "the configuration `FILE` (YAML) to check"}},
 			Action: func(c *cli.Context) error {
 				cfg, err := config.Load(c.String("config"))
