@@ -24,12 +24,26 @@ import (
 	"github.com/smppproxy/smppproxy/state"
 )
 
-// Bind hardening. A failed bind is answered after a delay that doubles per
-// recent failure from the same source address and for the same system_id
-// (the larger applies), from bindBackoffBase up to bindBackoffMax; a
-// successful bind forgets both counts, and a count is forgotten after
-// bindBackoffQuiet without a failure. Refusals are logged once per source
-// address per bindLogInterval, with the count of the lines held back.
+// Bind hardening. The password checks of a source address, and those of a
+// system_id, are spaced while that address or system_id has recent
+// failures: a bind waits before its check (whatever its password) until
+// the address's and the system_id's next check may start, and each check
+// moves that time on by a delay that doubles per recent failure and per
+// check of the same key still running, from bindBackoffBase up to
+// bindBackoffMax. A bind that would wait longer than bindBackoffMax is
+// refused without a check. So, once a source or a system_id has failed,
+// the guesses it gets are bounded per second however many connections
+// carry them (a delay
+// after the answer to a failure, as before, cost an attacker nothing: it
+// hung up and tried again on another connection). A successful bind
+// forgets its system_id's failures, not its address's (or an attacker
+// with an account of its own could clear its address's count between
+// guesses); a count is forgotten after bindBackoffQuiet without a failure.
+// Binds of a key without recent failures are not spaced: a client opening
+// its binds at once (or 500 of them) is checked at once, within the bound
+// of concurrent bcrypt checks.
+// Refusals are logged once per source address per bindLogInterval, with
+// the count of the lines held back.
 const (
 	bindBackoffBase  = 100 * time.Millisecond
 	bindBackoffMax   = 5 * time.Second
@@ -189,23 +203,35 @@ func (a *accountAuth) account(id string) *config.Account {
 	return a.set.Load().byID[id]
 }
 
-// Authenticate checks the bind; a refusal is counted for back-off, logged
-// (rate-limited) and answered after the back-off delay.
+// Authenticate checks the bind once the back-off lets it (see Bind
+// hardening); a refusal is counted for back-off and logged (rate-limited).
 func (a *accountAuth) Authenticate(ctx context.Context, r smppserver.BindRequest) (*smppserver.Principal, smpp.Status) {
 	ip := smppserver.RemoteIP(r.Remote).String()
+	wait, ok := a.backoff.admit(ip, r.SystemID)
+	if !ok {
+		a.logRefusal(ip, "bind refused: backing off after failed binds, not checked", r, wait)
+		return nil, smpp.StatusBindFail
+	}
+	outcome := checkNone
+	defer func() { a.backoff.done(ip, r.SystemID, outcome) }()
+	if wait > 0 {
+		a.sleep(ctx, wait)
+		if ctx.Err() != nil {
+			return nil, smpp.StatusBindFail // the session ended while it waited
+		}
+	}
 	acc, refusal, err := a.check(ctx, r)
 	if err != nil {
 		// No check slot before the bind's deadline: not a failed guess.
-		a.logRefusal(ip, "bind refused: no password check slot before bind_timeout", r, 0)
+		a.logRefusal(ip, "bind refused: no password check slot before bind_timeout", r, wait)
 		return nil, smpp.StatusBindFail
 	}
 	if refusal != bindAccepted {
-		d := a.backoff.fail(ip, r.SystemID)
-		a.logRefusal(ip, "bind refused: "+refusal.String(), r, d)
-		a.sleep(ctx, d)
+		outcome = checkFailed
+		a.logRefusal(ip, "bind refused: "+refusal.String(), r, wait)
 		return nil, smpp.StatusBindFail
 	}
-	a.backoff.succeed(ip, r.SystemID)
+	outcome = checkPassed
 	return &smppserver.Principal{Account: acc.SystemID, MaxBinds: acc.MaxBinds, Window: acc.Window, Value: acc}, smpp.StatusOK
 }
 
@@ -290,36 +316,39 @@ func (a *accountAuth) logRefusal(ip, msg string, r smppserver.BindRequest, delay
 		"delay", delay, "suppressed", suppressed)
 }
 
-// bindBackoff counts recent bind failures per source address and per
-// system_id. Keys are bounded (logx.Recent): with bindBackoffKeys tracked,
-// quiet ones are dropped, and if none is quiet further keys share one
-// overflow entry.
+// bindBackoff spaces the password checks per source address and per
+// system_id (see Bind hardening). Keys are bounded (logx.Recent): with
+// bindBackoffKeys tracked, quiet ones without a check running are dropped,
+// and if none can go further keys share one overflow entry.
 type bindBackoff struct {
-	now   func() time.Time
-	mu    sync.Mutex
-	fails *logx.Recent[int] // failures since the entry was last quiet; touched per failure
+	now  func() time.Time
+	mu   sync.Mutex
+	keys *logx.Recent[backoffState] // touched per failure
 }
+
+// backoffState is one address's or system_id's.
+type backoffState struct {
+	fails    int       // failures since the key was last quiet
+	checking int       // binds admitted whose check has not ended
+	next     time.Time // the earliest start of the key's next check
+}
+
+// checkOutcome is how an admitted bind's check ended (bindBackoff.done).
+type checkOutcome uint8
+
+const (
+	checkNone   checkOutcome = iota // not checked (no slot, the session ended): counts nothing
+	checkFailed                     // a wrong password, an unknown system_id, a refused address
+	checkPassed
+)
 
 func newBindBackoff(now func() time.Time) *bindBackoff {
-	return &bindBackoff{now: now, fails: logx.NewRecent[int](bindBackoffKeys, bindBackoffQuiet, nil)}
+	idle := func(v *backoffState) bool { return v.checking == 0 }
+	return &bindBackoff{now: now, keys: logx.NewRecent[backoffState](bindBackoffKeys, bindBackoffQuiet, idle)}
 }
 
-// fail counts a failure from ip for systemID and returns the delay before
-// its answer.
-func (b *bindBackoff) fail(ip, systemID string) time.Duration {
-	now := b.now()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	n := 0
-	for _, k := range [...]string{"ip:" + ip, "id:" + systemID} {
-		e := b.fails.Get(k, now)
-		if now.Sub(e.Touched()) >= bindBackoffQuiet {
-			e.Value = 0
-		}
-		e.Value++
-		b.fails.Touch(e, now)
-		n = max(n, e.Value)
-	}
+// backoffDelay is the spacing after n recent failures and running checks.
+func backoffDelay(n int) time.Duration {
 	d := bindBackoffBase
 	for i := 1; i < n && d < bindBackoffMax; i++ {
 		d *= 2
@@ -327,10 +356,69 @@ func (b *bindBackoff) fail(ip, systemID string) time.Duration {
 	return min(d, bindBackoffMax)
 }
 
-// succeed forgets the failures from ip and for systemID.
-func (b *bindBackoff) succeed(ip, systemID string) {
+// entries returns the entries of ip and systemID, their failures forgotten
+// when they have been quiet for bindBackoffQuiet. b.mu is held.
+func (b *bindBackoff) entries(ip, systemID string, now time.Time) [2]*logx.RecentEntry[backoffState] {
+	var es [2]*logx.RecentEntry[backoffState]
+	for i, k := range [...]string{"ip:" + ip, "id:" + systemID} {
+		e := b.keys.Get(k, now)
+		if e.Value.fails > 0 && now.Sub(e.Touched()) >= bindBackoffQuiet {
+			e.Value.fails = 0
+		}
+		es[i] = e
+	}
+	return es
+}
+
+// admit reserves the next check of ip and of systemID: wait is how long
+// the bind waits before its check. ok is false when that would be longer
+// than bindBackoffMax: the bind is then refused unchecked, and nothing is
+// reserved. An admitted bind must end with done.
+func (b *bindBackoff) admit(ip, systemID string) (wait time.Duration, ok bool) {
+	now := b.now()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.fails.Delete("ip:" + ip)
-	b.fails.Delete("id:" + systemID)
+	es := b.entries(ip, systemID, now)
+	start := now
+	for _, e := range es {
+		if e.Value.next.After(start) {
+			start = e.Value.next
+		}
+	}
+	if wait = start.Sub(now); wait > bindBackoffMax {
+		return wait, false
+	}
+	for _, e := range es {
+		if e.Value.fails > 0 {
+			e.Value.next = start.Add(backoffDelay(e.Value.fails + e.Value.checking))
+		}
+		e.Value.checking++
+	}
+	return wait, true
+}
+
+// done ends an admitted bind's check: a failure is counted against ip and
+// systemID and holds their next check back by the delay it brings; a
+// success forgets systemID's failures (not ip's).
+func (b *bindBackoff) done(ip, systemID string, outcome checkOutcome) {
+	now := b.now()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	es := b.entries(ip, systemID, now)
+	for _, e := range es {
+		e.Value.checking = max(e.Value.checking-1, 0)
+		if outcome == checkFailed {
+			e.Value.fails++
+			b.keys.Touch(e, now)
+			if next := now.Add(backoffDelay(e.Value.fails)); next.After(e.Value.next) {
+				e.Value.next = next
+			}
+		}
+	}
+	if outcome == checkPassed {
+		es[1].Value.fails = 0
+		if es[1].Value.next.After(now) {
+			es[1].Value.next = now
+		}
+	}
 }

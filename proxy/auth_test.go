@@ -35,10 +35,15 @@ func TestUnknownSystemIDsAreCheckedAtTheConfiguredBcryptCostsAlike(t *testing.T)
 		compared = append(compared, hash)
 		return bcrypt.CompareHashAndPassword(hash, pw)
 	}
+	seenIPs := map[string]bool{}
 	costOf := func(id string) int {
 		t.Helper()
 		compared = nil
-		if _, st := a.Authenticate(t.Context(), bindFrom("192.0.2.1", id, "pw")); st != smpp.StatusBindFail {
+		// From an address of its own: the back-off spaces an address's
+		// checks, and would refuse a run of failures from one unchecked.
+		ip := fmt.Sprintf("198.51.100.%d", len(seenIPs))
+		seenIPs[ip] = true
+		if _, st := a.Authenticate(t.Context(), bindFrom(ip, id, "pw")); st != smpp.StatusBindFail {
 			t.Fatalf("bind as an unknown system_id = %v, want ESME_RBINDFAIL", st)
 		}
 		if len(compared) != 1 {
@@ -87,7 +92,9 @@ func TestUnknownSystemIDsAreCheckedAsPlainPasswordsTooWhenSomeAccountsHaveOne(t 
 	without := 0
 	for i := range 32 {
 		before := checks
-		if _, st := a.Authenticate(t.Context(), bindFrom("192.0.2.1", fmt.Sprint("nobody-", i), "pw")); st != smpp.StatusBindFail {
+		// Each from an address of its own, which the back-off does not
+		// hold back.
+		if _, st := a.Authenticate(t.Context(), bindFrom(fmt.Sprint("198.51.100.", i), fmt.Sprint("nobody-", i), "pw")); st != smpp.StatusBindFail {
 			t.Fatalf("bind as an unknown system_id = %v, want ESME_RBINDFAIL", st)
 		}
 		if checks == before {
@@ -99,61 +106,133 @@ func TestUnknownSystemIDsAreCheckedAsPlainPasswordsTooWhenSomeAccountsHaveOne(t 
 	}
 }
 
-// Failed binds are answered after a delay that doubles per failure from
-// the same source address and per failure for the same system_id (the
-// larger of the two applies), up to a cap; a successful bind forgets both,
-// and so does a quiet period.
-func TestFailedBindsBackOffPerSourceAddressAndPerSystemID(t *testing.T) {
+// The password checks of a source address and of a system_id with recent
+// failures are spaced by a delay that doubles per failure (the larger of
+// the two applies), up to a cap, whatever the password: a right password
+// waits its turn too. A success forgets its system_id's failures but not
+// its address's, and a quiet period forgets both. (Before, only the answer
+// to a failure was delayed, after the check: a right password was answered
+// at once, so an attacker hung up when no answer came within a check's
+// time and guessed again on another connection, at full speed; and a bind
+// with an account of its own cleared its address's count. From review.)
+func TestBindChecksOfAnAddressOrSystemIDWithRecentFailuresAreSpaced(t *testing.T) {
 	accts := []config.Account{account("shop", "secret", ""), account("bank", "secret", "")}
 	a, clock, delays := testAccountAuth(nil, accts)
-	fail := func(ip, id string) time.Duration {
+	a.sleep = func(_ context.Context, d time.Duration) {
+		*delays = append(*delays, d)
+		clock.Advance(d)
+	}
+	bind := func(ip, id, pw string, want smpp.Status) time.Duration {
 		t.Helper()
 		before := len(*delays)
-		if _, st := a.Authenticate(t.Context(), bindFrom(ip, id, "wrong")); st != smpp.StatusBindFail {
-			t.Fatalf("bind %s from %s with a wrong password = %v, want ESME_RBINDFAIL", id, ip, st)
+		if _, st := a.Authenticate(t.Context(), bindFrom(ip, id, pw)); st != want {
+			t.Fatalf("bind %s from %s = %v, want %v", id, ip, st, want)
 		}
-		if len(*delays) != before+1 {
-			t.Fatalf("bind %s from %s: %d delays before the answer, want 1", id, ip, len(*delays)-before)
+		switch len(*delays) - before {
+		case 0:
+			return 0
+		case 1:
+			return (*delays)[before]
 		}
-		return (*delays)[before]
+		t.Fatalf("bind %s from %s: %d waits, want at most 1", id, ip, len(*delays)-before)
+		return 0
 	}
+	fail := func(ip, id string) time.Duration { t.Helper(); return bind(ip, id, "wrong", smpp.StatusBindFail) }
 	ms := time.Millisecond
-	for i, want := range []time.Duration{100 * ms, 200 * ms, 400 * ms, 800 * ms} {
+	for i, want := range []time.Duration{0, 100 * ms, 200 * ms, 400 * ms} {
 		if got := fail("192.0.2.1", "shop"); got != want {
-			t.Errorf("failure %d of shop from 192.0.2.1: delay %v, want %v", i+1, got, want)
+			t.Errorf("check %d of shop from 192.0.2.1: waited %v, want %v", i+1, got, want)
 		}
 	}
-	if got := fail("192.0.2.2", "shop"); got != 1600*ms {
-		t.Errorf("fifth failure of shop, first from 192.0.2.2: delay %v, want 1.6s (per system_id)", got)
+	if got := fail("192.0.2.2", "shop"); got != 800*ms {
+		t.Errorf("fifth check of shop, first from 192.0.2.2: waited %v, want 800ms (per system_id)", got)
 	}
-	if got := fail("192.0.2.1", "bank"); got != 1600*ms {
-		t.Errorf("fifth failure from 192.0.2.1, first of bank: delay %v, want 1.6s (per address)", got)
+	for i, want := range []time.Duration{0, 100 * ms, 200 * ms, 400 * ms} {
+		if got := fail("192.0.2.5", fmt.Sprintf("name%d", i)); got != want {
+			t.Errorf("check %d from 192.0.2.5, each of a new system_id: waited %v, want %v (per address)", i+1, got, want)
+		}
 	}
-	if got := fail("192.0.2.3", "nobody"); got != 100*ms {
-		t.Errorf("first failure from a new address for a new system_id: delay %v, want 100ms", got)
+	if got := fail("192.0.2.3", "nobody"); got != 0 {
+		t.Errorf("first check from a new address for a new system_id: waited %v, want none", got)
 	}
 	for range 10 {
 		fail("192.0.2.1", "shop")
 	}
-	if got := fail("192.0.2.1", "shop"); got != 5*time.Second {
-		t.Errorf("after many failures: delay %v, want the 5s cap", got)
+	if got := bind("192.0.2.1", "shop", "secret", smpp.StatusOK); got != 5*time.Second {
+		t.Errorf("the right password after many failures: waited %v, want the 5s cap (checked in turn)", got)
 	}
-
-	before := len(*delays)
-	if _, st := a.Authenticate(t.Context(), bindFrom("192.0.2.1", "shop", "secret")); st != smpp.StatusOK {
-		t.Fatalf("bind with the right password = %v, want 0", st)
+	// shop's failures are forgotten, not 192.0.2.1's: another account's
+	// bind from there still waits.
+	if got := bind("192.0.2.9", "shop", "secret", smpp.StatusOK); got != 0 {
+		t.Errorf("shop from a new address after its successful bind: waited %v, want none", got)
 	}
-	if len(*delays) != before {
-		t.Errorf("a successful bind was delayed")
-	}
-	if got := fail("192.0.2.1", "shop"); got != 100*ms {
-		t.Errorf("failure after a successful bind: delay %v, want 100ms", got)
+	if got := bind("192.0.2.1", "bank", "secret", smpp.StatusOK); got != 5*time.Second {
+		t.Errorf("bank from 192.0.2.1, whose failures a bind of shop did not clear: waited %v, want 5s", got)
 	}
 
 	fail("192.0.2.3", "nobody")
 	clock.Advance(bindBackoffQuiet)
-	if got := fail("192.0.2.3", "nobody"); got != 100*ms {
-		t.Errorf("failure after %v without one: delay %v, want 100ms", bindBackoffQuiet, got)
+	if got := fail("192.0.2.3", "nobody"); got != 0 {
+		t.Errorf("check after %v without a failure: waited %v, want none", bindBackoffQuiet, got)
+	}
+}
+
+// Binds running at once from a source address that has failed are spaced
+// as failures are: each check still running counts, so a burst of
+// connections gets a few checks in, and the binds that would wait beyond
+// the cap are refused without one (no password checked, no check slot
+// taken). From review: a burst of binds from one address were all checked
+// at once, every one a bcrypt check holding one of the few slots the
+// legitimate binds need.
+func TestABurstOfBindsFromOneAddressGetsAFewChecksAndTheRestRefusedUnchecked(t *testing.T) {
+	accts := []config.Account{account("shop", "", hashOf(t, "secret", bcrypt.MinCost))}
+	a, _, delays := testAccountAuth(nil, accts)
+	a.checks = make(chan struct{}, 64) // the back-off, not the slots, bounds the checks here
+	if _, st := a.Authenticate(t.Context(), bindFrom("192.0.2.1", "guess", "wrong")); st != smpp.StatusBindFail {
+		t.Fatalf("first bind with a wrong password = %v", st)
+	}
+	var entered atomic.Int32
+	release := make(chan struct{})
+	a.compare = func(hash, pw []byte) error {
+		entered.Add(1)
+		<-release
+		return bcrypt.CompareHashAndPassword(hash, pw)
+	}
+	const binds = 20
+	results := make(chan smpp.Status, binds)
+	refused := 0
+	for i := range binds {
+		go func() {
+			_, st := a.Authenticate(context.Background(), bindFrom("192.0.2.1", fmt.Sprintf("guess%d", i%2), "wrong"))
+			results <- st
+		}()
+		// Each bind is either in its check or refused before the next
+		// is sent, so the order is known.
+		waitFor(t, 3*time.Second, "the bind checked or refused", func() bool {
+			if len(results) > 0 {
+				<-results
+				refused++
+				return true
+			}
+			return int(entered.Load())+refused == i+1
+		})
+	}
+	ms := time.Millisecond
+	want := []time.Duration{100 * ms, 200 * ms, 400 * ms, 800 * ms, 1600 * ms, 3200 * ms}
+	if n := entered.Load(); n != int32(len(want)) {
+		t.Errorf("binds checked = %d, want %d", n, len(want))
+	}
+	if refused != binds-len(want) {
+		t.Errorf("binds refused unchecked = %d, want %d", refused, binds-len(want))
+	}
+	if fmt.Sprint(*delays) != fmt.Sprint(want) {
+		t.Errorf("waits before the checks = %v, want %v", *delays, want)
+	}
+	close(release)
+	for range len(want) {
+		if st := <-results; st != smpp.StatusBindFail {
+			t.Errorf("wrong password = %v, want ESME_RBINDFAIL", st)
+		}
 	}
 }
 
