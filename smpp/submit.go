@@ -314,7 +314,7 @@ func (s *Submit) Frame(seq uint32, drop ...uint16) []byte {
 		}
 	}
 	b := make([]byte, HeaderLen, n)
-	PutHeader(b, Header{Length: uint32(n), ID: CmdSubmitSM, Status: s.Header.Status, Sequence: seq})
+	PutHeader(b, Header{Length: uint32(n), ID: CmdSubmitSM, Sequence: seq}) // a request's command_status is 0
 	b = append(b, s.mandatory...)
 	for _, t := range s.TLVs {
 		if keep(t.Tag) {

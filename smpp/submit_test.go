@@ -230,3 +230,19 @@ func TestFrameBufferedWhenReadFrameNeedsNoRead(t *testing.T) {
 type failingReader struct{}
 
 func (failingReader) Read([]byte) (int, error) { return 0, errors.New("would block") }
+
+// A request's command_status is 0 in the frame sent upstream, whatever the
+// ESME's header carried: a strict SMSC answers a request with a status
+// generic_nack, a permanent error stored and replayed to every retry (from
+// review: the ESME's status was copied).
+func TestTheFrameSentUpstreamCarriesCommandStatusZero(t *testing.T) {
+	frame := smpptest.EncodeSubmit(3, smpptest.SubmitFields{Src: "ACME", Dst: "447700900001", ShortMessage: []byte("hi")})
+	frame[11] = 0x45 // command_status 0x00000045
+	s, err := smpp.ParseSubmit(frame)
+	if err != nil {
+		t.Fatalf("ParseSubmit = %v", err)
+	}
+	if h := smpp.ParseHeader(s.Frame(9, 0x1400)); h.Status != 0 {
+		t.Errorf("command_status of the frame sent upstream = %#x, want 0", uint32(h.Status))
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"sync/atomic"
 	"testing"
 
 	"github.com/smppproxy/smppproxy/smpp"
@@ -177,4 +178,43 @@ func TestAuthenticatorPanic(t *testing.T) {
 		t.Errorf("Panics() = %d, want 1", got)
 	}
 	dialBound(t, addr, smpp.CmdBindTransceiver)
+}
+
+// A client that submits and unbinds straight away gets its submit's answer
+// before the unbind_resp, and a request sent after the unbind is refused
+// 0x08. Before, the unbind_resp went out at once and closed the session
+// under the submit: its answer never came, and its handler's context was
+// cancelled (from review; an untracked submit's retry is a second message).
+func TestUnbindAnswersTheSubmitsInFlightFirst(t *testing.T) {
+	t.Parallel()
+	entered := make(chan struct{})
+	release := make(chan struct{})
+	var cancelled atomic.Bool
+	h := HandlerFunc(func(ctx context.Context, w ResponseWriter, r *Request) {
+		if r.Header.ID == smpp.CmdSubmitSM {
+			close(entered)
+			<-release
+			cancelled.Store(ctx.Err() != nil)
+			_ = w.WriteFrame(smpp.SubmitResp(smpp.StatusOK, r.Header.Sequence, "id-1"))
+			return
+		}
+		_ = w.WriteStatus(smpp.StatusOK)
+	})
+	srv, addr := startServer(t, h)
+	c := dialBound(t, addr, smpp.CmdBindTransceiver)
+	s := sessionOf(t, srv, c)
+	sub := c.send(smpp.CmdSubmitSM, submitBody("hello"))
+	<-entered
+	unb := c.send(smpp.CmdUnbind, nil)
+	waitFor(t, "the session to take the unbind", s.isDraining)
+	close(release)
+	c.expect("the submit in flight at the unbind", smpp.CmdSubmitSM|smpp.RespBit, sub, smpp.StatusOK)
+	c.expect("unbind after the submit's answer", smpp.CmdUnbind|smpp.RespBit, unb, smpp.StatusOK)
+	c.expectClosed("after unbind_resp")
+	if cancelled.Load() {
+		t.Errorf("the submit's handler saw its context cancelled by the unbind")
+	}
+	if got := waitClosed(t, s); got != ReasonUnbind {
+		t.Errorf("CloseReason() = %v, want %v", got, ReasonUnbind)
+	}
 }

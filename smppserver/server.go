@@ -116,6 +116,9 @@ type Server struct {
 	// handlerIdle is how long a session's handler goroutine waits for the
 	// next request before it ends (default workerIdle; tests set it).
 	handlerIdle time.Duration
+	// readerWaits, when set (tests), is called by a session's reader that
+	// waits for a request's answer to be queued before it admits the next.
+	readerWaits func()
 	closedBy    [len(reasonNames)]atomic.Uint64
 	unwritten   atomic.Uint64
 	conns       int
@@ -296,8 +299,9 @@ func (s *Server) refuse(c net.Conn, ip netip.Addr, r refuseReason) {
 	}
 }
 
-// warnBind logs a refused or malformed bind at most once per source
-// address per minute, with the count of the lines held back.
+// warnBind logs a refused or malformed bind, or a PDU whose
+// command_length closed the session, at most once per source address per
+// minute, with the count of the lines held back.
 func (s *Server) warnBind(remote net.Addr, msg string, args ...any) {
 	s.mu.Lock()
 	if s.bindLog == nil {

@@ -48,6 +48,12 @@ type Session struct {
 	work    chan *exchange
 	workers sync.WaitGroup
 	sem     chan struct{}
+	// answers holds a token per request from its admission until its
+	// answer is queued (sem's is given back before, see WriteFrame): the
+	// reader takes one before it admits a request, so a client that does
+	// not read, whose answers wait for room in out, stops being read
+	// rather than getting a handler per request it sends.
+	answers chan struct{}
 	ctx     context.Context
 	cancel  context.CancelFunc
 
@@ -220,7 +226,9 @@ func (s *Session) readLoop() CloseReason {
 			var ne net.Error
 			switch {
 			case errors.As(err, &le):
-				s.srv.logger().Warn("invalid command_length; closing", "session", s.id, "length", le.Header.Length, "sequence", le.Header.Sequence)
+				// Once per source address per minute, as bind refusals:
+				// any client can send one per connection (from review).
+				s.srv.warnBind(s.conn.RemoteAddr(), "invalid command_length; closing", "session", s.id, "remote", s.conn.RemoteAddr().String(), "length", le.Header.Length, "sequence", le.Header.Sequence)
 				_ = s.enqueue(outFrame{b: smpp.GenericNack(smpp.StatusInvCmdLen, le.Header.Sequence), closeAfter: ReasonProtocolError})
 				<-s.done
 				return ReasonProtocolError
@@ -240,19 +248,23 @@ func (s *Session) readLoop() CloseReason {
 			}
 		}
 		s.lastRead.Store(time.Now().UnixNano())
-		if s.dispatch(frame) {
-			// The unbind_resp closes the session once written; the
-			// client may hang up as soon as it has it, which must not
-			// read as a client that went away.
+		if end := s.dispatch(frame); end != ReasonNone {
+			// The unbind_resp, or a refused bind's bind_resp, closes
+			// the session once written; the client may hang up as soon
+			// as it has it, which must not read as a client that went
+			// away. Nothing more is read: after a refused bind, a
+			// pipelined bind behind it would cost another password
+			// check (from review).
 			<-s.done
-			return ReasonUnbind
+			return end
 		}
 	}
 }
 
-// dispatch handles one inbound frame; unbound reports that it was an
-// unbind of a bound session, whose response ends the session.
-func (s *Session) dispatch(frame []byte) (unbound bool) {
+// dispatch handles one inbound frame; end is the reason the session ends
+// with once the response queued is written (an unbind of a bound session,
+// a refused bind), ReasonNone while it goes on.
+func (s *Session) dispatch(frame []byte) (end CloseReason) {
 	h := smpp.ParseHeader(frame)
 	if h.IsResponse() {
 		s.pendMu.Lock()
@@ -273,15 +285,17 @@ func (s *Session) dispatch(frame []byte) (unbound bool) {
 		_ = s.enqueue(outFrame{b: smpp.EncodeSimple(smpp.CmdEnquireLink|smpp.RespBit, smpp.StatusOK, h.Sequence, nil)})
 		return
 	case smpp.CmdBindReceiver, smpp.CmdBindTransmitter, smpp.CmdBindTransceiver:
-		s.handleBind(h, frame)
+		if !s.handleBind(h, frame) {
+			return ReasonBindFailed
+		}
 		return
 	case smpp.CmdUnbind:
 		if s.BindType() == smpp.BindNone {
 			_ = s.enqueue(outFrame{b: StatusResponse(h, smpp.StatusInvBndSts)})
 			return
 		}
-		_ = s.enqueue(outFrame{b: smpp.EncodeSimple(smpp.CmdUnbind|smpp.RespBit, smpp.StatusOK, h.Sequence, nil), closeAfter: ReasonUnbind})
-		return true
+		s.unbindAsked(h)
+		return ReasonUnbind
 	}
 	bt := s.BindType()
 	switch {
@@ -301,10 +315,24 @@ func (s *Session) dispatch(frame []byte) (unbound bool) {
 		_ = s.enqueue(outFrame{b: StatusResponse(h, smpp.StatusThrottled)})
 		return
 	}
+	select {
+	case s.answers <- struct{}{}:
+	default:
+		if f := s.srv.readerWaits; f != nil {
+			f()
+		}
+		select {
+		case s.answers <- struct{}{}:
+		case <-s.done:
+			<-s.sem
+			return
+		}
+	}
 	s.mu.Lock()
 	if s.draining {
 		s.mu.Unlock()
 		<-s.sem
+		<-s.answers
 		_ = s.enqueue(outFrame{b: StatusResponse(h, smpp.StatusSysErr)})
 		return
 	}
@@ -319,7 +347,36 @@ func (s *Session) dispatch(frame []byte) (unbound bool) {
 		s.workers.Add(1)
 		go s.worker(x)
 	}
-	return false
+	return
+}
+
+// unbindAsked answers the ESME's unbind once the requests in flight are
+// answered (at most writeTimeout): the session takes no new request
+// (0x08, as while draining) and no longer receives. Before, the
+// unbind_resp went out at once and closed the session under them, so a
+// client that submits and unbinds straight away lost the answers; an
+// untracked submit's retry was then a second message (from review).
+func (s *Session) unbindAsked(h smpp.Header) {
+	s.mu.Lock()
+	s.draining = true
+	s.mu.Unlock()
+	resp := smpp.EncodeSimple(smpp.CmdUnbind|smpp.RespBit, smpp.StatusOK, h.Sequence, nil)
+	go func() {
+		answered := make(chan struct{})
+		go func() {
+			s.handlers.Wait()
+			close(answered)
+		}()
+		t := time.NewTimer(s.srv.writeTimeout())
+		defer t.Stop()
+		select {
+		case <-answered:
+		case <-t.C:
+		case <-s.done:
+			return
+		}
+		_ = s.enqueue(outFrame{b: resp, closeAfter: ReasonUnbind})
+	}()
 }
 
 // workerIdle is how long a handler goroutine waits for the session's next
@@ -379,18 +436,20 @@ func (x *exchange) serve() {
 	s.srv.Handler.ServeSMPP(s.ctx, w, &x.r)
 }
 
-func (s *Session) handleBind(h smpp.Header, frame []byte) {
+// handleBind answers a bind; ok is false when it was refused and the
+// session closes once the bind_resp is written.
+func (s *Session) handleBind(h smpp.Header, frame []byte) bool {
 	log := s.srv.logger()
 	if s.BindType() != smpp.BindNone {
 		_ = s.enqueue(outFrame{b: s.bindResp(h, smpp.StatusAlyBnd, 0)})
-		return
+		return true
 	}
 	p, err := smpp.Decode(frame)
-	br, ok := p.(*pdu.BindRequest)
-	if err != nil || !ok {
+	br, isBind := p.(*pdu.BindRequest)
+	if err != nil || !isBind {
 		s.srv.warnBind(s.conn.RemoteAddr(), "malformed bind; closing", "session", s.id, "sequence", h.Sequence)
 		_ = s.enqueue(outFrame{b: s.bindResp(h, smpp.StatusBindFail, 0), closeAfter: ReasonBindFailed})
-		return
+		return false
 	}
 	req := BindRequest{
 		SystemID:         br.SystemID,
@@ -412,7 +471,7 @@ func (s *Session) handleBind(h smpp.Header, frame []byte) {
 	}
 	if status != smpp.StatusOK {
 		_ = s.enqueue(outFrame{b: s.bindResp(h, status, 0), closeAfter: ReasonBindFailed})
-		return
+		return false
 	}
 	win := principal.Window
 	if win <= 0 {
@@ -424,18 +483,19 @@ func (s *Session) handleBind(h smpp.Header, frame []byte) {
 		// close() saw no bind, so the slot is given back here.
 		s.mu.Unlock()
 		s.srv.release(principal)
-		return
+		return true // closed already: the reader's next read ends
 	}
 	s.principal = principal
 	s.bindType = req.Type
 	s.boundAt = time.Now()
 	s.sem = make(chan struct{}, win)
+	s.answers = make(chan struct{}, win)
 	s.mu.Unlock()
 	log.Info("esme bound", "session", s.id, "account", principal.Account, "bind", req.Type.String(), "remote", req.Remote.String())
 	// The bind_resp is queued before the session is announced (OnBound,
 	// ReceiversOf), so nothing the server sends on it can overtake it.
 	if s.enqueue(outFrame{b: s.bindResp(h, smpp.StatusOK, req.InterfaceVersion)}) != nil {
-		return
+		return true
 	}
 	s.mu.Lock()
 	s.announced = true
@@ -443,6 +503,7 @@ func (s *Session) handleBind(h smpp.Header, frame []byte) {
 	if s.srv.OnBound != nil {
 		s.srv.OnBound(s)
 	}
+	return true
 }
 
 // isAnnounced reports whether the bind_resp was queued (the session may
@@ -794,7 +855,9 @@ func (w *respWriter) WriteFrame(b []byte) error {
 	// sends its next request as soon as it has this one's answer.
 	w.s.inflight.Add(-1)
 	<-w.s.sem
-	return w.s.enqueue(outFrame{b: b})
+	err := w.s.enqueue(outFrame{b: b})
+	<-w.s.answers
+	return err
 }
 
 func (w *respWriter) WriteStatus(st smpp.Status) error {

@@ -2,7 +2,9 @@ package smppserver
 
 import (
 	"context"
+	"encoding/binary"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/smppproxy/smppproxy/smpp"
@@ -119,4 +121,52 @@ func TestWindowSlotIsFreeOnceTheResponseIsWritten(t *testing.T) {
 	c := dialBound(t, addr, smpp.CmdBindTransceiver)
 	c.submit("first submit, window 1", smpp.StatusOK)
 	c.submit("next submit right after the answer, the first handler not yet returned", smpp.StatusOK)
+}
+
+// A client that sends requests and never reads its answers gets no more
+// handlers than its window: once the answers fill the write queue, the
+// session stops reading instead of admitting a handler per request, each
+// to block on the full queue (from review: with window 2, hundreds of
+// handler goroutines, each holding its answer, until the write deadline).
+func TestAClientThatNeverReadsGetsNoMoreHandlersThanItsWindow(t *testing.T) {
+	t.Parallel()
+	var live, peak atomic.Int32
+	big := make([]byte, 60000) // answers that fill the socket's buffers soon
+	h := HandlerFunc(func(_ context.Context, w ResponseWriter, r *Request) {
+		n := live.Add(1)
+		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+		}
+		_ = w.WriteFrame(smpp.EncodeSimple(smpp.CmdSubmitSM|smpp.RespBit, smpp.StatusOK, r.Header.Sequence, big))
+		live.Add(-1)
+	})
+	waits := make(chan struct{}, 1)
+	_, addr := startServer(t, h, func(s *Server) {
+		s.Window = 2
+		s.MaxPDUSize = 1 << 20
+		s.readerWaits = func() {
+			select {
+			case waits <- struct{}{}:
+			default:
+			}
+		}
+	})
+	c := dialBound(t, addr, smpp.CmdBindTransceiver)
+	go func() { // never read
+		frame := smpp.EncodeSimple(smpp.CmdSubmitSM, smpp.StatusOK, 0, submitBody("hi"))
+		for seq := uint32(10); ; seq++ {
+			binary.BigEndian.PutUint32(frame[12:], seq)
+			if _, err := c.conn.Write(frame); err != nil {
+				return
+			}
+		}
+	}()
+	select {
+	case <-waits:
+	case <-timeAfter():
+		t.Fatalf("the session never stopped reading a client that reads nothing (handlers running: %d)", live.Load())
+	}
+	if p := peak.Load(); p > 2 {
+		t.Errorf("handlers running at once for a client that never reads = %d, want at most its window 2", p)
+	}
+	_ = c.conn.Close()
 }
