@@ -260,6 +260,16 @@ func newPool(ctx context.Context, opts Options) (*pgxpool.Pool, error) {
 	}
 	cfg.MaxConns = opts.MaxConns
 	cfg.ConnConfig.RuntimeParams["search_path"] = opts.Schema
+	// A journal or outcome is durable only once its commit's WAL is
+	// flushed: a role or database set to synchronous_commit off (a common
+	// tuning), local or remote_write would have the store report writes
+	// durable that a crash of the database (or, with a synchronous
+	// standby, a failover) loses, and the retries of those keys be
+	// forwarded again. A setting in the connection request wins over the
+	// role's and the database's; remote_apply, stronger, is kept.
+	if cfg.ConnConfig.RuntimeParams["synchronous_commit"] != "remote_apply" {
+		cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "on"
+	}
 	if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
 		cfg.ConnConfig.RuntimeParams["application_name"] = "smppproxy " + textCol(opts.InstanceID)
 	}
