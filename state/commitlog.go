@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
@@ -346,6 +347,9 @@ type commitLog struct {
 	// on Badger's callback goroutine, ordered by the committer's receipt
 	// of that outcome): the store refuses writes until it is reopened.
 	broken error
+	// refusing mirrors broken for readers beyond the committer
+	// (BadgerStore.Writable, readiness).
+	refusing atomic.Pointer[error]
 	// syncFault, set by tests (before the batch whose sync is to fail;
 	// the committer reads it), fails a sync that succeeded (a disk's I/O
 	// error).
@@ -523,8 +527,24 @@ func (l *commitLog) sync(reqs []*request) error {
 
 // fail marks the log broken by err and returns that.
 func (l *commitLog) fail(err error) error {
-	l.broken = fmt.Errorf("state: commit log: %w (the store refuses writes until it is reopened)", err)
-	return l.broken
+	return l.setBroken(fmt.Errorf("state: commit log: %w (the store refuses writes until it is reopened)", err))
+}
+
+// setBroken marks the log broken by err (every later write fails) and
+// returns err.
+func (l *commitLog) setBroken(err error) error {
+	l.broken = err
+	l.refusing.Store(&err)
+	return err
+}
+
+// refusal is the error the store refuses writes with since the log broke,
+// nil while it is whole; safe from any goroutine.
+func (l *commitLog) refusal() error {
+	if p := l.refusing.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // removable returns the segments whose batches are all at or below

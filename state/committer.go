@@ -239,7 +239,7 @@ func (s *BadgerStore) commitLogged(txn *badger.Txn, seq uint64, hwm write, reqs 
 				// must not reuse its sequence number, and what Badger
 				// holds is in doubt. No more writes until reopened (the
 				// replay then applies it: a failed write may survive).
-				s.clog.broken = fmt.Errorf("%w (the store refuses writes until it is reopened)", berr)
+				s.clog.setBroken(fmt.Errorf("%w (the store refuses writes until it is reopened)", berr))
 			}
 		}
 		if lerr != nil && berr == nil {
@@ -441,11 +441,18 @@ func (s *BadgerStore) checkDisk(size int64) error {
 	return nil
 }
 
-// Writable returns ErrDiskFull while the store refuses writes for want
-// of free space (BadgerOptions.MinFreeBytes): the committer's last verdict,
-// read again now when it was low, so that a disk freed while no write
-// came is seen (readiness; nil otherwise).
+// Writable returns the error the store refuses every write with once its
+// commit log broke (a failed write or sync of the log, a batch Badger
+// refused: until it is reopened), and ErrDiskFull while it refuses writes
+// for want of free space (BadgerOptions.MinFreeBytes): the committer's
+// last verdict, read again now when it was low, so that a disk freed
+// while no write came is seen (readiness; nil otherwise).
 func (s *BadgerStore) Writable() error {
+	if s.clog != nil {
+		if err := s.clog.refusal(); err != nil {
+			return err
+		}
+	}
 	if s.minFree <= 0 || !s.diskLow.Load() {
 		return nil
 	}

@@ -906,3 +906,28 @@ func TestAnEntryPutAgainDuringItsPromotionIsDeletedFromBadgerToo(t *testing.T) {
 		t.Errorf("deleting after a promotion and a put again: held %v, to Badger %v; want true, true", held, toBadger)
 	}
 }
+
+// Once the commit log broke the store refuses every write until reopened,
+// and Writable says so (readiness): before, it looked only at the free
+// space, and /readyz answered ready while every submit got 0x08 (from
+// review).
+func TestTheStoreSaysItIsNotWritableOnceItsCommitLogBroke(t *testing.T) {
+	s := openAt(t, t.TempDir())
+	ctx := context.Background()
+	now := time.Now()
+	if err := s.Writable(); err != nil {
+		t.Fatalf("Writable() of a new store = %v", err)
+	}
+	s.clog.syncFault = func() error { return errors.New("input/output error") }
+	if _, _, err := s.Create(ctx, sentRecord("k1", now)); err == nil {
+		t.Fatal("Create with its commit log sync failing = nil error")
+	}
+	s.clog.syncFault = nil
+	_, _, werr := s.Create(ctx, sentRecord("k2", now))
+	if werr == nil {
+		t.Fatal("Create after the commit log broke = nil error, want a refusal")
+	}
+	if err := s.Writable(); err == nil || err.Error() != werr.Error() {
+		t.Errorf("Writable() after the commit log broke = %v, want the writes' refusal %q", err, werr)
+	}
+}
