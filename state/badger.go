@@ -269,6 +269,10 @@ type BadgerStore struct {
 	diskBudget     int64
 	diskCheckEvery time.Duration
 	qseq           uint64 // committer only: last queue sequence number
+	// hwmQueueSeq: committer only: the last queue sequence number of the
+	// batches launched (batchQueueSeq), which each batch's high-water
+	// mark carries.
+	hwmQueueSeq uint64
 	// trimSyncAfter: see truncateCommitLog (the constant, or a test's).
 	trimSyncAfter time.Duration
 
@@ -353,6 +357,7 @@ func OpenBadger(opts BadgerOptions) (*BadgerStore, error) {
 	}
 	s := &BadgerStore{
 		qseq:           qseq,
+		hwmQueueSeq:    qseq,
 		mark:           mark,
 		lostCommits:    lost,
 		db:             db,

@@ -1,6 +1,7 @@
 package state
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/binary"
 	"errors"
@@ -236,12 +237,34 @@ type replayResult struct {
 	batches int      // batches replayed
 	damage  []string // problems that lost acknowledged commits
 	lost    uint64   // commits known lost by them
+	// ahead: Badger held commits after the log's last whole batch. The
+	// log's record of a batch is synced while Badger applies it, and
+	// Badger's memtable log (a shared mapping of its file) can reach the
+	// disk first; a power loss between the two leaves Badger with the
+	// batch's ordinary writes and without its held ones (heldlog.go),
+	// which only the log had. The batch was never acknowledged, but what
+	// it leaves must be mended (repairAhead).
+	ahead bool
+	// qseq is the last queue sequence number given as of the log's last
+	// whole batch (its high-water mark's; 0 when it does not say).
+	qseq uint64
 }
 
 // replayCommitLog applies the commit log of dir to db, oldest batch
 // first, cutting a torn tail off the last segment. base is the
 // high-water mark Badger held before the replay: a log that starts after
 // base+1 means commits are missing from both.
+//
+// Badger holds every batch up to base (each is one transaction, with its
+// high-water mark): of the batches before base only the held writes,
+// which Badger never had, are applied again. Applying the rest again
+// would put back older values of keys that later batches Badger holds
+// rewrote, and a replay that then stopped at damage in the log, before
+// those later batches, would leave Badger rolled back (from review: an
+// accepted record read as retryable again after a refused open). Batch
+// base itself is applied whole: nothing after it is in Badger, and a
+// replay that an earlier open split over transactions may have left it
+// in part.
 func replayCommitLog(db *badger.DB, dir string, base uint64) (replayResult, error) {
 	var res replayResult
 	segs, err := listSegments(dir)
@@ -254,6 +277,7 @@ func replayCommitLog(db *badger.DB, dir string, base uint64) (replayResult, erro
 			next, base, next-base-1))
 		res.lost = next - base - 1
 	}
+	var held []write
 	for i, sg := range segs {
 		if sg.first != next {
 			res.damage = append(res.damage, fmt.Sprintf("commit log segment %s does not continue the one before (commit %d expected)", filepath.Base(sg.path), next))
@@ -267,9 +291,15 @@ func replayCommitLog(db *badger.DB, dir string, base uint64) (replayResult, erro
 			if seq != next {
 				return fmt.Errorf("batch %d where %d was expected", seq, next)
 			}
-			if err := applyBatch(db, ws); err != nil {
+			apply := ws
+			if seq < base {
+				held = heldWrites(ws, held[:0])
+				apply = held
+			}
+			if err := applyBatch(db, apply); err != nil {
 				return err
 			}
+			res.qseq = max(res.qseq, batchQueueSeqOf(ws))
 			res.last, next = seq, seq+1
 			res.batches++
 			return nil
@@ -284,13 +314,66 @@ func replayCommitLog(db *badger.DB, dir string, base uint64) (replayResult, erro
 			res.damage = append(res.damage, fmt.Sprintf("commit log segment %s is damaged at byte %d of %d (and is not the last)", filepath.Base(sg.path), end, len(b)))
 			return res, nil
 		}
+		if wholeRecordIn(b[end+1:]) {
+			// Batches are appended one at a time, each synced before the
+			// next is written: a torn append is the last thing in the
+			// segment. A whole batch after the bad bytes was synced, so
+			// they are damage, and cutting them off would drop it (from
+			// review: a flipped byte cut 24 acknowledged batches).
+			res.damage = append(res.damage, fmt.Sprintf("commit log segment %s is damaged at byte %d of %d, with whole batches after it", filepath.Base(sg.path), end, len(b)))
+			return res, nil
+		}
 		// A torn tail: the batch being appended when the process or
 		// the machine stopped. It was never acknowledged.
 		if err := truncateSync(sg.path, int64(end)); err != nil {
 			return res, err
 		}
 	}
+	res.ahead = base > next-1
 	return res, nil
+}
+
+// heldWrites appends to dst the writes of ws to held keys (the Sent index,
+// queue entries).
+func heldWrites(ws, dst []write) []write {
+	for _, w := range ws {
+		if isHeldKey(w.key) {
+			dst = append(dst, w)
+		}
+	}
+	return dst
+}
+
+// batchQueueSeqOf is the last queue sequence number a batch's high-water
+// mark says was given (0: none, or a mark without it).
+func batchQueueSeqOf(ws []write) uint64 {
+	for _, w := range ws {
+		if !w.del && string(w.key) == keyHWM {
+			if _, _, q, err := decodeHWM(w.val); err == nil {
+				return q
+			}
+		}
+	}
+	return 0
+}
+
+// wholeRecordIn reports whether a whole, valid batch record begins
+// anywhere in b.
+func wholeRecordIn(b []byte) bool {
+	for off := 0; len(b)-off >= commitHeader; off++ {
+		n := binary.BigEndian.Uint32(b[off:])
+		if n < 9 || uint64(len(b)-off-commitHeader) < uint64(n) {
+			continue
+		}
+		body := b[off+commitHeader : off+commitHeader+int(n)]
+		if crc32.Checksum(body, castagnoli) != binary.BigEndian.Uint32(b[off+4:]) {
+			continue
+		}
+		if _, _, err := decodeCommitBody(body, nil); err == nil {
+			return true
+		}
+	}
+	return false
 }
 
 func truncateSync(path string, size int64) error {
@@ -782,7 +865,76 @@ func replayInto(db *badger.DB, dir string, ds *dirState, log *slog.Logger) error
 	if res.batches > 0 {
 		log.Info("state: commit log replayed", "path", dir, "batches", res.batches, "last_commit", res.last, "badger_had", ms.commits)
 	}
+	if res.ahead && len(res.damage) == 0 {
+		return repairAhead(db, res, ms.commits, log)
+	}
 	return nil
+}
+
+// repairAhead mends what the batches Badger held and the commit log lost
+// (replayResult.ahead; never acknowledged) left without their held
+// writes: a record created Sent without its entry in the Sent index,
+// which the recovery at start-up would never make unknown (every retry
+// of its key then waited and got 0x58 until the record expired), and a
+// receipt's dedup marker without its queue entry, against which the
+// SMSC's redelivery of that receipt was taken for a duplicate and the
+// receipt lost (from review). The index is built again from the records
+// (ensureSentIndex, at open), and the markers of queue sequence numbers
+// given after the log's last batch whose entry is missing are deleted.
+func repairAhead(db *badger.DB, res replayResult, badgerHad uint64, log *slog.Logger) error {
+	markers := 0
+	err := db.Update(func(txn *badger.Txn) error {
+		if err := txn.Delete([]byte(keySentIndex)); err != nil {
+			return err
+		}
+		if res.qseq == 0 {
+			return nil
+		}
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(prefixDedup)})
+		defer it.Close()
+		var drop [][]byte
+		for it.Rewind(); it.Valid(); it.Next() {
+			var m dedupMarker
+			if err := it.Item().Value(func(v []byte) (err error) { m, err = decodeMarker(v); return err }); err != nil || m.seq <= res.qseq {
+				continue
+			}
+			k := it.Item().KeyCopy(nil)
+			queue, ok := markerQueuePrefix(k)
+			if !ok {
+				continue
+			}
+			if _, err := txn.Get(binary.BigEndian.AppendUint64(queue, m.seq)); errors.Is(err, badger.ErrKeyNotFound) {
+				drop = append(drop, k)
+			} else if err != nil {
+				return err
+			}
+		}
+		for _, k := range drop {
+			if err := txn.Delete(k); err != nil {
+				return err
+			}
+		}
+		markers = len(drop)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("state: mend the commits the commit log lost: %w", err)
+	}
+	log.Warn("state: the store held commits its commit log lost (a power loss between the two, before they were acknowledged): the index of sent records is built again, and receipts' duplicate markers without their queued receipt are deleted so that the SMSC's redelivery is taken",
+		"log_last_commit", res.last, "badger_had", badgerHad, "markers_deleted", markers, "queue_seq_known", res.qseq != 0)
+	return nil
+}
+
+// markerQueuePrefix returns the queuePrefix of the queue of dedupKey k.
+func markerQueuePrefix(k []byte) ([]byte, bool) {
+	rest := k[len(prefixDedup):]
+	i := bytes.IndexByte(rest, 0)
+	if i < 0 {
+		return nil, false
+	}
+	q := make([]byte, 0, len(prefixQueue)+i+9)
+	q = append(q, prefixQueue...)
+	return append(q, rest[:i+1]...), true
 }
 
 // startCommitLog runs at open, once the replayed store has been found

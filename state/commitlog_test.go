@@ -18,7 +18,7 @@ import (
 
 func sampleBatch() [][]write {
 	return [][]write{
-		{{key: []byte(keyHWM), val: encodeHWM(7, time.Unix(1700000000, 0))}},
+		{{key: []byte(keyHWM), val: encodeHWM(7, time.Unix(1700000000, 0), 3)}},
 		{
 			{key: []byte("r/acme/k1"), val: []byte("record"), expiresAt: 1700003600},
 			{key: []byte("j/s/1"), val: []byte{}},

@@ -2,6 +2,7 @@ package state
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -172,8 +173,9 @@ func (s *BadgerStore) launch(b *batch, next *batch, done chan<- error) {
 	txn := s.db.NewTransaction(true)
 	seq := s.commitSeq + 1 // this batch's sequence number
 	var hwm write
+	qseq := s.batchQueueSeq(b)
 	if s.mark != nil {
-		hwm = write{key: []byte(keyHWM), val: encodeHWM(seq, time.Now())}
+		hwm = write{key: []byte(keyHWM), val: encodeHWM(seq, time.Now(), qseq)}
 		if err := txn.Set(hwm.key, hwm.val); err != nil {
 			s.log.Error("state: high-water mark not staged", "err", err)
 		}
@@ -196,6 +198,7 @@ func (s *BadgerStore) launch(b *batch, next *batch, done chan<- error) {
 			return
 		}
 	}
+	s.hwmQueueSeq = qseq
 	if s.clog == nil {
 		txn.CommitWith(func(err error) {
 			if err != nil {
@@ -206,6 +209,22 @@ func (s *BadgerStore) launch(b *batch, next *batch, done chan<- error) {
 		return
 	}
 	s.commitLogged(txn, seq, hwm, b.reqs, done)
+}
+
+// batchQueueSeq is the last queue sequence number given once batch b is
+// committed: the highest its enqueues staged, or the batches' before it
+// (a request carried over to the next batch counts there, as launch
+// computes it again).
+func (s *BadgerStore) batchQueueSeq(b *batch) uint64 {
+	q := s.hwmQueueSeq
+	for _, r := range b.reqs {
+		for i := range r.writes {
+			if w := &r.writes[i]; !w.del && len(w.val) == 8 && string(w.key) == keyQueueSeq {
+				q = max(q, binary.BigEndian.Uint64(w.val))
+			}
+		}
+	}
+	return q
 }
 
 // commitLogged commits txn, batch seq of reqs (hwm: its high-water mark's

@@ -19,7 +19,7 @@ import (
 
 // marker is a store's identity and high-water mark. The marker file holds
 // all of it (JSON); Badger holds the identity under keyMarker and the mark
-// under keyHWM (written by every commit, see writeTxn).
+// under keyHWM (written by every commit, see launch).
 type marker struct {
 	Format   int       `json:"format"`
 	Instance string    `json:"instance"`
@@ -97,21 +97,33 @@ func syncDir(dir string) error {
 	return d.Sync()
 }
 
-func encodeHWM(commits uint64, at time.Time) []byte {
+// encodeHWM encodes the high-water mark of commit number commits, made at
+// at, after which the last queue sequence number given is qseq (what a
+// replay needs to tell the receipts of commits the commit log lost, see
+// repairAhead).
+func encodeHWM(commits uint64, at time.Time, qseq uint64) []byte {
 	b := binary.AppendUvarint(nil, commits)
-	return binary.AppendVarint(b, at.UnixNano())
+	b = binary.AppendVarint(b, at.UnixNano())
+	return binary.AppendUvarint(b, qseq)
 }
 
-func decodeHWM(b []byte) (uint64, time.Time, error) {
+// decodeHWM decodes a high-water mark; qseq is 0 in one written before
+// it carried the queue sequence number.
+func decodeHWM(b []byte) (commits uint64, at time.Time, qseq uint64, err error) {
 	commits, n := binary.Uvarint(b)
 	if n <= 0 {
-		return 0, time.Time{}, errors.New("state: bad high-water mark")
+		return 0, time.Time{}, 0, errors.New("state: bad high-water mark")
 	}
-	at, m := binary.Varint(b[n:])
+	ns, m := binary.Varint(b[n:])
 	if m <= 0 {
-		return 0, time.Time{}, errors.New("state: bad high-water mark")
+		return 0, time.Time{}, 0, errors.New("state: bad high-water mark")
 	}
-	return commits, time.Unix(0, at).UTC(), nil
+	if rest := b[n+m:]; len(rest) > 0 {
+		if qseq, m = binary.Uvarint(rest); m <= 0 {
+			return 0, time.Time{}, 0, errors.New("state: bad high-water mark")
+		}
+	}
+	return commits, time.Unix(0, ns).UTC(), qseq, nil
 }
 
 // marks is what Badger holds of the marker when it opens.
@@ -146,7 +158,7 @@ func readMarks(db *badger.DB) (marks, error) {
 			return fmt.Errorf("state: read high-water mark: %w", err)
 		}
 		return item.Value(func(v []byte) (err error) {
-			ms.commits, ms.at, err = decodeHWM(v)
+			ms.commits, ms.at, _, err = decodeHWM(v)
 			return err
 		})
 	})
@@ -226,18 +238,6 @@ func settle(db *badger.DB, path string, ds dirState, force bool, log *slog.Logge
 		return nil, lost, err
 	}
 	return m, lost, nil
-}
-
-// writeTxn starts a write transaction that carries the high-water mark of
-// the commit it will be (commit counts it).
-func (s *BadgerStore) writeTxn() *badger.Txn {
-	txn := s.db.NewTransaction(true)
-	if s.mark != nil {
-		if err := txn.Set([]byte(keyHWM), encodeHWM(s.commitSeq+1, time.Now())); err != nil {
-			s.log.Error("state: high-water mark not staged", "err", err)
-		}
-	}
-	return txn
 }
 
 // committedNow counts a commit just made: the committer's count, the

@@ -21,7 +21,7 @@ func FuzzReadStoreMarkers(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	f.Add(seed, encodeHWM(42, time.Unix(1700000000, 5)))
+	f.Add(seed, encodeHWM(42, time.Unix(1700000000, 5), 9))
 	f.Add([]byte(`{"format":1,"instance":"x"}`), []byte{0xff, 0xff, 0xff})
 	f.Add([]byte{}, []byte{})
 	f.Fuzz(func(t *testing.T, file, hwm []byte) {
@@ -35,10 +35,10 @@ func FuzzReadStoreMarkers(f *testing.F) {
 			t.Fatalf("readMarkerFile accepted a marker without an instance: %+v", got)
 		}
 		_, _, _ = readHWMFile(dir, m.Instance)
-		if c, at, err := decodeHWM(hwm); err == nil {
-			back, bat, err := decodeHWM(encodeHWM(c, at))
-			if err != nil || back != c || !bat.Equal(at) {
-				t.Fatalf("decodeHWM(encodeHWM(%d, %v)) = %d, %v, %v", c, at, back, bat, err)
+		if c, at, q, err := decodeHWM(hwm); err == nil {
+			back, bat, bq, err := decodeHWM(encodeHWM(c, at, q))
+			if err != nil || back != c || !bat.Equal(at) || bq != q {
+				t.Fatalf("decodeHWM(encodeHWM(%d, %v, %d)) = %d, %v, %d, %v", c, at, q, back, bat, bq, err)
 			}
 		}
 	})

@@ -352,7 +352,7 @@ func TestABatchBadgerRefusesAtOnceFailsWithoutHangingTheCommitter(t *testing.T) 
 	done := make(chan error, 1)
 	returned := make(chan struct{})
 	go func() {
-		s.commitLogged(txn, s.commitSeq+1, write{key: []byte(keyHWM), val: encodeHWM(s.commitSeq+1, now)}, nil, done)
+		s.commitLogged(txn, s.commitSeq+1, write{key: []byte(keyHWM), val: encodeHWM(s.commitSeq+1, now, 0)}, nil, done)
 		close(returned)
 	}()
 	select {

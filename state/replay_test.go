@@ -1,0 +1,210 @@
+package state
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// abandon leaves s as a killed process leaves it, except that Badger is
+// closed behind the store's back (its memtables flushed: Badger holds
+// every batch it was handed), the commit log left as it is; the held
+// entries (heldlog.go) stay in the log alone. It returns the log's
+// segments, oldest first.
+func abandon(t *testing.T, s *BadgerStore, dir string) []string {
+	t.Helper()
+	close(s.stopCheckpoint)
+	<-s.checkpointDone
+	s.stopTrim()
+	s.clog.spareWG.Wait()
+	if s.clog.f != nil {
+		_ = s.clog.f.Close()
+	}
+	s.stopPages()
+	if err := s.db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	segs, err := filepath.Glob(filepath.Join(dir, "commit-*.log"))
+	if err != nil || len(segs) == 0 {
+		t.Fatalf("commit log segments: %v, %v", segs, err)
+	}
+	return segs
+}
+
+// recordEnds returns the offsets where each whole record of segment path
+// ends.
+func recordEnds(t *testing.T, path string) []int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ends []int
+	off := 0
+	if _, err := readCommitLog(b, func(uint64, []write) error {
+		off += commitHeader + int(binary.BigEndian.Uint32(b[off:]))
+		ends = append(ends, off)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return ends
+}
+
+func flipByte(t *testing.T, path string, at int) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[at] ^= 0xFF
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A replay that stops at damage in the log leaves what Badger held as it
+// was: the batches before Badger's high-water mark are not applied again
+// (but for the entries only the log holds), so a record a later batch
+// rewrote keeps its later state. Before, the replay applied the earlier
+// batches, stopped at the damage and left the record as they wrote it
+// (accepted read as sent again) — durable once the refused open closed
+// Badger, and what a forced start then served (from review).
+func TestAReplayStoppedByDamageLeavesWhatBadgerHeldAsItWas(t *testing.T) {
+	dir := t.TempDir()
+	opts := BadgerOptions{Path: dir, GCInterval: -1, CheckpointInterval: -1, commitLogRotate: 4 << 10, trimSyncAfter: -1}
+	s, err := OpenBadger(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	now := time.Now()
+	if _, _, err := s.Create(ctx, sentRecord("k", now)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 100 {
+		if _, _, err := s.Create(ctx, sentRecord(fmt.Sprint("filler-", i), now)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	accept(t, s, "k", now)
+	segs := abandon(t, s, dir)
+	if len(segs) < 3 {
+		t.Fatalf("%d segments, want several", len(segs))
+	}
+	flipByte(t, segs[1], 20) // the second segment: k's outcome is in a later one
+	if _, err := OpenBadger(BadgerOptions{Path: dir, GCInterval: -1}); !errors.Is(err, ErrStoreDamaged) {
+		t.Fatalf("open with a damaged segment = %v, want ErrStoreDamaged", err)
+	}
+	forced, err := OpenBadger(BadgerOptions{Path: dir, GCInterval: -1, ForceEmpty: true})
+	if err != nil {
+		t.Fatalf("forced open = %v", err)
+	}
+	defer forced.Close()
+	rec, err := forced.Get(ctx, Key{Account: "acme", Key: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.State != Accepted {
+		t.Errorf("k after the damaged replay = %s, want %s as Badger held it", rec.State, Accepted)
+	}
+}
+
+// Bad bytes in the last segment with a whole batch after them are damage,
+// not a torn append (batches are appended one at a time, each synced
+// before the next is written): the open is refused and the segment left
+// whole. Before, everything from the bad bytes on was cut off for good,
+// acknowledged batches with it (from review).
+func TestBadBytesInTheLastSegmentFollowedByWholeBatchesAreDamageNotATornTail(t *testing.T) {
+	dir := t.TempDir()
+	s, err := OpenBadger(BadgerOptions{Path: dir, GCInterval: -1, CheckpointInterval: -1, trimSyncAfter: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	now := time.Now()
+	for i := range 50 {
+		if _, _, err := s.Create(ctx, sentRecord(fmt.Sprint("k", i), now)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	segs := abandon(t, s, dir)
+	last := segs[len(segs)-1]
+	ends := recordEnds(t, last)
+	if len(ends) < 40 {
+		t.Fatalf("%d batches in the last segment, want the 50 creates' (or most)", len(ends))
+	}
+	before, _ := os.Stat(last)
+	flipByte(t, last, ends[len(ends)/2]+10) // inside a batch in the middle
+	if _, err := OpenBadger(BadgerOptions{Path: dir, GCInterval: -1}); !errors.Is(err, ErrStoreDamaged) {
+		t.Errorf("open with a damaged batch before whole ones = %v, want ErrStoreDamaged", err)
+	}
+	if after, _ := os.Stat(last); after.Size() != before.Size() {
+		t.Errorf("segment size after the refused open = %d, want %d (nothing cut)", after.Size(), before.Size())
+	}
+}
+
+// When Badger holds batches the commit log lost (a power loss after
+// Badger's memtable log reached the disk and before the log's record was
+// synced; never acknowledged), the open mends what they left without the
+// entries only the log had: a Sent record is found by the recovery scan,
+// and the receipt whose queue entry is gone is taken again when the SMSC
+// redelivers it. Before, the record stayed Sent unseen (every retry 0x58
+// until it expired) and the redelivery was taken for a duplicate: the
+// receipt was lost (from review).
+func TestBatchesBadgerHeldAndTheCommitLogLostAreMendedAtOpen(t *testing.T) {
+	dir := t.TempDir()
+	s, err := OpenBadger(BadgerOptions{Path: dir, GCInterval: -1, CheckpointInterval: -1, trimSyncAfter: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	now := time.Now()
+	if _, _, err := s.Create(ctx, sentRecord("before", now)); err != nil {
+		t.Fatal(err)
+	}
+	old := &QueueEntry{Queue: "shop", Kind: "receipt", DedupKey: "smsc/m0/DELIVRD", Body: []byte("id:m0"), Expires: now.Add(time.Hour)}
+	if _, _, err := s.Enqueue(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	e := &QueueEntry{Queue: "shop", Kind: "receipt", DedupKey: "smsc/m1/DELIVRD", Body: []byte("id:m1"), Expires: now.Add(time.Hour)}
+	if _, _, err := s.Create(ctx, sentRecord("k", now)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Enqueue(ctx, e); err != nil {
+		t.Fatal(err)
+	}
+	segs := abandon(t, s, dir)
+	last := segs[len(segs)-1]
+	ends := recordEnds(t, last)
+	if len(ends) < 4 {
+		t.Fatalf("%d batches in the log, want the 4 writes'", len(ends))
+	}
+	// The log loses the last two batches (k's create, m1's enqueue).
+	if err := os.Truncate(last, int64(ends[len(ends)-3])); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := OpenBadger(BadgerOptions{Path: dir, GCInterval: -1})
+	if err != nil {
+		t.Fatalf("open = %v", err)
+	}
+	defer s2.Close()
+	sent := map[string]bool{}
+	if err := s2.ScanState(ctx, Sent, func(r *Record) bool { sent[r.Key.Key] = true; return true }); err != nil {
+		t.Fatal(err)
+	}
+	if !sent["k"] || !sent["before"] {
+		t.Errorf("Sent records found by the recovery scan = %v, want k and before", sent)
+	}
+	if _, dup, err := s2.Enqueue(ctx, e); err != nil || dup {
+		t.Errorf("the SMSC's redelivery of the receipt whose entry was lost: dup %v, err %v; want it taken", dup, err)
+	}
+	if _, dup, err := s2.Enqueue(ctx, old); err != nil || !dup {
+		t.Errorf("a redelivery of the receipt the log held: dup %v, err %v; want a duplicate", dup, err)
+	}
+}
