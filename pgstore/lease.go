@@ -412,10 +412,25 @@ const gcLimit = 10000
 // transaction holds (a create replacing an expired record) is skipped, not
 // waited for: collect takes its rows in their physical order, the writers
 // in key order, and waiting could deadlock the two.
+//
+// Expiry is reckoned on this instance's clock (as the records' expiry was
+// set), and the sweep deletes every instance's rows: an instance whose
+// clock is ahead of the database's by more than maxSweepAhead deletes
+// nothing (an error), or it would delete live records of all instances,
+// and their retries would be forwarded again (from review).
 func (s *Store) collect(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, max(s.opts.Lease/3, s.opts.Timeout))
 	defer cancel()
-	now := unixNano(s.now())
+	at := s.now()
+	var dbNs int64
+	if err := s.pool.QueryRow(ctx, `SELECT (extract(epoch FROM clock_timestamp()) * 1e9)::int8`).Scan(&dbNs); err != nil {
+		return wrapErr(err)
+	}
+	if ahead := at.Sub(time.Unix(0, dbNs)); ahead > maxSweepAhead {
+		return fmt.Errorf("%w: this instance's clock is %v ahead of the database's, so it deletes no expired row (it would delete live ones) until the clock is set right",
+			ErrClockAhead, ahead.Round(time.Second))
+	}
+	now := unixNano(at)
 	for _, table := range expiringTables {
 		for {
 			n, err := s.execIndexScanned(ctx, sqlSweep(table), now)
@@ -429,6 +444,14 @@ func (s *Store) collect(ctx context.Context) error {
 	}
 	return nil
 }
+
+// maxSweepAhead is how far ahead of the database's clock an instance's
+// may be and still delete expired rows (collect).
+const maxSweepAhead = time.Minute
+
+// ErrClockAhead: this instance's clock is ahead of the database's by more
+// than a minute; it deletes no expired row.
+var ErrClockAhead = errors.New("pgstore: clock ahead of the database's")
 
 // expiringTables are the tables collect sweeps, each with a btree index
 // on expires_ns.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -231,4 +232,32 @@ func TestAnInstanceWhoseClockIsAheadLeavesLiveInstancesAlone(t *testing.T) {
 	if !b.Lease() {
 		t.Errorf("b.Lease() = false; want its own lease held on its own clock")
 	}
+}
+
+// An instance whose clock is ahead of the database's by more than a minute
+// deletes no expired row: its sweep, which deletes every instance's rows
+// expired on its clock, would delete live records of all of them (from
+// review). Once its clock agrees, it sweeps again.
+func TestAnInstanceWhoseClockIsAheadDeletesNoRowOfTheSharedStore(t *testing.T) {
+	t.Parallel()
+	ahead := 2 * time.Hour
+	var skew atomic.Int64
+	skew.Store(int64(ahead))
+	clock := func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+	s := openTest(t, Options{Now: clock})
+	live := sentRecord(time.Now(), "live", "test-1/1", 1)
+	live.Expires = time.Now().Add(time.Hour) // live on the database's clock
+	mustCreate(t, s, live)
+	if err := s.collect(bg); !errors.Is(err, ErrClockAhead) {
+		t.Errorf("collect on a clock %v ahead = %v, want ErrClockAhead", ahead, err)
+	}
+	rows := func() int64 { return exec(t, s.opts.DSN, `SELECT 1 FROM `+s.opts.Schema+`.records`).rows }
+	if n := rows(); n != 1 {
+		t.Errorf("records after the sweep of an instance whose clock is ahead = %d, want the live one", n)
+	}
+	skew.Store(0)
+	if err := s.collect(bg); err != nil {
+		t.Fatalf("collect on a clock that agrees = %v", err)
+	}
+	mustGet(t, s, state.Key{Account: "acme", Key: "live"})
 }
