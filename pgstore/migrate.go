@@ -122,9 +122,46 @@ func Migrate(ctx context.Context, dsn, schema string) error {
 	return nil
 }
 
+// A migration's statements wait at most migrationLockTimeout for a lock
+// (lock_timeout): while a statement waits for a table's exclusive lock
+// (DROP INDEX, CREATE INDEX), every other statement on that table, every
+// instance's, queues behind it. A migration that times out is run again
+// after a pause that doubles from a second, migrationAttempts times in all
+// (about a minute), then fails, to be run again later (from review: 0004
+// waited without limit, 0005 for 10 s, behind a long read such as the
+// records count, while every instance's writes to the table stalled).
+const (
+	migrationLockTimeout = 500 * time.Millisecond
+	migrationAttempts    = 8
+)
+
 func apply(ctx context.Context, conn *pgx.Conn, schema string, m migration) error {
+	pause := time.Second
+	for attempt := 1; ; attempt++ {
+		err := applyOnce(ctx, conn, schema, m)
+		var pe *pgconn.PgError
+		if err == nil || !errors.As(err, &pe) || pe.Code != "55P03" { // lock_not_available
+			return err
+		}
+		if attempt == migrationAttempts {
+			return fmt.Errorf("%w (its locks waited %v each, %d times, for other transactions on the table: a long read, such as `store status` or the records count; run it again)",
+				err, migrationLockTimeout, attempt)
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		}
+		pause = min(2*pause, 10*time.Second)
+	}
+}
+
+func applyOnce(ctx context.Context, conn *pgx.Conn, schema string, m migration) error {
 	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT set_config('search_path', $1, true)`, pgx.Identifier{schema}.Sanitize()); err != nil {
+		if _, err := tx.Exec(ctx, `SELECT set_config('search_path', $1, true), set_config('lock_timeout', $2, true)`,
+			pgx.Identifier{schema}.Sanitize(), fmt.Sprint(migrationLockTimeout.Milliseconds())); err != nil {
 			return err
 		}
 		// The simple protocol runs a file of several statements.

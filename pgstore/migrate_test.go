@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/smppproxy/smppproxy/internal/testkit"
 )
 
 // A schema of version 3 (with the index of records by session and
@@ -57,5 +59,77 @@ func TestMigrateDropsTheJournalIndex(t *testing.T) {
 	mustCreate(t, s, rec)
 	if got := mustGet(t, s, rec.Key); got.Upstream != "smsc" || got.Session != "smsc/1" || got.Sequence != 7 {
 		t.Errorf("Get(%v) journaled on %q %q #%d; want smsc smsc/1 #7", rec.Key, got.Upstream, got.Session, got.Sequence)
+	}
+}
+
+// A migration whose lock waits behind a long read of the table does not
+// stall the other statements on that table for long: its statements wait
+// at most half a second for a lock, and it is run again after a pause, and
+// succeeds once the read has ended. Before, 0005's DROP INDEX waited 10 s
+// (0004's without limit), and every instance's reads and writes of the
+// records queued behind it (from review).
+func TestAMigrationWaitingForALockDoesNotStallTheTablesOtherStatements(t *testing.T) {
+	t.Parallel()
+	dsn := testDSN(t)
+	schema := newSchema(t, dsn)
+	ms, err := loadMigrations()
+	if err != nil || len(ms) < 5 || ms[4].name != "0005_records_expiry_btree" {
+		t.Fatalf("loadMigrations = %d migrations, %v; want 0005_records_expiry_btree the 5th", len(ms), err)
+	}
+	conn, err := pgx.Connect(bg, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(bg)
+	q := pgx.Identifier{schema}.Sanitize()
+	if _, err := conn.Exec(bg, `CREATE SCHEMA IF NOT EXISTS `+q+`;
+		CREATE TABLE `+q+`.schema_migrations (
+			version integer PRIMARY KEY, name text NOT NULL, applied timestamptz NOT NULL DEFAULT now())`); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms[:4] {
+		if err := apply(bg, conn, schema, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A long read holds the records table.
+	reader, err := conn.Begin(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reader.Exec(bg, `SELECT count(*) FROM `+q+`.records`); err != nil {
+		t.Fatal(err)
+	}
+	migrated := make(chan error, 1)
+	go func() { migrated <- Migrate(bg, dsn, schema) }()
+	testkit.Eventually(t, 30*time.Second, func() bool {
+		return exec(t, dsn, `SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%records_expir%' AND pid <> pg_backend_pid()`).rows > 0
+	}, "the migration never waited for the records table's lock")
+	// Another instance's statement on the table, with a time limit far
+	// above the migration's lock wait and far below the old one.
+	other, err := pgx.Connect(bg, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(bg)
+	if _, err := other.Exec(bg, `SET statement_timeout = '4s'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.Exec(bg, `SELECT count(*) FROM `+q+`.records`); err != nil {
+		t.Errorf("a read of the records while the migration waits for its lock = %v; want it served", err)
+	}
+	if err := reader.Rollback(bg); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-migrated:
+		if err != nil {
+			t.Fatalf("Migrate once the long read ended = %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Migrate did not end within a minute of the long read's end")
+	}
+	if st, err := ReadStatus(bg, dsn, schema); err != nil || st.Version != SchemaVersion() {
+		t.Errorf("ReadStatus after Migrate = %+v, %v; want version %d", st, err, SchemaVersion())
 	}
 }

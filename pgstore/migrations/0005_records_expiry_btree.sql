@@ -8,10 +8,9 @@
 -- table, build it first without blocking them, then migrate (this keeps
 -- it, and rebuilds it if that build failed and left it invalid):
 --   CREATE INDEX CONCURRENTLY records_expiry ON <schema>.records (expires_ns);
--- The locks this takes wait at most lock_timeout for a transaction that
--- holds the table (the migration then fails, and can be run again),
--- rather than queueing every instance's writes behind them.
-SET LOCAL lock_timeout = '10s';
+-- The locks this takes wait at most the lock_timeout the migration sets
+-- for a transaction that holds the table (the migration is then run again
+-- after a pause), rather than queueing every instance's writes behind them.
 DO $$
 BEGIN
     IF EXISTS (SELECT 1 FROM pg_index WHERE indexrelid = to_regclass('records_expiry') AND NOT indisvalid) THEN
