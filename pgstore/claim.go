@@ -34,6 +34,14 @@ const sqlClaim = `WITH c AS (
 	FROM c WHERE q.seq = c.seq
 	RETURNING q.seq`
 
+// claimOwner is how owner's claims are written: with this process's token
+// (its claim on the instance row), so that a process still running under
+// an instance id another process has taken over (its lease lapsed while
+// the database was out of its reach) takes none of the other's claims
+// for its own, and the two never deliver the same entry at once (from
+// review).
+func (s *Store) claimOwner(owner string) string { return owner + "/" + s.token }
+
 // ListClaimable implements state.Claimer: List, less the entries on which
 // another owner's claim is still running.
 func (s *Store) ListClaimable(ctx context.Context, queue string, after uint64, limit int, owner string) ([]*state.QueueEntry, error) {
@@ -62,7 +70,7 @@ func (s *Store) Claim(ctx context.Context, queue string, seqs []uint64, owner st
 	for i, seq := range seqs {
 		args[i] = seqArg(seq)
 	}
-	rows, err := s.pool.Query(ctx, sqlClaim, col(queue), args, owner, int64(max(until.Sub(s.now()), 0)))
+	rows, err := s.pool.Query(ctx, sqlClaim, col(queue), args, s.claimOwner(owner), int64(max(until.Sub(s.now()), 0)))
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: claim: %w", wrapErr(err))
 	}

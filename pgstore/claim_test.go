@@ -234,3 +234,30 @@ func TestAStoreOnASchemaOfTheLongestNameEnqueuesAndNotifies(t *testing.T) {
 		t.Fatalf("notified of queue %q, want esme/shop", q)
 	}
 }
+
+// Two processes under the same instance id (one whose lease lapsed while
+// the database was out of its reach, the other started in its place) do
+// not take each other's claims for their own: the claims are written with
+// the process's token. Before, the owner was the instance id alone, and
+// both delivered the same entries at once (from review).
+func TestTwoProcessesUnderOneInstanceIDDoNotShareClaims(t *testing.T) {
+	old, replacement := openPair(t, Options{})
+	now := time.Now()
+	seq, _, err := old.Enqueue(bg, &state.QueueEntry{Queue: "esme/shop", Body: []byte("r"), Enqueued: now, Expires: now.Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const owner = "node-1" // the dispatchers of both name the instance
+	if got, err := old.Claim(bg, "esme/shop", []uint64{seq}, owner, now.Add(time.Minute)); err != nil || len(got) != 1 {
+		t.Fatalf("the first process's claim = %v, %v", got, err)
+	}
+	if got, err := replacement.Claim(bg, "esme/shop", []uint64{seq}, owner, now.Add(time.Minute)); err != nil || len(got) != 0 {
+		t.Errorf("the other process's claim of an entry the first holds = %v, %v; want none", got, err)
+	}
+	if l, err := replacement.ListClaimable(bg, "esme/shop", 0, 10, owner); err != nil || len(l) != 0 {
+		t.Errorf("the other process lists %d entries as claimable (err %v); want none while the first's claim runs", len(l), err)
+	}
+	if got, err := old.Claim(bg, "esme/shop", []uint64{seq}, owner, now.Add(2*time.Minute)); err != nil || len(got) != 1 {
+		t.Errorf("the first process extending its own claim = %v, %v", got, err)
+	}
+}

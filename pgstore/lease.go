@@ -211,10 +211,11 @@ func (s *Store) release() {
 	}
 }
 
-// sqlReleaseClaims gives up the claims of owner $1 on queue entries while
-// the instance $1 is still the process of token $2.
+// sqlReleaseClaims gives up the claims of instance $1's process of token
+// $2 on queue entries (claimOwner), while the instance is still that
+// process's.
 const sqlReleaseClaims = `UPDATE queue_entries SET claimed_by = NULL, claimed_until_ns = 0
-	WHERE claimed_by = $1 AND EXISTS (SELECT 1 FROM instances WHERE id = $1 AND token = $2)`
+	WHERE claimed_by = $1 || '/' || $2 AND EXISTS (SELECT 1 FROM instances WHERE id = $1 AND token = $2)`
 
 // sqlExpireDead turns into unknown the live sent records whose owner
 // instance is not $3 (when set) and holds no lease now, on the database's

@@ -73,7 +73,7 @@ func (s *Store) list(ctx context.Context, queue string, after uint64, limit int,
 		}
 		q, args := sqlList, []any{col(queue), seqArg(after), unixNano(s.now()), limit}
 		if owner != nil {
-			q, args = sqlListClaimable, append(args, *owner)
+			q, args = sqlListClaimable, append(args, s.claimOwner(*owner))
 		}
 		rows, err := s.pool.Query(ctx, q, args...)
 		if err != nil {
