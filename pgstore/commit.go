@@ -395,7 +395,8 @@ func isConnError(err error) bool {
 	case errors.As(err, &pe):
 		switch pe.Code {
 		case "57P01", "57P02", "57P03", // admin or crash shutdown, cannot connect now
-			"57P04", "57P05": // database dropped, idle session timeout
+			"57P04", "57P05", // database dropped, idle session timeout
+			"25006": // read-only: a standby, or a primary being failed over
 			return true
 		}
 		return strings.HasPrefix(pe.Code, "08")
@@ -419,11 +420,35 @@ func isRetryable(err error) bool {
 // has passed; then the next operation tries the database again (the pool
 // reconnects) and a success clears the state. The delay doubles with each
 // failure, from 50 ms to 5 s.
+//
+// A statement refused because the server is read-only (a failover in
+// progress, or the pool's connections still on a demoted primary) counts
+// as a connection failure, and the pool's connections are closed
+// (onReadOnly) so that the next ones are made again, to where the DSN
+// now leads (with target_session_attrs=read-write, the writable host).
 type health struct {
-	mu       sync.Mutex
-	failures int
-	until    time.Time
-	last     error
+	mu         sync.Mutex
+	failures   int
+	until      time.Time
+	last       error
+	onReadOnly func()
+}
+
+// isReadOnly reports a statement refused by a read-only server.
+func isReadOnly(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "25006"
+}
+
+// writable is the last failure while no operation has succeeded since
+// (nil otherwise): what readiness reports.
+func (h *health) writable() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.failures == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %w", ErrUnavailable, h.last)
 }
 
 const (
@@ -456,4 +481,7 @@ func (h *health) report(err error) {
 	h.failures++
 	d := backoffMin << min(h.failures-1, 7)
 	h.until, h.last = time.Now().Add(min(d, backoffMax)), err
+	if isReadOnly(err) && h.onReadOnly != nil {
+		go h.onReadOnly() // Reset waits for no connection in use
+	}
 }

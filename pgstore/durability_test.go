@@ -3,10 +3,16 @@ package pgstore
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"net/url"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/smppproxy/smppproxy/internal/testkit"
 )
 
 // The store's connections commit with synchronous_commit on whatever the
@@ -64,4 +70,67 @@ func TestTheStoreCommitsSynchronouslyWhateverTheRoleOrDSNSays(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A database that turns read-only (a failover in progress, or connections
+// left on a demoted primary) makes the store report itself not writable
+// (readiness), its operations fail fast as unavailable, and its pool's
+// connections are made again, so that once the database takes writes
+// again the store does too. Before, a read-only refusal was an ordinary
+// error: readiness stayed green while every create failed, and the pool
+// kept its connections to the read-only server (from review).
+func TestAReadOnlyDatabaseMakesTheStoreUnwritableUntilItTakesWritesAgain(t *testing.T) {
+	dsn := testDSN(t)
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	role := "smppproxy_ro_" + hex.EncodeToString(b[:])
+	admin, err := pgx.Connect(bg, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ident := pgx.Identifier{role}.Sanitize()
+	run := func(sql string) {
+		t.Helper()
+		if _, err := admin.Exec(bg, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	run(`CREATE ROLE ` + ident + ` LOGIN SUPERUSER`)
+	t.Cleanup(func() {
+		_, _ = admin.Exec(bg, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1`, role)
+		if _, err := admin.Exec(bg, `DROP ROLE IF EXISTS `+ident); err != nil {
+			t.Errorf("dropping role %s: %v", role, err)
+		}
+		admin.Close(bg)
+	})
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatalf("SMPPPROXY_TEST_POSTGRES is not a URL: %v", err)
+	}
+	u.User = url.User(role)
+	s := openTest(t, Options{DSN: u.String(), Timeout: 2 * time.Second})
+	now := time.Now()
+	n := 0
+	create := func() error {
+		n++
+		_, _, err := s.Create(bg, sentRecord(now, fmt.Sprint("k", n), "test-1/1", uint32(n)))
+		return err
+	}
+	if err := create(); err != nil {
+		t.Fatalf("Create on a writable database = %v", err)
+	}
+	if err := s.Writable(); err != nil {
+		t.Fatalf("Writable() on a writable database = %v", err)
+	}
+
+	run(`ALTER ROLE ` + ident + ` SET default_transaction_read_only = on`)
+	run(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '` + role + `'`)
+	testkit.Eventually(t, 30*time.Second, func() bool {
+		err := create()
+		return err != nil && errors.Is(err, ErrUnavailable) && strings.Contains(fmt.Sprint(s.Writable()), "read-only")
+	}, "creates never refused as unavailable with Writable() naming the read-only database")
+
+	run(`ALTER ROLE ` + ident + ` RESET default_transaction_read_only`)
+	testkit.Eventually(t, 30*time.Second, func() bool { return create() == nil && s.Writable() == nil },
+		"the store never took writes again once the database did (its connections kept)")
 }

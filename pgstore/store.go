@@ -215,6 +215,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		token: randomToken(), reqs: make(chan *request, queueSize), batches: make(chan []*request), gate: newPipeGate(eagerBatch, maxHold), stop: make(chan struct{}),
 		reads: make(chan *keyRead, queueSize), readBatches: make(chan []*keyRead),
 	}
+	s.health.onReadOnly = pool.Reset
 	s.host, _ = os.Hostname()
 	if err := s.start(ctx); err != nil {
 		pool.Close()
@@ -292,6 +293,12 @@ func newPool(ctx context.Context, opts Options) (*pgxpool.Pool, error) {
 	}
 	return pool, nil
 }
+
+// Writable reports the database failing the store's operations: the last
+// failure to reach it, or its refusal to write (read-only, as during a
+// failover), while no operation has succeeded since (readiness: reads
+// may still work while writes do not).
+func (s *Store) Writable() error { return s.health.writable() }
 
 func randomToken() string {
 	var b [12]byte
