@@ -595,7 +595,7 @@ func openChecked(bo badger.Options, opts BadgerOptions, log *slog.Logger) (db *b
 	if opts.InMemory {
 		return db, nil, 0, nil
 	}
-	if err := replayInto(db, opts.Path, &ds, log); err != nil {
+	if err := replayInto(db, opts.Path, &ds, opts.ForceEmpty, log); err != nil {
 		_ = db.Close()
 		return nil, nil, 0, err
 	}

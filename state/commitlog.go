@@ -65,17 +65,32 @@ const (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-func commitLogName(first uint64) string {
-	return fmt.Sprintf("%s%020d%s", commitLogPrefix, first, commitLogSuffix)
+// commitLogName is the name of the segment whose first batch is first,
+// begun when the last queue sequence number given was qseq (what a replay
+// needs when no whole batch of the log survived, see repairAhead).
+func commitLogName(first, qseq uint64) string {
+	return fmt.Sprintf("%s%020d-q%d%s", commitLogPrefix, first, qseq, commitLogSuffix)
 }
 
-// parseCommitLogName returns the first sequence number of a segment name.
-func parseCommitLogName(name string) (uint64, bool) {
+// parseCommitLogName returns the first sequence number of a segment name
+// and the queue sequence number it was begun at (hasQ false in a name of
+// a version before it carried one: commit-<first>.log).
+func parseCommitLogName(name string) (first, qseq uint64, hasQ, ok bool) {
 	if !strings.HasPrefix(name, commitLogPrefix) || !strings.HasSuffix(name, commitLogSuffix) {
-		return 0, false
+		return 0, 0, false, false
 	}
-	n, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimPrefix(name, commitLogPrefix), commitLogSuffix), 10, 64)
-	return n, err == nil
+	mid := strings.TrimSuffix(strings.TrimPrefix(name, commitLogPrefix), commitLogSuffix)
+	f, q, hasQ := strings.Cut(mid, "-q")
+	first, err := strconv.ParseUint(f, 10, 64)
+	if err != nil {
+		return 0, 0, false, false
+	}
+	if hasQ {
+		if qseq, err = strconv.ParseUint(q, 10, 64); err != nil {
+			return 0, 0, false, false
+		}
+	}
+	return first, qseq, hasQ, true
 }
 
 // appendCommitRecord appends the record of batch seq (writes ws, in
@@ -205,6 +220,10 @@ func uvarintBytes(b []byte) (v, rest []byte, ok bool) {
 type segment struct {
 	first uint64
 	path  string
+	// qseq is the last queue sequence number given when it was begun
+	// (hasQ: its name says).
+	qseq uint64
+	hasQ bool
 	// vlog: a value of its batches went to Badger's value log, which a
 	// memtable flush does not sync.
 	vlog bool
@@ -223,8 +242,8 @@ func listSegments(dir string) ([]segment, error) {
 	}
 	var segs []segment
 	for _, e := range ents {
-		if first, ok := parseCommitLogName(e.Name()); ok && e.Type().IsRegular() {
-			segs = append(segs, segment{first: first, path: filepath.Join(dir, e.Name())})
+		if first, q, hasQ, ok := parseCommitLogName(e.Name()); ok && e.Type().IsRegular() {
+			segs = append(segs, segment{first: first, path: filepath.Join(dir, e.Name()), qseq: q, hasQ: hasQ})
 		}
 	}
 	slices.SortFunc(segs, func(a, b segment) int { return cmp.Compare(a.first, b.first) })
@@ -246,8 +265,19 @@ type replayResult struct {
 	// it leaves must be mended (repairAhead).
 	ahead bool
 	// qseq is the last queue sequence number given as of the log's last
-	// whole batch (its high-water mark's; 0 when it does not say).
+	// whole batch (its high-water mark's, or its segment's name when it
+	// has none); hasQ false when the log does not say (written by an
+	// earlier version).
 	qseq uint64
+	hasQ bool
+}
+
+// logPart is a segment's part to replay: its whole batches end at end;
+// torn is set when a torn tail follows them, cut once they are applied.
+type logPart struct {
+	sg   segment
+	end  int
+	torn bool
 }
 
 // replayCommitLog applies the commit log of dir to db, oldest batch
@@ -255,118 +285,146 @@ type replayResult struct {
 // high-water mark Badger held before the replay: a log that starts after
 // base+1 means commits are missing from both.
 //
-// Badger holds every batch up to base (each is one transaction, with its
-// high-water mark): of the batches before base only the held writes,
-// which Badger never had, are applied again. Applying the rest again
-// would put back older values of keys that later batches Badger holds
-// rewrote, and a replay that then stopped at damage in the log, before
-// those later batches, would leave Badger rolled back (from review: an
-// accepted record read as retryable again after a refused open). Batch
-// base itself is applied whole: nothing after it is in Badger, and a
-// replay that an earlier open split over transactions may have left it
-// in part.
-func replayCommitLog(db *badger.DB, dir string, base uint64) (replayResult, error) {
+// The whole log is read and checked before anything is applied: damage
+// (a segment that does not continue the one before, bad bytes before the
+// end of a segment that is not the last, or followed by a whole batch in
+// the last) leaves Badger and the log as they were, for the refused open
+// (from review: the batches applied before the damage rolled keys back
+// to older values, durable once the refused open closed Badger, and bad
+// bytes in the last segment cut the whole batches after them off for
+// good); with applyDamaged (the operator forced the open) the batches
+// before the damage are applied. Batches are applied whole: Badger may
+// lack an earlier batch and hold a later one (it replays each memtable's
+// log apart, and they reach the disk in any order), so its high-water
+// mark does not tell which it holds. Only the high-water mark itself is
+// never written backwards.
+func replayCommitLog(db *badger.DB, dir string, base uint64, applyDamaged bool) (replayResult, error) {
 	var res replayResult
 	segs, err := listSegments(dir)
 	if err != nil || len(segs) == 0 {
 		return res, err
 	}
-	next := segs[0].first // the sequence number the log continues with
+	parts, next, err := checkCommitLog(segs, base, &res)
+	if err != nil {
+		return res, err
+	}
+	if len(res.damage) > 0 && !applyDamaged {
+		return res, nil
+	}
+	var apply []write
+	for _, p := range parts {
+		b, err := os.ReadFile(p.sg.path)
+		if err != nil {
+			return res, fmt.Errorf("state: read commit log: %w", err)
+		}
+		if _, err := readCommitLog(b[:p.end], func(seq uint64, ws []write) error {
+			apply = apply[:0]
+			for _, w := range ws {
+				if seq < base && string(w.key) == keyHWM {
+					continue // Badger's is later
+				}
+				apply = append(apply, w)
+			}
+			if err := applyBatch(db, apply); err != nil {
+				return err
+			}
+			res.last = seq
+			res.batches++
+			return nil
+		}); err != nil {
+			return res, fmt.Errorf("state: replay commit log %s: %w", filepath.Base(p.sg.path), err)
+		}
+		// A torn tail: the batch being appended when the process or the
+		// machine stopped. It was never acknowledged.
+		if p.torn {
+			if err := truncateSync(p.sg.path, int64(p.end)); err != nil {
+				return res, err
+			}
+		}
+	}
+	res.ahead = len(res.damage) == 0 && base > next-1
+	return res, nil
+}
+
+// checkCommitLog reads segs and returns the parts of them to replay and
+// the sequence number the log continues with, adding to res what it finds
+// damaged and the queue sequence number the log ends at.
+func checkCommitLog(segs []segment, base uint64, res *replayResult) ([]logPart, uint64, error) {
+	next := segs[0].first
+	res.qseq, res.hasQ = segs[0].qseq, segs[0].hasQ
 	if next > base+1 {
 		res.damage = append(res.damage, fmt.Sprintf("its commit log starts at commit %d but the store holds %d commits: %d commits lost",
 			next, base, next-base-1))
 		res.lost = next - base - 1
 	}
-	var held []write
+	var parts []logPart
 	for i, sg := range segs {
 		if sg.first != next {
 			res.damage = append(res.damage, fmt.Sprintf("commit log segment %s does not continue the one before (commit %d expected)", filepath.Base(sg.path), next))
-			return res, nil
+			return parts, next, nil
 		}
 		b, err := os.ReadFile(sg.path)
 		if err != nil {
-			return res, fmt.Errorf("state: read commit log: %w", err)
+			return nil, 0, fmt.Errorf("state: read commit log: %w", err)
 		}
 		end, err := readCommitLog(b, func(seq uint64, ws []write) error {
 			if seq != next {
 				return fmt.Errorf("batch %d where %d was expected", seq, next)
 			}
-			apply := ws
-			if seq < base {
-				held = heldWrites(ws, held[:0])
-				apply = held
+			if q, ok := batchQueueSeqOf(ws); ok {
+				res.qseq, res.hasQ = q, true
 			}
-			if err := applyBatch(db, apply); err != nil {
-				return err
-			}
-			res.qseq = max(res.qseq, batchQueueSeqOf(ws))
-			res.last, next = seq, seq+1
-			res.batches++
+			next = seq + 1
 			return nil
 		})
 		if err != nil {
-			return res, fmt.Errorf("state: replay commit log %s: %w", filepath.Base(sg.path), err)
+			return nil, 0, fmt.Errorf("state: replay commit log %s: %w", filepath.Base(sg.path), err)
 		}
-		if end == len(b) || allZero(b[end:]) {
-			continue // (the unused part of a segment made from the spare)
-		}
-		if i < len(segs)-1 {
+		part := logPart{sg: sg, end: end}
+		switch {
+		case end == len(b) || allZero(b[end:]):
+			// (the unused part of a segment made from the spare)
+		case i < len(segs)-1:
 			res.damage = append(res.damage, fmt.Sprintf("commit log segment %s is damaged at byte %d of %d (and is not the last)", filepath.Base(sg.path), end, len(b)))
-			return res, nil
-		}
-		if wholeRecordIn(b[end+1:]) {
+			return append(parts, part), next, nil
+		case batchAfter(b[end+1:], next+1):
 			// Batches are appended one at a time, each synced before the
 			// next is written: a torn append is the last thing in the
-			// segment. A whole batch after the bad bytes was synced, so
-			// they are damage, and cutting them off would drop it (from
-			// review: a flipped byte cut 24 acknowledged batches).
+			// segment, and a whole batch after the bad bytes was synced.
 			res.damage = append(res.damage, fmt.Sprintf("commit log segment %s is damaged at byte %d of %d, with whole batches after it", filepath.Base(sg.path), end, len(b)))
-			return res, nil
+			return append(parts, part), next, nil
+		default:
+			part.torn = true
 		}
-		// A torn tail: the batch being appended when the process or
-		// the machine stopped. It was never acknowledged.
-		if err := truncateSync(sg.path, int64(end)); err != nil {
-			return res, err
-		}
+		parts = append(parts, part)
 	}
-	res.ahead = base > next-1
-	return res, nil
-}
-
-// heldWrites appends to dst the writes of ws to held keys (the Sent index,
-// queue entries).
-func heldWrites(ws, dst []write) []write {
-	for _, w := range ws {
-		if isHeldKey(w.key) {
-			dst = append(dst, w)
-		}
-	}
-	return dst
+	return parts, next, nil
 }
 
 // batchQueueSeqOf is the last queue sequence number a batch's high-water
-// mark says was given (0: none, or a mark without it).
-func batchQueueSeqOf(ws []write) uint64 {
+// mark says was given (ok false: no mark, or one without it).
+func batchQueueSeqOf(ws []write) (uint64, bool) {
 	for _, w := range ws {
 		if !w.del && string(w.key) == keyHWM {
-			if _, _, q, err := decodeHWM(w.val); err == nil {
-				return q
+			if _, _, q, hasQ, err := decodeHWM(w.val); err == nil && hasQ {
+				return q, true
 			}
 		}
 	}
-	return 0
+	return 0, false
 }
 
-// wholeRecordIn reports whether a whole, valid batch record begins
-// anywhere in b.
-func wholeRecordIn(b []byte) bool {
+// batchAfter reports whether a whole, valid record of batch seq begins
+// anywhere in b (a record of another number there is data of the torn
+// batch's, such as a queued message's body, not a batch).
+func batchAfter(b []byte, seq uint64) bool {
 	for off := 0; len(b)-off >= commitHeader; off++ {
 		n := binary.BigEndian.Uint32(b[off:])
 		if n < 9 || uint64(len(b)-off-commitHeader) < uint64(n) {
 			continue
 		}
 		body := b[off+commitHeader : off+commitHeader+int(n)]
-		if crc32.Checksum(body, castagnoli) != binary.BigEndian.Uint32(b[off+4:]) {
+		if binary.BigEndian.Uint64(body) != seq || crc32.Checksum(body, castagnoli) != binary.BigEndian.Uint32(b[off+4:]) {
 			continue
 		}
 		if _, _, err := decodeCommitBody(body, nil); err == nil {
@@ -425,6 +483,9 @@ type commitLog struct {
 	f    *os.File
 	size int64
 	buf  []byte
+	// qseq is the last queue sequence number given as of the last batch
+	// written (its high-water mark's): the next segment's name carries it.
+	qseq uint64
 	// broken: a failed write or sync (the log's tail is unknown), or a
 	// batch the log holds that Badger refused (set by the batch's outcome,
 	// on Badger's callback goroutine, ordered by the committer's receipt
@@ -459,8 +520,8 @@ const spareName = "commit-spare.tmp"
 
 // openCommitLog starts a new segment whose first batch will be next;
 // old lists the segments already there (replayed).
-func openCommitLog(dir string, next uint64, old []segment, rotate int64) (*commitLog, error) {
-	l := &commitLog{dir: dir, rotate: cmp.Or(rotate, commitLogRotate), segs: old}
+func openCommitLog(dir string, next, qseq uint64, old []segment, rotate int64) (*commitLog, error) {
+	l := &commitLog{dir: dir, rotate: cmp.Or(rotate, commitLogRotate), segs: old, qseq: qseq}
 	if err := l.startSegment(next); err != nil {
 		return nil, err
 	}
@@ -468,7 +529,7 @@ func openCommitLog(dir string, next uint64, old []segment, rotate int64) (*commi
 }
 
 func (l *commitLog) startSegment(first uint64) error {
-	path := filepath.Join(l.dir, commitLogName(first))
+	path := filepath.Join(l.dir, commitLogName(first, l.qseq))
 	f, err := l.takeSpare(path)
 	if err != nil {
 		return fmt.Errorf("state: start commit log segment: %w", err)
@@ -485,7 +546,7 @@ func (l *commitLog) startSegment(first uint64) error {
 	if n := len(l.segs); n > 0 && l.segs[n-1].first == first {
 		l.segs = l.segs[:n-1] // an empty segment of the same name, truncated
 	}
-	l.segs = append(l.segs, segment{first: first, path: path})
+	l.segs = append(l.segs, segment{first: first, path: path, qseq: l.qseq, hasQ: true})
 	l.mu.Unlock()
 	return nil
 }
@@ -579,6 +640,9 @@ func (l *commitLog) write(seq uint64, hwm write, reqs []*request) error {
 		return l.fail(err)
 	}
 	l.size += int64(len(l.buf))
+	if q, ok := batchQueueSeqOf(ws[0]); ok {
+		l.qseq = q
+	}
 	return nil
 }
 
@@ -851,12 +915,12 @@ func countMemLogs(dir string) (int, error) {
 // replayInto replays the commit log of dir into db (whatever
 // BadgerOptions.NoCommitLog says: a log left by a run with it must be
 // applied) and adds what it found lost to ds, for settle.
-func replayInto(db *badger.DB, dir string, ds *dirState, log *slog.Logger) error {
+func replayInto(db *badger.DB, dir string, ds *dirState, force bool, log *slog.Logger) error {
 	ms, err := readMarks(db)
 	if err != nil {
 		return err
 	}
-	res, err := replayCommitLog(db, dir, ms.commits)
+	res, err := replayCommitLog(db, dir, ms.commits, force)
 	if err != nil {
 		return err
 	}
@@ -865,7 +929,7 @@ func replayInto(db *badger.DB, dir string, ds *dirState, log *slog.Logger) error
 	if res.batches > 0 {
 		log.Info("state: commit log replayed", "path", dir, "batches", res.batches, "last_commit", res.last, "badger_had", ms.commits)
 	}
-	if res.ahead && len(res.damage) == 0 {
+	if res.ahead {
 		return repairAhead(db, res, ms.commits, log)
 	}
 	return nil
@@ -887,7 +951,7 @@ func repairAhead(db *badger.DB, res replayResult, badgerHad uint64, log *slog.Lo
 		if err := txn.Delete([]byte(keySentIndex)); err != nil {
 			return err
 		}
-		if res.qseq == 0 {
+		if !res.hasQ {
 			return nil
 		}
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(prefixDedup)})
@@ -921,7 +985,7 @@ func repairAhead(db *badger.DB, res replayResult, badgerHad uint64, log *slog.Lo
 		return fmt.Errorf("state: mend the commits the commit log lost: %w", err)
 	}
 	log.Warn("state: the store held commits its commit log lost (a power loss between the two, before they were acknowledged): the index of sent records is built again, and receipts' duplicate markers without their queued receipt are deleted so that the SMSC's redelivery is taken",
-		"log_last_commit", res.last, "badger_had", badgerHad, "markers_deleted", markers, "queue_seq_known", res.qseq != 0)
+		"log_last_commit", res.last, "badger_had", badgerHad, "markers_deleted", markers, "queue_seq_known", res.hasQ)
 	return nil
 }
 
@@ -965,7 +1029,7 @@ func (s *BadgerStore) startCommitLog(opts BadgerOptions, valueThreshold int64) e
 	if !enabled {
 		return nil
 	}
-	if s.clog, err = openCommitLog(s.path, s.commitSeq+1, nil, max(opts.commitLogRotate, 0)); err != nil {
+	if s.clog, err = openCommitLog(s.path, s.commitSeq+1, s.qseq, nil, max(opts.commitLogRotate, 0)); err != nil {
 		return err
 	}
 	s.held = newHeldLog()

@@ -107,23 +107,25 @@ func encodeHWM(commits uint64, at time.Time, qseq uint64) []byte {
 	return binary.AppendUvarint(b, qseq)
 }
 
-// decodeHWM decodes a high-water mark; qseq is 0 in one written before
-// it carried the queue sequence number.
-func decodeHWM(b []byte) (commits uint64, at time.Time, qseq uint64, err error) {
+// decodeHWM decodes a high-water mark; hasQ is false in one written
+// before it carried the queue sequence number.
+func decodeHWM(b []byte) (commits uint64, at time.Time, qseq uint64, hasQ bool, err error) {
+	bad := errors.New("state: bad high-water mark")
 	commits, n := binary.Uvarint(b)
 	if n <= 0 {
-		return 0, time.Time{}, 0, errors.New("state: bad high-water mark")
+		return 0, time.Time{}, 0, false, bad
 	}
 	ns, m := binary.Varint(b[n:])
 	if m <= 0 {
-		return 0, time.Time{}, 0, errors.New("state: bad high-water mark")
+		return 0, time.Time{}, 0, false, bad
 	}
 	if rest := b[n+m:]; len(rest) > 0 {
 		if qseq, m = binary.Uvarint(rest); m <= 0 {
-			return 0, time.Time{}, 0, errors.New("state: bad high-water mark")
+			return 0, time.Time{}, 0, false, bad
 		}
+		hasQ = true
 	}
-	return commits, time.Unix(0, ns).UTC(), qseq, nil
+	return commits, time.Unix(0, ns).UTC(), qseq, hasQ, nil
 }
 
 // marks is what Badger holds of the marker when it opens.
@@ -158,7 +160,7 @@ func readMarks(db *badger.DB) (marks, error) {
 			return fmt.Errorf("state: read high-water mark: %w", err)
 		}
 		return item.Value(func(v []byte) (err error) {
-			ms.commits, ms.at, _, err = decodeHWM(v)
+			ms.commits, ms.at, _, _, err = decodeHWM(v)
 			return err
 		})
 	})

@@ -110,7 +110,7 @@ func inspectDir(path string, bo badger.Options) (dirState, error) {
 		case strings.HasSuffix(name, ".vlog"), strings.HasSuffix(name, ".mem"):
 			ds.hasData = true
 		default:
-			if _, ok := parseCommitLogName(name); ok {
+			if _, _, _, ok := parseCommitLogName(name); ok {
 				ds.hasData = true
 			}
 		}

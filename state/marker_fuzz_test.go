@@ -35,9 +35,9 @@ func FuzzReadStoreMarkers(f *testing.F) {
 			t.Fatalf("readMarkerFile accepted a marker without an instance: %+v", got)
 		}
 		_, _, _ = readHWMFile(dir, m.Instance)
-		if c, at, q, err := decodeHWM(hwm); err == nil {
-			back, bat, bq, err := decodeHWM(encodeHWM(c, at, q))
-			if err != nil || back != c || !bat.Equal(at) || bq != q {
+		if c, at, q, _, err := decodeHWM(hwm); err == nil {
+			back, bat, bq, hasQ, err := decodeHWM(encodeHWM(c, at, q))
+			if err != nil || back != c || !bat.Equal(at) || bq != q || !hasQ {
 				t.Fatalf("decodeHWM(encodeHWM(%d, %v, %d)) = %d, %v, %d, %v", c, at, q, back, bat, bq, err)
 			}
 		}
