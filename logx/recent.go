@@ -76,6 +76,20 @@ func (r *Recent[V]) Get(key string, now time.Time) *RecentEntry[V] {
 	return e
 }
 
+// Peek returns key's entry if it has one of its own (never the overflow
+// entry, and it makes none).
+func (r *Recent[V]) Peek(key string) (*RecentEntry[V], bool) {
+	e, ok := r.m[key]
+	if !ok || e.overflow {
+		return nil, false
+	}
+	return e, true
+}
+
+// Shared reports whether e is the overflow entry, which keys share when
+// no room was left for an entry of their own.
+func (e *RecentEntry[V]) Shared() bool { return e.overflow }
+
 // Touch marks e used at now: it ages from now.
 func (r *Recent[V]) Touch(e *RecentEntry[V], now time.Time) {
 	e.touched = now

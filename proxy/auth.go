@@ -207,13 +207,13 @@ func (a *accountAuth) account(id string) *config.Account {
 // hardening); a refusal is counted for back-off and logged (rate-limited).
 func (a *accountAuth) Authenticate(ctx context.Context, r smppserver.BindRequest) (*smppserver.Principal, smpp.Status) {
 	ip := smppserver.RemoteIP(r.Remote).String()
-	wait, ok := a.backoff.admit(ip, r.SystemID)
+	ticket, wait, ok := a.backoff.admit(ip, r.SystemID)
 	if !ok {
 		a.logRefusal(ip, "bind refused: backing off after failed binds, not checked", r, wait)
 		return nil, smpp.StatusBindFail
 	}
 	outcome := checkNone
-	defer func() { a.backoff.done(ip, r.SystemID, outcome) }()
+	defer func() { a.backoff.done(ticket, outcome) }()
 	if wait > 0 {
 		a.sleep(ctx, wait)
 		if ctx.Err() != nil {
@@ -318,17 +318,30 @@ func (a *accountAuth) logRefusal(ip, msg string, r smppserver.BindRequest, delay
 
 // bindBackoff spaces the password checks per source address and per
 // system_id (see Bind hardening). Keys are bounded (logx.Recent): with
-// bindBackoffKeys tracked, quiet ones without a check running are dropped,
-// and if none can go further keys share one overflow entry.
+// bindBackoffKeys tracked, keys without a check running and untouched for
+// bindBackoffQuiet are dropped, and if none can go further keys share one
+// overflow entry.
+//
+// An address that bound a system_id successfully within bindTrustFor is
+// not held back by that system_id's spacing (its own address's still
+// applies): otherwise anyone knowing a system_id could keep its client
+// from binding by failing binds of it from elsewhere, their refusals
+// unchecked costing them nothing (from review).
 type bindBackoff struct {
-	now  func() time.Time
-	mu   sync.Mutex
-	keys *logx.Recent[backoffState] // touched per failure
+	now     func() time.Time
+	mu      sync.Mutex
+	keys    *logx.Recent[backoffState] // touched when a bind is admitted and when its check ends
+	trusted *logx.Recent[struct{}]     // "ip\x00system_id" of successful binds, touched at each
 }
+
+// bindTrustFor is how long an address that bound a system_id is spared
+// that system_id's spacing.
+const bindTrustFor = 24 * time.Hour
 
 // backoffState is one address's or system_id's.
 type backoffState struct {
 	fails    int       // failures since the key was last quiet
+	lastFail time.Time // when the last was
 	checking int       // binds admitted whose check has not ended
 	next     time.Time // the earliest start of the key's next check
 }
@@ -342,9 +355,19 @@ const (
 	checkPassed
 )
 
+// backoffTicket is an admitted bind's: the entries admit counted it in,
+// which done uncounts (looking them up again could find others: the
+// overflow entry then, a key's own now).
+type backoffTicket struct {
+	es           [2]*logx.RecentEntry[backoffState] // the address's, the system_id's
+	ip, systemID string
+}
+
 func newBindBackoff(now func() time.Time) *bindBackoff {
 	idle := func(v *backoffState) bool { return v.checking == 0 }
-	return &bindBackoff{now: now, keys: logx.NewRecent[backoffState](bindBackoffKeys, bindBackoffQuiet, idle)}
+	return &bindBackoff{now: now,
+		keys:    logx.NewRecent[backoffState](bindBackoffKeys, bindBackoffQuiet, idle),
+		trusted: logx.NewRecent[struct{}](bindBackoffKeys, bindTrustFor, nil)}
 }
 
 // backoffDelay is the spacing after n recent failures and running checks.
@@ -356,69 +379,83 @@ func backoffDelay(n int) time.Duration {
 	return min(d, bindBackoffMax)
 }
 
-// entries returns the entries of ip and systemID, their failures forgotten
-// when they have been quiet for bindBackoffQuiet. b.mu is held.
-func (b *bindBackoff) entries(ip, systemID string, now time.Time) [2]*logx.RecentEntry[backoffState] {
-	var es [2]*logx.RecentEntry[backoffState]
-	for i, k := range [...]string{"ip:" + ip, "id:" + systemID} {
-		e := b.keys.Get(k, now)
-		if e.Value.fails > 0 && now.Sub(e.Touched()) >= bindBackoffQuiet {
-			e.Value.fails = 0
-		}
-		es[i] = e
-	}
-	return es
-}
-
-// admit reserves the next check of ip and of systemID: wait is how long
-// the bind waits before its check. ok is false when that would be longer
-// than bindBackoffMax: the bind is then refused unchecked, and nothing is
-// reserved. An admitted bind must end with done.
-func (b *bindBackoff) admit(ip, systemID string) (wait time.Duration, ok bool) {
+// admit reserves the next check of ip and of systemID (of ip alone when
+// ip bound systemID recently): wait is how long the bind waits before its
+// check. ok is false when that would be longer than bindBackoffMax: the
+// bind is then refused unchecked, and nothing is reserved. An admitted
+// bind must end with done.
+func (b *bindBackoff) admit(ip, systemID string) (t backoffTicket, wait time.Duration, ok bool) {
 	now := b.now()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	es := b.entries(ip, systemID, now)
+	t = backoffTicket{ip: ip, systemID: systemID}
+	for i, k := range [...]string{"ip:" + ip, "id:" + systemID} {
+		e := b.keys.Get(k, now)
+		if e.Value.fails > 0 && now.Sub(e.Value.lastFail) >= bindBackoffQuiet {
+			e.Value.fails = 0
+		}
+		// Touched now: a new entry counts as the oldest, and the next
+		// Get, when the table is full, would drop it under this bind.
+		b.keys.Touch(e, now)
+		t.es[i] = e
+	}
+	gating := t.es[:]
+	if g, ok := b.trusted.Peek(ip + "\x00" + systemID); ok && now.Sub(g.Touched()) < bindTrustFor {
+		gating = t.es[:1]
+	}
 	start := now
-	for _, e := range es {
+	for _, e := range gating {
 		if e.Value.next.After(start) {
 			start = e.Value.next
 		}
 	}
 	if wait = start.Sub(now); wait > bindBackoffMax {
-		return wait, false
+		return backoffTicket{}, wait, false
 	}
-	for _, e := range es {
+	for _, e := range gating {
 		if e.Value.fails > 0 {
 			e.Value.next = start.Add(backoffDelay(e.Value.fails + e.Value.checking))
 		}
+	}
+	for _, e := range t.es {
 		e.Value.checking++
 	}
-	return wait, true
+	return t, wait, true
 }
 
-// done ends an admitted bind's check: a failure is counted against ip and
-// systemID and holds their next check back by the delay it brings; a
-// success forgets systemID's failures (not ip's).
-func (b *bindBackoff) done(ip, systemID string, outcome checkOutcome) {
+// done ends an admitted bind's check: a failure is counted against its
+// address and system_id and holds their next check back by the delay it
+// brings; a success forgets the system_id's failures (not the address's,
+// nor the overflow entry's, which other keys share) and trusts the
+// address for that system_id.
+func (b *bindBackoff) done(t backoffTicket, outcome checkOutcome) {
 	now := b.now()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	es := b.entries(ip, systemID, now)
-	for _, e := range es {
+	for _, e := range t.es {
 		e.Value.checking = max(e.Value.checking-1, 0)
 		if outcome == checkFailed {
 			e.Value.fails++
-			b.keys.Touch(e, now)
+			e.Value.lastFail = now
 			if next := now.Add(backoffDelay(e.Value.fails)); next.After(e.Value.next) {
 				e.Value.next = next
 			}
 		}
+		// Back in touch order, whatever the outcome: an entry set aside
+		// while its check ran would otherwise never be dropped.
+		b.keys.Touch(e, now)
 	}
-	if outcome == checkPassed {
-		es[1].Value.fails = 0
-		if es[1].Value.next.After(now) {
-			es[1].Value.next = now
+	if outcome != checkPassed {
+		return
+	}
+	if id := t.es[1]; !id.Shared() {
+		id.Value.fails = 0
+		if id.Value.next.After(now) {
+			id.Value.next = now
 		}
+	}
+	g := b.trusted.Get(t.ip+"\x00"+t.systemID, now)
+	if !g.Shared() {
+		b.trusted.Touch(g, now)
 	}
 }

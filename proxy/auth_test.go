@@ -13,6 +13,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/smppproxy/smppproxy/config"
+	"github.com/smppproxy/smppproxy/internal/testkit"
 	"github.com/smppproxy/smppproxy/smpp"
 	"github.com/smppproxy/smppproxy/state"
 )
@@ -387,5 +388,99 @@ func TestTheCostAnUnknownSystemIDIsCheckedAtChangesNeitherAtARestartNorForOtherC
 	}
 	if moved == 0 {
 		t.Error("no unknown system_id moved to the cost a reload added; want about a third")
+	}
+}
+
+// An address that bound an account successfully is not held back by that
+// account's spacing: binds failed for it from elsewhere cannot keep its
+// client out. From review: anyone knowing a system_id could fail binds of
+// it from many addresses, each refused unchecked at no cost, and the
+// account's client, with the right password from a clean address, was
+// refused at every retry.
+func TestFailedBindsOfAnAccountFromElsewhereDoNotKeepItsKnownClientOut(t *testing.T) {
+	a, clock, delays := testAccountAuth(nil, []config.Account{account("shop", "secret", "")})
+	a.sleep = func(_ context.Context, d time.Duration) {
+		*delays = append(*delays, d)
+		clock.Advance(d)
+	}
+	bind := func(ip, pw string) (smpp.Status, time.Duration) {
+		t.Helper()
+		before := len(*delays)
+		_, st := a.Authenticate(t.Context(), bindFrom(ip, "shop", pw))
+		if len(*delays) > before {
+			return st, (*delays)[before]
+		}
+		return st, 0
+	}
+	if st, _ := bind("10.0.0.1", "secret"); st != smpp.StatusOK {
+		t.Fatalf("the client's first bind = %v", st)
+	}
+	for i := range 10 {
+		bind(fmt.Sprint("192.0.2.", i+1), "wrong")
+	}
+	if _, wait := bind("198.51.100.7", "wrong"); wait == 0 {
+		t.Errorf("a bind of the attacked account from a new address was not spaced")
+	}
+	if st, wait := bind("10.0.0.1", "secret"); st != smpp.StatusOK || wait != 0 {
+		t.Errorf("the known client's bind while the account is attacked = %v after %v, want 0 at once", st, wait)
+	}
+}
+
+// The entries of binds whose check ran while the table of keys was full
+// go back to it once their checks end, so the table never fills for good
+// with them and new keys keep entries of their own. From review: such an
+// entry, set aside while its check ran and never touched again, stayed
+// forever; once the table held only those, every new address and
+// system_id shared the overflow entry, which one failure slowed for all.
+func TestBindBackoffKeysWhoseChecksRanWhileTheTableWasFullAreDroppedLater(t *testing.T) {
+	clock := testkit.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	b := newBindBackoff(clock.Now)
+	var tickets []backoffTicket
+	for i := range bindBackoffKeys/2 - 1 {
+		tk, _, ok := b.admit(fmt.Sprint("ip", i), fmt.Sprint("id", i))
+		if !ok {
+			t.Fatalf("bind %d refused", i)
+		}
+		tickets = append(tickets, tk)
+	}
+	clock.Advance(2 * bindBackoffQuiet)
+	extra, _, _ := b.admit("ip-extra", "id-extra") // the table full of checks running
+	for _, tk := range append(tickets, extra) {
+		b.done(tk, checkPassed)
+	}
+	clock.Advance(2 * bindBackoffQuiet)
+	tk, _, ok := b.admit("ip-new", "id-new")
+	if !ok {
+		t.Fatal("a bind of new keys was refused")
+	}
+	defer b.done(tk, checkPassed)
+	if tk.es[0].Shared() || tk.es[1].Shared() {
+		t.Errorf("new keys share the overflow entry (%d keys tracked): the entries of checks that ended were never dropped", b.keys.Len())
+	}
+}
+
+// A successful bind whose system_id has no entry of its own (the table was
+// full) does not clear the overflow entry's failures, which every key
+// without an entry shares. From review: an attacker alternating guesses
+// with binds of an account of its own cleared its address's count that
+// way, and guessed without limit.
+func TestASuccessfulBindDoesNotClearTheFailuresOfKeysWithoutAnEntry(t *testing.T) {
+	clock := testkit.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	b := newBindBackoff(clock.Now)
+	for i := range bindBackoffKeys / 2 {
+		tk, _, _ := b.admit(fmt.Sprint("ip", i), fmt.Sprint("id", i))
+		b.done(tk, checkFailed) // recent failures: none can be dropped
+	}
+	guess, _, ok := b.admit("attacker", "victim")
+	if !ok || !guess.es[0].Shared() {
+		t.Fatalf("the attacker's keys have entries of their own (ok %v): the table is not full", ok)
+	}
+	b.done(guess, checkFailed)
+	own, _, ok := b.admit("attacker", "attackers-own")
+	if ok {
+		b.done(own, checkPassed)
+	}
+	if _, wait, ok := b.admit("attacker", "victim"); ok && wait == 0 {
+		t.Errorf("the next guess after a failed one and a successful bind of another account was not spaced")
 	}
 }
