@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -214,6 +215,58 @@ func TestUnbindAnswersTheSubmitsInFlightFirst(t *testing.T) {
 	if cancelled.Load() {
 		t.Errorf("the submit's handler saw its context cancelled by the unbind")
 	}
+	if got := waitClosed(t, s); got != ReasonUnbind {
+		t.Errorf("CloseReason() = %v, want %v", got, ReasonUnbind)
+	}
+}
+
+// While its unbind waits for the submits in flight, the session reads on:
+// the ESME's answer to a deliver_sm sent before its unbind still counts,
+// and a request it sends after the unbind is refused 0x08. From review:
+// the reader stopped at the unbind, so the deliver_sm_resp was dropped
+// (the receipt delivered again later) and the late request got no answer.
+func TestAnUnbindingSessionStillTakesAnswersAndRefusesNewRequests(t *testing.T) {
+	t.Parallel()
+	entered := make(chan struct{})
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	free := func() { releaseOnce.Do(func() { close(release) }) }
+	h := HandlerFunc(func(ctx context.Context, w ResponseWriter, r *Request) {
+		if r.Header.ID == smpp.CmdSubmitSM && r.Header.Sequence == 2 {
+			close(entered)
+			<-release
+		}
+		okHandler(ctx, w, r)
+	})
+	srv, addr := startServer(t, h)
+	t.Cleanup(free) // before the server's shutdown, which waits for the handler
+	c := dialBound(t, addr, smpp.CmdBindTransceiver)
+	s := sessionOf(t, srv, c)
+	delivered := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), ioTimeout)
+		defer cancel()
+		_, err := s.Request(ctx, smpp.CmdDeliverSM, submitBody("receipt"))
+		delivered <- err
+	}()
+	dh, _ := c.read() // the deliver_sm, not answered yet
+	if dh.ID != smpp.CmdDeliverSM {
+		t.Fatalf("first frame from the server: %s, want deliver_sm", fmtHeader(dh))
+	}
+	sub := c.send(smpp.CmdSubmitSM, submitBody("in flight"))
+	<-entered
+	unb := c.send(smpp.CmdUnbind, nil)
+	waitFor(t, "the session to take the unbind", s.isUnbinding)
+	c.write(smpp.EncodeSimple(smpp.CmdDeliverSM|smpp.RespBit, smpp.StatusOK, dh.Sequence, []byte{0}))
+	if err := <-delivered; err != nil {
+		t.Errorf("the deliver_sm answered after the ESME's unbind = %v, want its answer taken", err)
+	}
+	late := c.send(smpp.CmdSubmitSM, submitBody("after the unbind"))
+	c.expect("a submit after the unbind", smpp.CmdSubmitSM|smpp.RespBit, late, smpp.StatusSysErr)
+	free()
+	c.expect("the submit in flight at the unbind", smpp.CmdSubmitSM|smpp.RespBit, sub, smpp.StatusOK)
+	c.expect("unbind after the submit's answer", smpp.CmdUnbind|smpp.RespBit, unb, smpp.StatusOK)
+	c.expectClosed("after unbind_resp")
 	if got := waitClosed(t, s); got != ReasonUnbind {
 		t.Errorf("CloseReason() = %v, want %v", got, ReasonUnbind)
 	}

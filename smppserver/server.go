@@ -91,7 +91,11 @@ type Server struct {
 	Window int
 	// WriteTimeout bounds one flush to the socket (default 10s).
 	WriteTimeout time.Duration
-	Logger       *slog.Logger
+	// UnbindWait bounds how long a client's unbind waits for its
+	// requests in flight to be answered before the unbind_resp (default
+	// 30s: above a submit's longest forward with the default timeouts).
+	UnbindWait time.Duration
+	Logger     *slog.Logger
 	// OnBound is called when a session is bound, once its bind_resp is
 	// queued (a request sent from here cannot overtake it). OnClosed is
 	// called when a bound session ends, with CloseReason set; sessions that
@@ -140,6 +144,7 @@ func (s *Server) bindTimeout() time.Duration  { return durOr(s.BindTimeout, 10*t
 func (s *Server) idleHandler() time.Duration  { return durOr(s.handlerIdle, workerIdle) }
 func (s *Server) enquireLink() time.Duration  { return durOr(s.EnquireLink, 30*time.Second) }
 func (s *Server) writeTimeout() time.Duration { return durOr(s.WriteTimeout, 10*time.Second) }
+func (s *Server) unbindWait() time.Duration   { return durOr(s.UnbindWait, 30*time.Second) }
 func (s *Server) maxPDU() int {
 	if s.MaxPDUSize > 0 {
 		return s.MaxPDUSize

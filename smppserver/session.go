@@ -32,6 +32,7 @@ type Session struct {
 	principal *Principal
 	boundAt   time.Time
 	draining  bool
+	unbinding bool // the client asked to unbind (unbindAsked)
 	// bindExpired is set by the bind timer; a bind completing afterwards
 	// is dropped (the session is closing with ReasonBindTimeout).
 	bindExpired bool
@@ -221,6 +222,11 @@ func (s *Session) readLoop() CloseReason {
 			}
 		}
 		frame, err := smpp.ReadFrame(r, limit)
+		if err != nil && s.isUnbinding() {
+			// The client asked to unbind: the unbind_resp closed the
+			// session, or the client hung up as soon as it had it.
+			return ReasonUnbind
+		}
 		if err != nil {
 			var le *smpp.LengthError
 			var ne net.Error
@@ -249,12 +255,11 @@ func (s *Session) readLoop() CloseReason {
 		}
 		s.lastRead.Store(time.Now().UnixNano())
 		if end := s.dispatch(frame); end != ReasonNone {
-			// The unbind_resp, or a refused bind's bind_resp, closes
-			// the session once written; the client may hang up as soon
-			// as it has it, which must not read as a client that went
-			// away. Nothing more is read: after a refused bind, a
-			// pipelined bind behind it would cost another password
-			// check (from review).
+			// A refused bind's bind_resp closes the session once
+			// written; the client may hang up as soon as it has it,
+			// which must not read as a client that went away. Nothing
+			// more is read: a bind pipelined behind it would cost
+			// another password check (from review).
 			<-s.done
 			return end
 		}
@@ -295,7 +300,7 @@ func (s *Session) dispatch(frame []byte) (end CloseReason) {
 			return
 		}
 		s.unbindAsked(h)
-		return ReasonUnbind
+		return
 	}
 	bt := s.BindType()
 	switch {
@@ -351,14 +356,17 @@ func (s *Session) dispatch(frame []byte) (end CloseReason) {
 }
 
 // unbindAsked answers the ESME's unbind once the requests in flight are
-// answered (at most writeTimeout): the session takes no new request
-// (0x08, as while draining) and no longer receives. Before, the
-// unbind_resp went out at once and closed the session under them, so a
-// client that submits and unbinds straight away lost the answers; an
-// untracked submit's retry was then a second message (from review).
+// answered (at most the server's unbindWait): meanwhile the session takes
+// no new request (0x08, as while draining), is not given new deliveries,
+// and reads on, so that the ESME's answers to the deliver_sm sent before
+// its unbind still count (SMPP lets it answer them until the
+// unbind_resp). Before, the unbind_resp went out at once and closed the
+// session under them, so a client that submits and unbinds straight away
+// lost the answers; an untracked submit's retry was then a second message
+// (from review).
 func (s *Session) unbindAsked(h smpp.Header) {
 	s.mu.Lock()
-	s.draining = true
+	s.draining, s.unbinding = true, true
 	s.mu.Unlock()
 	resp := smpp.EncodeSimple(smpp.CmdUnbind|smpp.RespBit, smpp.StatusOK, h.Sequence, nil)
 	go func() {
@@ -367,7 +375,7 @@ func (s *Session) unbindAsked(h smpp.Header) {
 			s.handlers.Wait()
 			close(answered)
 		}()
-		t := time.NewTimer(s.srv.writeTimeout())
+		t := time.NewTimer(s.srv.unbindWait())
 		defer t.Stop()
 		select {
 		case <-answered:
@@ -772,6 +780,12 @@ func AwaitResponse(ctx context.Context, resp <-chan []byte, done <-chan struct{}
 // unbindGrace bounds how long a draining session waits for the ESME's
 // unbind_resp once its requests in flight are answered.
 const unbindGrace = time.Second
+
+func (s *Session) isUnbinding() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.unbinding
+}
 
 func (s *Session) isDraining() bool {
 	s.mu.Lock()
