@@ -311,6 +311,25 @@ func (s *Session) dispatch(frame []byte) (end CloseReason) {
 		_ = s.enqueue(outFrame{b: StatusResponse(h, smpp.StatusInvBndSts)})
 		return
 	}
+	if !s.admitRequest(h) {
+		return
+	}
+	s.requests.Add(1)
+	s.inflight.Add(1)
+	x := &exchange{w: respWriter{s: s, h: h}, r: Request{Header: h, Frame: frame, Session: s}}
+	select {
+	case s.work <- x:
+	default:
+		s.workers.Add(1)
+		go s.worker(x)
+	}
+	return
+}
+
+// admitRequest takes a window slot and an answer token for request h and
+// counts it among the handlers; false when it was answered instead
+// (window full: 0x58; draining: 0x08) or the session closed.
+func (s *Session) admitRequest(h smpp.Header) bool {
 	select {
 	case s.sem <- struct{}{}:
 	default:
@@ -318,7 +337,7 @@ func (s *Session) dispatch(frame []byte) (end CloseReason) {
 			f(s.Account())
 		}
 		_ = s.enqueue(outFrame{b: StatusResponse(h, smpp.StatusThrottled)})
-		return
+		return false
 	}
 	select {
 	case s.answers <- struct{}{}:
@@ -330,7 +349,7 @@ func (s *Session) dispatch(frame []byte) (end CloseReason) {
 		case s.answers <- struct{}{}:
 		case <-s.done:
 			<-s.sem
-			return
+			return false
 		}
 	}
 	s.mu.Lock()
@@ -339,20 +358,11 @@ func (s *Session) dispatch(frame []byte) (end CloseReason) {
 		<-s.sem
 		<-s.answers
 		_ = s.enqueue(outFrame{b: StatusResponse(h, smpp.StatusSysErr)})
-		return
+		return false
 	}
 	s.handlers.Add(1)
 	s.mu.Unlock()
-	s.requests.Add(1)
-	s.inflight.Add(1)
-	x := &exchange{w: respWriter{s: s, h: h}, r: Request{Header: h, Frame: frame, Session: s}}
-	select {
-	case s.work <- x:
-	default:
-		s.workers.Add(1)
-		go s.worker(x)
-	}
-	return
+	return true
 }
 
 // unbindAsked answers the ESME's unbind once the requests in flight are
