@@ -261,16 +261,7 @@ func newPool(ctx context.Context, opts Options) (*pgxpool.Pool, error) {
 	}
 	cfg.MaxConns = opts.MaxConns
 	cfg.ConnConfig.RuntimeParams["search_path"] = opts.Schema
-	// A journal or outcome is durable only once its commit's WAL is
-	// flushed: a role or database set to synchronous_commit off (a common
-	// tuning), local or remote_write would have the store report writes
-	// durable that a crash of the database (or, with a synchronous
-	// standby, a failover) loses, and the retries of those keys be
-	// forwarded again. A setting in the connection request wins over the
-	// role's and the database's; remote_apply, stronger, is kept.
-	if cfg.ConnConfig.RuntimeParams["synchronous_commit"] != "remote_apply" {
-		cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "on"
-	}
+
 	if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
 		cfg.ConnConfig.RuntimeParams["application_name"] = "smppproxy " + textCol(opts.InstanceID)
 	}
@@ -283,15 +274,35 @@ func newPool(ctx context.Context, opts Options) (*pgxpool.Pool, error) {
 	cfg.ConnConfig.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
 		return &pgconn.DeadlineContextWatcherHandler{Conn: c.Conn()}
 	}
-	cfg.AfterConnect = func(_ context.Context, c *pgx.Conn) error {
+	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
 		registerRawArrays(c.TypeMap())
-		return nil
+		return syncCommits(ctx, c)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: %w", err)
 	}
 	return pool, nil
+}
+
+// syncCommits makes the connection's commits wait for their WAL to be
+// flushed. A journal or outcome is durable only then: a role or database
+// set to synchronous_commit off (a common tuning), local or remote_write
+// would have the store report writes durable that a crash of the database
+// (or, with a synchronous standby, a failover) loses, and the retries of
+// those keys be forwarded again (from review). remote_apply, stronger, is
+// kept, whoever set it. A SET rather than a parameter of the connection
+// request, which a pooler (PgBouncer) refuses unless told to track it.
+func syncCommits(ctx context.Context, c *pgx.Conn) error {
+	var cur string
+	if err := c.QueryRow(ctx, `SHOW synchronous_commit`).Scan(&cur); err != nil {
+		return err
+	}
+	if cur == "on" || cur == "remote_apply" {
+		return nil
+	}
+	_, err := c.Exec(ctx, `SET synchronous_commit = on`)
+	return err
 }
 
 // Writable reports the database failing the store's operations: the last
