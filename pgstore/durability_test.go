@@ -23,32 +23,9 @@ import (
 // retry is forwarded again (from review: a role set to off, a common
 // tuning, gave the store connections with it off).
 func TestTheStoreCommitsSynchronouslyWhateverTheRoleOrDSNSays(t *testing.T) {
-	dsn := testDSN(t)
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	role := "smppproxy_async_" + hex.EncodeToString(b[:])
-	admin, err := pgx.Connect(bg, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ident := pgx.Identifier{role}.Sanitize()
-	if _, err := admin.Exec(bg, `CREATE ROLE `+ident+` LOGIN SUPERUSER`); err != nil {
-		t.Fatalf("creating a role: %v", err)
-	}
-	t.Cleanup(func() {
-		if _, err := admin.Exec(bg, `DROP ROLE IF EXISTS `+ident); err != nil {
-			t.Errorf("dropping role %s: %v", role, err)
-		}
-		admin.Close(bg)
-	})
-	if _, err := admin.Exec(bg, `ALTER ROLE `+ident+` SET synchronous_commit = off`); err != nil {
-		t.Fatal(err)
-	}
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatalf("SMPPPROXY_TEST_POSTGRES is not a URL: %v", err)
-	}
-	u.User = url.User(role)
+	r := newTestRole(t, "smppproxy_async_")
+	r.run(`ALTER ROLE ` + r.ident + ` SET synchronous_commit = off`)
+	u := r.dsn
 	for name, c := range map[string]struct{ param, want string }{
 		"the role says off":                  {"", "on"},
 		"the DSN says off":                   {"off", "on"},
@@ -87,35 +64,9 @@ func TestTheStoreCommitsSynchronouslyWhateverTheRoleOrDSNSays(t *testing.T) {
 // error: readiness stayed green while every create failed, and the pool
 // kept its connections to the read-only server (from review).
 func TestAReadOnlyDatabaseMakesTheStoreUnwritableUntilItTakesWritesAgain(t *testing.T) {
-	dsn := testDSN(t)
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	role := "smppproxy_ro_" + hex.EncodeToString(b[:])
-	admin, err := pgx.Connect(bg, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ident := pgx.Identifier{role}.Sanitize()
-	run := func(sql string) {
-		t.Helper()
-		if _, err := admin.Exec(bg, sql); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-	}
-	run(`CREATE ROLE ` + ident + ` LOGIN SUPERUSER`)
-	t.Cleanup(func() {
-		_, _ = admin.Exec(bg, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1`, role)
-		if _, err := admin.Exec(bg, `DROP ROLE IF EXISTS `+ident); err != nil {
-			t.Errorf("dropping role %s: %v", role, err)
-		}
-		admin.Close(bg)
-	})
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatalf("SMPPPROXY_TEST_POSTGRES is not a URL: %v", err)
-	}
-	u.User = url.User(role)
-	s := openTest(t, Options{DSN: u.String(), Timeout: 2 * time.Second})
+	r := newTestRole(t, "smppproxy_ro_")
+	run, ident, role := r.run, r.ident, r.name
+	s := openTest(t, Options{DSN: r.dsn.String(), Timeout: 2 * time.Second})
 	now := time.Now()
 	n := 0
 	create := func() error {
@@ -140,4 +91,47 @@ func TestAReadOnlyDatabaseMakesTheStoreUnwritableUntilItTakesWritesAgain(t *test
 	run(`ALTER ROLE ` + ident + ` RESET default_transaction_read_only`)
 	testkit.Eventually(t, 30*time.Second, func() bool { return create() == nil && s.Writable() == nil },
 		"the store never took writes again once the database did (its connections kept)")
+}
+
+// testRole is a login role of the test's own (a superuser, so that the
+// store can make its schema), dropped at the end, its sessions ended.
+type testRole struct {
+	t           *testing.T
+	name, ident string
+	admin       *pgx.Conn
+	dsn         *url.URL // the tests' DSN as this role
+}
+
+func newTestRole(t *testing.T, prefix string) *testRole {
+	t.Helper()
+	dsn := testDSN(t)
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	r := &testRole{t: t, name: prefix + hex.EncodeToString(b[:])}
+	r.ident = pgx.Identifier{r.name}.Sanitize()
+	var err error
+	if r.admin, err = pgx.Connect(bg, dsn); err != nil {
+		t.Fatal(err)
+	}
+	r.run(`CREATE ROLE ` + r.ident + ` LOGIN SUPERUSER`)
+	t.Cleanup(func() {
+		_, _ = r.admin.Exec(bg, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1`, r.name)
+		if _, err := r.admin.Exec(bg, `DROP ROLE IF EXISTS `+r.ident); err != nil {
+			t.Errorf("dropping role %s: %v", r.name, err)
+		}
+		r.admin.Close(bg)
+	})
+	if r.dsn, err = url.Parse(dsn); err != nil {
+		t.Fatalf("SMPPPROXY_TEST_POSTGRES is not a URL: %v", err)
+	}
+	r.dsn.User = url.User(r.name)
+	return r
+}
+
+// run runs sql as the tests' user.
+func (r *testRole) run(sql string) {
+	r.t.Helper()
+	if _, err := r.admin.Exec(bg, sql); err != nil {
+		r.t.Fatalf("%s: %v", sql, err)
+	}
 }

@@ -21,22 +21,7 @@ func TestMigrateDropsTheJournalIndex(t *testing.T) {
 	if err != nil || len(ms) < 4 || ms[3].name != "0004_drop_journal_index" {
 		t.Fatalf("loadMigrations = %d migrations, %v; want 0004_drop_journal_index the 4th", len(ms), err)
 	}
-	conn, err := pgx.Connect(bg, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(bg)
-	q := pgx.Identifier{schema}.Sanitize()
-	if _, err := conn.Exec(bg, `CREATE SCHEMA IF NOT EXISTS `+q+`;
-		CREATE TABLE `+q+`.schema_migrations (
-			version integer PRIMARY KEY, name text NOT NULL, applied timestamptz NOT NULL DEFAULT now())`); err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range ms[:3] {
-		if err := apply(bg, conn, schema, m); err != nil {
-			t.Fatal(err)
-		}
-	}
+	schemaAt(t, dsn, schema, ms[:3])
 	hasIndex := func() bool {
 		t.Helper()
 		return exec(t, dsn, `SELECT 1 FROM pg_indexes WHERE schemaname = $1 AND indexname = 'records_session'`, schema).rows == 1
@@ -76,22 +61,8 @@ func TestAMigrationWaitingForALockDoesNotStallTheTablesOtherStatements(t *testin
 	if err != nil || len(ms) < 5 || ms[4].name != "0005_records_expiry_btree" {
 		t.Fatalf("loadMigrations = %d migrations, %v; want 0005_records_expiry_btree the 5th", len(ms), err)
 	}
-	conn, err := pgx.Connect(bg, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(bg)
+	conn := schemaAt(t, dsn, schema, ms[:4])
 	q := pgx.Identifier{schema}.Sanitize()
-	if _, err := conn.Exec(bg, `CREATE SCHEMA IF NOT EXISTS `+q+`;
-		CREATE TABLE `+q+`.schema_migrations (
-			version integer PRIMARY KEY, name text NOT NULL, applied timestamptz NOT NULL DEFAULT now())`); err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range ms[:4] {
-		if err := apply(bg, conn, schema, m); err != nil {
-			t.Fatal(err)
-		}
-	}
 	// A long read holds the records table.
 	reader, err := conn.Begin(bg)
 	if err != nil {
@@ -132,4 +103,27 @@ func TestAMigrationWaitingForALockDoesNotStallTheTablesOtherStatements(t *testin
 	if st, err := ReadStatus(bg, dsn, schema); err != nil || st.Version != SchemaVersion() {
 		t.Errorf("ReadStatus after Migrate = %+v, %v; want version %d", st, err, SchemaVersion())
 	}
+}
+
+// schemaAt builds schema with migrations ms applied (an older version's)
+// and returns a connection to the database, closed at the end of the test.
+func schemaAt(t *testing.T, dsn, schema string, ms []migration) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(bg, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(bg) })
+	q := pgx.Identifier{schema}.Sanitize()
+	if _, err := conn.Exec(bg, `CREATE SCHEMA IF NOT EXISTS `+q+`;
+		CREATE TABLE `+q+`.schema_migrations (
+			version integer PRIMARY KEY, name text NOT NULL, applied timestamptz NOT NULL DEFAULT now())`); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		if err := apply(bg, conn, schema, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return conn
 }

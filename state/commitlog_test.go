@@ -339,25 +339,6 @@ func TestCommitLogSegmentsArePreallocatedAndTheirUnusedZerosAreNotDamage(t *test
 // the test.
 func crashReopen(t *testing.T, s *BadgerStore, dir string) *BadgerStore {
 	t.Helper()
-	// A dead process runs no goroutine: the checkpoint's trimming (which
-	// syncs Badger) and the allocator trimming end first.
-	close(s.stopCheckpoint)
-	<-s.checkpointDone
-	s.stopTrim()
-	// A dead process writes nothing more, and leaves its files as they
-	// are (the spare included): the segment's descriptor alone is closed.
-	s.clog.spareWG.Wait()
-	if s.clog.f != nil {
-		_ = s.clog.f.Close()
-	}
-	s.stopPages() // a dead process makes no pass over Badger's tables, which Close unmaps
-	if err := s.db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	s2, err := OpenBadger(BadgerOptions{Path: dir, GCInterval: -1})
-	if err != nil {
-		t.Fatalf("reopen after a crash = %v", err)
-	}
-	t.Cleanup(func() { s2.Close() })
-	return s2
+	abandon(t, s, dir)
+	return reopen(t, dir)
 }

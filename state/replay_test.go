@@ -20,22 +20,64 @@ import (
 // segments, oldest first.
 func abandon(t *testing.T, s *BadgerStore, dir string) []string {
 	t.Helper()
+	// A dead process runs no goroutine: the checkpoint's trimming (which
+	// syncs Badger) and the allocator trimming end first.
 	close(s.stopCheckpoint)
 	<-s.checkpointDone
 	s.stopTrim()
+	// A dead process writes nothing more, and leaves its files as they
+	// are (the spare included): the segment's descriptor alone is closed.
 	s.clog.spareWG.Wait()
 	if s.clog.f != nil {
 		_ = s.clog.f.Close()
 	}
-	s.stopPages()
+	s.stopPages() // a dead process makes no pass over Badger's tables, which Close unmaps
 	if err := s.db.Close(); err != nil {
 		t.Fatal(err)
 	}
 	segs, err := filepath.Glob(filepath.Join(dir, "commit-*.log"))
-	if err != nil || len(segs) == 0 {
-		t.Fatalf("commit log segments: %v, %v", segs, err)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return segs
+}
+
+// openQuiet opens a store on dir with no background work that writes
+// (collection, checkpoints, trimming), to be abandoned; rotate: the
+// commit log's segment size (0: the default).
+func openQuiet(t *testing.T, dir string, rotate int64) *BadgerStore {
+	t.Helper()
+	s, err := OpenBadger(BadgerOptions{Path: dir, GCInterval: -1, CheckpointInterval: -1, trimSyncAfter: -1, commitLogRotate: rotate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// reopen opens dir as serve does after a crash, closed at the end of the
+// test.
+func reopen(t *testing.T, dir string) *BadgerStore {
+	t.Helper()
+	s, err := OpenBadger(BadgerOptions{Path: dir, GCInterval: -1})
+	if err != nil {
+		t.Fatalf("reopen = %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// receiptEntry is receipt id's queue entry for account shop.
+func receiptEntry(id string, now time.Time) *QueueEntry {
+	return &QueueEntry{Queue: "shop", Kind: "receipt", DedupKey: "smsc/" + id + "/DELIVRD", Body: []byte("id:" + id), Expires: now.Add(time.Hour)}
+}
+
+// expectRedelivery enqueues e again and checks whether it is taken for a
+// duplicate.
+func expectRedelivery(t *testing.T, s *BadgerStore, e *QueueEntry, dup bool, what string) {
+	t.Helper()
+	if _, got, err := s.Enqueue(context.Background(), e); err != nil || got != dup {
+		t.Errorf("%s: duplicate %v, err %v; want duplicate %v", what, got, err, dup)
+	}
 }
 
 // recordEnds returns the offsets where each whole record of segment path
@@ -77,11 +119,7 @@ func flipByte(t *testing.T, path string, at int) {
 // closed Badger (from review).
 func TestARefusedOpenOfADamagedLogLeavesBadgerAsItWas(t *testing.T) {
 	dir := t.TempDir()
-	opts := BadgerOptions{Path: dir, GCInterval: -1, CheckpointInterval: -1, commitLogRotate: 4 << 10, trimSyncAfter: -1}
-	s, err := OpenBadger(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openQuiet(t, dir, 4<<10)
 	ctx := context.Background()
 	now := time.Now()
 	if _, _, err := s.Create(ctx, sentRecord("k", now)); err != nil {
@@ -128,10 +166,7 @@ func TestARefusedOpenOfADamagedLogLeavesBadgerAsItWas(t *testing.T) {
 // acknowledged batches with it (from review).
 func TestBadBytesInTheLastSegmentFollowedByWholeBatchesAreDamageNotATornTail(t *testing.T) {
 	dir := t.TempDir()
-	s, err := OpenBadger(BadgerOptions{Path: dir, GCInterval: -1, CheckpointInterval: -1, trimSyncAfter: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openQuiet(t, dir, 0)
 	ctx := context.Background()
 	now := time.Now()
 	for i := range 50 {
@@ -165,20 +200,17 @@ func TestBadBytesInTheLastSegmentFollowedByWholeBatchesAreDamageNotATornTail(t *
 // receipt was lost (from review).
 func TestBatchesBadgerHeldAndTheCommitLogLostAreMendedAtOpen(t *testing.T) {
 	dir := t.TempDir()
-	s, err := OpenBadger(BadgerOptions{Path: dir, GCInterval: -1, CheckpointInterval: -1, trimSyncAfter: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openQuiet(t, dir, 0)
 	ctx := context.Background()
 	now := time.Now()
 	if _, _, err := s.Create(ctx, sentRecord("before", now)); err != nil {
 		t.Fatal(err)
 	}
-	old := &QueueEntry{Queue: "shop", Kind: "receipt", DedupKey: "smsc/m0/DELIVRD", Body: []byte("id:m0"), Expires: now.Add(time.Hour)}
+	old := receiptEntry("m0", now)
 	if _, _, err := s.Enqueue(ctx, old); err != nil {
 		t.Fatal(err)
 	}
-	e := &QueueEntry{Queue: "shop", Kind: "receipt", DedupKey: "smsc/m1/DELIVRD", Body: []byte("id:m1"), Expires: now.Add(time.Hour)}
+	e := receiptEntry("m1", now)
 	if _, _, err := s.Create(ctx, sentRecord("k", now)); err != nil {
 		t.Fatal(err)
 	}
@@ -195,11 +227,7 @@ func TestBatchesBadgerHeldAndTheCommitLogLostAreMendedAtOpen(t *testing.T) {
 	if err := os.Truncate(last, int64(ends[len(ends)-3])); err != nil {
 		t.Fatal(err)
 	}
-	s2, err := OpenBadger(BadgerOptions{Path: dir, GCInterval: -1})
-	if err != nil {
-		t.Fatalf("open = %v", err)
-	}
-	defer s2.Close()
+	s2 := reopen(t, dir)
 	sent := map[string]bool{}
 	if err := s2.ScanState(ctx, Sent, func(r *Record) bool { sent[r.Key.Key] = true; return true }); err != nil {
 		t.Fatal(err)
@@ -207,12 +235,8 @@ func TestBatchesBadgerHeldAndTheCommitLogLostAreMendedAtOpen(t *testing.T) {
 	if !sent["k"] || !sent["before"] {
 		t.Errorf("Sent records found by the recovery scan = %v, want k and before", sent)
 	}
-	if _, dup, err := s2.Enqueue(ctx, e); err != nil || dup {
-		t.Errorf("the SMSC's redelivery of the receipt whose entry was lost: dup %v, err %v; want it taken", dup, err)
-	}
-	if _, dup, err := s2.Enqueue(ctx, old); err != nil || !dup {
-		t.Errorf("a redelivery of the receipt the log held: dup %v, err %v; want a duplicate", dup, err)
-	}
+	expectRedelivery(t, s2, e, false, "the SMSC's redelivery of the receipt whose entry was lost")
+	expectRedelivery(t, s2, old, true, "a redelivery of the receipt the log held")
 }
 
 // Badger may hold a later batch and lack an earlier one (it replays each
@@ -223,10 +247,7 @@ func TestBatchesBadgerHeldAndTheCommitLogLostAreMendedAtOpen(t *testing.T) {
 // again (from review).
 func TestTheReplayRestoresABatchBadgerLackedBeforeOneItHeld(t *testing.T) {
 	dir := t.TempDir()
-	s, err := OpenBadger(BadgerOptions{Path: dir, GCInterval: -1, CheckpointInterval: -1, trimSyncAfter: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openQuiet(t, dir, 0)
 	ctx := context.Background()
 	now := time.Now()
 	for _, k := range []string{"a", "k"} {
@@ -246,11 +267,7 @@ func TestTheReplayRestoresABatchBadgerLackedBeforeOneItHeld(t *testing.T) {
 		t.Fatal(err)
 	}
 	abandon(t, s, dir)
-	s2, err := OpenBadger(BadgerOptions{Path: dir, GCInterval: -1})
-	if err != nil {
-		t.Fatalf("open = %v", err)
-	}
-	defer s2.Close()
+	s2 := reopen(t, dir)
 	rec, err := s2.Get(ctx, Key{Account: "acme", Key: "k"})
 	if err != nil {
 		t.Fatalf("k after the replay = %v; the log holds its create and outcome", err)
@@ -268,24 +285,18 @@ func TestTheReplayRestoresABatchBadgerLackedBeforeOneItHeld(t *testing.T) {
 // redelivery was taken for a duplicate.
 func TestAReceiptLostWithTheOnlyBatchOfTheLogIsTakenAgain(t *testing.T) {
 	dir := t.TempDir()
-	opts := BadgerOptions{Path: dir, GCInterval: -1, CheckpointInterval: -1, trimSyncAfter: -1}
-	s, err := OpenBadger(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openQuiet(t, dir, 0)
 	ctx := context.Background()
 	now := time.Now()
-	old := &QueueEntry{Queue: "shop", Kind: "receipt", DedupKey: "smsc/m0/DELIVRD", Body: []byte("id:m0"), Expires: now.Add(time.Hour)}
+	old := receiptEntry("m0", now)
 	if _, _, err := s.Enqueue(ctx, old); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if s, err = OpenBadger(opts); err != nil {
-		t.Fatal(err)
-	}
-	e := &QueueEntry{Queue: "shop", Kind: "receipt", DedupKey: "smsc/m1/DELIVRD", Body: []byte("id:m1"), Expires: now.Add(time.Hour)}
+	s = openQuiet(t, dir, 0)
+	e := receiptEntry("m1", now)
 	if _, _, err := s.Enqueue(ctx, e); err != nil {
 		t.Fatal(err)
 	}
@@ -293,17 +304,9 @@ func TestAReceiptLostWithTheOnlyBatchOfTheLogIsTakenAgain(t *testing.T) {
 	if err := os.Truncate(segs[len(segs)-1], 0); err != nil { // the log keeps no batch
 		t.Fatal(err)
 	}
-	s2, err := OpenBadger(BadgerOptions{Path: dir, GCInterval: -1})
-	if err != nil {
-		t.Fatalf("open = %v", err)
-	}
-	defer s2.Close()
-	if _, dup, err := s2.Enqueue(ctx, e); err != nil || dup {
-		t.Errorf("the SMSC's redelivery of the receipt whose entry was lost: dup %v, err %v; want it taken", dup, err)
-	}
-	if _, dup, err := s2.Enqueue(ctx, old); err != nil || !dup {
-		t.Errorf("a redelivery of a receipt queued before the restart: dup %v, err %v; want a duplicate", dup, err)
-	}
+	s2 := reopen(t, dir)
+	expectRedelivery(t, s2, e, false, "the SMSC's redelivery of the receipt whose entry was lost")
+	expectRedelivery(t, s2, old, true, "a redelivery of a receipt queued before the restart")
 }
 
 // A torn append whose own data holds what looks like a record (a queued
@@ -312,10 +315,7 @@ func TestAReceiptLostWithTheOnlyBatchOfTheLogIsTakenAgain(t *testing.T) {
 // damage. From review: such a body made the open refuse the store.
 func TestATornAppendCarryingARecordLikeBodyIsCutNotTakenForDamage(t *testing.T) {
 	dir := t.TempDir()
-	s, err := OpenBadger(BadgerOptions{Path: dir, GCInterval: -1, CheckpointInterval: -1, trimSyncAfter: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openQuiet(t, dir, 0)
 	ctx := context.Background()
 	now := time.Now()
 	if _, _, err := s.Create(ctx, sentRecord("k", now)); err != nil {
@@ -333,11 +333,7 @@ func TestATornAppendCarryingARecordLikeBodyIsCutNotTakenForDamage(t *testing.T) 
 	if err := os.Truncate(last, int64(ends[len(ends)-1]-20)); err != nil {
 		t.Fatal(err)
 	}
-	s2, err := OpenBadger(BadgerOptions{Path: dir, GCInterval: -1})
-	if err != nil {
-		t.Fatalf("open after a torn append = %v, want it cut", err)
-	}
-	defer s2.Close()
+	s2 := reopen(t, dir)
 	if _, err := s2.Get(ctx, Key{Account: "acme", Key: "k"}); err != nil {
 		t.Errorf("k, before the torn append = %v", err)
 	}
