@@ -156,6 +156,7 @@ func New(opts Options) (*App, error) {
 		BindTimeout: cfg.Listen.BindTimeout.Std(),
 		EnquireLink: cfg.Listen.EnquireLink.Std(),
 		MaxPDUSize:  cfg.Listen.MaxPDUSize,
+		UnbindWait:  unbindWait(cfg),
 		Logger:      log,
 
 		MaxConnections:      cfg.Listen.MaxConnections,
@@ -215,6 +216,13 @@ func (a *App) routesOf(cfg *config.Config, byName map[string]*smppclient.Pool) m
 // the longest forward over cfg's upstreams — waiting route_wait for a
 // bind, then every attempt's response_timeout, back-off and wait again.
 func ownerWriteHorizon(cfg *config.Config) time.Duration {
+	return dedup.OwnerWriteHorizon(longestForward(cfg))
+}
+
+// longestForward is the longest a submit's forward may take over the
+// upstreams of cfg: its attempts, each of route_wait, response_timeout and
+// a second, no retry starting past the budget.
+func longestForward(cfg *config.Config) time.Duration {
 	var longest time.Duration
 	for _, u := range cfg.Upstreams {
 		attempt := u.RouteWait.Std() + u.ResponseTimeout.Std() + time.Second
@@ -224,7 +232,18 @@ func ownerWriteHorizon(cfg *config.Config) time.Duration {
 		}
 		longest = max(longest, d)
 	}
-	return dedup.OwnerWriteHorizon(longest)
+	return longest
+}
+
+// unbindWait is how long a client's unbind waits for its submits in
+// flight: the longest a submit is handled (its forward, or a retry's wait
+// for the submit in flight), and at least 30 s.
+func unbindWait(cfg *config.Config) time.Duration {
+	d := longestForward(cfg)
+	for _, acc := range cfg.Accounts {
+		d = max(d, acc.Idempotency.InflightWait.Std())
+	}
+	return max(d+5*time.Second, 30*time.Second)
 }
 
 // openStore opens the store (opts.Store, else Badger at the configured

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -270,4 +271,46 @@ func TestAnUnbindingSessionStillTakesAnswersAndRefusesNewRequests(t *testing.T) 
 	if got := waitClosed(t, s); got != ReasonUnbind {
 		t.Errorf("CloseReason() = %v, want %v", got, ReasonUnbind)
 	}
+}
+
+// Unbinds repeated while the first waits for the submits in flight start
+// nothing: the first one's answer closes the session. From review: each
+// started two goroutines that lived until the submits were answered, for
+// 16 bytes of the client's each.
+func TestRepeatedUnbindsWhileTheFirstWaitsStartNothing(t *testing.T) {
+	t.Parallel()
+	entered := make(chan struct{})
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	free := func() { releaseOnce.Do(func() { close(release) }) }
+	h := HandlerFunc(func(ctx context.Context, w ResponseWriter, r *Request) {
+		if r.Header.ID == smpp.CmdSubmitSM && r.Header.Sequence == 2 {
+			close(entered)
+			<-release
+		}
+		okHandler(ctx, w, r)
+	})
+	srv, addr := startServer(t, h)
+	t.Cleanup(free)
+	c := dialBound(t, addr, smpp.CmdBindTransceiver)
+	s := sessionOf(t, srv, c)
+	sub := c.send(smpp.CmdSubmitSM, submitBody("in flight"))
+	<-entered
+	unb := c.send(smpp.CmdUnbind, nil)
+	waitFor(t, "the session to take the unbind", s.isUnbinding)
+	before := runtime.NumGoroutine()
+	var frames []byte
+	for seq := uint32(100); seq < 1100; seq++ {
+		frames = append(frames, smpp.EncodeSimple(smpp.CmdUnbind, smpp.StatusOK, seq, nil)...)
+	}
+	c.write(frames)
+	late := c.send(smpp.CmdSubmitSM, submitBody("after the unbinds")) // read after all of them
+	c.expect("a submit after the unbinds", smpp.CmdSubmitSM|smpp.RespBit, late, smpp.StatusSysErr)
+	if grown := runtime.NumGoroutine() - before; grown > 100 {
+		t.Errorf("1000 repeated unbinds left %d goroutines more, want none of their own", grown)
+	}
+	free()
+	c.expect("the submit in flight", smpp.CmdSubmitSM|smpp.RespBit, sub, smpp.StatusOK)
+	c.expect("the first unbind's answer", smpp.CmdUnbind|smpp.RespBit, unb, smpp.StatusOK)
+	c.expectClosed("after unbind_resp")
 }

@@ -376,8 +376,15 @@ func (s *Session) admitRequest(h smpp.Header) bool {
 // (from review).
 func (s *Session) unbindAsked(h smpp.Header) {
 	s.mu.Lock()
+	again := s.unbinding
 	s.draining, s.unbinding = true, true
 	s.mu.Unlock()
+	if again {
+		// The first unbind's answer closes the session: a repeat starts
+		// nothing (from review: each started two goroutines for up to
+		// UnbindWait, 16 bytes of the client's each).
+		return
+	}
 	resp := smpp.EncodeSimple(smpp.CmdUnbind|smpp.RespBit, smpp.StatusOK, h.Sequence, nil)
 	go func() {
 		answered := make(chan struct{})

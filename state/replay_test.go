@@ -32,6 +32,8 @@ func abandon(t *testing.T, s *BadgerStore, dir string) []string {
 		_ = s.clog.f.Close()
 	}
 	s.stopPages() // a dead process makes no pass over Badger's tables, which Close unmaps
+	close(s.stopKeys) // nor builds its filter of keys from them
+	<-s.keysDone
 	if err := s.db.Close(); err != nil {
 		t.Fatal(err)
 	}
