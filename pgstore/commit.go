@@ -281,7 +281,7 @@ func (s *Store) exec(reqs []*request) error {
 	start := time.Now()
 	err := sendBatch(ctx, s.pool, b)
 	s.execNanos.Add(uint64(time.Since(start)))
-	s.health.report(err)
+	s.health.reportWrite(err)
 	if err != nil {
 		return wrapErr(err)
 	}
@@ -432,6 +432,11 @@ type health struct {
 	until      time.Time
 	last       error
 	onReadOnly func()
+	lastReset  time.Time // of onReadOnly: at most one a second
+	// writeErr is the last write's failure to reach the database or to
+	// be taken (read-only), until a write succeeds: reads, which a
+	// read-only server serves, do not clear it (writable).
+	writeErr error
 }
 
 // isReadOnly reports a statement refused by a read-only server.
@@ -440,15 +445,29 @@ func isReadOnly(err error) bool {
 	return errors.As(err, &pe) && pe.Code == "25006"
 }
 
-// writable is the last failure while no operation has succeeded since
-// (nil otherwise): what readiness reports.
+// writable is the last write's failure while no write has succeeded
+// since (nil otherwise): what readiness reports.
 func (h *health) writable() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.failures == 0 {
+	if h.writeErr == nil {
 		return nil
 	}
-	return fmt.Errorf("%w: %w", ErrUnavailable, h.last)
+	return fmt.Errorf("%w: %w", ErrUnavailable, h.writeErr)
+}
+
+// reportWrite is report for an operation that writes (a batch, a lease
+// renewal, a locked update): it also sets or clears what writable says.
+func (h *health) reportWrite(err error) {
+	h.report(err)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case err == nil:
+		h.writeErr = nil
+	case isConnError(err) && !errors.Is(err, ErrUnavailable):
+		h.writeErr = err
+	}
 }
 
 const (
@@ -481,7 +500,8 @@ func (h *health) report(err error) {
 	h.failures++
 	d := backoffMin << min(h.failures-1, 7)
 	h.until, h.last = time.Now().Add(min(d, backoffMax)), err
-	if isReadOnly(err) && h.onReadOnly != nil {
-		go h.onReadOnly() // Reset waits for no connection in use
+	if isReadOnly(err) && h.onReadOnly != nil && time.Since(h.lastReset) >= time.Second {
+		h.lastReset = time.Now()
+		go h.onReadOnly()
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/smppproxy/smppproxy/internal/testkit"
+	"github.com/smppproxy/smppproxy/state"
 )
 
 // The store's connections commit with synchronous_commit on whatever the
@@ -87,6 +88,15 @@ func TestAReadOnlyDatabaseMakesTheStoreUnwritableUntilItTakesWritesAgain(t *test
 		err := create()
 		return err != nil && errors.Is(err, ErrUnavailable) && strings.Contains(fmt.Sprint(s.Writable()), "read-only")
 	}, "creates never refused as unavailable with Writable() naming the read-only database")
+	// A read, which the read-only server serves (readiness makes one
+	// before it asks Writable), does not make the store writable again.
+	testkit.Eventually(t, 30*time.Second, func() bool {
+		_, err := s.Get(bg, state.Key{Account: "acme", Key: "k1"})
+		return err == nil
+	}, "reads never served by the read-only database")
+	if err := s.Writable(); err == nil {
+		t.Errorf("Writable() after a read served by the read-only database = nil, want its refusal of writes")
+	}
 
 	run(`ALTER ROLE ` + ident + ` RESET default_transaction_read_only`)
 	testkit.Eventually(t, 30*time.Second, func() bool { return create() == nil && s.Writable() == nil },

@@ -175,7 +175,7 @@ func (s *Store) renew(ctx context.Context) error {
 		// A renewal's own timeout says little of the database: another
 		// renewal may be under way beside it (heartbeat), and the
 		// statements of the store report its health.
-		s.health.report(err)
+		s.health.reportWrite(err)
 	}
 	if err != nil {
 		return wrapErr(err)

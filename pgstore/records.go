@@ -273,7 +273,7 @@ func (s *Store) lockedUpdate(ctx context.Context, k state.Key, fn func(*state.Re
 		s.reportRead(ctx, err)
 		return nil, wrapErr(err)
 	}
-	s.health.report(nil)
+	s.health.reportWrite(nil)
 	return stored, nil
 }
 
