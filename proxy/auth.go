@@ -454,8 +454,32 @@ func (b *bindBackoff) done(t backoffTicket, outcome checkOutcome) {
 			id.Value.next = now
 		}
 	}
-	g := b.trusted.Get(t.ip+"\x00"+t.systemID, now)
+	b.trustLocked(t.ip, t.systemID, now)
+}
+
+// trust trusts ip for systemID for bindTrustFor from now: a bind of
+// systemID from ip ended (a session that stayed bound longer than that
+// would otherwise reconnect untrusted).
+func (b *bindBackoff) trust(ip, systemID string) {
+	now := b.now()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.trustLocked(ip, systemID, now)
+}
+
+func (b *bindBackoff) trustLocked(ip, systemID string, now time.Time) {
+	g := b.trusted.Get(ip+"\x00"+systemID, now)
 	if !g.Shared() {
 		b.trusted.Touch(g, now)
+	}
+}
+
+// sessionClosed trusts the address of a session that was bound for its
+// account again as it ends (smppserver.Server.OnClosed): binds last days,
+// and the client reconnecting after one must not be held back by its
+// account's spacing (from review: trust lapsed 24 h after the bind).
+func (a *accountAuth) sessionClosed(ss *smppserver.Session) {
+	if p := ss.Principal(); p != nil {
+		a.backoff.trust(smppserver.RemoteIP(ss.RemoteAddr()).String(), p.Account)
 	}
 }

@@ -484,3 +484,28 @@ func TestASuccessfulBindDoesNotClearTheFailuresOfKeysWithoutAnEntry(t *testing.T
 		t.Errorf("the next guess after a failed one and a successful bind of another account was not spaced")
 	}
 }
+
+// A client bound longer than the trust lasts is trusted again when its
+// session ends (the proxy calls sessionClosed from the server's OnClosed),
+// so it reconnects unhindered by failed binds of its account from
+// elsewhere. From review: trust lapsed 24 h after the bind, and binds
+// last days.
+func TestAClientBoundLongerThanTheTrustLastsIsTrustedAgainWhenItsSessionEnds(t *testing.T) {
+	a, clock, delays := testAccountAuth(nil, []config.Account{account("shop", "secret", "")})
+	a.sleep = func(_ context.Context, d time.Duration) {
+		*delays = append(*delays, d)
+		clock.Advance(d)
+	}
+	if _, st := a.Authenticate(t.Context(), bindFrom("10.0.0.1", "shop", "secret")); st != smpp.StatusOK {
+		t.Fatalf("the client's bind = %v", st)
+	}
+	clock.Advance(bindTrustFor + time.Hour) // bound all along
+	a.backoff.trust("10.0.0.1", "shop")    // its session ends (sessionClosed)
+	for i := range 10 {
+		a.Authenticate(t.Context(), bindFrom(fmt.Sprint("192.0.2.", i+1), "shop", "wrong"))
+	}
+	before := len(*delays)
+	if _, st := a.Authenticate(t.Context(), bindFrom("10.0.0.1", "shop", "secret")); st != smpp.StatusOK || len(*delays) != before {
+		t.Errorf("the client reconnecting after a long session = %v after %d waits, want 0 at once", st, len(*delays)-before)
+	}
+}

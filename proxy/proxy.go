@@ -167,6 +167,7 @@ func New(opts Options) (*App, error) {
 		return nil, fmt.Errorf("proxy: receipts: %w", err)
 	}
 	a.server.OnBound = a.receipts.OnBound
+	a.server.OnClosed = a.auth.sessionClosed
 	a.server.OnWindowFull = func(acct string) { a.throttles.count.WithLabelValues(acct, "window").Inc() }
 	a.Sessions.Add(serverSource{a.server})
 	if err := a.registerMetrics(reg, opts.Metrics); err != nil {
