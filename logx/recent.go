@@ -86,6 +86,19 @@ func (r *Recent[V]) Peek(key string) (*RecentEntry[V], bool) {
 	return e, true
 }
 
+// Lookup returns the entry a Get of key would return, without making
+// one: key's own, the overflow entry when no room is left (nil if none was
+// made yet), nil when Get would make a new one.
+func (r *Recent[V]) Lookup(key string) *RecentEntry[V] {
+	if e, ok := r.m[key]; ok {
+		return e
+	}
+	if len(r.m) >= r.limit {
+		return r.overflow
+	}
+	return nil
+}
+
 // Shared reports whether e is the overflow entry, which keys share when
 // no room was left for an entry of their own.
 func (e *RecentEntry[V]) Shared() bool { return e.overflow }

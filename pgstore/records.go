@@ -270,7 +270,9 @@ func (s *Store) lockedUpdate(ctx context.Context, k state.Key, fn func(*state.Re
 	case errors.Is(err, state.ErrNotFound):
 		return nil, err
 	case err != nil:
-		s.reportRead(ctx, err)
+		if ctx.Err() == nil {
+			s.health.reportWrite(err)
+		}
 		return nil, wrapErr(err)
 	}
 	s.health.reportWrite(nil)

@@ -305,10 +305,10 @@ func syncCommits(ctx context.Context, c *pgx.Conn) error {
 	return err
 }
 
-// Writable reports the database failing the store's operations: the last
-// failure to reach it, or its refusal to write (read-only, as during a
-// failover), while no operation has succeeded since (readiness: reads
-// may still work while writes do not).
+// Writable reports the database failing the store's writes: the last
+// write's failure to reach it, or its refusal to write (read-only, as
+// during a failover), while no write has succeeded since (readiness:
+// reads may still work while writes do not).
 func (s *Store) Writable() error { return s.health.writable() }
 
 func randomToken() string {

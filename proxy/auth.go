@@ -322,16 +322,17 @@ func (a *accountAuth) logRefusal(ip, msg string, r smppserver.BindRequest, delay
 // bindBackoffQuiet are dropped, and if none can go further keys share one
 // overflow entry.
 //
-// An address that bound a system_id successfully within bindTrustFor is
-// not held back by that system_id's spacing (its own address's still
-// applies): otherwise anyone knowing a system_id could keep its client
+// An address that bound a system_id successfully within bindTrustFor
+// (from the bind, or from the end of that session) is not held back by
+// that system_id's spacing (its own address's still applies; the latest
+// trustPerAccount addresses of each system_id are kept): otherwise anyone knowing a system_id could keep its client
 // from binding by failing binds of it from elsewhere, their refusals
 // unchecked costing them nothing (from review).
 type bindBackoff struct {
 	now     func() time.Time
 	mu      sync.Mutex
 	keys    *logx.Recent[backoffState] // touched when a bind is admitted and when its check ends
-	trusted *logx.Recent[struct{}]     // "ip\x00system_id" of successful binds, touched at each
+	trusted *logx.Recent[trustList]    // by system_id: the addresses it bound from, touched at each
 }
 
 // bindTrustFor is how long an address that bound a system_id is spared
@@ -367,7 +368,7 @@ func newBindBackoff(now func() time.Time) *bindBackoff {
 	idle := func(v *backoffState) bool { return v.checking == 0 }
 	return &bindBackoff{now: now,
 		keys:    logx.NewRecent[backoffState](bindBackoffKeys, bindBackoffQuiet, idle),
-		trusted: logx.NewRecent[struct{}](bindBackoffKeys, bindTrustFor, nil)}
+		trusted: logx.NewRecent[trustList](bindBackoffKeys, bindTrustFor, nil)}
 }
 
 // backoffDelay is the spacing after n recent failures and running checks.
@@ -388,8 +389,26 @@ func (b *bindBackoff) admit(ip, systemID string) (t backoffTicket, wait time.Dur
 	now := b.now()
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	keys := [...]string{"ip:" + ip, "id:" + systemID}
+	gating := keys[:]
+	if b.isTrusted(ip, systemID, now) {
+		gating = keys[:1]
+	}
+	// Refused first, from the entries as they are: a refused bind makes
+	// and touches none (from review: binds refused unchecked, free, for
+	// random system_ids filled the table in a minute, and every new
+	// client then shared the overflow entry).
+	start := now
+	for _, k := range gating {
+		if e := b.keys.Lookup(k); e != nil && e.Value.next.After(start) {
+			start = e.Value.next
+		}
+	}
+	if wait = start.Sub(now); wait > bindBackoffMax {
+		return backoffTicket{}, wait, false
+	}
 	t = backoffTicket{ip: ip, systemID: systemID}
-	for i, k := range [...]string{"ip:" + ip, "id:" + systemID} {
+	for i, k := range keys {
 		e := b.keys.Get(k, now)
 		if e.Value.fails > 0 && now.Sub(e.Value.lastFail) >= bindBackoffQuiet {
 			e.Value.fails = 0
@@ -399,20 +418,7 @@ func (b *bindBackoff) admit(ip, systemID string) (t backoffTicket, wait time.Dur
 		b.keys.Touch(e, now)
 		t.es[i] = e
 	}
-	gating := t.es[:]
-	if g, ok := b.trusted.Peek(ip + "\x00" + systemID); ok && now.Sub(g.Touched()) < bindTrustFor {
-		gating = t.es[:1]
-	}
-	start := now
-	for _, e := range gating {
-		if e.Value.next.After(start) {
-			start = e.Value.next
-		}
-	}
-	if wait = start.Sub(now); wait > bindBackoffMax {
-		return backoffTicket{}, wait, false
-	}
-	for _, e := range gating {
+	for _, e := range t.es[:len(gating)] {
 		if e.Value.fails > 0 {
 			e.Value.next = start.Add(backoffDelay(e.Value.fails + e.Value.checking))
 		}
@@ -468,10 +474,62 @@ func (b *bindBackoff) trust(ip, systemID string) {
 }
 
 func (b *bindBackoff) trustLocked(ip, systemID string, now time.Time) {
-	g := b.trusted.Get(ip+"\x00"+systemID, now)
-	if !g.Shared() {
-		b.trusted.Touch(g, now)
+	g := b.trusted.Get(systemID, now)
+	if g.Shared() {
+		return
 	}
+	g.Value.add(ip, now)
+	b.trusted.Touch(g, now)
+}
+
+// isTrusted reports whether ip bound systemID within bindTrustFor.
+func (b *bindBackoff) isTrusted(ip, systemID string, now time.Time) bool {
+	g, ok := b.trusted.Peek(systemID)
+	return ok && g.Value.has(ip, now)
+}
+
+// trustList is the addresses a system_id bound from lately, the latest
+// trustPerAccount at most: per account, so that one account binding from
+// many addresses (an IPv6 prefix) cannot push the others' out (from
+// review: one table of pairs, filled by one tenant, trusted nobody else).
+type trustList struct {
+	ips []trustedIP
+}
+
+type trustedIP struct {
+	ip string
+	at time.Time
+}
+
+const trustPerAccount = 64
+
+func (l *trustList) add(ip string, now time.Time) {
+	for i := range l.ips {
+		if l.ips[i].ip == ip {
+			l.ips[i].at = now
+			return
+		}
+	}
+	if len(l.ips) < trustPerAccount {
+		l.ips = append(l.ips, trustedIP{ip, now})
+		return
+	}
+	oldest := 0
+	for i := range l.ips {
+		if l.ips[i].at.Before(l.ips[oldest].at) {
+			oldest = i
+		}
+	}
+	l.ips[oldest] = trustedIP{ip, now}
+}
+
+func (l *trustList) has(ip string, now time.Time) bool {
+	for _, t := range l.ips {
+		if t.ip == ip {
+			return now.Sub(t.at) < bindTrustFor
+		}
+	}
+	return false
 }
 
 // sessionClosed trusts the address of a session that was bound for its

@@ -500,12 +500,63 @@ func TestAClientBoundLongerThanTheTrustLastsIsTrustedAgainWhenItsSessionEnds(t *
 		t.Fatalf("the client's bind = %v", st)
 	}
 	clock.Advance(bindTrustFor + time.Hour) // bound all along
-	a.backoff.trust("10.0.0.1", "shop")    // its session ends (sessionClosed)
+	a.backoff.trust("10.0.0.1", "shop")     // its session ends (sessionClosed)
 	for i := range 10 {
 		a.Authenticate(t.Context(), bindFrom(fmt.Sprint("192.0.2.", i+1), "shop", "wrong"))
 	}
 	before := len(*delays)
 	if _, st := a.Authenticate(t.Context(), bindFrom("10.0.0.1", "shop", "secret")); st != smpp.StatusOK || len(*delays) != before {
 		t.Errorf("the client reconnecting after a long session = %v after %d waits, want 0 at once", st, len(*delays)-before)
+	}
+}
+
+// Binds refused unchecked make no entry: an address past its spacing
+// cannot fill the table with random system_ids for free. From review: it
+// filled all 10,000 places in a minute, and every new client then shared
+// the overflow entry, which one failure elsewhere slowed for all.
+func TestBindsRefusedUncheckedDoNotFillTheBackoffTable(t *testing.T) {
+	clock := testkit.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	b := newBindBackoff(clock.Now)
+	for range 20 {
+		if tk, _, ok := b.admit("6.6.6.6", "guess"); ok {
+			b.done(tk, checkFailed)
+		}
+	}
+	refused := 0
+	for i := range bindBackoffKeys {
+		if _, _, ok := b.admit("6.6.6.6", fmt.Sprint("rnd", i)); !ok {
+			refused++
+		}
+	}
+	if refused < bindBackoffKeys-10 {
+		t.Fatalf("%d of %d binds refused unchecked; the address should be far past its spacing", refused, bindBackoffKeys)
+	}
+	if n := b.keys.Len(); n > 100 {
+		t.Errorf("%d keys tracked after %d binds refused unchecked, want only the few checked", n, refused)
+	}
+	tk, wait, ok := b.admit("10.0.0.1", "newclient")
+	if !ok || wait != 0 || tk.es[0].Shared() {
+		t.Errorf("a new client: admitted %v after %v (shared entry %v), want at once with entries of its own", ok, wait, ok && tk.es[0].Shared())
+	}
+}
+
+// The addresses trusted are kept per account: one account binding from
+// many addresses (an IPv6 prefix) cannot push another account's out. From
+// review: one table of pairs, filled by one tenant, trusted nobody else.
+func TestOneAccountBindingFromManyAddressesLeavesOthersTrusted(t *testing.T) {
+	clock := testkit.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	b := newBindBackoff(clock.Now)
+	for i := range bindBackoffKeys {
+		if tk, _, ok := b.admit(fmt.Sprintf("2001:db8::%x", i), "tenant"); ok {
+			b.done(tk, checkPassed)
+		}
+	}
+	tk, _, ok := b.admit("10.0.0.1", "victim")
+	if !ok {
+		t.Fatal("the victim's bind was refused")
+	}
+	b.done(tk, checkPassed)
+	if !b.isTrusted("10.0.0.1", "victim", clock.Now()) {
+		t.Errorf("the victim's address is not trusted after its successful bind")
 	}
 }

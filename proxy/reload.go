@@ -94,6 +94,7 @@ func (a *App) Reload(cfg *config.Config) (Reloaded, error) {
 	a.cfg = cfg
 	a.mu.Unlock()
 	a.engine.SetOwnerWriteHorizon(ownerWriteHorizon(cfg))
+	a.server.SetUnbindWait(unbindWait(cfg))
 	a.instr.router.SetRoutes(a.reloadRoutes(old, cfg))
 	a.startSwaps(swaps)
 	r.Applied = append(r.Applied, swapped...)

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/smppproxy/smppproxy/smpp"
 )
@@ -313,4 +314,19 @@ func TestRepeatedUnbindsWhileTheFirstWaitsStartNothing(t *testing.T) {
 	c.expect("the submit in flight", smpp.CmdSubmitSM|smpp.RespBit, sub, smpp.StatusOK)
 	c.expect("the first unbind's answer", smpp.CmdUnbind|smpp.RespBit, unb, smpp.StatusOK)
 	c.expectClosed("after unbind_resp")
+}
+
+// A reload's SetUnbindWait is what a client's unbind waits from then on,
+// over the wait the server was made with (the proxy calls it with the
+// timeouts a reload put in force; from review: the wait stayed the one of
+// the start).
+func TestSetUnbindWaitReplacesTheWaitTheServerWasMadeWith(t *testing.T) {
+	srv := &Server{UnbindWait: 40 * time.Second}
+	if got := srv.unbindWait(); got != 40*time.Second {
+		t.Fatalf("unbindWait() = %v, want the configured 40s", got)
+	}
+	srv.SetUnbindWait(75 * time.Second)
+	if got := srv.unbindWait(); got != 75*time.Second {
+		t.Errorf("unbindWait() after SetUnbindWait(75s) = %v", got)
+	}
 }

@@ -119,7 +119,8 @@ type Server struct {
 	panics    atomic.Uint64
 	// handlerIdle is how long a session's handler goroutine waits for the
 	// next request before it ends (default workerIdle; tests set it).
-	handlerIdle time.Duration
+	handlerIdle   time.Duration
+	unbindWaitSet atomic.Int64 // SetUnbindWait's, over UnbindWait
 	// readerWaits, when set (tests), is called by a session's reader that
 	// waits for a request's answer to be queued before it admits the next.
 	readerWaits func()
@@ -144,7 +145,15 @@ func (s *Server) bindTimeout() time.Duration  { return durOr(s.BindTimeout, 10*t
 func (s *Server) idleHandler() time.Duration  { return durOr(s.handlerIdle, workerIdle) }
 func (s *Server) enquireLink() time.Duration  { return durOr(s.EnquireLink, 30*time.Second) }
 func (s *Server) writeTimeout() time.Duration { return durOr(s.WriteTimeout, 10*time.Second) }
-func (s *Server) unbindWait() time.Duration   { return durOr(s.UnbindWait, 30*time.Second) }
+func (s *Server) unbindWait() time.Duration {
+	if d := s.unbindWaitSet.Load(); d > 0 {
+		return time.Duration(d)
+	}
+	return durOr(s.UnbindWait, 30*time.Second)
+}
+
+// SetUnbindWait changes UnbindWait while the server runs (a reload).
+func (s *Server) SetUnbindWait(d time.Duration) { s.unbindWaitSet.Store(int64(d)) }
 func (s *Server) maxPDU() int {
 	if s.MaxPDUSize > 0 {
 		return s.MaxPDUSize

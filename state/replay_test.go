@@ -31,7 +31,7 @@ func abandon(t *testing.T, s *BadgerStore, dir string) []string {
 	if s.clog.f != nil {
 		_ = s.clog.f.Close()
 	}
-	s.stopPages() // a dead process makes no pass over Badger's tables, which Close unmaps
+	s.stopPages()     // a dead process makes no pass over Badger's tables, which Close unmaps
 	close(s.stopKeys) // nor builds its filter of keys from them
 	<-s.keysDone
 	if err := s.db.Close(); err != nil {
