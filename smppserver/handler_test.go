@@ -183,38 +183,59 @@ func TestAuthenticatorPanic(t *testing.T) {
 	dialBound(t, addr, smpp.CmdBindTransceiver)
 }
 
+// heldSubmit is a handler that holds the submit of sequence 2 until free
+// (at the latest when the test ends, before the server's shutdown, which
+// waits for it) and answers every request as okHandler does.
+type heldSubmit struct {
+	entered, release chan struct{}
+	once             sync.Once
+	cancelled        atomic.Bool // the held submit's context had ended
+}
+
+func startHeldSubmit(t *testing.T) (*Server, string, *heldSubmit) {
+	t.Helper()
+	hs := &heldSubmit{entered: make(chan struct{}), release: make(chan struct{})}
+	srv, addr := startServer(t, HandlerFunc(func(ctx context.Context, w ResponseWriter, r *Request) {
+		if r.Header.ID == smpp.CmdSubmitSM && r.Header.Sequence == 2 {
+			close(hs.entered)
+			<-hs.release
+			hs.cancelled.Store(ctx.Err() != nil)
+		}
+		okHandler(ctx, w, r)
+	}))
+	t.Cleanup(hs.free)
+	return srv, addr, hs
+}
+
+func (hs *heldSubmit) free() { hs.once.Do(func() { close(hs.release) }) }
+
+// submitThenUnbind sends the submit hs holds, then an unbind once it is
+// held, and waits until the session took the unbind.
+func (hs *heldSubmit) submitThenUnbind(t *testing.T, c *esme, s *Session) (sub, unb uint32) {
+	t.Helper()
+	sub = c.send(smpp.CmdSubmitSM, submitBody("in flight"))
+	<-hs.entered
+	unb = c.send(smpp.CmdUnbind, nil)
+	waitFor(t, "the session to take the unbind", s.isUnbinding)
+	return sub, unb
+}
+
 // A client that submits and unbinds straight away gets its submit's answer
-// before the unbind_resp, and a request sent after the unbind is refused
-// 0x08. Before, the unbind_resp went out at once and closed the session
-// under the submit: its answer never came, and its handler's context was
-// cancelled (from review; an untracked submit's retry is a second message).
+// before the unbind_resp. Before, the unbind_resp went out at once and
+// closed the session under the submit: its answer never came, and its
+// handler's context was cancelled (from review; an untracked submit's
+// retry is a second message).
 func TestUnbindAnswersTheSubmitsInFlightFirst(t *testing.T) {
 	t.Parallel()
-	entered := make(chan struct{})
-	release := make(chan struct{})
-	var cancelled atomic.Bool
-	h := HandlerFunc(func(ctx context.Context, w ResponseWriter, r *Request) {
-		if r.Header.ID == smpp.CmdSubmitSM {
-			close(entered)
-			<-release
-			cancelled.Store(ctx.Err() != nil)
-			_ = w.WriteFrame(smpp.SubmitResp(smpp.StatusOK, r.Header.Sequence, "id-1"))
-			return
-		}
-		_ = w.WriteStatus(smpp.StatusOK)
-	})
-	srv, addr := startServer(t, h)
+	srv, addr, hs := startHeldSubmit(t)
 	c := dialBound(t, addr, smpp.CmdBindTransceiver)
 	s := sessionOf(t, srv, c)
-	sub := c.send(smpp.CmdSubmitSM, submitBody("hello"))
-	<-entered
-	unb := c.send(smpp.CmdUnbind, nil)
-	waitFor(t, "the session to take the unbind", s.isDraining)
-	close(release)
+	sub, unb := hs.submitThenUnbind(t, c, s)
+	hs.free()
 	c.expect("the submit in flight at the unbind", smpp.CmdSubmitSM|smpp.RespBit, sub, smpp.StatusOK)
 	c.expect("unbind after the submit's answer", smpp.CmdUnbind|smpp.RespBit, unb, smpp.StatusOK)
 	c.expectClosed("after unbind_resp")
-	if cancelled.Load() {
+	if hs.cancelled.Load() {
 		t.Errorf("the submit's handler saw its context cancelled by the unbind")
 	}
 	if got := waitClosed(t, s); got != ReasonUnbind {
@@ -229,19 +250,7 @@ func TestUnbindAnswersTheSubmitsInFlightFirst(t *testing.T) {
 // (the receipt delivered again later) and the late request got no answer.
 func TestAnUnbindingSessionStillTakesAnswersAndRefusesNewRequests(t *testing.T) {
 	t.Parallel()
-	entered := make(chan struct{})
-	release := make(chan struct{})
-	var releaseOnce sync.Once
-	free := func() { releaseOnce.Do(func() { close(release) }) }
-	h := HandlerFunc(func(ctx context.Context, w ResponseWriter, r *Request) {
-		if r.Header.ID == smpp.CmdSubmitSM && r.Header.Sequence == 2 {
-			close(entered)
-			<-release
-		}
-		okHandler(ctx, w, r)
-	})
-	srv, addr := startServer(t, h)
-	t.Cleanup(free) // before the server's shutdown, which waits for the handler
+	srv, addr, hs := startHeldSubmit(t)
 	c := dialBound(t, addr, smpp.CmdBindTransceiver)
 	s := sessionOf(t, srv, c)
 	delivered := make(chan error, 1)
@@ -255,17 +264,14 @@ func TestAnUnbindingSessionStillTakesAnswersAndRefusesNewRequests(t *testing.T) 
 	if dh.ID != smpp.CmdDeliverSM {
 		t.Fatalf("first frame from the server: %s, want deliver_sm", fmtHeader(dh))
 	}
-	sub := c.send(smpp.CmdSubmitSM, submitBody("in flight"))
-	<-entered
-	unb := c.send(smpp.CmdUnbind, nil)
-	waitFor(t, "the session to take the unbind", s.isUnbinding)
+	sub, unb := hs.submitThenUnbind(t, c, s)
 	c.write(smpp.EncodeSimple(smpp.CmdDeliverSM|smpp.RespBit, smpp.StatusOK, dh.Sequence, []byte{0}))
 	if err := <-delivered; err != nil {
 		t.Errorf("the deliver_sm answered after the ESME's unbind = %v, want its answer taken", err)
 	}
 	late := c.send(smpp.CmdSubmitSM, submitBody("after the unbind"))
 	c.expect("a submit after the unbind", smpp.CmdSubmitSM|smpp.RespBit, late, smpp.StatusSysErr)
-	free()
+	hs.free()
 	c.expect("the submit in flight at the unbind", smpp.CmdSubmitSM|smpp.RespBit, sub, smpp.StatusOK)
 	c.expect("unbind after the submit's answer", smpp.CmdUnbind|smpp.RespBit, unb, smpp.StatusOK)
 	c.expectClosed("after unbind_resp")
@@ -280,25 +286,10 @@ func TestAnUnbindingSessionStillTakesAnswersAndRefusesNewRequests(t *testing.T) 
 // 16 bytes of the client's each.
 func TestRepeatedUnbindsWhileTheFirstWaitsStartNothing(t *testing.T) {
 	t.Parallel()
-	entered := make(chan struct{})
-	release := make(chan struct{})
-	var releaseOnce sync.Once
-	free := func() { releaseOnce.Do(func() { close(release) }) }
-	h := HandlerFunc(func(ctx context.Context, w ResponseWriter, r *Request) {
-		if r.Header.ID == smpp.CmdSubmitSM && r.Header.Sequence == 2 {
-			close(entered)
-			<-release
-		}
-		okHandler(ctx, w, r)
-	})
-	srv, addr := startServer(t, h)
-	t.Cleanup(free)
+	srv, addr, hs := startHeldSubmit(t)
 	c := dialBound(t, addr, smpp.CmdBindTransceiver)
 	s := sessionOf(t, srv, c)
-	sub := c.send(smpp.CmdSubmitSM, submitBody("in flight"))
-	<-entered
-	unb := c.send(smpp.CmdUnbind, nil)
-	waitFor(t, "the session to take the unbind", s.isUnbinding)
+	sub, unb := hs.submitThenUnbind(t, c, s)
 	before := runtime.NumGoroutine()
 	var frames []byte
 	for seq := uint32(100); seq < 1100; seq++ {
@@ -310,7 +301,7 @@ func TestRepeatedUnbindsWhileTheFirstWaitsStartNothing(t *testing.T) {
 	if grown := runtime.NumGoroutine() - before; grown > 100 {
 		t.Errorf("1000 repeated unbinds left %d goroutines more, want none of their own", grown)
 	}
-	free()
+	hs.free()
 	c.expect("the submit in flight", smpp.CmdSubmitSM|smpp.RespBit, sub, smpp.StatusOK)
 	c.expect("the first unbind's answer", smpp.CmdUnbind|smpp.RespBit, unb, smpp.StatusOK)
 	c.expectClosed("after unbind_resp")
