@@ -33,9 +33,9 @@ import (
 // bindBackoffMax. A bind that would wait longer than bindBackoffMax is
 // refused without a check. So, once a source or a system_id has failed,
 // the guesses it gets are bounded per second however many connections
-// carry them (a delay
-// after the answer to a failure, as before, cost an attacker nothing: it
-// hung up and tried again on another connection). A successful bind
+// carry them (a delay after the answer to a failure, as before, cost an
+// attacker nothing: it hung up and tried again on another connection).
+// A successful bind
 // forgets its system_id's failures, not its address's (or an attacker
 // with an account of its own could clear its address's count between
 // guesses); a count is forgotten after bindBackoffQuiet without a failure.
@@ -325,9 +325,10 @@ func (a *accountAuth) logRefusal(ip, msg string, r smppserver.BindRequest, delay
 // An address that bound a system_id successfully within bindTrustFor
 // (from the bind, or from the end of that session) is not held back by
 // that system_id's spacing (its own address's still applies; the latest
-// trustPerAccount addresses of each system_id are kept): otherwise anyone knowing a system_id could keep its client
-// from binding by failing binds of it from elsewhere, their refusals
-// unchecked costing them nothing (from review).
+// trustPerAccount addresses of each system_id are kept): otherwise anyone
+// knowing a system_id could keep its client from binding by failing binds
+// of it from elsewhere, their refusals unchecked costing them nothing
+// (from review).
 type bindBackoff struct {
 	now     func() time.Time
 	mu      sync.Mutex
