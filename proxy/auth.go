@@ -39,9 +39,9 @@ import (
 // forgets its system_id's failures, not its address's (or an attacker
 // with an account of its own could clear its address's count between
 // guesses); a count is forgotten after bindBackoffQuiet without a failure.
-// Binds of a key without recent failures are not spaced: a client opening
-// its binds at once (or 500 of them) is checked at once, within the bound
-// of concurrent bcrypt checks.
+// Binds of a key without recent failures are not spaced up to bindBurst
+// checks running at once: a client opening its binds at once is checked
+// at once, within the bound of concurrent bcrypt checks.
 // Refusals are logged once per source address per bindLogInterval, with
 // the count of the lines held back.
 const (
@@ -391,21 +391,16 @@ func (b *bindBackoff) admit(ip, systemID string) (t backoffTicket, wait time.Dur
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	keys := [...]string{"ip:" + ip, "id:" + systemID}
-	gating := keys[:]
-	if b.isTrusted(ip, systemID, now) {
-		gating = keys[:1]
-	}
+	trusted := b.isTrusted(ip, systemID, now)
 	// Refused first, from the entries as they are: a refused bind makes
 	// and touches none (from review: binds refused unchecked, free, for
 	// random system_ids filled the table in a minute, and every new
 	// client then shared the overflow entry).
-	start := now
-	for _, k := range gating {
-		if e := b.keys.Lookup(k); e != nil && e.Value.next.After(start) {
-			start = e.Value.next
-		}
+	var cur [2]*logx.RecentEntry[backoffState]
+	for i, k := range keys {
+		cur[i] = b.keys.Lookup(k)
 	}
-	if wait = start.Sub(now); wait > bindBackoffMax {
+	if wait = turnOf(gatingOf(cur, trusted), now); wait > bindBackoffMax {
 		return backoffTicket{}, wait, false
 	}
 	t = backoffTicket{ip: ip, systemID: systemID}
@@ -419,15 +414,68 @@ func (b *bindBackoff) admit(ip, systemID string) (t backoffTicket, wait time.Dur
 		b.keys.Touch(e, now)
 		t.es[i] = e
 	}
-	for _, e := range t.es[:len(gating)] {
-		if e.Value.fails > 0 {
-			e.Value.next = start.Add(backoffDelay(e.Value.fails + e.Value.checking))
+	// The entries Get gave may differ from those looked up (the shared
+	// one, room made by dropping old ones): their turn counts too.
+	gating := gatingOf(t.es, trusted)
+	if wait = turnOf(gating, now); wait > bindBackoffMax {
+		return backoffTicket{}, wait, false
+	}
+	start := now.Add(wait)
+	for _, e := range gating {
+		if n := spacingCount(e.Value); n > 0 {
+			if next := start.Add(backoffDelay(n)); next.After(e.Value.next) {
+				e.Value.next = next
+			}
 		}
 	}
 	for _, e := range t.es {
 		e.Value.checking++
 	}
 	return t, wait, true
+}
+
+// gatingOf is which of an address's and a system_id's entries space a
+// bind: both, or the address's alone for an address trusted for the
+// system_id; and not the shared overflow entry for a trusted address
+// (trust proves the password was known; from review: a full table, the
+// address's entry gone, kept a trusted client out).
+func gatingOf(es [2]*logx.RecentEntry[backoffState], trusted bool) []*logx.RecentEntry[backoffState] {
+	if !trusted {
+		return es[:]
+	}
+	if es[0] != nil && es[0].Shared() {
+		return nil
+	}
+	return es[:1]
+}
+
+// turnOf is how long a bind waits for the turn of every entry of es (nil
+// entries: keys without one, not spaced).
+func turnOf(es []*logx.RecentEntry[backoffState], now time.Time) time.Duration {
+	start := now
+	for _, e := range es {
+		if e != nil && e.Value.next.After(start) {
+			start = e.Value.next
+		}
+	}
+	return start.Sub(now)
+}
+
+// bindBurst is how many checks of a key without recent failures may run at
+// once unspaced: beyond it, each running check counts as a failure would
+// (from review: a burst of guesses against a quiet account was checked
+// whole before the first failure was counted, again after every quiet
+// minute). Above what a client opening its binds at once needs.
+const bindBurst = 64
+
+// spacingCount is what the delay after a check of v doubles for: its
+// recent failures and its checks running, or, while it has none, its
+// checks running beyond bindBurst.
+func spacingCount(v backoffState) int {
+	if v.fails > 0 {
+		return v.fails + v.checking
+	}
+	return max(v.checking+2-bindBurst, 0) // (checking: the others; this one is bindBurst-th at checking+1)
 }
 
 // done ends an admitted bind's check: a failure is counted against its

@@ -560,3 +560,53 @@ func TestOneAccountBindingFromManyAddressesLeavesOthersTrusted(t *testing.T) {
 		t.Errorf("the victim's address is not trusted after its successful bind")
 	}
 }
+
+// A burst of binds against an account without recent failures is spaced
+// once more than bindBurst of its checks run at once, and refused unchecked
+// beyond the cap: the guesses a quiet account gets are bounded before the
+// first failure is counted. From review: every bind admitted before the
+// first check ended was unspaced — 2,000 guesses at once from 10
+// addresses, again after every quiet minute.
+func TestABurstAgainstAQuietAccountIsSpacedBeyondAFewChecksAtOnce(t *testing.T) {
+	clock := testkit.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	b := newBindBackoff(clock.Now)
+	unspaced, refused := 0, 0
+	for i := range 2000 {
+		_, wait, ok := b.admit(fmt.Sprint("192.0.2.", i%10), "victim") // checks still running
+		switch {
+		case !ok:
+			refused++
+		case wait == 0:
+			unspaced++
+		}
+	}
+	if unspaced > bindBurst {
+		t.Errorf("%d binds of a quiet account checked at once unspaced, want at most %d", unspaced, bindBurst)
+	}
+	if refused < 1900 {
+		t.Errorf("%d of 2000 binds at once refused unchecked, want nearly all beyond the burst and its spacing", refused)
+	}
+}
+
+// A trusted client whose address has no entry of its own (the table full
+// of others' recent failures) is not held back by the shared overflow
+// entry: its trust proves it knew the password. From review: failed binds
+// from thousands of fresh addresses kept it out.
+func TestATrustedClientIsNotHeldBackByTheSharedEntryOfAFullTable(t *testing.T) {
+	clock := testkit.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	b := newBindBackoff(clock.Now)
+	b.trust("10.0.0.1", "shop")
+	clock.Advance(2 * bindBackoffQuiet) // its address's entry, if any, may go
+	for i := range 3 * bindBackoffKeys {
+		if tk, _, ok := b.admit(fmt.Sprintf("2001:db8::%x", i), fmt.Sprint("x", i)); ok {
+			b.done(tk, checkFailed)
+		}
+	}
+	tk, wait, ok := b.admit("10.0.0.1", "shop")
+	if !ok || wait != 0 {
+		t.Errorf("the trusted client while the table is full: admitted %v after %v, want at once", ok, wait)
+	}
+	if ok {
+		b.done(tk, checkPassed)
+	}
+}
