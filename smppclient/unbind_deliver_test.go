@@ -9,14 +9,41 @@ import (
 	"github.com/smppproxy/smppproxy/smpp"
 )
 
-// waitUnbindRead waits until p's first bind has read the SMSC's unbind.
-func waitUnbindRead(t *testing.T, p *Pool) {
+// waitUnbindRead waits until a bind of p has read the SMSC's unbind and
+// returns it.
+func waitUnbindRead(t *testing.T, p *Pool) *session {
 	t.Helper()
+	var unbound *session
 	eventually(t, "the unbind read", func() bool {
 		p.mu.Lock()
 		defer p.mu.Unlock()
-		return p.slots[0] != nil && CloseReason(p.slots[0].ending.Load()) == ReasonPeerUnbind
+		for _, s := range p.slots {
+			if s != nil && CloseReason(s.ending.Load()) == ReasonPeerUnbind {
+				unbound = s
+				return true
+			}
+		}
+		return false
 	})
+	return unbound
+}
+
+// heldDeliveries starts a pool of binds binds on f whose deliveries are
+// held until release is closed (the durable store write); entered tells
+// when one is.
+func heldDeliveries(t *testing.T, f *fakeSMSC, binds int) (p *Pool, entered, release chan struct{}) {
+	t.Helper()
+	entered, release = make(chan struct{}, 1), make(chan struct{})
+	p = newPool(t, f.addr, func(c *Config) {
+		c.Binds = binds
+		c.OnDeliver = func(ctx context.Context, d Delivery) smpp.Status {
+			entered <- struct{}{}
+			<-release
+			return smpp.StatusOK
+		}
+	})
+	waitUp(t, p, binds)
+	return p, entered, release
 }
 
 // An SMSC that unbinds while a deliver_sm it sent is being stored gets
@@ -25,16 +52,7 @@ func waitUnbindRead(t *testing.T, p *Pool) {
 // next bind, and an MO, never deduplicated, would reach the ESME twice).
 func TestAPeerUnbindWaitsForTheDeliveriesBeingStored(t *testing.T) {
 	f := startFake(t)
-	entered := make(chan struct{}, 1)
-	release := make(chan struct{})
-	p := newPool(t, f.addr, func(c *Config) {
-		c.OnDeliver = func(ctx context.Context, d Delivery) smpp.Status {
-			entered <- struct{}{}
-			<-release // the durable store write
-			return smpp.StatusOK
-		}
-	})
-	waitUp(t, p, 1)
+	p, entered, release := heldDeliveries(t, f, 1)
 	c := f.lastConn()
 	c.write(smpp.EncodeSimple(smpp.CmdDeliverSM, 0, 500, deliverBody))
 	<-entered
@@ -51,33 +69,12 @@ func TestAPeerUnbindWaitsForTheDeliveriesBeingStored(t *testing.T) {
 // submits go to the pool's other binds, not to it.
 func TestASessionTheSMSCUnboundTakesNoNewSubmits(t *testing.T) {
 	f := startFake(t)
-	entered := make(chan struct{}, 1)
-	release := make(chan struct{})
-	p := newPool(t, f.addr, func(c *Config) {
-		c.Binds = 2
-		c.OnDeliver = func(ctx context.Context, d Delivery) smpp.Status {
-			entered <- struct{}{}
-			<-release
-			return smpp.StatusOK
-		}
-	})
-	waitUp(t, p, 2)
+	p, entered, release := heldDeliveries(t, f, 2)
 	c := f.lastConn()
 	c.write(smpp.EncodeSimple(smpp.CmdDeliverSM, 0, 500, deliverBody))
 	<-entered
 	c.write(smpp.EncodeSimple(smpp.CmdUnbind, 0, 501, nil))
-	var unbound *session
-	eventually(t, "the unbind read", func() bool {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		for _, s := range p.slots {
-			if s != nil && CloseReason(s.ending.Load()) == ReasonPeerUnbind {
-				unbound = s
-				return true
-			}
-		}
-		return false
-	})
+	unbound := waitUnbindRead(t, p)
 	for range 4 {
 		if r, err := submit(p, unbound.id); err != nil || r.Session == unbound.id {
 			t.Errorf("submit = session %s, %v; want the other bind, not the unbinding %s", r.Session, err, unbound.id)
@@ -91,17 +88,8 @@ func TestASessionTheSMSCUnboundTakesNoNewSubmits(t *testing.T) {
 // it, 0x04, a permanent error): it is not sent, and retried elsewhere.
 func TestASubmitReachingAnUnbindingBindIsNotWritten(t *testing.T) {
 	f := startFake(t)
-	entered := make(chan struct{}, 1)
-	release := make(chan struct{})
+	p, entered, release := heldDeliveries(t, f, 1)
 	defer close(release)
-	p := newPool(t, f.addr, func(c *Config) {
-		c.OnDeliver = func(ctx context.Context, d Delivery) smpp.Status {
-			entered <- struct{}{}
-			<-release
-			return smpp.StatusOK
-		}
-	})
-	waitUp(t, p, 1)
 	c := f.lastConn()
 	_, err := p.Submit(context.Background(), "", submitFrame, func(session string, seq uint32) error {
 		// While the journal is written, the SMSC sends an MO and unbinds.
