@@ -355,6 +355,14 @@ func (s *session) onRequest(h smpp.Header, frame []byte) {
 		s.send(smpp.EncodeSimple(smpp.CmdEnquireLink|smpp.RespBit, smpp.StatusOK, h.Sequence, nil), ReasonNone)
 	case smpp.CmdUnbind:
 		s.ending.CompareAndSwap(int32(ReasonNone), int32(ReasonPeerUnbind))
+		if !s.peerUnbound.CompareAndSwap(false, true) {
+			// The first unbind's answer closes the session: a repeat
+			// starts nothing (from review: each started a goroutine
+			// that lived until the deliveries ended, for 16 bytes of
+			// the SMSC's each, and any of them could be the one
+			// answered).
+			return
+		}
 		resp := smpp.EncodeSimple(smpp.CmdUnbind|smpp.RespBit, smpp.StatusOK, h.Sequence, nil)
 		// The unbind_resp closes the session once written: the deliveries
 		// being stored are answered first (new ones are refused meanwhile),

@@ -64,11 +64,14 @@ type session struct {
 	reason    CloseReason // set before dead is closed
 	// ending, once an unbind was sent or received, is the reason any
 	// later close is recorded with (the peer may hang up first).
-	ending   atomic.Int32
-	closeErr error
-	ctx      context.Context // cancelled by close; handed to OnDeliver
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup // reader, writer and OnDeliver goroutines
+	ending atomic.Int32
+	// peerUnbound is set by the SMSC's first unbind: only that one is
+	// answered (its answer closes the session).
+	peerUnbound atomic.Bool
+	closeErr    error
+	ctx         context.Context // cancelled by close; handed to OnDeliver
+	cancel      context.CancelFunc
+	wg          sync.WaitGroup // reader, writer and OnDeliver goroutines
 }
 
 // unbinding reports whether an unbind was sent or received: the session

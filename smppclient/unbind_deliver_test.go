@@ -3,6 +3,7 @@ package smppclient
 import (
 	"context"
 	"errors"
+	"runtime"
 	"testing"
 	"time"
 
@@ -139,5 +140,38 @@ func TestClosingThePoolDuringAPeerUnbindEndsWithTheDeliveries(t *testing.T) {
 	case <-closed:
 	case <-time.After(10 * time.Second):
 		t.Fatal("Close did not return once the deliveries ended (response_timeout is an hour)")
+	}
+}
+
+// Unbinds the SMSC repeats while its first waits for the deliveries being
+// stored start nothing: the first one's answer closes the session. Each
+// started a goroutine that lived until the deliveries ended (up to
+// response_timeout), for 16 bytes of the SMSC's each.
+func TestRepeatedPeerUnbindsWhileTheFirstWaitsStartNothing(t *testing.T) {
+	f := startFake(t)
+	p, entered, release := heldDeliveries(t, f, 1)
+	c := f.lastConn()
+	c.write(smpp.EncodeSimple(smpp.CmdDeliverSM, 0, 500, deliverBody))
+	<-entered
+	c.write(smpp.EncodeSimple(smpp.CmdUnbind, 0, 501, nil))
+	waitUnbindRead(t, p)
+	before := runtime.NumGoroutine()
+	var frames []byte
+	for seq := uint32(1000); seq < 2000; seq++ {
+		frames = append(frames, smpp.EncodeSimple(smpp.CmdUnbind, 0, seq, nil)...)
+	}
+	c.write(frames)
+	// Read after all of them: its answer shows they were.
+	c.write(smpp.EncodeSimple(smpp.CmdEnquireLink, 0, 2000, nil))
+	if h := recvFromClient(t, f); h.ID != smpp.CmdEnquireLink|smpp.RespBit || h.Sequence != 2000 {
+		t.Fatalf("after the unbinds the SMSC got 0x%08X seq %d, want the enquire_link_resp (2000)", h.ID, h.Sequence)
+	}
+	if grown := runtime.NumGoroutine() - before; grown > 100 {
+		t.Errorf("1000 repeated unbinds left %d goroutines more, want none of their own", grown)
+	}
+	close(release)
+	first, second := recvFromClient(t, f), recvFromClient(t, f)
+	if first.ID != smpp.CmdDeliverSM|smpp.RespBit || first.Sequence != 500 || second.ID != smpp.CmdUnbind|smpp.RespBit || second.Sequence != 501 {
+		t.Errorf("the SMSC got 0x%08X seq %d, then 0x%08X seq %d; want the deliver_sm_resp (500), then the first unbind's unbind_resp (501)", first.ID, first.Sequence, second.ID, second.Sequence)
 	}
 }
