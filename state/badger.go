@@ -398,6 +398,7 @@ func OpenBadger(opts BadgerOptions) (*BadgerStore, error) {
 func (s *BadgerStore) prepare(opts BadgerOptions, mark *marker, valueThreshold int64) error {
 	if !opts.noKeyFilter {
 		s.keys = newKeyFilter(cmp.Or(opts.keyFilterMinRoom, keyFilterMinRoom))
+		s.loadKeyFilter(mark)
 	}
 	if !opts.noRowCache {
 		s.rows = newRowCache(rowCacheKeys)
@@ -953,6 +954,7 @@ func (s *BadgerStore) Close() error {
 		if s.hwm != nil {
 			_ = s.hwm.f.Close()
 		}
+		s.saveKeyFilter()
 		s.closeErr = s.closeDB()
 	})
 	return s.closeErr
@@ -964,18 +966,49 @@ func (s *BadgerStore) Close() error {
 // read Badger) and is tried again after keyFilterRetry.
 func (s *BadgerStore) keyFilterLoop() {
 	defer close(s.keysDone)
+	build := !s.keys.ready() // else loaded at open (loadKeyFilter)
 	for {
 		var retry <-chan time.Time
-		if _, err := s.keys.build(s.db, s.stopKeys); err != nil {
-			s.log.Warn("state: the filter of keys held was not built; lookups read the store meanwhile", "err", err, "retry_in", keyFilterRetry)
-			retry = time.After(keyFilterRetry)
+		if build {
+			if _, err := s.keys.build(s.db, s.stopKeys); err != nil {
+				s.log.Warn("state: the filter of keys held was not built; lookups read the store meanwhile", "err", err, "retry_in", keyFilterRetry)
+				retry = time.After(keyFilterRetry)
+			}
 		}
+		build = true
 		select {
 		case <-s.stopKeys:
 			return
 		case <-s.keys.rebuild:
 		case <-retry:
 		}
+	}
+}
+
+// loadKeyFilter puts in use the filter of keys held that the last clean
+// close saved (KeyFilterFile), when it was saved for this store as it
+// opened; else the key filter's loop builds one from a scan, as before.
+func (s *BadgerStore) loadKeyFilter(mark *marker) {
+	if mark == nil || s.path == "" {
+		return
+	}
+	k, err := takeKeyFilter(s.path, mark.Instance, mark.Commits)
+	switch {
+	case err != nil:
+		s.log.Info("state: the saved filter of keys held is not used; it is built from a scan of the store", "file", KeyFilterFile, "reason", err)
+	case k != nil:
+		s.keys.install(k)
+	}
+}
+
+// saveKeyFilter saves the filter of keys held for the next open (Close,
+// once the committer has stopped). A failure costs the next open a scan.
+func (s *BadgerStore) saveKeyFilter() {
+	if s.keys == nil || s.mark == nil || s.path == "" {
+		return
+	}
+	if err := saveKeyFilter(s.path, s.mark.Instance, s.commitSeq, s.keys); err != nil {
+		s.log.Warn("state: the filter of keys held was not saved; the next start builds it from a scan", "file", KeyFilterFile, "err", err)
 	}
 }
 

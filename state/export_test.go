@@ -11,10 +11,11 @@ func WithCommitLogRotate(o BadgerOptions, size int64) BadgerOptions {
 type keyFilterState struct {
 	Builds int
 	Room   uint
+	Scans  int // builds from a scan begun (the others were loaded)
 }
 
 func (s *BadgerStore) keyFilterState() keyFilterState {
 	s.keys.mu.RLock()
 	defer s.keys.mu.RUnlock()
-	return keyFilterState{Builds: s.keys.builds, Room: s.keys.room}
+	return keyFilterState{Builds: s.keys.builds, Room: s.keys.room, Scans: s.keys.scans}
 }

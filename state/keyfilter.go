@@ -45,6 +45,7 @@ type keyFilter struct {
 	// replaced) at each (tests wait on it).
 	builds int
 	built  chan struct{}
+	scans  int // builds from a scan begun (tests)
 }
 
 const (
@@ -107,6 +108,24 @@ func (f *keyFilter) add(reqs []*request) {
 	}
 }
 
+// install puts k, a filter saved at the last clean close, in use as if
+// a build had made it (before the committer starts).
+func (f *keyFilter) install(k *savedKeyFilter) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.cur, f.room, f.n = k.filter, uint(k.room), uint(k.n)
+	f.builds++
+	close(f.built)
+	f.built = make(chan struct{})
+}
+
+// ready reports whether a filter is in use.
+func (f *keyFilter) ready() bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.cur != nil
+}
+
 // build makes a new filter from the record keys of db and puts it in
 // use. stop ends it early (the store is closing): it then reports false.
 func (f *keyFilter) build(db *badger.DB, stop <-chan struct{}) (bool, error) {
@@ -118,6 +137,7 @@ func (f *keyFilter) build(db *badger.DB, stop <-chan struct{}) (bool, error) {
 	next := bloom.NewWithEstimates(room, f.fpRate)
 	f.mu.Lock()
 	f.next, f.asked, f.nextAdded = next, false, 0
+	f.scans++
 	select {
 	case <-f.rebuild: // asked before this build began: it answers that
 	default:

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -102,10 +104,14 @@ func openTinyFilter(t *testing.T, dir string) *BadgerStore {
 
 // reopenTinyFilter closes s and opens the store in dir again, as
 // openTinyFilter, once its filter is built from the scan (closed at the
-// end of the test).
+// end of the test). The filter the close saved is removed first, so that
+// the scan is what these tests check.
 func reopenTinyFilter(t *testing.T, s *BadgerStore, dir string) *BadgerStore {
 	t.Helper()
 	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, KeyFilterFile)); err != nil {
 		t.Fatal(err)
 	}
 	s = openTinyFilter(t, dir)
