@@ -264,6 +264,7 @@ func (s *session) onResponse(h smpp.Header, frame []byte) {
 		return
 	}
 	delete(s.pending, h.Sequence)
+	s.kickAnswered()
 	s.mu.Unlock()
 	switch {
 	case h.ID == smpp.CmdGenericNack && h.Status == smpp.StatusOK:
@@ -364,20 +365,7 @@ func (s *session) onRequest(h smpp.Header, frame []byte) {
 			return
 		}
 		resp := smpp.EncodeSimple(smpp.CmdUnbind|smpp.RespBit, smpp.StatusOK, h.Sequence, nil)
-		// The unbind_resp closes the session once written: the deliveries
-		// being stored are answered first (new ones are refused meanwhile),
-		// or the SMSC would send them again after the next bind.
-		s.wg.Go(func() {
-			t := time.NewTimer(s.p.cfg.ResponseTimeout)
-			defer t.Stop()
-			select {
-			case <-s.drainDeliveries():
-			case <-s.dead:
-				return
-			case <-t.C:
-			}
-			s.send(resp, ReasonPeerUnbind)
-		})
+		s.wg.Go(func() { s.answerPeerUnbind(resp) })
 	case smpp.CmdDeliverSM, smpp.CmdDataSM:
 		s.deliver(h, frame)
 	case smpp.CmdAlertNotif: // has no response
@@ -386,6 +374,31 @@ func (s *session) onRequest(h smpp.Header, frame []byte) {
 		s.p.warnPDU(s.log, "unsupported", "unsupported request from upstream", "seq", h.Sequence, "command", fmt.Sprintf("0x%08X", h.ID))
 		s.send(smpp.GenericNack(smpp.StatusInvCmdID, h.Sequence), ReasonNone)
 	}
+}
+
+// answerPeerUnbind writes resp, the unbind_resp that closes the session,
+// once the deliveries being stored are answered (new ones are refused
+// meanwhile), or the SMSC would send them again after the next bind, and
+// once the submits written have their answers (new ones go to other
+// binds), which the SMSC may send after its unbind: the session's end
+// made them unknown (from review). response_timeout bounds the wait.
+func (s *session) answerPeerUnbind(resp []byte) {
+	t := time.NewTimer(s.p.cfg.ResponseTimeout)
+	defer t.Stop()
+	drained := s.drainDeliveries()
+	for drained != nil || !s.writtenAnswered() {
+		select {
+		case <-drained:
+			drained = nil
+		case <-s.answered:
+		case <-s.dead:
+			return
+		case <-t.C:
+			s.send(resp, ReasonPeerUnbind)
+			return
+		}
+	}
+	s.send(resp, ReasonPeerUnbind)
 }
 
 // deliver hands a deliver_sm/data_sm to OnDeliver in its own goroutine and

@@ -68,10 +68,14 @@ type session struct {
 	// peerUnbound is set by the SMSC's first unbind: only that one is
 	// answered (its answer closes the session).
 	peerUnbound atomic.Bool
-	closeErr    error
-	ctx         context.Context // cancelled by close; handed to OnDeliver
-	cancel      context.CancelFunc
-	wg          sync.WaitGroup // reader, writer and OnDeliver goroutines
+	// answered is kicked when a pending request is removed while the
+	// session unbinds (the SMSC's unbind waits for the answers of the
+	// requests written).
+	answered chan struct{}
+	closeErr error
+	ctx      context.Context // cancelled by close; handed to OnDeliver
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup // reader, writer and OnDeliver goroutines
 }
 
 // unbinding reports whether an unbind was sent or received: the session
@@ -123,6 +127,7 @@ func newSession(p *Pool, id string, bind smpp.BindType) *session {
 		dead:       make(chan struct{}),
 		writerDone: make(chan struct{}),
 		unbound:    make(chan struct{}),
+		answered:   make(chan struct{}, 1),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s
@@ -358,7 +363,33 @@ func (s *session) forget(seq uint32) bool {
 	defer s.mu.Unlock()
 	if _, ok := s.pending[seq]; ok {
 		delete(s.pending, seq)
+		s.kickAnswered()
 		return true
 	}
 	return false
+}
+
+// kickAnswered tells the wait of the SMSC's unbind, if any, that a pending
+// request was removed.
+func (s *session) kickAnswered() {
+	if !s.unbinding() {
+		return
+	}
+	select {
+	case s.answered <- struct{}{}:
+	default:
+	}
+}
+
+// writtenAnswered reports whether every request written has its answer
+// (or was given up: its timeout).
+func (s *session) writtenAnswered() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, pd := range s.pending {
+		if pd.written.Load() {
+			return false
+		}
+	}
+	return true
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -174,4 +175,46 @@ func TestRepeatedPeerUnbindsWhileTheFirstWaitsStartNothing(t *testing.T) {
 	if first.ID != smpp.CmdDeliverSM|smpp.RespBit || first.Sequence != 500 || second.ID != smpp.CmdUnbind|smpp.RespBit || second.Sequence != 501 {
 		t.Errorf("the SMSC got 0x%08X seq %d, then 0x%08X seq %d; want the deliver_sm_resp (500), then the first unbind's unbind_resp (501)", first.ID, first.Sequence, second.ID, second.Sequence)
 	}
+}
+
+// An SMSC that unbinds while submits it took are unanswered, and answers
+// them before it reads the unbind_resp (maintenance: unbind, then flush),
+// has those answers taken: the unbind_resp waits for them. It went out at
+// once, the session closed under them, and each became unknown (from
+// review).
+func TestAPeerUnbindWaitsForTheAnswersOfTheSubmitsWritten(t *testing.T) {
+	f := startFake(t)
+	var pool atomic.Pointer[Pool]
+	f.onSubmit = func(c *fakeConn, h smpp.Header, frame []byte) {
+		c.write(smpp.EncodeSimple(smpp.CmdUnbind, 0, 700, nil))
+		go func() {
+			// The answer follows once the unbind was read.
+			for !peerUnbound(pool.Load()) {
+				runtime.Gosched()
+			}
+			c.answer(h, smpp.StatusOK)
+		}()
+	}
+	p := newPool(t, f.addr, func(c *Config) { c.Binds = 1 })
+	pool.Store(p)
+	waitUp(t, p, 1)
+	r, err := submit(p, "")
+	if err != nil || r.Status != smpp.StatusOK || r.MessageID == "" {
+		t.Fatalf("a submit the SMSC answered after its unbind = %+v, %v; want its acceptance", r, err)
+	}
+	if h := recvFromClient(t, f); h.ID != smpp.CmdUnbind|smpp.RespBit || h.Sequence != 700 {
+		t.Errorf("then the SMSC got 0x%08X seq %d, want the unbind_resp (700)", h.ID, h.Sequence)
+	}
+}
+
+// peerUnbound reports whether a bind of p has read the SMSC's unbind.
+func peerUnbound(p *Pool) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, s := range p.slots {
+		if s != nil && s.peerUnbound.Load() {
+			return true
+		}
+	}
+	return false
 }
