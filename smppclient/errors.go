@@ -29,6 +29,11 @@ var (
 	// reached it. The outcome is unknown: the request was delivered, and
 	// the id cannot be kept (no store index holds keys of any length).
 	ErrBadAnswer = errors.New("smppclient: acceptance with an overlong message id")
+	// ErrUnclearAnswer: a generic_nack came for the request that may not
+	// answer it (status 0, or the sequence number of a response the bind
+	// sent the SMSC lately, which the SMSC may have nacked). The outcome
+	// is unknown.
+	ErrUnclearAnswer = errors.New("smppclient: generic_nack that may not answer the request")
 )
 
 // MaxMessageIDLen is the longest message id an acceptance may carry.
@@ -47,7 +52,7 @@ func Ambiguous(err error) bool {
 	if err == nil || errors.Is(err, ErrNotSent) {
 		return false
 	}
-	return errors.Is(err, ErrTimeout) || errors.Is(err, ErrSessionLost) || errors.Is(err, ErrBadAnswer)
+	return errors.Is(err, ErrTimeout) || errors.Is(err, ErrSessionLost) || errors.Is(err, ErrBadAnswer) || errors.Is(err, ErrUnclearAnswer)
 }
 
 func notSent(cause error) error {

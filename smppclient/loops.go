@@ -18,6 +18,11 @@ import (
 
 // send queues a control frame; false if the session is closed.
 func (s *session) send(frame []byte, after CloseReason) bool {
+	if len(frame) >= smpp.HeaderLen { // (nil: a marker that closes the session)
+		if h := smpp.ParseHeader(frame); h.IsResponse() {
+			s.noteResponse(h.Sequence)
+		}
+	}
 	select {
 	case s.writeq <- &writeReq{frame: frame, after: after}:
 		return true
@@ -266,15 +271,19 @@ func (s *session) onResponse(h smpp.Header, frame []byte) {
 	delete(s.pending, h.Sequence)
 	s.kickAnswered()
 	s.mu.Unlock()
+	var err error
 	switch {
-	case h.ID == smpp.CmdGenericNack && h.Status == smpp.StatusOK:
-		// The SMSC could not take the request, whatever the status says:
-		// never an acceptance.
-		r.Status = smpp.StatusSysErr
+	case h.ID == smpp.CmdGenericNack && (h.Status == smpp.StatusOK || s.respondedLately(h.Sequence)):
+		// Status 0 is neither an acceptance nor a refusal; a nack
+		// numbered as a response sent lately may be the SMSC's nack of
+		// that response. Either way the outcome is unknown: taken for a
+		// refusal, a temporary error would send the message again
+		// (from review).
+		s.p.warnPDU(s.log, "unclear_nack", "generic_nack that may not answer the request: outcome unknown", "seq", h.Sequence, "status", h.Status)
+		err = ErrUnclearAnswer
 	case h.Status == smpp.StatusOK:
 		r.MessageID = messageID(frame)
 	}
-	var err error
 	if len(r.MessageID) > MaxMessageIDLen {
 		// Accepted, but with an id no SMPP version allows and no store
 		// index could hold: the request reached the SMSC, so its outcome
@@ -294,6 +303,28 @@ func (s *session) onResponse(h smpp.Header, frame []byte) {
 	s.p.noteStatus(s, h.Status == smpp.StatusThrottled)
 	s.log.Debug("response", "seq", h.Sequence, "status", h.Status)
 	pd.ch <- result{resp: r, err: err}
+}
+
+// respSlots is how many of the latest response sequence numbers a
+// session remembers (respondedLately): the SMSC's requests are numbered
+// in a row, and their answers are written within its window.
+const respSlots = 1024
+
+// noteResponse remembers that a response numbered seq is being sent now.
+func (s *session) noteResponse(seq uint32) {
+	s.respSent[seq%respSlots].Store(uint64(seq)<<32 | uint64(uint32(time.Now().Unix())))
+}
+
+// respondedLately reports whether a response numbered seq was sent within
+// response_timeout (and a second): a generic_nack numbered so may be the
+// SMSC's nack of it.
+func (s *session) respondedLately(seq uint32) bool {
+	v := s.respSent[seq%respSlots].Load()
+	if v == 0 || uint32(v>>32) != seq {
+		return false
+	}
+	age := time.Duration(uint32(time.Now().Unix())-uint32(v)) * time.Second
+	return age <= s.p.cfg.ResponseTimeout+time.Second
 }
 
 // answers reports whether a response of command resp answers a request of

@@ -72,6 +72,9 @@ type session struct {
 	// session unbinds (the SMSC's unbind waits for the answers of the
 	// requests written).
 	answered chan struct{}
+	// respSent holds, per seq%respSlots, the sequence number of the
+	// latest response sent (high 32 bits) and when (Unix seconds).
+	respSent [respSlots]atomic.Uint64
 	closeErr error
 	ctx      context.Context // cancelled by close; handed to OnDeliver
 	cancel   context.CancelFunc

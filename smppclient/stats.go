@@ -16,7 +16,7 @@ type Stats struct {
 	Busy           uint64 // Submit calls ended with ErrNotSent/ErrBusy
 	NotSentOther   uint64 // other ErrNotSent outcomes (beforeWrite, context, write)
 	LateResponses  uint64 // responses with no pending request
-	BadAnswers     uint64 // Submit calls ended with ErrBadAnswer (an overlong message id)
+	BadAnswers     uint64 // Submit calls ended with ErrBadAnswer (an overlong message id) or ErrUnclearAnswer (a generic_nack that may not answer it)
 	Deliveries     uint64 // deliver_sm/data_sm handed to OnDeliver
 	DeliverRefused uint64 // deliver_sm/data_sm answered 0x58: DeliverWindow full
 	DeliverPanics  uint64 // OnDeliver panics recovered

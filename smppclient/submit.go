@@ -98,7 +98,7 @@ func (p *Pool) countOutcome(err error) {
 		c.timeouts.Add(1)
 	case errors.Is(err, ErrSessionLost):
 		c.sessionLost.Add(1)
-	case errors.Is(err, ErrBadAnswer):
+	case errors.Is(err, ErrBadAnswer), errors.Is(err, ErrUnclearAnswer):
 		c.badAnswers.Add(1)
 	}
 }
