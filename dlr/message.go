@@ -22,6 +22,7 @@ type message struct {
 	dstTON, dstNPI byte
 	dst            []byte
 	esmClass       byte
+	dataCoding     byte
 	sm             []byte // deliver_sm's short_message; nil for data_sm
 	tlvs           []smpp.TLV
 }
@@ -52,7 +53,7 @@ func parseMessage(frame []byte) (*message, error) {
 	m.esmClass = c.byte1("esm_class")
 	if h.ID == smpp.CmdDataSM {
 		c.byte1("registered_delivery")
-		c.byte1("data_coding")
+		m.dataCoding = c.byte1("data_coding")
 	} else {
 		c.byte1("protocol_id")
 		c.byte1("priority_flag")
@@ -60,7 +61,7 @@ func parseMessage(frame []byte) (*message, error) {
 		c.cstr("validity_period", 18)
 		c.byte1("registered_delivery")
 		c.byte1("replace_if_present_flag")
-		c.byte1("data_coding")
+		m.dataCoding = c.byte1("data_coding")
 		c.byte1("sm_default_msg_id")
 	}
 	if c.err != nil {

@@ -145,6 +145,7 @@ type receipt struct {
 	tlv   string // receipted_message_id ("" when absent or empty)
 	stat  string
 	state state.DeliveryState
+	wide  bool // the user data is UCS-2 (wideText)
 }
 
 // messageStates maps the message_state TLV (SMPP v3.4 §5.2.28).
@@ -179,10 +180,18 @@ func (r ReceiptText) WithoutContent(text []byte) []byte {
 // logged or passed on (a deliberate deviation from "every other field
 // passes through": the store must never hold an OTP).
 func readReceipt(m *message) *receipt {
-	r := &receipt{m: m}
-	r.text, _ = ParseReceiptText(m.userData())
-	if ud := m.userData(); r.text.textOff >= 0 && r.text.textOff < len(ud) {
-		_ = m.setUserData(r.text.WithoutContent(ud))
+	r := &receipt{m: m, wide: wideText(m.dataCoding, m.userData())}
+	r.text, _ = ParseReceiptText(textView(m.userData(), r.wide))
+	if ud := m.userData(); r.text.textOff >= 0 {
+		_ = m.setUserData(withoutContent(ud, r.text, r.wide))
+	}
+	if pl, ok := m.tlv(smpp.TagMessagePayload); ok && len(m.sm) > 0 {
+		// Both carriers set (SMPP forbids it): the payload, which
+		// userData does not read, is cleaned the same way.
+		wide := wideText(m.dataCoding, pl)
+		if t, _ := ParseReceiptText(textView(pl, wide)); t.textOff >= 0 {
+			m.setTLV(smpp.TagMessagePayload, withoutContent(pl, t, wide))
+		}
 	}
 	if v, ok := m.tlv(smpp.TagReceiptedMessageID); ok {
 		r.tlv = string(bytes.TrimRight(v, "\x00"))
@@ -238,7 +247,65 @@ func (r *receipt) rewrite(clientID string) []byte {
 		r.m.setTLV(smpp.TagReceiptedMessageID, nv)
 	}
 	if r.text.HasID() && r.text.ID != clientID {
-		_ = r.m.setUserData(r.text.RewriteID(r.m.userData(), clientID))
+		ud := r.m.userData()
+		if r.wide {
+			_ = r.m.setUserData(rewriteWideID(ud, r.text, clientID))
+		} else {
+			_ = r.m.setUserData(r.text.RewriteID(ud, clientID))
+		}
 	}
 	return r.m.body()
+}
+
+// ucs2Coding is the data_coding of UCS-2 (UTF-16BE) user data.
+const ucs2Coding = 0x08
+
+// wideText reports whether user data ud of data_coding dc is UCS-2 text:
+// two octets per character, so the receipt's keys and ids are read from
+// textView and its offsets count characters.
+func wideText(dc byte, ud []byte) bool { return dc == ucs2Coding && len(ud)%2 == 0 }
+
+// textView is ud as ParseReceiptText reads it: ud itself, or for UCS-2
+// one octet per character, the character's when it is below 0x100, else
+// 0xFF (in no key and no id). Offsets into the view are characters.
+func textView(ud []byte, wide bool) []byte {
+	if !wide {
+		return ud
+	}
+	v := make([]byte, len(ud)/2)
+	for i := range v {
+		if ud[2*i] == 0 {
+			v[i] = ud[2*i+1]
+		} else {
+			v[i] = 0xFF
+		}
+	}
+	return v
+}
+
+// withoutContent is ud with the value of its text: field removed (t
+// parsed from its view).
+func withoutContent(ud []byte, t ReceiptText, wide bool) []byte {
+	if !wide {
+		return t.WithoutContent(ud)
+	}
+	if t.textOff < 0 || 2*t.textOff >= len(ud) {
+		return ud
+	}
+	return ud[: 2*t.textOff : 2*t.textOff]
+}
+
+// rewriteWideID is RewriteID for UCS-2 user data ud (t parsed from its
+// view).
+func rewriteWideID(ud []byte, t ReceiptText, id string) []byte {
+	start, end := 2*t.idOff, 2*(t.idOff+len(t.ID))
+	if t.idOff < 0 || end > len(ud) {
+		return ud
+	}
+	out := make([]byte, 0, len(ud)-(end-start)+2*len(id))
+	out = append(out, ud[:start]...)
+	for i := 0; i < len(id); i++ {
+		out = append(out, 0, id[i])
+	}
+	return append(out, ud[end:]...)
 }

@@ -228,6 +228,7 @@ func FuzzParseMessage(f *testing.F) {
 	f.Add(receiptFrame("id:1 stat:DELIVRD text:", smpp.TLV{Tag: smpp.TagReceiptedMessageID, Value: []byte("1\x00")}))
 	f.Add(smpp.EncodeSimple(smpp.CmdDataSM, 0, 1, []byte{0, 0, 0, 0, 0, 0, 0, 0, 4, 0, 0}))
 	f.Add(smpp.EncodeSimple(smpp.CmdDeliverSM, 0, 1, nil))
+	f.Add(ucs2Receipt("id:1 stat:DELIVRD text:x", true))
 	f.Fuzz(func(t *testing.T, frame []byte) {
 		if len(frame) >= smpp.HeaderLen {
 			id := smpp.CmdDeliverSM

@@ -1,0 +1,71 @@
+package dlr
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+	"time"
+	"unicode/utf16"
+
+	"github.com/smppproxy/smppproxy/smpp"
+	"github.com/smppproxy/smppproxy/smpp/smpptest"
+)
+
+// ucs2 is s in UCS-2 (UTF-16BE), as data_coding 8 carries it.
+func ucs2(s string) []byte {
+	var b []byte
+	for _, u := range utf16.Encode([]rune(s)) {
+		b = append(b, byte(u>>8), byte(u))
+	}
+	return b
+}
+
+// ucs2Receipt is a receipt deliver_sm whose text is in UCS-2 (an SMSC
+// answering a UCS-2 message so), in short_message or, when payload is
+// set, in message_payload too.
+func ucs2Receipt(text string, payload bool) []byte {
+	f := smpptest.SubmitFields{Src: "447700900123", Dst: "SHOP", EsmClass: 0x04, DataCoding: 0x08, ShortMessage: ucs2(text)}
+	if payload {
+		f.TLVs = []smpp.TLV{{Tag: smpp.TagMessagePayload, Value: ucs2(text)}}
+	}
+	b := smpptest.EncodeSubmit(7, f)
+	smpp.PutHeader(b, smpp.Header{Length: uint32(len(b)), ID: smpp.CmdDeliverSM, Sequence: 7})
+	return b
+}
+
+// A receipt written in UCS-2 (data_coding 8) is read like any other: its
+// id matches the record, the start of the message after text: (a Cyrillic
+// OTP here) is dropped before the receipt is stored, in short_message and
+// in message_payload alike, and the ESME's copy names the id the client
+// was given. Only ASCII texts were read: the OTP was stored and delivered,
+// the SMSC's id passed on, and a receipt without receipted_message_id
+// never matched (from review).
+func TestAUCS2ReceiptIsMatchedAndKeepsNoMessageText(t *testing.T) {
+	const otp = "Код 482913"
+	for _, payload := range []bool{false, true} {
+		t.Run(fmt.Sprint("message_payload too: ", payload), func(t *testing.T) {
+			e := newEnv(t)
+			rec := e.accepted(t, "shop", "k-ucs2", "3e8")
+			now := time.Now().UTC().Format("0601021504")
+			text := fmt.Sprintf("id:1000 sub:001 dlvrd:001 submit date:%s done date:%s stat:DELIVRD err:000 text:%s", now, now, otp)
+			if st := e.deliver(t, ucs2Receipt(text, payload)); st != 0 {
+				t.Fatalf("the UCS-2 receipt was answered 0x%08X", uint32(st))
+			}
+			es := queued(t, e.st, accountQueue("shop"))
+			if len(es) != 1 {
+				t.Fatalf("queued for shop: %d receipts, want the one matched", len(es))
+			}
+			for _, part := range []string{"482913", "Код"} {
+				if bytes.Contains(es[0].Body, ucs2(part)) || bytes.Contains(es[0].Body, []byte(part)) {
+					t.Errorf("the stored receipt holds %q of the message text", part)
+				}
+			}
+			rx := &fakeRx{id: "s1"}
+			e.rcv.bind("shop", rx)
+			waitFor(t, "the receipt delivered", func() bool { return len(rx.received()) == 1 })
+			if got := rx.received()[0]; got != rec.ClientMessageID() {
+				t.Errorf("the ESME's receipt names id %q, want the client's %q", got, rec.ClientMessageID())
+			}
+		})
+	}
+}
