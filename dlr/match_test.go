@@ -51,3 +51,25 @@ func TestDeliveryMarkLeavesARenewedRecordAlone(t *testing.T) {
 		t.Errorf("mark of the matched record = %v, delivery %q, %d events; want delivered with the receipt's event", err, same.Delivery, len(same.History))
 	}
 }
+
+// A receipt that names its message by receipted_message_id alone, which
+// reads as two ids (the upstream's receipt format and its submit_sm_resp
+// format differ) naming two live records, is a conflict: kept unmatched,
+// never queued for either account. The receipt format's reading was taken
+// without looking at the other, so the receipt could go to another
+// customer (from review).
+func TestATLVOnlyReceiptWhoseTwoReadingsNameTwoRecordsIsAConflict(t *testing.T) {
+	e := newEnv(t)
+	e.accepted(t, "shop", "ks", "1000") // 0x1000, as the upstream answered
+	e.accepted(t, "bank", "kb", "3e8")  // 0x3e8: 1000 in the receipts' decimal
+	r := readReceipt(mustParse(t, receiptFrame("stat:DELIVRD err:000", smpp.TLV{Tag: smpp.TagReceiptedMessageID, Value: []byte("1000\x00")})))
+	if rec, err := e.svc.match(bg, "smsc", r); !errors.Is(err, errIDConflict) {
+		t.Errorf("match(TLV 1000, read as 0x1000 and as 1000) = %v, %v; want errIDConflict", rec, err)
+	}
+	// A reading that names nothing leaves the other one the match.
+	e2 := newEnv(t)
+	want := e2.accepted(t, "bank", "kb", "3e8")
+	if rec, err := e2.svc.match(bg, "smsc", r); err != nil || rec == nil || rec.Key != want.Key {
+		t.Errorf("match(TLV 1000) with one record named = %v, %v; want bank's", rec, err)
+	}
+}
