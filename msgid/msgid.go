@@ -42,8 +42,18 @@ func effective(side, other Format) Format {
 	return side
 }
 
-// parseNumber reads id in format f; ok=false for as-is or a malformed id.
+// MaxNumberLen is the longest id read as a number: SMPP ids are at most
+// 64 octets, and a longer one (an upstream may send 128 KiB PDUs) is
+// compared as written, since converting it costs time growing with the
+// square of its length.
+const MaxNumberLen = 128
+
+// parseNumber reads id in format f; ok=false for as-is, a malformed id or
+// one over MaxNumberLen.
 func parseNumber(id string, f Format) (*big.Int, bool) {
+	if len(id) > MaxNumberLen {
+		return nil, false
+	}
 	switch f {
 	case Hex:
 		id = strings.TrimPrefix(strings.TrimPrefix(id, "0x"), "0X")

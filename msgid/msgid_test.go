@@ -114,3 +114,21 @@ func TestProxyIDsAreMadeOnlyForProxyAccountsAndIDsNormalizeByFormat(t *testing.T
 		t.Errorf("NormalizeID(unknown upstream, ff) = %q, want ff", got)
 	}
 }
+
+// An id far longer than SMPP allows (upstream PDUs may be 128 KiB) is not
+// read as a number: it is compared as written. Converting it cost time
+// growing with the square of its length (26 ms for one receipt of a
+// 60,000-digit id, and again at each retry of its match: from review).
+func TestAnOverlongIDIsNotReadAsANumber(t *testing.T) {
+	long := strings.Repeat("f", MaxNumberLen+1)
+	if got := Normalize(long, Hex, Dec); got != long {
+		t.Errorf("Normalize(%d hex digits) changed the id (%d octets)", len(long), len(got))
+	}
+	if got := Convert(long, Hex, Dec); got != long {
+		t.Errorf("Convert(%d hex digits) changed the id (%d octets)", len(long), len(got))
+	}
+	ok := strings.Repeat("f", MaxNumberLen)
+	if got := Normalize(ok, Hex, Dec); got == ok {
+		t.Errorf("Normalize(%d hex digits) left the id as written; want its decimal value", len(ok))
+	}
+}
