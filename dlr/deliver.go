@@ -735,7 +735,7 @@ func (d *dispatcher) send(r Receiver, e *state.QueueEntry, queued chan<- struct{
 		d.mu.Unlock()
 		if aerr != nil {
 			outcome = DelAckFailed
-			log().Error("dlr: acknowledged delivery not recorded; not sent again, the Ack is retried with back-off (a restart before it succeeds delivers it again)", "err", aerr)
+			d.s.warnPDU(log(), slog.LevelError, d.account, "ack_failed", "dlr: acknowledged delivery not recorded; not sent again, the Ack is retried with back-off (a restart before it succeeds delivers it again)", "err", aerr)
 		} else {
 			d.s.m.depth.WithLabelValues(d.account).Dec()
 		}
@@ -750,7 +750,7 @@ func (d *dispatcher) send(r Receiver, e *state.QueueEntry, queued chan<- struct{
 			log().Debug("dlr: delivered")
 		}
 	case DelRefused:
-		log().Warn("dlr: ESME refused a deliver_sm; redelivery after dlr_redelivery", "status", st.String(), "redelivery", d.s.account(d.account).Redelivery)
+		d.s.warnPDU(log(), slog.LevelWarn, d.account, "refused", "dlr: ESME refused a deliver_sm; redelivery after dlr_redelivery", "status", st.String(), "redelivery", d.s.account(d.account).Redelivery)
 	default:
 		log().Debug("dlr: deliver_sm not acknowledged; will be delivered again", "outcome", outcome, "err", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"log/slog"
 	"slices"
 	"sync"
 	"time"
@@ -287,7 +288,7 @@ func (c *reconciler) try(ctx context.Context, up string, e *state.QueueEntry, cy
 		return
 	}
 	if err != nil {
-		c.s.log.Warn("dlr: matching a kept receipt", "upstream", up, "receipt_id", logID(e.MessageID), "err", err)
+		c.s.warnPDU(c.s.log, slog.LevelWarn, up, "kept_match", "dlr: matching a kept receipt", "upstream", up, "receipt_id", logID(e.MessageID), "err", err)
 	}
 	r.delay = min(2*r.delay, retryMax)
 	next := r.delay

@@ -492,7 +492,7 @@ func (s *Service) intakeReceipt(ctx context.Context, upstream string, m *message
 		account = rec.Key.Account
 	}
 	s.m.received(account, upstream, OutStoreError)
-	log().Error("dlr: store refused a receipt; upstream answered ESME_RSYSERR", "err", err)
+	s.warnPDU(log(), slog.LevelError, upstream, "store_refused", "dlr: store refused a receipt; upstream answered ESME_RSYSERR", "err", err)
 	return smpp.StatusSysErr
 }
 
@@ -825,7 +825,7 @@ func (s *Service) intakeMO(ctx context.Context, d smppclient.Delivery, m *messag
 	}
 	if _, _, err := s.q.Enqueue(ctx, e); err != nil {
 		s.m.received(acct, d.Upstream, OutStoreError)
-		s.log.Error("dlr: store refused an MO; upstream answered ESME_RSYSERR", "upstream", d.Upstream, "account", acct, "err", err)
+		s.warnPDU(s.log, slog.LevelError, d.Upstream, "store_refused_mo", "dlr: store refused an MO; upstream answered ESME_RSYSERR", "upstream", d.Upstream, "account", acct, "err", err)
 		return smpp.StatusSysErr
 	}
 	s.m.depth.WithLabelValues(acct).Inc()
