@@ -140,12 +140,12 @@ type receipt struct {
 	text ReceiptText
 	// id is receipted_message_id, else the text's id (as the upstream
 	// wrote it in its receipts).
-	id    string
-	tlvID bool   // id came from the TLV
-	tlv   string // receipted_message_id ("" when absent or empty)
-	stat  string
-	state state.DeliveryState
-	wide  bool // the user data is UCS-2 (wideText)
+	id     string
+	tlvID  bool   // id came from the TLV
+	tlv    string // receipted_message_id ("" when absent or empty)
+	stat   string
+	state  state.DeliveryState
+	layout textLayout // how the user data is read as text
 }
 
 // messageStates maps the message_state TLV (SMPP v3.4 §5.2.28).
@@ -180,17 +180,19 @@ func (r ReceiptText) WithoutContent(text []byte) []byte {
 // logged or passed on (a deliberate deviation from "every other field
 // passes through": the store must never hold an OTP).
 func readReceipt(m *message) *receipt {
-	r := &receipt{m: m, wide: wideText(m.dataCoding, m.userData())}
-	r.text, _ = ParseReceiptText(textView(m.userData(), r.wide))
-	if ud := m.userData(); r.text.textOff >= 0 {
-		_ = m.setUserData(withoutContent(ud, r.text, r.wide))
+	r := &receipt{m: m}
+	ud := m.userData()
+	r.layout = layoutOf(m, ud)
+	r.text, _ = ParseReceiptText(r.layout.view(ud))
+	if r.text.textOff >= 0 {
+		_ = m.setUserData(r.layout.withoutContent(ud, r.text))
 	}
 	if pl, ok := m.tlv(smpp.TagMessagePayload); ok && len(m.sm) > 0 {
 		// Both carriers set (SMPP forbids it): the payload, which
 		// userData does not read, is cleaned the same way.
-		wide := wideText(m.dataCoding, pl)
-		if t, _ := ParseReceiptText(textView(pl, wide)); t.textOff >= 0 {
-			m.setTLV(smpp.TagMessagePayload, withoutContent(pl, t, wide))
+		l := layoutOf(m, pl)
+		if t, _ := ParseReceiptText(l.view(pl)); t.textOff >= 0 {
+			m.setTLV(smpp.TagMessagePayload, l.withoutContent(pl, t))
 		}
 	}
 	if v, ok := m.tlv(smpp.TagReceiptedMessageID); ok {
@@ -247,12 +249,7 @@ func (r *receipt) rewrite(clientID string) []byte {
 		r.m.setTLV(smpp.TagReceiptedMessageID, nv)
 	}
 	if r.text.HasID() && r.text.ID != clientID {
-		ud := r.m.userData()
-		if r.wide {
-			_ = r.m.setUserData(rewriteWideID(ud, r.text, clientID))
-		} else {
-			_ = r.m.setUserData(r.text.RewriteID(ud, clientID))
-		}
+		_ = r.m.setUserData(r.layout.rewriteID(r.m.userData(), r.text, clientID))
 	}
 	return r.m.body()
 }
@@ -260,16 +257,37 @@ func (r *receipt) rewrite(clientID string) []byte {
 // ucs2Coding is the data_coding of UCS-2 (UTF-16BE) user data.
 const ucs2Coding = 0x08
 
-// wideText reports whether user data ud of data_coding dc is UCS-2 text:
-// two octets per character, so the receipt's keys and ids are read from
-// textView and its offsets count characters.
-func wideText(dc byte, ud []byte) bool { return dc == ucs2Coding && len(ud)%2 == 0 }
+// textLayout is how a receipt's user data is read as its text: after its
+// user data header (skip octets, esm_class UDHI), one octet per
+// character, or, for UCS-2, two.
+type textLayout struct {
+	skip int
+	wide bool
+}
 
-// textView is ud as ParseReceiptText reads it: ud itself, or for UCS-2
-// one octet per character, the character's when it is below 0x100, else
-// 0xFF (in no key and no id). Offsets into the view are characters.
-func textView(ud []byte, wide bool) []byte {
-	if !wide {
+// layoutOf chooses how ud, m's user data (or its message_payload), is
+// read: as octets when that reading finds a receipt text (SMSCs often
+// write an ASCII receipt under the data_coding of the message, 8 for a
+// Cyrillic one), else as UCS-2 when data_coding says so.
+func layoutOf(m *message, ud []byte) textLayout {
+	var l textLayout
+	if m.esmClass&0x40 != 0 && len(ud) > 0 && 1+int(ud[0]) <= len(ud) {
+		l.skip = 1 + int(ud[0])
+	}
+	if t, ok := ParseReceiptText(ud[l.skip:]); ok || t.textOff >= 0 || m.dataCoding != ucs2Coding {
+		return l
+	}
+	l.wide = true
+	return l
+}
+
+// view is ud as ParseReceiptText reads it: after the header, each UCS-2
+// character as one octet, its own when below 0x100, else 0xFF (in no key
+// and no id); a stray last octet is left out. Offsets into the view are
+// characters (at).
+func (l textLayout) view(ud []byte) []byte {
+	ud = ud[l.skip:]
+	if !l.wide {
 		return ud
 	}
 	v := make([]byte, len(ud)/2)
@@ -283,29 +301,38 @@ func textView(ud []byte, wide bool) []byte {
 	return v
 }
 
-// withoutContent is ud with the value of its text: field removed (t
-// parsed from its view).
-func withoutContent(ud []byte, t ReceiptText, wide bool) []byte {
-	if !wide {
-		return t.WithoutContent(ud)
+// at is the offset in the user data of offset i of the view.
+func (l textLayout) at(i int) int {
+	if l.wide {
+		return l.skip + 2*i
 	}
-	if t.textOff < 0 || 2*t.textOff >= len(ud) {
-		return ud
-	}
-	return ud[: 2*t.textOff : 2*t.textOff]
+	return l.skip + i
 }
 
-// rewriteWideID is RewriteID for UCS-2 user data ud (t parsed from its
-// view).
-func rewriteWideID(ud []byte, t ReceiptText, id string) []byte {
-	start, end := 2*t.idOff, 2*(t.idOff+len(t.ID))
+// withoutContent is ud with the value of its text: field removed (t
+// parsed from its view).
+func (l textLayout) withoutContent(ud []byte, t ReceiptText) []byte {
+	cut := l.at(t.textOff)
+	if t.textOff < 0 || cut >= len(ud) {
+		return ud
+	}
+	return ud[:cut:cut]
+}
+
+// rewriteID is ud with the value of its id field replaced by id (t parsed
+// from its view), every other octet unchanged.
+func (l textLayout) rewriteID(ud []byte, t ReceiptText, id string) []byte {
+	start, end := l.at(t.idOff), l.at(t.idOff+len(t.ID))
 	if t.idOff < 0 || end > len(ud) {
 		return ud
 	}
 	out := make([]byte, 0, len(ud)-(end-start)+2*len(id))
 	out = append(out, ud[:start]...)
 	for i := 0; i < len(id); i++ {
-		out = append(out, 0, id[i])
+		if l.wide {
+			out = append(out, 0)
+		}
+		out = append(out, id[i])
 	}
 	return append(out, ud[end:]...)
 }

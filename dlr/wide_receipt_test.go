@@ -69,3 +69,59 @@ func TestAUCS2ReceiptIsMatchedAndKeepsNoMessageText(t *testing.T) {
 		})
 	}
 }
+
+// receiptWith is a receipt deliver_sm of user data ud, data_coding dc and
+// esm_class 0x04 | udhi.
+func receiptWith(ud []byte, dc, udhi byte) []byte {
+	f := smpptest.SubmitFields{Src: "447700900123", Dst: "SHOP", EsmClass: 0x04 | udhi, DataCoding: dc, ShortMessage: ud}
+	b := smpptest.EncodeSubmit(7, f)
+	smpp.PutHeader(b, smpp.Header{Length: uint32(len(b)), ID: smpp.CmdDeliverSM, Sequence: 7})
+	return b
+}
+
+// Receipt texts as SMSCs write them: in ASCII under the data_coding of
+// the message (8 for a Cyrillic OTP), of either length; in UCS-2 after a
+// user data header (6 or 7 octets) or with a stray last octet. Each is
+// matched and cut: the OTP reaches neither the store nor the ESME. (The
+// first UCS-2 reading took any even-length text of data_coding 8 for
+// UCS-2: an ASCII receipt lost its match and kept its OTP; an odd length,
+// a header, were read as ASCII: from review.)
+func TestReceiptTextsOfEveryLayoutAreMatchedAndCut(t *testing.T) {
+	const otp = "482913"
+	body := func(pad string) string {
+		return "id:1000 sub:001 dlvrd:001 submit date:2503141509 done date:2503141510 stat:DELIVRD err:000" + pad + " text:Code " + otp
+	}
+	cases := map[string][]byte{
+		"ASCII, data_coding 8, even length": receiptWith([]byte(body("")), 8, 0),
+		"ASCII, data_coding 8, odd length":  receiptWith([]byte(body("0")), 8, 0),
+		"UCS-2 after a 6-octet header":      receiptWith(append([]byte{5, 0, 3, 7, 2, 1}, ucs2(body(""))...), 8, 0x40),
+		"UCS-2 after a 7-octet header":      receiptWith(append([]byte{6, 8, 4, 0, 7, 2, 1}, ucs2(body(""))...), 8, 0x40),
+		"UCS-2 with a stray last octet":     receiptWith(append(ucs2(body("")), 0), 8, 0),
+		"ASCII after a 6-octet header":      receiptWith(append([]byte{5, 0, 3, 7, 2, 1}, body("")...), 0, 0x40),
+		"UCS-2, text: cut mid-message":      receiptWith(ucs2(body("")[:len(body(""))-3]), 8, 0),
+	}
+	for name, frame := range cases {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			rec := e.accepted(t, "shop", "k", "3e8")
+			if st := e.deliver(t, frame); st != 0 {
+				t.Fatalf("answered 0x%08X", uint32(st))
+			}
+			es := queued(t, e.st, accountQueue("shop"))
+			if len(es) != 1 {
+				t.Fatalf("queued for shop: %d receipts, want the one matched", len(es))
+			}
+			for _, part := range []string{otp[:4], "Code"} {
+				if bytes.Contains(es[0].Body, ucs2(part)) || bytes.Contains(es[0].Body, []byte(part)) {
+					t.Errorf("the stored receipt holds %q of the message text", part)
+				}
+			}
+			rx := &fakeRx{id: "s1"}
+			e.rcv.bind("shop", rx)
+			waitFor(t, "the receipt delivered", func() bool { return len(rx.received()) == 1 })
+			if got := rx.received()[0]; got != rec.ClientMessageID() {
+				t.Errorf("the ESME's receipt names id %q, want the client's %q", got, rec.ClientMessageID())
+			}
+		})
+	}
+}
