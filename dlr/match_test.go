@@ -66,6 +66,12 @@ func TestATLVOnlyReceiptWhoseTwoReadingsNameTwoRecordsIsAConflict(t *testing.T) 
 	if rec, err := e.svc.match(bg, "smsc", r); !errors.Is(err, errIDConflict) {
 		t.Errorf("match(TLV 1000, read as 0x1000 and as 1000) = %v, %v; want errIDConflict", rec, err)
 	}
+	// The same with a text id that names no record (SMSCs cut the
+	// text's id to 10 characters while the TLV carries it whole).
+	r = readReceipt(mustParse(t, receiptFrame("id:777777 stat:DELIVRD err:000", smpp.TLV{Tag: smpp.TagReceiptedMessageID, Value: []byte("1000\x00")})))
+	if rec, err := e.svc.match(bg, "smsc", r); !errors.Is(err, errIDConflict) {
+		t.Errorf("match(TLV 1000, text id naming nothing) = %v, %v; want errIDConflict", rec, err)
+	}
 	// A reading that names nothing leaves the other one the match.
 	e2 := newEnv(t)
 	want := e2.accepted(t, "bank", "kb", "3e8")

@@ -566,16 +566,15 @@ func (s *Service) match(ctx context.Context, upstream string, r *receipt) (*stat
 		}
 		return nil, errIDConflict
 	case byTLV != nil:
-		if r.text.ID == "" {
-			// The TLV alone: its other reading must not name another
-			// record (the receipt could be another customer's).
-			alt, err := byResp()
-			if err != nil {
-				return nil, err
-			}
-			if alt != nil && alt.Key != byTLV.Key {
-				return nil, errIDConflict
-			}
+		// The TLV alone names a record (the text has no id, or
+		// one that names none): its other reading must not name
+		// another (the receipt could be another customer's).
+		alt, err := byResp()
+		if err != nil {
+			return nil, err
+		}
+		if alt != nil && alt.Key != byTLV.Key {
+			return nil, errIDConflict
 		}
 		return byTLV, nil
 	}
