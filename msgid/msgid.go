@@ -43,10 +43,11 @@ func effective(side, other Format) Format {
 }
 
 // MaxNumberLen is the longest id read as a number: SMPP ids are at most
-// 64 octets, and a longer one (an upstream may send 128 KiB PDUs) is
-// compared as written, since converting it costs time growing with the
-// square of its length.
-const MaxNumberLen = 128
+// 64 octets, and the proxy keeps ids of up to 255 (some SMSCs exceed
+// SMPP's limit), which in decimal take up to 308 digits; a longer one (an
+// upstream may send 128 KiB PDUs) is compared as written, since
+// converting it costs time growing with the square of its length.
+const MaxNumberLen = 320
 
 // parseNumber reads id in format f; ok=false for as-is, a malformed id or
 // one over MaxNumberLen.
