@@ -33,11 +33,22 @@ import (
 const KeyFilterFile = "keyfilter"
 
 // keyFilterMagic starts the file (the format's version is its last digit).
-const keyFilterMagic = "smppproxy keyfilter 1\n"
+const keyFilterMagic = "smppproxy keyfilter 2\n"
 
-// maxKeyFilterFile bounds the file read at open: a filter of 2^31 keys at
-// 9.6 bits each is ~2.4 GiB; larger is not this store's.
-const maxKeyFilterFile = 3 << 30
+// maxKeyFilterFile bounds the file read at open: a filter sized for 800
+// million keys (9.6 bits each) is ~1 GB; larger is not this store's.
+const maxKeyFilterFile = 1 << 30
+
+// keyFilterProbes is how many probe keys a saved filter holds: added at
+// save, each must be found at load, so that a filter whose keys a build
+// of the Bloom filter library with other hashing would look for
+// elsewhere (an upgrade between the save and the load) is not used.
+// With ~7 hashes per key in a filter at most half full, a probe is found
+// by chance under other hashing at most once in 128; all of them, once in
+// 2^56. No record key or marker begins with the probes' NUL.
+const keyFilterProbes = 8
+
+func keyFilterProbe(i int) []byte { return fmt.Appendf(nil, "\x00keyfilter-probe-%d", i) }
 
 // savedKeyFilter is the content of KeyFilterFile.
 type savedKeyFilter struct {
@@ -105,14 +116,17 @@ func decodeKeyFilter(b []byte) (savedKeyFilter, error) {
 // renamed over it and the directory synced. Nothing is written while no
 // build has finished.
 func saveKeyFilter(dir, instance string, commits uint64, f *keyFilter) error {
-	f.mu.RLock()
+	f.mu.Lock()
 	k := savedKeyFilter{instance: instance, commits: commits, room: uint64(f.room), n: uint64(f.n), filter: f.cur}
 	var b []byte
 	var err error
 	if k.filter != nil {
+		for i := range keyFilterProbes {
+			k.filter.Add(keyFilterProbe(i))
+		}
 		b, err = k.encode()
 	}
-	f.mu.RUnlock()
+	f.mu.Unlock()
 	if k.filter == nil || err != nil {
 		return err
 	}
@@ -168,6 +182,11 @@ func takeKeyFilter(dir, instance string, commits uint64) (*savedKeyFilter, error
 		return nil, fmt.Errorf("saved for store %s, not this one", k.instance)
 	case k.commits != commits:
 		return nil, fmt.Errorf("saved at %d commits, the store has %d", k.commits, commits)
+	}
+	for i := range keyFilterProbes {
+		if !k.filter.Test(keyFilterProbe(i)) {
+			return nil, errors.New("its probe keys are not found: saved by a build that hashes keys otherwise")
+		}
 	}
 	return &k, nil
 }

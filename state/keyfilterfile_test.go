@@ -195,3 +195,38 @@ func FuzzDecodeKeyFilter(f *testing.F) {
 		}
 	})
 }
+
+// A saved filter whose keys this build would look for elsewhere (the
+// Bloom filter library's hashing changed in an upgrade between the save
+// and the load) is not used: its probe keys are not found.
+func TestASavedFilterOfOtherHashingIsNotUsed(t *testing.T) {
+	dir, now := t.TempDir(), time.Now()
+	s := openFiltered(t, dir)
+	createFiltered(t, s, 0, 500, now)
+	waitFilterBuilds(t, s, 1)
+	closeStore(t, s)
+	k, err := decodeKeyFilter(readFile(t, dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same keys under other hashing: as if added by another build.
+	other := bloom.New(k.filter.Cap(), k.filter.K())
+	for i := range 500 {
+		other.Add(append([]byte("other hashing "), recordKey(filterRecord(i, now).Key)...))
+	}
+	k.filter = other
+	b, err := k.encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, KeyFilterFile), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s = openFiltered(t, dir)
+	defer s.Close()
+	waitFilterBuilds(t, s, 1)
+	if st := s.keyFilterState(); st.Scans != 1 {
+		t.Errorf("filter = %+v; want one built from a scan", st)
+	}
+	expectHeld(t, s, 0, 500, now)
+}
