@@ -273,12 +273,17 @@ func (s *session) onResponse(h smpp.Header, frame []byte) {
 	s.mu.Unlock()
 	var err error
 	switch {
-	case h.ID == smpp.CmdGenericNack && (h.Status == smpp.StatusOK || s.respondedLately(h.Sequence)):
+	case h.ID == smpp.CmdGenericNack && (h.Status == smpp.StatusOK || h.Status == smpp.StatusSysErr && s.respondedLately(h.Sequence)):
 		// Status 0 is neither an acceptance nor a refusal; a nack
-		// numbered as a response sent lately may be the SMSC's nack of
-		// that response. Either way the outcome is unknown: taken for a
-		// refusal, a temporary error would send the message again
-		// (from review).
+		// 0x08 numbered as a response sent lately may be the SMSC's
+		// nack of that response. Either way the outcome is unknown:
+		// taken for a refusal, a temporary error would send the message
+		// again (from review). The other temporary statuses (0x14,
+		// 0x58, 0x64) speak of the SMSC's load, which no response
+		// causes: they answer the submit, however numbered (on a
+		// transceiver bind the SMSC's numbers and ours often run in
+		// step, exactly while it throttles).
+
 		s.p.warnPDU(s.log, "unclear_nack", "generic_nack that may not answer the request: outcome unknown", "seq", h.Sequence, "status", h.Status)
 		err = ErrUnclearAnswer
 	case h.Status == smpp.StatusOK:

@@ -27,7 +27,7 @@ func TestANackThatMayAnswerOurResponseLeavesTheSubmitUnknown(t *testing.T) {
 			if r.ID != smpp.CmdDeliverSM|smpp.RespBit || r.Sequence != h.Sequence {
 				t.Errorf("the SMSC got 0x%08X seq %d, want the deliver_sm_resp (%d)", r.ID, r.Sequence, h.Sequence)
 			}
-			c.write(smpp.GenericNack(smpp.StatusThrottled, h.Sequence))
+			c.write(smpp.GenericNack(smpp.StatusSysErr, h.Sequence))
 			c.answer(h, smpp.StatusOK)
 		}()
 	}
@@ -44,6 +44,8 @@ func TestANackThatMayAnswerOurResponseLeavesTheSubmitUnknown(t *testing.T) {
 
 // A generic_nack with an error status and a sequence number no response of
 // ours had is the SMSC's answer to the submit: it settles it, as before.
+// So does a nack 0x58 numbered as a response of ours: throttling speaks of
+// the SMSC's load, not of a response it took amiss.
 func TestANackOfTheSubmitItselfSettlesIt(t *testing.T) {
 	f := startFake(t)
 	f.onSubmit = func(c *fakeConn, h smpp.Header, frame []byte) {
@@ -54,5 +56,20 @@ func TestANackOfTheSubmitItselfSettlesIt(t *testing.T) {
 	r, err := submit(p, "")
 	if err != nil || r.Status != smpp.StatusThrottled {
 		t.Errorf("submit nacked with 0x58 = %+v, %v; want status 0x58", r, err)
+	}
+	f.onSubmit = func(c *fakeConn, h smpp.Header, frame []byte) {
+		c.write(smpp.EncodeSimple(smpp.CmdDeliverSM, 0, h.Sequence, deliverBody))
+		go func() {
+			<-f.fromClient // our deliver_sm_resp, numbered as the submit
+			c.write(smpp.GenericNack(smpp.StatusThrottled, h.Sequence))
+		}()
+	}
+	p2 := newPool(t, f.addr, func(c *Config) {
+		c.Binds = 1
+		c.OnDeliver = func(context.Context, Delivery) smpp.Status { return smpp.StatusOK }
+	})
+	waitUp(t, p2, 1)
+	if r, err := submit(p2, ""); err != nil || r.Status != smpp.StatusThrottled {
+		t.Errorf("submit nacked with 0x58, numbered as our response = %+v, %v; want status 0x58", r, err)
 	}
 }
