@@ -9,6 +9,7 @@ import (
 
 	"github.com/smppproxy/smppproxy/smpp"
 	"github.com/smppproxy/smppproxy/smpp/smpptest"
+	"github.com/smppproxy/smppproxy/state"
 )
 
 // ucs2 is s in UCS-2 (UTF-16BE), as data_coding 8 carries it.
@@ -51,21 +52,7 @@ func TestAUCS2ReceiptIsMatchedAndKeepsNoMessageText(t *testing.T) {
 			if st := e.deliver(t, ucs2Receipt(text, payload)); st != 0 {
 				t.Fatalf("the UCS-2 receipt was answered 0x%08X", uint32(st))
 			}
-			es := queued(t, e.st, accountQueue("shop"))
-			if len(es) != 1 {
-				t.Fatalf("queued for shop: %d receipts, want the one matched", len(es))
-			}
-			for _, part := range []string{"482913", "Код"} {
-				if bytes.Contains(es[0].Body, ucs2(part)) || bytes.Contains(es[0].Body, []byte(part)) {
-					t.Errorf("the stored receipt holds %q of the message text", part)
-				}
-			}
-			rx := &fakeRx{id: "s1"}
-			e.rcv.bind("shop", rx)
-			waitFor(t, "the receipt delivered", func() bool { return len(rx.received()) == 1 })
-			if got := rx.received()[0]; got != rec.ClientMessageID() {
-				t.Errorf("the ESME's receipt names id %q, want the client's %q", got, rec.ClientMessageID())
-			}
+			expectCutAndDelivered(t, e, rec, "482913", "Код")
 		})
 	}
 }
@@ -107,21 +94,29 @@ func TestReceiptTextsOfEveryLayoutAreMatchedAndCut(t *testing.T) {
 			if st := e.deliver(t, frame); st != 0 {
 				t.Fatalf("answered 0x%08X", uint32(st))
 			}
-			es := queued(t, e.st, accountQueue("shop"))
-			if len(es) != 1 {
-				t.Fatalf("queued for shop: %d receipts, want the one matched", len(es))
-			}
-			for _, part := range []string{otp[:4], "Code"} {
-				if bytes.Contains(es[0].Body, ucs2(part)) || bytes.Contains(es[0].Body, []byte(part)) {
-					t.Errorf("the stored receipt holds %q of the message text", part)
-				}
-			}
-			rx := &fakeRx{id: "s1"}
-			e.rcv.bind("shop", rx)
-			waitFor(t, "the receipt delivered", func() bool { return len(rx.received()) == 1 })
-			if got := rx.received()[0]; got != rec.ClientMessageID() {
-				t.Errorf("the ESME's receipt names id %q, want the client's %q", got, rec.ClientMessageID())
-			}
+			expectCutAndDelivered(t, e, rec, otp[:4], "Code")
 		})
+	}
+}
+
+// expectCutAndDelivered checks that one receipt is queued for shop, that
+// it holds none of parts (in ASCII or UCS-2), and that the ESME bound then
+// gets it with the id rec's client was given.
+func expectCutAndDelivered(t *testing.T, e *env, rec *state.Record, parts ...string) {
+	t.Helper()
+	es := queued(t, e.st, accountQueue("shop"))
+	if len(es) != 1 {
+		t.Fatalf("queued for shop: %d receipts, want the one matched", len(es))
+	}
+	for _, part := range parts {
+		if bytes.Contains(es[0].Body, ucs2(part)) || bytes.Contains(es[0].Body, []byte(part)) {
+			t.Errorf("the stored receipt holds %q of the message text", part)
+		}
+	}
+	rx := &fakeRx{id: "s1"}
+	e.rcv.bind("shop", rx)
+	waitFor(t, "the receipt delivered", func() bool { return len(rx.received()) == 1 })
+	if got := rx.received()[0]; got != rec.ClientMessageID() {
+		t.Errorf("the ESME's receipt names id %q, want the client's %q", got, rec.ClientMessageID())
 	}
 }

@@ -53,17 +53,18 @@ func heldDeliveries(t *testing.T, f *fakeSMSC, binds int) (p *Pool, entered, rel
 // close under a delivery it took (the SMSC would send it again after the
 // next bind, and an MO, never deduplicated, would reach the ESME twice).
 func TestAPeerUnbindWaitsForTheDeliveriesBeingStored(t *testing.T) {
-	f := startFake(t)
-	p, entered, release := heldDeliveries(t, f, 1)
-	c := f.lastConn()
-	c.write(smpp.EncodeSimple(smpp.CmdDeliverSM, 0, 500, deliverBody))
-	<-entered
-	c.write(smpp.EncodeSimple(smpp.CmdUnbind, 0, 501, nil))
-	waitUnbindRead(t, p)
+	f, _, release := unbindWhileStoring(t)
 	close(release)
+	expectDeliverThenUnbindResp(t, f, 500, 501)
+}
+
+// expectDeliverThenUnbindResp checks that the SMSC gets the deliver_sm_resp
+// numbered deliver, then the unbind_resp numbered unbind.
+func expectDeliverThenUnbindResp(t *testing.T, f *fakeSMSC, deliver, unbind uint32) {
+	t.Helper()
 	first, second := recvFromClient(t, f), recvFromClient(t, f)
-	if first.ID != smpp.CmdDeliverSM|smpp.RespBit || first.Sequence != 500 || second.ID != smpp.CmdUnbind|smpp.RespBit || second.Sequence != 501 {
-		t.Errorf("the SMSC got 0x%08X seq %d, then 0x%08X seq %d; want the deliver_sm_resp (500), then the unbind_resp (501)", first.ID, first.Sequence, second.ID, second.Sequence)
+	if first.ID != smpp.CmdDeliverSM|smpp.RespBit || first.Sequence != deliver || second.ID != smpp.CmdUnbind|smpp.RespBit || second.Sequence != unbind {
+		t.Errorf("the SMSC got 0x%08X seq %d, then 0x%08X seq %d; want the deliver_sm_resp (%d), then the unbind_resp (%d)", first.ID, first.Sequence, second.ID, second.Sequence, deliver, unbind)
 	}
 }
 
@@ -144,11 +145,11 @@ func TestClosingThePoolDuringAPeerUnbindEndsWithTheDeliveries(t *testing.T) {
 	}
 }
 
-// Unbinds the SMSC repeats while its first waits for the deliveries being
-// stored start nothing: the first one's answer closes the session. Each
-// started a goroutine that lived until the deliveries ended (up to
-// response_timeout), for 16 bytes of the SMSC's each.
-func TestRepeatedPeerUnbindsWhileTheFirstWaitsStartNothing(t *testing.T) {
+// unbindWhileStoring starts a bind on a fake SMSC that sends a deliver_sm
+// (500), held while it is stored until release is closed, then unbinds
+// (501); it returns once the unbind is read.
+func unbindWhileStoring(t *testing.T) (*fakeSMSC, *fakeConn, chan struct{}) {
+	t.Helper()
 	f := startFake(t)
 	p, entered, release := heldDeliveries(t, f, 1)
 	c := f.lastConn()
@@ -156,6 +157,15 @@ func TestRepeatedPeerUnbindsWhileTheFirstWaitsStartNothing(t *testing.T) {
 	<-entered
 	c.write(smpp.EncodeSimple(smpp.CmdUnbind, 0, 501, nil))
 	waitUnbindRead(t, p)
+	return f, c, release
+}
+
+// Unbinds the SMSC repeats while its first waits for the deliveries being
+// stored start nothing: the first one's answer closes the session. Each
+// started a goroutine that lived until the deliveries ended (up to
+// response_timeout), for 16 bytes of the SMSC's each.
+func TestRepeatedPeerUnbindsWhileTheFirstWaitsStartNothing(t *testing.T) {
+	f, c, release := unbindWhileStoring(t)
 	before := runtime.NumGoroutine()
 	var frames []byte
 	for seq := uint32(1000); seq < 2000; seq++ {
@@ -171,10 +181,7 @@ func TestRepeatedPeerUnbindsWhileTheFirstWaitsStartNothing(t *testing.T) {
 		t.Errorf("1000 repeated unbinds left %d goroutines more, want none of their own", grown)
 	}
 	close(release)
-	first, second := recvFromClient(t, f), recvFromClient(t, f)
-	if first.ID != smpp.CmdDeliverSM|smpp.RespBit || first.Sequence != 500 || second.ID != smpp.CmdUnbind|smpp.RespBit || second.Sequence != 501 {
-		t.Errorf("the SMSC got 0x%08X seq %d, then 0x%08X seq %d; want the deliver_sm_resp (500), then the first unbind's unbind_resp (501)", first.ID, first.Sequence, second.ID, second.Sequence)
-	}
+	expectDeliverThenUnbindResp(t, f, 500, 501)
 }
 
 // An SMSC that unbinds while submits it took are unanswered, and answers

@@ -51,6 +51,31 @@ func closeStore(t *testing.T, s *BadgerStore) {
 	}
 }
 
+// savedOnce makes a store in a new directory with records 0..n-1, closed
+// cleanly (its filter saved).
+func savedOnce(t *testing.T, n int, now time.Time) string {
+	t.Helper()
+	dir := t.TempDir()
+	s := openFiltered(t, dir)
+	createFiltered(t, s, 0, n, now)
+	waitFilterBuilds(t, s, 1)
+	closeStore(t, s)
+	return dir
+}
+
+// expectScanned opens dir and checks that its filter is built from a scan
+// (the saved one set aside) and finds records 0..n-1.
+func expectScanned(t *testing.T, dir string, n int, now time.Time) {
+	t.Helper()
+	s := openFiltered(t, dir)
+	defer s.Close()
+	waitFilterBuilds(t, s, 1)
+	if st := s.keyFilterState(); st.Scans != 1 {
+		t.Errorf("filter = %+v; want one built from a scan", st)
+	}
+	expectHeld(t, s, 0, n, now)
+}
+
 // A store closed cleanly starts again with the filter of keys held it
 // closed with, without scanning every key (with a million keys the scan
 // took ~2.3 s of CPU while the proxy served, and lookups of fresh keys
@@ -117,25 +142,15 @@ func TestASavedFilterThatMayMissKeysIsNotUsed(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			dir := t.TempDir()
-			s := openFiltered(t, dir)
-			createFiltered(t, s, 0, 500, now)
-			waitFilterBuilds(t, s, 1)
-			closeStore(t, s)
+			dir := savedOnce(t, 500, now)
 			old := readFile(t, dir)
-			s = openFiltered(t, dir)
+			s := openFiltered(t, dir)
 			createFiltered(t, s, 500, 1000, now)
 			closeStore(t, s)
 			if err := os.WriteFile(filepath.Join(dir, KeyFilterFile), c.alter(t, dir, old), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			s = openFiltered(t, dir)
-			defer s.Close()
-			waitFilterBuilds(t, s, 1)
-			if st := s.keyFilterState(); st.Scans != 1 {
-				t.Errorf("filter = %+v; want one built from a scan", st)
-			}
-			expectHeld(t, s, 0, 1000, now)
+			expectScanned(t, dir, 1000, now)
 		})
 	}
 }
@@ -144,21 +159,12 @@ func TestASavedFilterThatMayMissKeysIsNotUsed(t *testing.T) {
 // filter: the file was removed at open, so the next open scans, and finds
 // the keys written after the restart.
 func TestACrashAfterARestartLeavesNoSavedFilter(t *testing.T) {
-	dir, now := t.TempDir(), time.Now()
+	now := time.Now()
+	dir := savedOnce(t, 500, now)
 	s := openFiltered(t, dir)
-	createFiltered(t, s, 0, 500, now)
-	waitFilterBuilds(t, s, 1)
-	closeStore(t, s)
-	s = openFiltered(t, dir)
 	createFiltered(t, s, 500, 1000, now)
 	abandon(t, s, dir)
-	s = openFiltered(t, dir)
-	defer s.Close()
-	waitFilterBuilds(t, s, 1)
-	if st := s.keyFilterState(); st.Scans != 1 {
-		t.Errorf("after a crash the filter = %+v; want one built from a scan", st)
-	}
-	expectHeld(t, s, 0, 1000, now)
+	expectScanned(t, dir, 1000, now)
 }
 
 func readFile(t *testing.T, dir string) []byte {
@@ -200,11 +206,8 @@ func FuzzDecodeKeyFilter(f *testing.F) {
 // Bloom filter library's hashing changed in an upgrade between the save
 // and the load) is not used: its probe keys are not found.
 func TestASavedFilterOfOtherHashingIsNotUsed(t *testing.T) {
-	dir, now := t.TempDir(), time.Now()
-	s := openFiltered(t, dir)
-	createFiltered(t, s, 0, 500, now)
-	waitFilterBuilds(t, s, 1)
-	closeStore(t, s)
+	now := time.Now()
+	dir := savedOnce(t, 500, now)
 	k, err := decodeKeyFilter(readFile(t, dir))
 	if err != nil {
 		t.Fatal(err)
@@ -222,11 +225,5 @@ func TestASavedFilterOfOtherHashingIsNotUsed(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, KeyFilterFile), b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s = openFiltered(t, dir)
-	defer s.Close()
-	waitFilterBuilds(t, s, 1)
-	if st := s.keyFilterState(); st.Scans != 1 {
-		t.Errorf("filter = %+v; want one built from a scan", st)
-	}
-	expectHeld(t, s, 0, 500, now)
+	expectScanned(t, dir, 500, now)
 }
