@@ -266,19 +266,46 @@ type textLayout struct {
 }
 
 // layoutOf chooses how ud, m's user data (or its message_payload), is
-// read: as octets when that reading finds a receipt text (SMSCs often
-// write an ASCII receipt under the data_coding of the message, 8 for a
-// Cyrillic one), else as UCS-2 when data_coding says so.
+// read: after its user data header when esm_class says there is one and
+// one is there (SMSCs copy the UDHI bit of a multipart message onto its
+// receipt), else from its start; as UCS-2 when data_coding says so and
+// that finds a receipt text, else as octets (SMSCs often write an ASCII
+// receipt under the data_coding of the message, 8 for a Cyrillic one,
+// and an ASCII text never reads as UCS-2, where a UCS-2 text's octets can
+// spell a key). The first of those readings that finds a receipt text is
+// taken.
 func layoutOf(m *message, ud []byte) textLayout {
-	var l textLayout
-	if m.esmClass&0x40 != 0 && len(ud) > 0 && 1+int(ud[0]) <= len(ud) {
-		l.skip = 1 + int(ud[0])
+	skips := []int{0}
+	if n, ok := udhLen(ud); ok && m.esmClass&0x40 != 0 {
+		skips = []int{n, 0}
 	}
-	if t, ok := ParseReceiptText(ud[l.skip:]); ok || t.textOff >= 0 || m.dataCoding != ucs2Coding {
-		return l
+	var tries []textLayout
+	for _, skip := range skips {
+		if m.dataCoding == ucs2Coding {
+			tries = append(tries, textLayout{skip: skip, wide: true})
+		}
+		tries = append(tries, textLayout{skip: skip})
 	}
-	l.wide = true
-	return l
+	for _, l := range tries {
+		if t, ok := ParseReceiptText(l.view(ud)); ok || t.textOff >= 0 {
+			return l
+		}
+	}
+	return textLayout{}
+}
+
+// udhLen is the length of the user data header ud starts with, its
+// length octet included, when its information elements fill it exactly.
+func udhLen(ud []byte) (int, bool) {
+	if len(ud) == 0 || 1+int(ud[0]) > len(ud) {
+		return 0, false
+	}
+	end := 1 + int(ud[0])
+	i := 1
+	for i+2 <= end {
+		i += 2 + int(ud[i+1])
+	}
+	return end, i == end && end > 1
 }
 
 // view is ud as ParseReceiptText reads it: after the header, each UCS-2

@@ -86,6 +86,9 @@ func TestReceiptTextsOfEveryLayoutAreMatchedAndCut(t *testing.T) {
 		"UCS-2 with a stray last octet":     receiptWith(append(ucs2(body("")), 0), 8, 0),
 		"ASCII after a 6-octet header":      receiptWith(append([]byte{5, 0, 3, 7, 2, 1}, body("")...), 0, 0x40),
 		"UCS-2, text: cut mid-message":      receiptWith(ucs2(body("")[:len(body(""))-3]), 8, 0),
+		"ASCII with a stray UDHI bit":       receiptWith([]byte(body("")), 0, 0x40),
+		"ASCII, data_coding 8, stray UDHI":  receiptWith([]byte(body("")), 8, 0x40),
+		"UCS-2 whose octets spell a key":    receiptWith(ucs2(body("")+" \u2069\u643a1 "+otp), 8, 0),
 	}
 	for name, frame := range cases {
 		t.Run(name, func(t *testing.T) {
