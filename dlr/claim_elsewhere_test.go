@@ -28,10 +28,6 @@ type sharedQueue struct {
 	tried     int
 	fromHead  int
 	claims    []claimCall
-	// onRelease, when set, is called with the seqs of every Claim that
-	// ends a claim (until not after now, on now).
-	onRelease func(seqs []uint64)
-	now       func() time.Time
 }
 
 // claimCall is one Claim asked of a sharedQueue.
@@ -50,9 +46,6 @@ func (q *sharedQueue) Ack(ctx context.Context, queue string, seq uint64) error {
 }
 
 func (q *sharedQueue) Claim(ctx context.Context, queue string, seqs []uint64, owner string, until time.Time) ([]uint64, error) {
-	if q.onRelease != nil && !until.After(q.now()) {
-		q.onRelease(seqs)
-	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.claims = append(q.claims, claimCall{slices.Clone(seqs), until})
@@ -260,37 +253,5 @@ func TestEntriesOfASessionThatEndedAreReleasedForOtherInstances(t *testing.T) {
 		if !released()[qe.Seq] {
 			t.Errorf("entry %d not released", qe.Seq)
 		}
-	}
-}
-
-// The claim of an entry sent on a session that ended is released while
-// the entry is still in hand, before it goes back to pending: a resend on
-// another session of this instance (any kick starts a pump) claims it
-// after the release, not before, which the release would end, so that
-// another instance could deliver it at the same time (from review).
-func TestAnEntryIsReleasedBeforeItCanBeSentAgain(t *testing.T) {
-	e, sq, clock, _, es := sharedSetup(t, 1)
-	d := e.svc.accounts["shop"]
-	inHand := make(chan bool, 1)
-	sq.now = clock.Now
-	sq.onRelease = func(seqs []uint64) {
-		d.mu.Lock()
-		ent, ok := d.entries[es[0].Seq]
-		d.mu.Unlock()
-		inHand <- ok && ent.state == entrySending
-	}
-	s1 := &fakeRx{id: "s1", done: make(chan struct{}), answer: func(int) (smpp.Status, error) { return 0, errors.New("never answers") }}
-	e.rcv.bind("shop", s1)
-	clock.Advance(time.Second) // past BindSettle
-	e.svc.kick("shop")
-	waitFor(t, "the entry sent on s1", func() bool { return s1.calls.Load() == 1 })
-	close(s1.done)
-	select {
-	case ok := <-inHand:
-		if !ok {
-			t.Error("the entry was pending (could be sent again) while its claim was released")
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the entry's claim was not released within 5s")
 	}
 }

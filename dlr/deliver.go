@@ -771,12 +771,6 @@ func (d *dispatcher) send(r Receiver, e *state.QueueEntry, queued chan<- struct{
 	default:
 		outcome = DelLost
 	}
-	if outcome == DelLost {
-		// While the entry is still in hand: once pending, a pump may send
-		// it on another session, claiming it first, and the release would
-		// end that claim.
-		d.release(e.Seq)
-	}
 	d.mu.Lock()
 	if d.perSess[r.ID()]--; d.perSess[r.ID()] <= 0 {
 		delete(d.perSess, r.ID())
@@ -791,6 +785,9 @@ func (d *dispatcher) send(r Receiver, e *state.QueueEntry, queued chan<- struct{
 		d.redoLocked(e.Seq)
 	}
 	d.mu.Unlock()
+	if outcome == DelLost {
+		d.release(e.Seq)
+	}
 	if outcome == DelAcked {
 		d.wake() // the window slot is free while the Ack is written
 		aerr := d.ack(e.Seq)
