@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/smppproxy/smppproxy/internal/testkit"
-	"github.com/smppproxy/smppproxy/smpp"
 	"github.com/smppproxy/smppproxy/state"
 )
 
@@ -218,40 +217,5 @@ func TestAPumpClaimsAgainWhatItHasNotStartedWhenItsSendsTakeAWhile(t *testing.T)
 	}
 	if want := []uint64{es[1].Seq, es[2].Seq}; !slices.Equal(c[1].seqs, want) || !c[1].until.Equal(reclaimAt.Add(2*redelivery+enqueueWait)) {
 		t.Errorf("second claim of %v until %v; want the two not started %v, until %v (twice dlr_redelivery and the wait for a send to start, from then)", c[1].seqs, c[1].until, want, reclaimAt.Add(2*redelivery+enqueueWait))
-	}
-}
-
-// On a queue shared by several instances, the entries a session was
-// given when it ends unanswered (the ESME dropped) are released at once,
-// not held for the rest of their claim: the ESME that binds again on
-// another instance gets them first, in order. They stayed claimed for
-// twice dlr_redelivery, so it got newer receipts before them (a DELIVRD
-// before its ENROUTE: from review).
-func TestEntriesOfASessionThatEndedAreReleasedForOtherInstances(t *testing.T) {
-	e, sq, clock, _, es := sharedSetup(t, 3)
-	rx := &fakeRx{id: "s1", done: make(chan struct{}), answer: func(int) (smpp.Status, error) { return 0, errors.New("never answers") }}
-	e.rcv.bind("shop", rx)
-	clock.Advance(time.Second) // past BindSettle
-	e.svc.kick("shop")
-	waitFor(t, "the three entries sent", func() bool { return rx.calls.Load() == 3 })
-	close(rx.done)
-	released := func() map[uint64]bool {
-		sq.mu.Lock()
-		defer sq.mu.Unlock()
-		out := map[uint64]bool{}
-		for _, c := range sq.claims {
-			if !c.until.After(clock.Now()) {
-				for _, seq := range c.seqs {
-					out[seq] = true
-				}
-			}
-		}
-		return out
-	}
-	waitFor(t, "the entries released", func() bool { return len(released()) == 3 })
-	for _, qe := range es {
-		if !released()[qe.Seq] {
-			t.Errorf("entry %d not released", qe.Seq)
-		}
 	}
 }

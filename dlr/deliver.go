@@ -537,20 +537,6 @@ func (d *dispatcher) start(sends []assignment) {
 	}
 }
 
-// release ends this process's claim on entry seq (a shared queue), sent
-// on a session that ended unanswered: the ESME may bind again on another
-// instance, which then delivers it at once, in order, rather than once
-// the claim runs out (twice dlr_redelivery; from review). A failure
-// leaves the claim to run out.
-func (d *dispatcher) release(seq uint64) {
-	if d.claimer == nil || d.s.ctx.Err() != nil {
-		return
-	}
-	if _, err := d.claimer.Claim(d.s.ctx, d.queue, []uint64{seq}, d.s.cfg.Instance, d.s.now()); err != nil {
-		d.s.warnPDU(d.s.log, slog.LevelWarn, d.account, "release", "dlr: releasing the claim of an entry sent on a session that ended", "account", d.account, "err", err)
-	}
-}
-
 // claim claims the entries of sends for this process when the queue is
 // shared with other processes (state.Claimer), all at once, for twice
 // dlr_redelivery and enqueueWait: a send ends at most dlr_redelivery
@@ -785,9 +771,6 @@ func (d *dispatcher) send(r Receiver, e *state.QueueEntry, queued chan<- struct{
 		d.redoLocked(e.Seq)
 	}
 	d.mu.Unlock()
-	if outcome == DelLost {
-		d.release(e.Seq)
-	}
 	if outcome == DelAcked {
 		d.wake() // the window slot is free while the Ack is written
 		aerr := d.ack(e.Seq)

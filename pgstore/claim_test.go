@@ -261,23 +261,3 @@ func TestTwoProcessesUnderOneInstanceIDDoNotShareClaims(t *testing.T) {
 		t.Errorf("the first process extending its own claim = %v, %v", got, err)
 	}
 }
-
-// An owner ends its claim by claiming again until now (a session that
-// ended with the entry unanswered): another owner claims it at once.
-func TestAClaimRenewedUntilNowIsEnded(t *testing.T) {
-	s := openTest(t, Options{})
-	now := time.Now()
-	seqs := enqueueShop(t, s, now, 1)
-	if got, err := s.Claim(bg, "esme/shop", seqs, "a", now.Add(time.Minute)); err != nil || len(got) != 1 {
-		t.Fatalf("a's claim: %v, %v", got, err)
-	}
-	if got, err := s.Claim(bg, "esme/shop", seqs, "b", now.Add(time.Minute)); err != nil || len(got) != 0 {
-		t.Fatalf("b's claim while a's runs: %v, %v; want none", got, err)
-	}
-	if got, err := s.Claim(bg, "esme/shop", seqs, "a", time.Now()); err != nil || len(got) != 1 {
-		t.Fatalf("a's claim until now: %v, %v", got, err)
-	}
-	if got, err := s.Claim(bg, "esme/shop", seqs, "b", time.Now().Add(time.Minute)); err != nil || len(got) != 1 {
-		t.Errorf("b's claim once a ended its own: %v, %v; want the entry", got, err)
-	}
-}

@@ -51,8 +51,7 @@ type Claimer interface {
 	// Claim makes the entries seqs of queue owner's to deliver until
 	// until, and returns those it claimed, in order: not an entry whose
 	// claim by another owner has not run out. Claiming again extends
-	// one's own claim, or ends it (until not after now: another owner
-	// may claim it at once); an entry that is gone is not claimed. A store may
+	// one's own claim; an entry that is gone is not claimed. A store may
 	// keep until as its distance from the caller's clock now, counted on
 	// a clock of its own that every owner shares (PostgreSQL's).
 	Claim(ctx context.Context, queue string, seqs []uint64, owner string, until time.Time) ([]uint64, error)
