@@ -182,17 +182,16 @@ func (r ReceiptText) WithoutContent(text []byte) []byte {
 func readReceipt(m *message) *receipt {
 	r := &receipt{m: m}
 	ud := m.userData()
-	r.layout = layoutOf(m, ud)
-	r.text, _ = ParseReceiptText(r.layout.view(ud))
-	if r.text.textOff >= 0 {
-		_ = m.setUserData(r.layout.withoutContent(ud, r.text))
+	var cut int
+	r.layout, r.text, cut = readText(m, ud)
+	if cut < len(ud) {
+		_ = m.setUserData(ud[:cut:cut])
 	}
 	if pl, ok := m.tlv(smpp.TagMessagePayload); ok && len(m.sm) > 0 {
 		// Both carriers set (SMPP forbids it): the payload, which
-		// userData does not read, is cleaned the same way.
-		l := layoutOf(m, pl)
-		if t, _ := ParseReceiptText(l.view(pl)); t.textOff >= 0 {
-			m.setTLV(smpp.TagMessagePayload, l.withoutContent(pl, t))
+		// userData does not read, is cut the same way.
+		if _, _, cut := readText(m, pl); cut < len(pl) {
+			m.setTLV(smpp.TagMessagePayload, pl[:cut:cut])
 		}
 	}
 	if v, ok := m.tlv(smpp.TagReceiptedMessageID); ok {
@@ -265,33 +264,54 @@ type textLayout struct {
 	wide bool
 }
 
-// layoutOf chooses how ud, m's user data (or its message_payload), is
-// read: after its user data header when esm_class says there is one and
-// one is there (SMSCs copy the UDHI bit of a multipart message onto its
-// receipt), else from its start; as UCS-2 when data_coding says so and
-// that finds a receipt text, else as octets (SMSCs often write an ASCII
-// receipt under the data_coding of the message, 8 for a Cyrillic one,
-// and an ASCII text never reads as UCS-2, where a UCS-2 text's octets can
-// spell a key). The first of those readings that finds a receipt text is
-// taken.
-func layoutOf(m *message, ud []byte) textLayout {
+// readText reads ud, m's user data (or its message_payload), as a
+// receipt text every way it may be laid out: after its user data header
+// when esm_class says there is one and one is there (SMSCs copy the UDHI
+// bit of a multipart message onto its receipt), or from its start; as
+// UCS-2 when data_coding says so, or as octets (SMSCs often write an
+// ASCII receipt under the data_coding of the message, 8 for a Cyrillic
+// one, and copy the message after text: in UCS-2). It returns the reading
+// that finds the most fields (the first of those, in that order), and
+// where to cut ud: at the earliest text: any reading finds, so that a
+// reading that took the message's own words for fields cannot keep it.
+func readText(m *message, ud []byte) (textLayout, ReceiptText, int) {
 	skips := []int{0}
 	if n, ok := udhLen(ud); ok && m.esmClass&0x40 != 0 {
 		skips = []int{n, 0}
 	}
-	var tries []textLayout
+	var best textLayout
+	bestText, _ := ParseReceiptText(nil)
+	score, cut := -1, len(ud)
 	for _, skip := range skips {
-		if m.dataCoding == ucs2Coding {
-			tries = append(tries, textLayout{skip: skip, wide: true})
+		for _, wide := range []bool{true, false} {
+			if wide && m.dataCoding != ucs2Coding {
+				continue
+			}
+			l := textLayout{skip: skip, wide: wide}
+			t, _ := ParseReceiptText(l.view(ud))
+			if t.textOff >= 0 {
+				cut = min(cut, l.at(t.textOff))
+			}
+			if n := t.fields(); n > score && n > 0 {
+				best, bestText, score = l, t, n
+			}
 		}
-		tries = append(tries, textLayout{skip: skip})
 	}
-	for _, l := range tries {
-		if t, ok := ParseReceiptText(l.view(ud)); ok || t.textOff >= 0 {
-			return l
+	return best, bestText, cut
+}
+
+// fields counts the fields of r that were found (text: counts as one).
+func (r ReceiptText) fields() int {
+	n := 0
+	for _, v := range []string{r.ID, r.Sub, r.Dlvrd, r.SubmitDate, r.DoneDate, r.Stat, r.Err} {
+		if v != "" {
+			n++
 		}
 	}
-	return textLayout{}
+	if r.textOff >= 0 {
+		n++
+	}
+	return n
 }
 
 // udhLen is the length of the user data header ud starts with, its
@@ -305,7 +325,7 @@ func udhLen(ud []byte) (int, bool) {
 	for i+2 <= end {
 		i += 2 + int(ud[i+1])
 	}
-	return end, i == end && end > 1
+	return end, i == end
 }
 
 // view is ud as ParseReceiptText reads it: after the header, each UCS-2
@@ -334,16 +354,6 @@ func (l textLayout) at(i int) int {
 		return l.skip + 2*i
 	}
 	return l.skip + i
-}
-
-// withoutContent is ud with the value of its text: field removed (t
-// parsed from its view).
-func (l textLayout) withoutContent(ud []byte, t ReceiptText) []byte {
-	cut := l.at(t.textOff)
-	if t.textOff < 0 || cut >= len(ud) {
-		return ud
-	}
-	return ud[:cut:cut]
 }
 
 // rewriteID is ud with the value of its id field replaced by id (t parsed

@@ -75,6 +75,11 @@ func receiptWith(ud []byte, dc, udhi byte) []byte {
 // a header, were read as ASCII: from review.)
 func TestReceiptTextsOfEveryLayoutAreMatchedAndCut(t *testing.T) {
 	const otp = "482913"
+	// head is a receipt text up to text: in ASCII (the message after it
+	// in UCS-2, as the SMSC copied it).
+	head := func(pad string) string {
+		return "id:1000 sub:001 dlvrd:001 submit date:2503141509 done date:2503141510 stat:DELIVRD err:000" + pad + " text:"
+	}
 	body := func(pad string) string {
 		return "id:1000 sub:001 dlvrd:001 submit date:2503141509 done date:2503141510 stat:DELIVRD err:000" + pad + " text:Code " + otp
 	}
@@ -89,6 +94,10 @@ func TestReceiptTextsOfEveryLayoutAreMatchedAndCut(t *testing.T) {
 		"ASCII with a stray UDHI bit":       receiptWith([]byte(body("")), 0, 0x40),
 		"ASCII, data_coding 8, stray UDHI":  receiptWith([]byte(body("")), 8, 0x40),
 		"UCS-2 whose octets spell a key":    receiptWith(ucs2(body("")+" \u2069\u643a1 "+otp), 8, 0),
+		"ASCII, UCS-2 message with a key":   receiptWith(append([]byte(head("")), ucs2("Code id:4829 13 "+otp)...), 8, 0),
+		"ASCII+1, UCS-2 message with a key": receiptWith(append([]byte(head("0")), ucs2("Code id:4829 13 "+otp)...), 8, 0),
+		"UCS-2 after an empty header":       receiptWith(append([]byte{0}, ucs2(body(""))...), 8, 0x40),
+		"ASCII after an empty header":       receiptWith(append([]byte{0}, body("")...), 0, 0x40),
 	}
 	for name, frame := range cases {
 		t.Run(name, func(t *testing.T) {
