@@ -289,14 +289,16 @@ func (d *dispatcher) pump() (time.Duration, bool) {
 		d.fullAt = now.Add(fullListEvery)
 	}
 	sends, stop, wait := d.assignLocked(entries, ready, win, now)
-	if d.noteStopLocked(entries, stop, c.limit, now) {
-		// The next page at once. What was queued after the cursor waits
-		// for the pass to reach it: entries gone back to pending below
-		// the cursor go first (from review: listed beside the pass, the
-		// newer ones overtook them).
-		wait = 0
-	}
+	paged, after := d.noteStopLocked(entries, stop, c.limit), d.next
 	d.mu.Unlock()
+	if paged {
+		// The next page at once; meanwhile what was queued after the
+		// cursor is not kept waiting behind the entries in hand.
+		wait = 0
+		if len(sends) < free {
+			sends = append(sends, d.listAfter(after, free-len(sends), ready, win, now)...)
+		}
+	}
 	d.start(sends)
 	return min(sleep, wait), stop < len(entries) || len(entries) == c.limit
 }
@@ -307,13 +309,7 @@ func (d *dispatcher) pump() (time.Duration, bool) {
 // begins meanwhile, or a long one would never end). paged reports that
 // the List was cut short by its limit, every entry of it dealt with: its
 // next page is due at once.
-func (d *dispatcher) noteStopLocked(entries []*state.QueueEntry, stop, limit int, now time.Time) (paged bool) {
-	if d.paging {
-		// A pass in progress: the next from the head comes a while after
-		// it ends, not at once (the pumps between read past the cursor;
-		// a pass longer than fullListEvery began again for ever).
-		d.fullAt = now.Add(fullListEvery)
-	}
+func (d *dispatcher) noteStopLocked(entries []*state.QueueEntry, stop, limit int) (paged bool) {
 	d.paging = false
 	switch {
 	case stop < len(entries) && entries[stop].Seq <= d.next:
@@ -324,6 +320,19 @@ func (d *dispatcher) noteStopLocked(entries []*state.QueueEntry, stop, limit int
 		d.paging, paged = true, true
 	}
 	return paged
+}
+
+// listAfter lists up to limit entries after seq after (past the cursor:
+// none of them in hand) and assigns them to the ready sessions.
+func (d *dispatcher) listAfter(after uint64, limit int, ready []Receiver, win int, now time.Time) []assignment {
+	entries, err := d.list(after, limit)
+	if err != nil {
+		return nil // listed again by the next pump
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	sends, _, _ := d.assignLocked(entries, ready, win, now)
+	return sends
 }
 
 // list lists the queue for a pump: on a queue shared with other processes

@@ -2,9 +2,7 @@ package dlr
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -117,59 +115,4 @@ func TestANewReceiptIsSentWhileASlowStorePagesThroughRefusedEntries(t *testing.T
 		t.Fatalf("OnDeliver = %v, want 0", st)
 	}
 	waitFor(t, "the new receipt delivered", func() bool { return e.svc.Count(DelAcked) == 1 })
-}
-
-// Entries that went back to pending below the cursor while a pass pages
-// through refused entries (their session ended unanswered) are sent again
-// before newer entries, as ever: an ENROUTE must not follow its DELIVRD.
-// (From review: a pump that also listed past the cursor sent the newer
-// entries first.)
-func TestEntriesBackToPendingAreSentBeforeNewerOnesWhilePaging(t *testing.T) {
-	clock := newClock()
-	q := &slowQueue{clock: clock}
-	e := newEnv(t, func(c *Config) {
-		q.Queue = c.Store.(state.Queue)
-		c.Queue, c.Now = q, clock.Now
-		c.DeliverWindow = 2
-		a := c.Accounts["shop"]
-		a.Redelivery = time.Hour
-		c.Accounts["shop"] = a
-	})
-	const refused = 300
-	queueReceipts(t, e, refused)
-	errNoAnswer := errors.New("no answer")
-	s1 := &fakeRx{id: "s1", done: make(chan struct{}), answer: func(n int) (smpp.Status, error) {
-		if n <= refused {
-			return smpp.StatusThrottled, nil
-		}
-		return 0, errNoAnswer // the next two stay unanswered
-	}}
-	e.rcv.bind("shop", s1)
-	clock.Advance(time.Second) // past BindSettle
-	e.svc.kick("shop")
-	waitFor(t, "every entry refused once", func() bool { return s1.calls.Load() >= refused })
-	var want []string
-	for i := refused; i < refused+4; i++ {
-		e.accepted(t, "shop", fmt.Sprint("knew", i), fmt.Sprintf("%x", 100+i))
-		if st := e.deliver(t, dlrFrame(fmt.Sprint(100+i), "DELIVRD")); st != smpp.StatusOK {
-			t.Fatalf("OnDeliver = %v, want 0", st)
-		}
-		want = append(want, fmt.Sprintf("%x", 100+i))
-	}
-	waitFor(t, "two new entries sent on s1", func() bool { return s1.calls.Load() >= refused+2 })
-	close(s1.done) // the two unanswered go back to pending
-	d := e.svc.accounts["shop"]
-	waitFor(t, "the two back to pending", func() bool {
-		d.mu.Lock()
-		defer d.mu.Unlock()
-		return len(d.perSess) == 0
-	})
-	s2 := &fakeRx{id: "s2", bound: clock.Now()}
-	e.rcv.bind("shop", s2)
-	clock.Advance(time.Second)
-	e.svc.kick("shop")
-	waitFor(t, "the four new entries sent on s2", func() bool { return len(s2.received()) == 4 })
-	if got := s2.received(); !slices.Equal(got, want) {
-		t.Errorf("s2 got %v, want %v (the two sent again first)", got, want)
-	}
 }
