@@ -107,9 +107,6 @@ type dispatcher struct {
 	// higher seq (a store shared by several processes).
 	next, redo uint64
 	fullAt     time.Time
-	// paging: the last List stopped short of the cursor, and the next
-	// pumps go on from where it stopped (noteStopLocked).
-	paging bool
 
 	// Acks being written (see ack).
 	ackMu   sync.Mutex
@@ -289,50 +286,19 @@ func (d *dispatcher) pump() (time.Duration, bool) {
 		d.fullAt = now.Add(fullListEvery)
 	}
 	sends, stop, wait := d.assignLocked(entries, ready, win, now)
-	paged, after := d.noteStopLocked(entries, stop, c.limit), d.next
-	d.mu.Unlock()
-	if paged {
-		// The next page at once; meanwhile what was queued after the
-		// cursor is not kept waiting behind the entries in hand.
-		wait = 0
-		if len(sends) < free {
-			sends = append(sends, d.listAfter(after, free-len(sends), ready, win, now)...)
-		}
-	}
-	d.start(sends)
-	return min(sleep, wait), stop < len(entries) || len(entries) == c.limit
-}
-
-// noteStopLocked notes where a List that stopped short of the cursor
-// stopped, for the next pump to go on from (redo), and whether a pass
-// through the entries in hand goes on (paging: no pass from the head
-// begins meanwhile, or a long one would never end). paged reports that
-// the List was cut short by its limit, every entry of it dealt with: its
-// next page is due at once.
-func (d *dispatcher) noteStopLocked(entries []*state.QueueEntry, stop, limit int) (paged bool) {
-	d.paging = false
+	// What this pump did not get to below the cursor is listed again by
+	// the next one: at once when the List stopped short of the cursor
+	// with every entry dealt with (the next page of entries in hand).
 	switch {
 	case stop < len(entries) && entries[stop].Seq <= d.next:
 		d.redoLocked(entries[stop].Seq)
-		d.paging = true
-	case stop == len(entries) && stop > 0 && stop == limit && entries[stop-1].Seq < d.next:
+	case stop == len(entries) && stop > 0 && stop == c.limit && entries[stop-1].Seq < d.next:
 		d.redoLocked(entries[stop-1].Seq + 1)
-		d.paging, paged = true, true
+		wait = 0
 	}
-	return paged
-}
-
-// listAfter lists up to limit entries after seq after (past the cursor:
-// none of them in hand) and assigns them to the ready sessions.
-func (d *dispatcher) listAfter(after uint64, limit int, ready []Receiver, win int, now time.Time) []assignment {
-	entries, err := d.list(after, limit)
-	if err != nil {
-		return nil // listed again by the next pump
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	sends, _, _ := d.assignLocked(entries, ready, win, now)
-	return sends
+	d.mu.Unlock()
+	d.start(sends)
+	return min(sleep, wait), stop < len(entries) || len(entries) == c.limit
 }
 
 // list lists the queue for a pump: on a queue shared with other processes
@@ -381,7 +347,7 @@ func (d *dispatcher) cursorLocked(now time.Time, free int) listing {
 	}
 	c := listing{after: d.next, limit: free, redo: d.redo}
 	switch {
-	case !now.Before(d.fullAt) && !d.paging:
+	case !now.Before(d.fullAt):
 		c.after, c.full = 0, true
 	case d.redo != 0:
 		c.after = min(d.next, d.redo-1)

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/smppproxy/smppproxy/internal/testkit"
 	"github.com/smppproxy/smppproxy/smpp"
 	"github.com/smppproxy/smppproxy/state"
 )
@@ -62,54 +61,6 @@ func TestAReceiptQueuedBehindManyRefusedEntriesIsSentAtOnce(t *testing.T) {
 	waitFor(t, "every entry refused once", func() bool { return rx.calls.Load() >= refused })
 	heads := q.fromHead()
 	waitFor(t, "a List from the head since", func() bool { return q.fromHead() > heads })
-	e.accepted(t, "shop", "knew", fmt.Sprintf("%x", 100+refused))
-	if st := e.deliver(t, dlrFrame(fmt.Sprint(100+refused), "DELIVRD")); st != smpp.StatusOK {
-		t.Fatalf("OnDeliver = %v, want 0", st)
-	}
-	waitFor(t, "the new receipt delivered", func() bool { return e.svc.Count(DelAcked) == 1 })
-}
-
-// slowQueue is a queue whose every List takes 100 ms of the service's
-// clock (a loaded shared store).
-type slowQueue struct {
-	state.Queue
-	clock *testkit.Clock
-}
-
-func (q *slowQueue) List(ctx context.Context, queue string, after uint64, limit int) ([]*state.QueueEntry, error) {
-	q.clock.Advance(100 * time.Millisecond)
-	return q.Queue.List(ctx, queue, after, limit)
-}
-
-// With many entries held refused and a store slow to list, a receipt
-// queued after them, which the ESME takes, is still sent at once: a pass
-// over the refused entries, a few at a time, is not started again from
-// the head before it ends, and new entries are listed beside it. (From
-// review: a pass that took longer than a second was started again and
-// again from the head, and the new receipt never sent.)
-func TestANewReceiptIsSentWhileASlowStorePagesThroughRefusedEntries(t *testing.T) {
-	clock := newClock()
-	q := &slowQueue{clock: clock}
-	e := newEnv(t, func(c *Config) {
-		q.Queue = c.Store.(state.Queue)
-		c.Queue, c.Now = q, clock.Now
-		c.DeliverWindow = 10
-		a := c.Accounts["shop"]
-		a.Redelivery = time.Hour
-		c.Accounts["shop"] = a
-	})
-	const refused = 1000
-	queueReceipts(t, e, refused)
-	rx := &fakeRx{id: "s1", answer: func(n int) (smpp.Status, error) {
-		if n <= refused {
-			return smpp.StatusThrottled, nil
-		}
-		return smpp.StatusOK, nil
-	}}
-	e.rcv.bind("shop", rx)
-	clock.Advance(time.Second) // past BindSettle
-	e.svc.kick("shop")
-	waitFor(t, "every entry refused once", func() bool { return rx.calls.Load() >= refused })
 	e.accepted(t, "shop", "knew", fmt.Sprintf("%x", 100+refused))
 	if st := e.deliver(t, dlrFrame(fmt.Sprint(100+refused), "DELIVRD")); st != smpp.StatusOK {
 		t.Fatalf("OnDeliver = %v, want 0", st)
