@@ -287,14 +287,12 @@ func (d *dispatcher) pump() (time.Duration, bool) {
 	}
 	sends, stop, wait := d.assignLocked(entries, ready, win, now)
 	// What this pump did not get to below the cursor is listed again by
-	// the next one: at once when the List stopped short of the cursor
-	// with every entry dealt with (the next page of entries in hand).
+	// the next one.
 	switch {
 	case stop < len(entries) && entries[stop].Seq <= d.next:
 		d.redoLocked(entries[stop].Seq)
 	case stop == len(entries) && stop > 0 && stop == c.limit && entries[stop-1].Seq < d.next:
 		d.redoLocked(entries[stop-1].Seq + 1)
-		wait = 0
 	}
 	d.mu.Unlock()
 	d.start(sends)
@@ -353,22 +351,10 @@ func (d *dispatcher) cursorLocked(now time.Time, free int) listing {
 		c.after = min(d.next, d.redo-1)
 	}
 	if c.after != d.next {
-		// The entries in hand are listed again, but of those refused (as
-		// many as an ESME refusing everything leaves: unbounded) only a
-		// few more than the free slots: the refusals due are the first
-		// ones listed (the List starts at the lowest), and what a List
-		// leaves before the cursor is listed by the next pump (pump:
-		// redo). Listing them all cost every pump the whole backlog
-		// (from review).
-		refused := d.held[entryRefused]
-		c.limit += len(d.entries) - refused + min(refused, 2*free+refusedListed)
+		c.limit += len(d.entries) // the entries in hand are listed again
 	}
 	return c
 }
-
-// refusedListed is how many refused entries a List may read beyond twice
-// the free window slots (cursorLocked).
-const refusedListed = 16
 
 // redoLocked notes that entry seq is to be sent again (pending, or its
 // refusal ran out) though the cursor may have passed it.

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/smppproxy/smppproxy/internal/testkit"
 	"github.com/smppproxy/smppproxy/smpp"
 	"github.com/smppproxy/smppproxy/state"
 )
@@ -20,7 +19,6 @@ type listingQueue struct {
 	mu     sync.Mutex
 	afters []uint64
 	hide   map[uint64]bool
-	read   int // entries List returned for shop
 }
 
 func (q *listingQueue) wrap(c *Config) { q.Queue = c.Store.(state.Queue); c.Queue = q }
@@ -33,7 +31,6 @@ func (q *listingQueue) List(ctx context.Context, queue string, after uint64, lim
 		return es, err
 	}
 	q.afters = append(q.afters, after)
-	q.read += len(es)
 	return slices.DeleteFunc(es, func(e *state.QueueEntry) bool { return q.hide[e.Seq] }), err
 }
 
@@ -144,29 +141,5 @@ func TestAccountWindowBoundsDeliverSMAwaitingAnswer(t *testing.T) {
 	waitFor(t, "all acknowledged", queueEmpty(e))
 	if p := rx.peak.Load(); p < 2 || p > 3 {
 		t.Errorf("at most %d deliver_sm awaited their answer at once, want 2 to 3 (the account's window)", p)
-	}
-}
-
-// An ESME that refuses every deliver_sm (an overloaded client answering
-// 0x58) gets each receipt again after dlr_redelivery, and a pump does not
-// read the whole backlog of refused entries to send a window's worth:
-// the entries read stay within a small multiple of those sent. Each pump
-// listed every refused entry held, so the reads grew with the square of
-// the backlog (231 entries read per deliver_sm with 4,000 queued: from
-// review); on PostgreSQL each List is a query of that many rows.
-func TestAPumpDoesNotReadEveryRefusedEntryAgain(t *testing.T) {
-	lq := &listingQueue{}
-	e := newEnv(t, lq.wrap, func(c *Config) { c.DeliverWindow = 10 })
-	const n = 2000
-	queueReceipts(t, e, n)
-	rx := &fakeRx{id: "s", answer: func(int) (smpp.Status, error) { return smpp.StatusThrottled, nil }}
-	e.rcv.bind("shop", rx)
-	e.svc.kick("shop")
-	testkit.Eventually(t, 20*time.Second, func() bool { return rx.calls.Load() >= 2*n }, "every entry refused twice")
-	lq.mu.Lock()
-	read := lq.read
-	lq.mu.Unlock()
-	if sent := int(rx.calls.Load()); read > 8*sent {
-		t.Errorf("%d entries read for %d deliver_sm sent (%.0f each); want at most 8 each", read, sent, float64(read)/float64(sent))
 	}
 }
