@@ -187,11 +187,14 @@ func readReceipt(m *message) *receipt {
 	if cut < len(ud) {
 		_ = m.setUserData(ud[:cut:cut])
 	}
-	if pl, ok := m.tlv(smpp.TagMessagePayload); ok && len(m.sm) > 0 {
-		// Both carriers set (SMPP forbids it): the payload, which
-		// userData does not read, is cut the same way.
-		if _, _, cut := readText(m, pl); cut < len(pl) {
-			m.setTLV(smpp.TagMessagePayload, pl[:cut:cut])
+	for i := range m.tlvs {
+		// Every message_payload: userData reads only the first, and only
+		// when short_message is empty (SMPP forbids both, and a second
+		// one; an SMSC may send them all the same).
+		if pl := m.tlvs[i].Value; m.tlvs[i].Tag == smpp.TagMessagePayload {
+			if _, _, cut := readText(m, pl); cut < len(pl) {
+				m.tlvs[i].Value = pl[:cut:cut]
+			}
 		}
 	}
 	if v, ok := m.tlv(smpp.TagReceiptedMessageID); ok {
@@ -279,25 +282,48 @@ func readText(m *message, ud []byte) (textLayout, ReceiptText, int) {
 	if n, ok := udhLen(ud); ok && m.esmClass&0x40 != 0 {
 		skips = []int{n, 0}
 	}
+	var layouts []textLayout
+	for _, skip := range skips {
+		if ucs2Coded(m.dataCoding) {
+			layouts = append(layouts, textLayout{skip: skip, wide: true})
+		}
+		layouts = append(layouts, textLayout{skip: skip})
+	}
+	cut := len(ud)
+	for _, l := range layouts {
+		if t, _ := ParseReceiptText(l.view(ud)); t.textOff >= 0 {
+			cut = min(cut, l.at(t.textOff))
+		}
+	}
+	// Scored on what is before the cut only: what follows is the
+	// message, whose words may look like fields (from review).
 	var best textLayout
 	bestText, _ := ParseReceiptText(nil)
-	score, cut := -1, len(ud)
-	for _, skip := range skips {
-		for _, wide := range []bool{true, false} {
-			if wide && m.dataCoding != ucs2Coding {
-				continue
-			}
-			l := textLayout{skip: skip, wide: wide}
-			t, _ := ParseReceiptText(l.view(ud))
-			if t.textOff >= 0 {
-				cut = min(cut, l.at(t.textOff))
-			}
-			if n := t.fields(); n > score && n > 0 {
-				best, bestText, score = l, t, n
-			}
+	score := 0
+	for _, l := range layouts {
+		if l.skip > cut {
+			continue
+		}
+		if t, _ := ParseReceiptText(l.view(ud[:cut])); t.fields() > score {
+			best, bestText, score = l, t, t.fields()
 		}
 	}
 	return best, bestText, cut
+}
+
+// ucs2Coded reports whether data_coding dc says UCS-2: SMPP's 0x08, or a
+// GSM 03.38 coding group that does (general coding and automatic
+// deletion, alphabet bits 10; message waiting, UCS-2), which SMSCs pass
+// for flash or class-marked messages.
+func ucs2Coded(dc byte) bool {
+	switch {
+	case dc == ucs2Coding:
+		return true
+	case dc >= 0x10 && dc < 0x80:
+		return dc&0x0C == 0x08
+	default:
+		return dc&0xF0 == 0xE0
+	}
 }
 
 // fields counts the fields of r that were found (text: counts as one).

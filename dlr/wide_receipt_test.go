@@ -80,24 +80,31 @@ func TestReceiptTextsOfEveryLayoutAreMatchedAndCut(t *testing.T) {
 	head := func(pad string) string {
 		return "id:1000 sub:001 dlvrd:001 submit date:2503141509 done date:2503141510 stat:DELIVRD err:000" + pad + " text:"
 	}
+	// short is a short receipt text up to text: (the fields a UCS-2 copy
+	// of the message after it could tie).
+	short := func(pad string) string { return "id:1000 stat:DELIVRD" + pad + " text:" }
 	body := func(pad string) string {
 		return "id:1000 sub:001 dlvrd:001 submit date:2503141509 done date:2503141510 stat:DELIVRD err:000" + pad + " text:Code " + otp
 	}
 	cases := map[string][]byte{
-		"ASCII, data_coding 8, even length": receiptWith([]byte(body("")), 8, 0),
-		"ASCII, data_coding 8, odd length":  receiptWith([]byte(body("0")), 8, 0),
-		"UCS-2 after a 6-octet header":      receiptWith(append([]byte{5, 0, 3, 7, 2, 1}, ucs2(body(""))...), 8, 0x40),
-		"UCS-2 after a 7-octet header":      receiptWith(append([]byte{6, 8, 4, 0, 7, 2, 1}, ucs2(body(""))...), 8, 0x40),
-		"UCS-2 with a stray last octet":     receiptWith(append(ucs2(body("")), 0), 8, 0),
-		"ASCII after a 6-octet header":      receiptWith(append([]byte{5, 0, 3, 7, 2, 1}, body("")...), 0, 0x40),
-		"UCS-2, text: cut mid-message":      receiptWith(ucs2(body("")[:len(body(""))-3]), 8, 0),
-		"ASCII with a stray UDHI bit":       receiptWith([]byte(body("")), 0, 0x40),
-		"ASCII, data_coding 8, stray UDHI":  receiptWith([]byte(body("")), 8, 0x40),
-		"UCS-2 whose octets spell a key":    receiptWith(ucs2(body("")+" \u2069\u643a1 "+otp), 8, 0),
-		"ASCII, UCS-2 message with a key":   receiptWith(append([]byte(head("")), ucs2("Code id:4829 13 "+otp)...), 8, 0),
-		"ASCII+1, UCS-2 message with a key": receiptWith(append([]byte(head("0")), ucs2("Code id:4829 13 "+otp)...), 8, 0),
-		"UCS-2 after an empty header":       receiptWith(append([]byte{0}, ucs2(body(""))...), 8, 0x40),
-		"ASCII after an empty header":       receiptWith(append([]byte{0}, body("")...), 0, 0x40),
+		"ASCII, data_coding 8, even length":    receiptWith([]byte(body("")), 8, 0),
+		"ASCII, data_coding 8, odd length":     receiptWith([]byte(body("0")), 8, 0),
+		"UCS-2 after a 6-octet header":         receiptWith(append([]byte{5, 0, 3, 7, 2, 1}, ucs2(body(""))...), 8, 0x40),
+		"UCS-2 after a 7-octet header":         receiptWith(append([]byte{6, 8, 4, 0, 7, 2, 1}, ucs2(body(""))...), 8, 0x40),
+		"UCS-2 with a stray last octet":        receiptWith(append(ucs2(body("")), 0), 8, 0),
+		"ASCII after a 6-octet header":         receiptWith(append([]byte{5, 0, 3, 7, 2, 1}, body("")...), 0, 0x40),
+		"UCS-2, text: cut mid-message":         receiptWith(ucs2(body("")[:len(body(""))-3]), 8, 0),
+		"ASCII with a stray UDHI bit":          receiptWith([]byte(body("")), 0, 0x40),
+		"ASCII, data_coding 8, stray UDHI":     receiptWith([]byte(body("")), 8, 0x40),
+		"UCS-2 whose octets spell a key":       receiptWith(ucs2(body("")+" \u2069\u643a1 "+otp), 8, 0),
+		"ASCII, UCS-2 message with a key":      receiptWith(append([]byte(head("")), ucs2("Code id:4829 13 "+otp)...), 8, 0),
+		"ASCII+1, UCS-2 message with a key":    receiptWith(append([]byte(head("0")), ucs2("Code id:4829 13 "+otp)...), 8, 0),
+		"UCS-2 after an empty header":          receiptWith(append([]byte{0}, ucs2(body(""))...), 8, 0x40),
+		"ASCII after an empty header":          receiptWith(append([]byte{0}, body("")...), 0, 0x40),
+		"fields in the UCS-2 copy after text:": receiptWith(append([]byte(short("")), ucs2(" id:4829 err:0 text:Code "+otp)...), 8, 0),
+		"fields in the UCS-2 copy, odd head":   receiptWith(append([]byte(short("0")), ucs2(" id:4829 err:0 text:Code "+otp)...), 8, 0),
+		"UCS-2, data_coding 0x18 (flash)":      receiptWith(ucs2(body("")), 0x18, 0),
+		"UCS-2, data_coding 0x48":              receiptWith(ucs2(body("")), 0x48, 0),
 	}
 	for name, frame := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -131,4 +138,20 @@ func expectCutAndDelivered(t *testing.T, e *env, rec *state.Record, parts ...str
 	if got := rx.received()[0]; got != rec.ClientMessageID() {
 		t.Errorf("the ESME's receipt names id %q, want the client's %q", got, rec.ClientMessageID())
 	}
+}
+
+// A receipt carrying message_payload twice (hostile or broken) has the
+// text cut in each: the second kept the OTP.
+func TestEveryMessagePayloadOfAReceiptIsCut(t *testing.T) {
+	e := newEnv(t)
+	rec := e.accepted(t, "shop", "k", "3e8")
+	text := "id:1000 sub:001 dlvrd:001 submit date:2503141509 done date:2503141510 stat:DELIVRD err:000 text:Code 482913"
+	f := smpptest.SubmitFields{Src: "447700900123", Dst: "SHOP", EsmClass: 0x04, TLVs: []smpp.TLV{
+		{Tag: smpp.TagMessagePayload, Value: []byte(text)}, {Tag: smpp.TagMessagePayload, Value: []byte(text)}}}
+	b := smpptest.EncodeSubmit(7, f)
+	smpp.PutHeader(b, smpp.Header{Length: uint32(len(b)), ID: smpp.CmdDeliverSM, Sequence: 7})
+	if st := e.deliver(t, b); st != 0 {
+		t.Fatalf("answered 0x%08X", uint32(st))
+	}
+	expectCutAndDelivered(t, e, rec, "4829", "Code")
 }
