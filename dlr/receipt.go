@@ -27,6 +27,9 @@ type ReceiptText struct {
 	idOff int
 	// textOff is the offset just past "text:", -1 when there is none.
 	textOff int
+	// firstOff is the offset of the first field's key, -1 when there
+	// is none.
+	firstOff int
 }
 
 // HasID reports whether the text had an id field.
@@ -53,7 +56,7 @@ var receiptKeys = []struct {
 // ParseReceiptText parses a receipt text. ok is false when it has neither
 // an id nor a stat field (it is then not a receipt text).
 func ParseReceiptText(b []byte) (r ReceiptText, ok bool) {
-	r.idOff, r.textOff = -1, -1
+	r.idOff, r.textOff, r.firstOff = -1, -1, -1
 	seen := map[*string]bool{}
 	for i := 0; i < len(b); {
 		if i > 0 && b[i-1] != ' ' {
@@ -68,6 +71,9 @@ func ParseReceiptText(b []byte) (r ReceiptText, ok bool) {
 			if k.field == nil { // text: the rest is message content
 				r.textOff = i + len(k.key)
 				return r, r.idOff >= 0 || r.Stat != ""
+			}
+			if r.firstOff < 0 {
+				r.firstOff = i
 			}
 			start := i + len(k.key)
 			end := start
@@ -295,17 +301,24 @@ func readText(m *message, ud []byte) (textLayout, ReceiptText, int) {
 			cut = min(cut, l.at(t.textOff))
 		}
 	}
-	// Scored on what is before the cut only: what follows is the
-	// message, whose words may look like fields (from review).
+	// Read on what is before the cut only: what follows is the message,
+	// whose words may look like fields. The reading whose fields begin
+	// first wins (a receipt's come before the message, which an SMSC may
+	// copy without text:), then the one with the most (from review).
 	var best textLayout
 	bestText, _ := ParseReceiptText(nil)
-	score := 0
+	bestAt, score := len(ud)+1, 0
 	for _, l := range layouts {
 		if l.skip > cut {
 			continue
 		}
-		if t, _ := ParseReceiptText(l.view(ud[:cut])); t.fields() > score {
-			best, bestText, score = l, t, t.fields()
+		t, _ := ParseReceiptText(l.view(ud[:cut]))
+		n := t.fields()
+		if n == 0 {
+			continue
+		}
+		if at := l.at(max(t.firstOff, 0)); at < bestAt || at == bestAt && n > score {
+			best, bestText, bestAt, score = l, t, at, n
 		}
 	}
 	return best, bestText, cut

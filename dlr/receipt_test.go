@@ -55,6 +55,7 @@ func TestParseReceiptText(t *testing.T) {
 		got, ok := ParseReceiptText([]byte(tc.text))
 		got.idOff, tc.want.idOff = 0, 0
 		got.textOff, tc.want.textOff = 0, 0
+		got.firstOff, tc.want.firstOff = 0, 0
 		if got != tc.want || ok != tc.wantOK {
 			t.Errorf("%s: ParseReceiptText(%q) = %+v, %v; want %+v, %v", name, tc.text, got, ok, tc.want, tc.wantOK)
 		}

@@ -155,3 +155,24 @@ func TestEveryMessagePayloadOfAReceiptIsCut(t *testing.T) {
 	}
 	expectCutAndDelivered(t, e, rec, "4829", "Code")
 }
+
+// A receipt without text: whose message follows in UCS-2 and holds words
+// like fields is read by the receipt's own fields, the first ones in the
+// text: matched by its id, not by the message's (which went to the logs
+// and left the receipt unmatched: from review). Nothing can be cut
+// without text:, as before.
+func TestAReceiptIsReadByItsFirstFieldsNotTheMessagesWords(t *testing.T) {
+	e := newEnv(t)
+	rec := e.accepted(t, "shop", "k", "3e8")
+	frame := receiptWith(append([]byte("id:1000 stat:DELIVRD err:0000 "), ucs2(" Your id:QZ4829 sub:1 dlvrd:1 stat:QZ")...), 8, 0)
+	r := readReceipt(mustParse(t, frame))
+	if r.id != "1000" || r.stat != "DELIVRD" {
+		t.Errorf("read id %q stat %q, want 1000 and DELIVRD (the receipt's)", r.id, r.stat)
+	}
+	if st := e.deliver(t, frame); st != 0 {
+		t.Fatalf("answered 0x%08X", uint32(st))
+	}
+	if es := queued(t, e.st, accountQueue("shop")); len(es) != 1 {
+		t.Fatalf("queued for shop: %d receipts, want the one matched with record %s", len(es), rec.MessageID)
+	}
+}
