@@ -53,21 +53,13 @@ func TestAReceiptQueuedBehindManyRefusedEntriesIsSentAtOnce(t *testing.T) {
 	})
 	const refused = 1000
 	queueReceipts(t, e, refused)
-	rx := &fakeRx{id: "s1", answer: func(n int) (smpp.Status, error) {
-		if n <= refused {
-			return smpp.StatusThrottled, nil
-		}
-		return smpp.StatusOK, nil
-	}}
+	rx := refusingFirst(refused)
 	e.rcv.bind("shop", rx)
 	e.svc.kick("shop")
 	waitFor(t, "every entry refused once", func() bool { return rx.calls.Load() >= refused })
 	heads := q.fromHead()
 	waitFor(t, "a List from the head since", func() bool { return q.fromHead() > heads })
-	e.accepted(t, "shop", "knew", fmt.Sprintf("%x", 100+refused))
-	if st := e.deliver(t, dlrFrame(fmt.Sprint(100+refused), "DELIVRD")); st != smpp.StatusOK {
-		t.Fatalf("OnDeliver = %v, want 0", st)
-	}
+	queueNew(t, e, refused)
 	waitFor(t, "the new receipt delivered", func() bool { return e.svc.Count(DelAcked) == 1 })
 }
 
@@ -83,6 +75,23 @@ func (q *slowQueue) List(ctx context.Context, queue string, after uint64, limit 
 	return q.Queue.List(ctx, queue, after, limit)
 }
 
+// slowEnv is an env whose store takes 100 ms of its clock per List, with a
+// deliver window of window and an hour's redelivery for shop.
+func slowEnv(t *testing.T, window int) (*env, *testkit.Clock) {
+	t.Helper()
+	clock := newClock()
+	q := &slowQueue{clock: clock}
+	e := newEnv(t, func(c *Config) {
+		q.Queue = c.Store.(state.Queue)
+		c.Queue, c.Now = q, clock.Now
+		c.DeliverWindow = window
+		a := c.Accounts["shop"]
+		a.Redelivery = time.Hour
+		c.Accounts["shop"] = a
+	})
+	return e, clock
+}
+
 // With many entries held refused and a store slow to list, a receipt
 // queued after them, which the ESME takes, is still sent at once. (From
 // review of a version that read the refused entries a page at a time: a
@@ -90,32 +99,15 @@ func (q *slowQueue) List(ctx context.Context, queue string, after uint64, limit 
 // the head, and the new receipt never sent. That version was withdrawn;
 // this test stays for the next attempt.)
 func TestANewReceiptIsSentWhileASlowStorePagesThroughRefusedEntries(t *testing.T) {
-	clock := newClock()
-	q := &slowQueue{clock: clock}
-	e := newEnv(t, func(c *Config) {
-		q.Queue = c.Store.(state.Queue)
-		c.Queue, c.Now = q, clock.Now
-		c.DeliverWindow = 10
-		a := c.Accounts["shop"]
-		a.Redelivery = time.Hour
-		c.Accounts["shop"] = a
-	})
+	e, clock := slowEnv(t, 10)
 	const refused = 1000
 	queueReceipts(t, e, refused)
-	rx := &fakeRx{id: "s1", answer: func(n int) (smpp.Status, error) {
-		if n <= refused {
-			return smpp.StatusThrottled, nil
-		}
-		return smpp.StatusOK, nil
-	}}
+	rx := refusingFirst(refused)
 	e.rcv.bind("shop", rx)
 	clock.Advance(time.Second) // past BindSettle
 	e.svc.kick("shop")
 	waitFor(t, "every entry refused once", func() bool { return rx.calls.Load() >= refused })
-	e.accepted(t, "shop", "knew", fmt.Sprintf("%x", 100+refused))
-	if st := e.deliver(t, dlrFrame(fmt.Sprint(100+refused), "DELIVRD")); st != smpp.StatusOK {
-		t.Fatalf("OnDeliver = %v, want 0", st)
-	}
+	queueNew(t, e, refused)
 	waitFor(t, "the new receipt delivered", func() bool { return e.svc.Count(DelAcked) == 1 })
 }
 
@@ -125,16 +117,7 @@ func TestANewReceiptIsSentWhileASlowStorePagesThroughRefusedEntries(t *testing.T
 // review of a withdrawn version that paged through the refused entries and
 // listed past the cursor beside the pass: the newer entries went first.)
 func TestEntriesBackToPendingAreSentBeforeNewerOnesWhilePaging(t *testing.T) {
-	clock := newClock()
-	q := &slowQueue{clock: clock}
-	e := newEnv(t, func(c *Config) {
-		q.Queue = c.Store.(state.Queue)
-		c.Queue, c.Now = q, clock.Now
-		c.DeliverWindow = 2
-		a := c.Accounts["shop"]
-		a.Redelivery = time.Hour
-		c.Accounts["shop"] = a
-	})
+	e, clock := slowEnv(t, 2)
 	const refused = 300
 	queueReceipts(t, e, refused)
 	errNoAnswer := errors.New("no answer")
@@ -171,5 +154,25 @@ func TestEntriesBackToPendingAreSentBeforeNewerOnesWhilePaging(t *testing.T) {
 	waitFor(t, "the four new entries sent on s2", func() bool { return len(s2.received()) == 4 })
 	if got := s2.received(); !slices.Equal(got, want) {
 		t.Errorf("s2 got %v, want %v (the two sent again first)", got, want)
+	}
+}
+
+// refusingFirst is a session that refuses the first n deliver_sm (0x58)
+// and takes the others.
+func refusingFirst(n int) *fakeRx {
+	return &fakeRx{id: "s1", answer: func(call int) (smpp.Status, error) {
+		if call <= n {
+			return smpp.StatusThrottled, nil
+		}
+		return smpp.StatusOK, nil
+	}}
+}
+
+// queueNew stores record i of shop and queues its receipt.
+func queueNew(t *testing.T, e *env, i int) {
+	t.Helper()
+	e.accepted(t, "shop", fmt.Sprint("knew", i), fmt.Sprintf("%x", 100+i))
+	if st := e.deliver(t, dlrFrame(fmt.Sprint(100+i), "DELIVRD")); st != smpp.StatusOK {
+		t.Fatalf("OnDeliver = %v, want 0", st)
 	}
 }
