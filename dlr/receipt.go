@@ -279,10 +279,11 @@ type textLayout struct {
 // bit of a multipart message onto its receipt), or from its start; as
 // UCS-2 when data_coding says so, or as octets (SMSCs often write an
 // ASCII receipt under the data_coding of the message, 8 for a Cyrillic
-// one, and copy the message after text: in UCS-2). It returns the reading
-// that finds the most fields (the first of those, in that order), and
-// where to cut ud: at the earliest text: any reading finds, so that a
-// reading that took the message's own words for fields cannot keep it.
+// one, and copy the message after text: in UCS-2). It returns where to
+// cut ud, at the earliest text: any reading finds, so that a reading that
+// took the message's own words for fields cannot keep it, and the reading
+// of what precedes the cut whose fields begin first (then the one with
+// the most).
 func readText(m *message, ud []byte) (textLayout, ReceiptText, int) {
 	skips := []int{0}
 	if n, ok := udhLen(ud); ok && m.esmClass&0x40 != 0 {
