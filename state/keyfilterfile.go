@@ -20,8 +20,9 @@ import (
 //
 // The filter must never miss a key the store holds: a retry whose record
 // the filter says absent would be forwarded again. So the file is used
-// only when it is whole (its checksum), names this store (the marker's
-// instance) and the exact number of commits the store opened with: every
+// only when it is whole (its checksum), holds its probe keys
+// (keyFilterProbes), names this store (the marker's instance) and the
+// exact number of commits the store opened with: every
 // write of a key is a commit, so a store written after the file was made
 // (by any version, or by this one after a crash) has a higher count. It is
 // removed at open, used or not, before any write, so a store that later
