@@ -115,19 +115,6 @@ func hasPrefixFold(b []byte, key string) bool {
 	return true
 }
 
-// RewriteID returns text (parsed as r) with the id field's value replaced
-// by id, every other byte unchanged. Without an id field text is returned
-// as it is.
-func (r ReceiptText) RewriteID(text []byte, id string) []byte {
-	if r.idOff < 0 || r.idOff+len(r.ID) > len(text) {
-		return text
-	}
-	out := make([]byte, 0, len(text)-len(r.ID)+len(id))
-	out = append(out, text[:r.idOff]...)
-	out = append(out, id...)
-	return append(out, text[r.idOff+len(r.ID):]...)
-}
-
 // SubmitTime parses the submit date (YYMMDDhhmm or YYMMDDhhmmss) in loc.
 func (r ReceiptText) SubmitTime(loc *time.Location) (time.Time, bool) {
 	for _, layout := range []string{"0601021504", "060102150405"} {
@@ -168,17 +155,6 @@ var statStates = map[string]state.DeliveryState{
 	"UNKNOWN": state.DeliveryUnknown, "REJECTD": state.DeliveryRejected, "SKIPPED": state.DeliverySkipped,
 	"DELIVERED": state.DeliveryDelivered, "UNDELIVERABLE": state.DeliveryUndeliverable,
 	"ACCEPTED": state.DeliveryAccepted, "REJECTED": state.DeliveryRejected,
-}
-
-// WithoutContent returns text (parsed as r) with the value of its text:
-// field — the first characters of the original message, often the OTP
-// itself — removed; "text:" stays. Without a text: field, text is returned
-// as it is.
-func (r ReceiptText) WithoutContent(text []byte) []byte {
-	if r.textOff < 0 || r.textOff >= len(text) {
-		return text
-	}
-	return text[:r.textOff:r.textOff]
 }
 
 // readReceipt extracts the receipt fields of m (a receipt by esm_class).
@@ -297,9 +273,10 @@ func readText(m *message, ud []byte) (textLayout, ReceiptText, int) {
 		layouts = append(layouts, textLayout{skip: skip})
 	}
 	cut := len(ud)
-	for _, l := range layouts {
-		if t, _ := ParseReceiptText(l.view(ud)); t.textOff >= 0 {
-			cut = min(cut, l.at(t.textOff))
+	texts := make([]ReceiptText, len(layouts))
+	for i, l := range layouts {
+		if texts[i], _ = ParseReceiptText(l.view(ud)); texts[i].textOff >= 0 {
+			cut = min(cut, l.at(texts[i].textOff))
 		}
 	}
 	// Read on what is before the cut only: what follows is the message,
@@ -309,11 +286,16 @@ func readText(m *message, ud []byte) (textLayout, ReceiptText, int) {
 	var best textLayout
 	bestText, _ := ParseReceiptText(nil)
 	bestAt, score := len(ud)+1, 0
-	for _, l := range layouts {
+	for i, l := range layouts {
 		if l.skip > cut {
 			continue
 		}
-		t, _ := ParseReceiptText(l.view(ud[:cut]))
+		t := texts[i]
+		if own := t.textOff >= 0 && l.at(t.textOff) == cut; !own && cut < len(ud) {
+			// Its text: is not the cut (or it has none): read again up to
+			// the cut. (A reading cut at its own text: read the same.)
+			t, _ = ParseReceiptText(l.view(ud[:cut]))
+		}
 		n := t.fields()
 		if n == 0 {
 			continue

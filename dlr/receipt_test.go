@@ -64,7 +64,7 @@ func TestParseReceiptText(t *testing.T) {
 
 // The text: field carries the start of the original message — often the
 // OTP — and is dropped before anything is stored or delivered.
-func TestWithoutContent(t *testing.T) {
+func TestTheMessageAfterTextIsCut(t *testing.T) {
 	tests := map[string]struct{ in, want string }{
 		"standard": {"id:1 sub:001 dlvrd:001 submit date:2503141509 done date:2503141510 stat:DELIVRD err:000 text:Your code is 918273",
 			"id:1 sub:001 dlvrd:001 submit date:2503141509 done date:2503141510 stat:DELIVRD err:000 text:"},
@@ -73,24 +73,24 @@ func TestWithoutContent(t *testing.T) {
 		"upper case":    {"id:1 stat:DELIVRD TEXT:918273", "id:1 stat:DELIVRD TEXT:"},
 	}
 	for name, tc := range tests {
-		r, _ := ParseReceiptText([]byte(tc.in))
-		if got := string(r.WithoutContent([]byte(tc.in))); got != tc.want {
-			t.Errorf("%s: WithoutContent(%q) = %q, want %q", name, tc.in, got, tc.want)
+		_, _, cut := readText(&message{}, []byte(tc.in))
+		if got := tc.in[:cut]; got != tc.want {
+			t.Errorf("%s: %q cut to %q, want %q", name, tc.in, got, tc.want)
 		}
 	}
 }
 
-func TestRewriteID(t *testing.T) {
+func TestOnlyTheIDIsRewritten(t *testing.T) {
 	text := []byte("id:3E8 sub:001 dlvrd:001 submit date:2503141509 done date:2503141510 stat:DELIVRD err:000 text:id:3E8")
 	r, _ := ParseReceiptText(text)
-	got := r.RewriteID(text, "proxy-0001")
+	got := textLayout{}.rewriteID(text, r, "proxy-0001")
 	want := "id:proxy-0001 sub:001 dlvrd:001 submit date:2503141509 done date:2503141510 stat:DELIVRD err:000 text:id:3E8"
 	if string(got) != want {
-		t.Errorf("RewriteID = %q, want %q", got, want)
+		t.Errorf("rewriteID = %q, want %q", got, want)
 	}
 	noID, _ := ParseReceiptText([]byte("stat:DELIVRD"))
-	if got := noID.RewriteID([]byte("stat:DELIVRD"), "x"); string(got) != "stat:DELIVRD" {
-		t.Errorf("RewriteID without an id field = %q, want the text unchanged", got)
+	if got := (textLayout{}).rewriteID([]byte("stat:DELIVRD"), noID, "x"); string(got) != "stat:DELIVRD" {
+		t.Errorf("rewriteID without an id field = %q, want the text unchanged", got)
 	}
 }
 
@@ -206,21 +206,21 @@ func FuzzParseReceiptText(f *testing.F) {
 			t.Fatalf("ParseReceiptText(%q) ok = %v with %+v", b, ok, r)
 		}
 		if !r.HasID() {
-			if got := r.RewriteID(b, "X"); !bytes.Equal(got, b) {
-				t.Fatalf("RewriteID without an id changed %q to %q", b, got)
+			if got := (textLayout{}).rewriteID(b, r, "X"); !bytes.Equal(got, b) {
+				t.Fatalf("rewriteID without an id changed %q to %q", b, got)
 			}
 			return
 		}
 		if r.idOff < 0 || r.idOff+len(r.ID) > len(b) || string(b[r.idOff:r.idOff+len(r.ID)]) != r.ID {
 			t.Fatalf("ParseReceiptText(%q): id %q not at offset %d", b, r.ID, r.idOff)
 		}
-		out := r.RewriteID(b, "P-1")
+		out := textLayout{}.rewriteID(b, r, "P-1")
 		again, ok := ParseReceiptText(out)
 		if !ok || again.ID != "P-1" || again.Stat != r.Stat || again.SubmitDate != r.SubmitDate {
-			t.Fatalf("ParseReceiptText(RewriteID(%q)) = %+v; want id P-1, other fields as %+v", b, again, r)
+			t.Fatalf("ParseReceiptText(rewriteID(%q)) = %+v; want id P-1, other fields as %+v", b, again, r)
 		}
 		if len(out) != len(b)-len(r.ID)+3 {
-			t.Fatalf("RewriteID changed other bytes: %q → %q", b, out)
+			t.Fatalf("rewriteID changed other bytes: %q → %q", b, out)
 		}
 	})
 }

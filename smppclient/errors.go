@@ -30,9 +30,9 @@ var (
 	// the id cannot be kept (no store index holds keys of any length).
 	ErrBadAnswer = errors.New("smppclient: acceptance with an overlong message id")
 	// ErrUnclearAnswer: a generic_nack came for the request that may not
-	// answer it (status 0, or the sequence number of a response the bind
-	// sent the SMSC lately, which the SMSC may have nacked). The outcome
-	// is unknown.
+	// answer it (status 0, or 0x08 with the sequence number of a response
+	// the bind sent the SMSC lately, which the SMSC may have nacked). The
+	// outcome is unknown.
 	ErrUnclearAnswer = errors.New("smppclient: generic_nack that may not answer the request")
 )
 

@@ -283,7 +283,6 @@ func (s *session) onResponse(h smpp.Header, frame []byte) {
 		// causes: they answer the submit, however numbered (on a
 		// transceiver bind the SMSC's numbers and ours often run in
 		// step, exactly while it throttles).
-
 		s.p.warnPDU(s.log, "unclear_nack", "generic_nack that may not answer the request: outcome unknown", "seq", h.Sequence, "status", h.Status)
 		err = ErrUnclearAnswer
 	case h.Status == smpp.StatusOK:
