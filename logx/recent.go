@@ -76,16 +76,6 @@ func (r *Recent[V]) Get(key string, now time.Time) *RecentEntry[V] {
 	return e
 }
 
-// Peek returns key's entry if it has one of its own (never the overflow
-// entry, and it makes none).
-func (r *Recent[V]) Peek(key string) (*RecentEntry[V], bool) {
-	e, ok := r.m[key]
-	if !ok || e.overflow {
-		return nil, false
-	}
-	return e, true
-}
-
 // Lookup returns the entry a Get of key would return, without making
 // one: key's own, the overflow entry when no room is left (nil if none was
 // made yet), nil when Get would make a new one.
@@ -113,18 +103,6 @@ func (r *Recent[V]) Touch(e *RecentEntry[V], now time.Time) {
 		r.unlink(e)
 	}
 	r.insertAfter(e, r.ring.prev)
-}
-
-// Delete forgets key's entry. The overflow entry is not a key's and stays.
-func (r *Recent[V]) Delete(key string) {
-	e, ok := r.m[key]
-	if !ok || e.overflow {
-		return
-	}
-	delete(r.m, key)
-	if e.aging {
-		r.unlink(e)
-	}
 }
 
 // dropOld drops the entries untouched for ttl that idle lets go and sets

@@ -533,8 +533,9 @@ func (b *bindBackoff) trustLocked(ip, systemID string, now time.Time) {
 
 // isTrusted reports whether ip bound systemID within bindTrustFor.
 func (b *bindBackoff) isTrusted(ip, systemID string, now time.Time) bool {
-	g, ok := b.trusted.Peek(systemID)
-	return ok && g.Value.has(ip, now)
+	// (The shared overflow entry is never given trust: it has none.)
+	g := b.trusted.Lookup(systemID)
+	return g != nil && g.Value.has(ip, now)
 }
 
 // trustList is the addresses a system_id bound from lately, the latest

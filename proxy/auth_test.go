@@ -486,10 +486,11 @@ func TestASuccessfulBindDoesNotClearTheFailuresOfKeysWithoutAnEntry(t *testing.T
 }
 
 // A client bound longer than the trust lasts is trusted again when its
-// session ends (the proxy calls sessionClosed from the server's OnClosed),
-// so it reconnects unhindered by failed binds of its account from
-// elsewhere. From review: trust lapsed 24 h after the bind, and binds
-// last days.
+// session ends, so it reconnects unhindered by failed binds of its
+// account from elsewhere. From review: trust lapsed 24 h after the bind,
+// and binds last days. This checks what sessionClosed does (the trust
+// renewed, called here directly); that the server's OnClosed calls it is
+// wired in proxy.New, which no test here covers.
 func TestAClientBoundLongerThanTheTrustLastsIsTrustedAgainWhenItsSessionEnds(t *testing.T) {
 	a, clock, delays := testAccountAuth(nil, []config.Account{account("shop", "secret", "")})
 	a.sleep = func(_ context.Context, d time.Duration) {

@@ -254,22 +254,21 @@ func (s *Session) readLoop() CloseReason {
 			}
 		}
 		s.lastRead.Store(time.Now().UnixNano())
-		if end := s.dispatch(frame); end != ReasonNone {
+		if s.dispatch(frame) {
 			// A refused bind's bind_resp closes the session once
 			// written; the client may hang up as soon as it has it,
 			// which must not read as a client that went away. Nothing
 			// more is read: a bind pipelined behind it would cost
 			// another password check (from review).
 			<-s.done
-			return end
+			return ReasonBindFailed
 		}
 	}
 }
 
-// dispatch handles one inbound frame; end is the reason the session ends
-// with once the response queued is written (an unbind of a bound session,
-// a refused bind), ReasonNone while it goes on.
-func (s *Session) dispatch(frame []byte) (end CloseReason) {
+// dispatch handles one inbound frame; refused reports a refused bind,
+// whose response queued closes the session once written.
+func (s *Session) dispatch(frame []byte) (refused bool) {
 	h := smpp.ParseHeader(frame)
 	if h.IsResponse() {
 		s.pendMu.Lock()
@@ -290,10 +289,7 @@ func (s *Session) dispatch(frame []byte) (end CloseReason) {
 		_ = s.enqueue(outFrame{b: smpp.EncodeSimple(smpp.CmdEnquireLink|smpp.RespBit, smpp.StatusOK, h.Sequence, nil)})
 		return
 	case smpp.CmdBindReceiver, smpp.CmdBindTransmitter, smpp.CmdBindTransceiver:
-		if !s.handleBind(h, frame) {
-			return ReasonBindFailed
-		}
-		return
+		return !s.handleBind(h, frame)
 	case smpp.CmdUnbind:
 		if s.BindType() == smpp.BindNone {
 			_ = s.enqueue(outFrame{b: StatusResponse(h, smpp.StatusInvBndSts)})
