@@ -144,26 +144,36 @@ var errCommitRecord = errors.New("bad commit log record")
 func readCommitLog(b []byte, fn func(seq uint64, ws []write) error) (int, error) {
 	off := 0
 	var ws []write
-	for len(b)-off >= commitHeader {
-		n := binary.BigEndian.Uint32(b[off:])
-		if n > maxCommitRecord || uint64(len(b)-off-commitHeader) < uint64(n) {
-			return off, nil
-		}
-		body := b[off+commitHeader : off+commitHeader+int(n)]
-		if crc32.Checksum(body, castagnoli) != binary.BigEndian.Uint32(b[off+4:]) {
-			return off, nil
-		}
-		seq, got, err := decodeCommitBody(body, ws[:0])
-		if err != nil {
+	for {
+		seq, got, size, ok := recordAt(b[off:], ws[:0])
+		if !ok {
 			return off, nil
 		}
 		ws = got
 		if err := fn(seq, ws); err != nil {
 			return off, err
 		}
-		off += commitHeader + int(n)
+		off += size
 	}
-	return off, nil
+}
+
+// recordAt decodes the record b starts with, when it is whole and valid
+// (its length in bounds, its CRC, its body): its batch's sequence number,
+// its writes (appended to ws; keys and values alias b) and its size.
+func recordAt(b []byte, ws []write) (seq uint64, _ []write, size int, ok bool) {
+	if len(b) < commitHeader {
+		return 0, ws, 0, false
+	}
+	n := binary.BigEndian.Uint32(b)
+	if n > maxCommitRecord || uint64(len(b)-commitHeader) < uint64(n) {
+		return 0, ws, 0, false
+	}
+	body := b[commitHeader : commitHeader+int(n)]
+	if crc32.Checksum(body, castagnoli) != binary.BigEndian.Uint32(b[4:]) {
+		return 0, ws, 0, false
+	}
+	seq, ws, err := decodeCommitBody(body, ws)
+	return seq, ws, commitHeader + int(n), err == nil
 }
 
 func decodeCommitBody(b []byte, ws []write) (uint64, []write, error) {
@@ -418,16 +428,11 @@ func batchQueueSeqOf(ws []write) (uint64, bool) {
 // anywhere in b (a record of another number there is data of the torn
 // batch's, such as a queued message's body, not a batch).
 func batchAfter(b []byte, seq uint64) bool {
-	for off := 0; len(b)-off >= commitHeader; off++ {
-		n := binary.BigEndian.Uint32(b[off:])
-		if n < 9 || uint64(len(b)-off-commitHeader) < uint64(n) {
-			continue
+	for off := 0; len(b)-off >= commitHeader+8; off++ {
+		if binary.BigEndian.Uint64(b[off+commitHeader:]) != seq {
+			continue // (the body begins with the batch's number)
 		}
-		body := b[off+commitHeader : off+commitHeader+int(n)]
-		if binary.BigEndian.Uint64(body) != seq || crc32.Checksum(body, castagnoli) != binary.BigEndian.Uint32(b[off+4:]) {
-			continue
-		}
-		if _, _, err := decodeCommitBody(body, nil); err == nil {
+		if got, _, _, ok := recordAt(b[off:], nil); ok && got == seq {
 			return true
 		}
 	}
@@ -488,12 +493,10 @@ type commitLog struct {
 	qseq uint64
 	// broken: a failed write or sync (the log's tail is unknown), or a
 	// batch the log holds that Badger refused (set by the batch's outcome,
-	// on Badger's callback goroutine, ordered by the committer's receipt
-	// of that outcome): the store refuses writes until it is reopened.
-	broken error
-	// refusing mirrors broken for readers beyond the committer
-	// (BadgerStore.Writable, readiness).
-	refusing atomic.Pointer[error]
+	// on Badger's callback goroutine): the store refuses writes until it
+	// is reopened. Read with refusal, from any goroutine (the committer,
+	// BadgerStore.Writable, readiness).
+	broken atomic.Pointer[error]
 	// syncFault, set by tests (before the batch whose sync is to fail;
 	// the committer reads it), fails a sync that succeeded (a disk's I/O
 	// error).
@@ -622,8 +625,8 @@ func allZero(b []byte) bool {
 // every later write fails (and so no sync follows): what the segment's
 // tail holds is unknown.
 func (l *commitLog) write(seq uint64, hwm write, reqs []*request) error {
-	if l.broken != nil {
-		return l.broken
+	if err := l.refusal(); err != nil {
+		return err
 	}
 	if l.size >= l.rotate {
 		if err := l.startSegment(seq); err != nil {
@@ -680,15 +683,17 @@ func (l *commitLog) fail(err error) error {
 // setBroken marks the log broken by err (every later write fails) and
 // returns err.
 func (l *commitLog) setBroken(err error) error {
-	l.broken = err
-	l.refusing.Store(&err)
+	l.broken.Store(&err)
 	return err
 }
 
 // refusal is the error the store refuses writes with since the log broke,
-// nil while it is whole; safe from any goroutine.
+// nil while it is whole (or there is no log); safe from any goroutine.
 func (l *commitLog) refusal() error {
-	if p := l.refusing.Load(); p != nil {
+	if l == nil {
+		return nil
+	}
+	if p := l.broken.Load(); p != nil {
 		return *p
 	}
 	return nil

@@ -159,11 +159,11 @@ func (b *batch) full(s *BadgerStore) bool {
 // goes back to next.
 func (s *BadgerStore) launch(b *batch, next *batch, done chan<- error) {
 	b.heldTaken, b.heldSeq = nil, s.commitSeq+1 // (a relaunch after a carry starts again)
-	if s.clog != nil && s.clog.broken != nil {
+	if err := s.clog.refusal(); err != nil {
 		// The commit log's tail is unknown: nothing more is written, to
 		// Badger either (a batch Badger took while its log write failed
 		// would be read back although its writers were told it failed).
-		done <- s.clog.broken
+		done <- err
 		return
 	}
 	if err := s.checkDisk(b.bytes); err != nil {
@@ -467,10 +467,8 @@ func (s *BadgerStore) checkDisk(size int64) error {
 // last verdict, read again now when it was low, so that a disk freed
 // while no write came is seen (readiness; nil otherwise).
 func (s *BadgerStore) Writable() error {
-	if s.clog != nil {
-		if err := s.clog.refusal(); err != nil {
-			return err
-		}
+	if err := s.clog.refusal(); err != nil {
+		return err
 	}
 	if s.minFree <= 0 || !s.diskLow.Load() {
 		return nil

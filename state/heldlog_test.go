@@ -70,6 +70,16 @@ func sentRecord(key string, now time.Time) *Record {
 		Created: now, Updated: now, Expires: now.Add(time.Hour), History: []Event{{At: now, State: Sent}}}
 }
 
+// createSent creates the records sentRecord makes of keys in s.
+func createSent(t *testing.T, s *BadgerStore, now time.Time, keys ...string) {
+	t.Helper()
+	for _, k := range keys {
+		if _, _, err := s.Create(context.Background(), sentRecord(k, now)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // accept writes the outcome of the record under key (accepted).
 func accept(t *testing.T, s *BadgerStore, key string, now time.Time) {
 	t.Helper()

@@ -64,28 +64,40 @@ func writeMarkerFile(dir string, m marker) error {
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(dir, MarkerFile+".tmp")
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
+	if err := replaceFile(dir, MarkerFile, append(b, '\n')); err != nil {
 		return fmt.Errorf("state: write marker: %w", err)
 	}
-	_, err = f.Write(append(b, '\n'))
+	return nil
+}
+
+// replaceFile replaces dir's file name with b atomically and durably: b
+// goes to name.tmp, synced, which is renamed over name, and dir synced.
+func replaceFile(dir, name string, b []byte) error {
+	tmp := filepath.Join(dir, name+".tmp")
+	err := writeSynced(tmp, b)
+	if err == nil {
+		err = os.Rename(tmp, filepath.Join(dir, name))
+	}
+	if err == nil {
+		err = syncDir(dir)
+	}
+	return err
+}
+
+// writeSynced writes b to a new file at path and syncs it.
+func writeSynced(path string, b []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
 	if err == nil {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	if err == nil {
-		err = os.Rename(tmp, filepath.Join(dir, MarkerFile))
-	}
-	if err == nil {
-		err = syncDir(dir)
-	}
-	if err != nil {
-		return fmt.Errorf("state: write marker: %w", err)
-	}
-	return nil
+	return err
 }
 
 func syncDir(dir string) error {

@@ -131,16 +131,11 @@ func saveKeyFilter(dir, instance string, commits uint64, f *keyFilter) error {
 	if k.filter == nil || err != nil {
 		return err
 	}
-	tmp := filepath.Join(dir, KeyFilterFile+".tmp")
-	if err := writeSynced(tmp, b); err != nil {
-		_ = os.Remove(tmp)
+	if err := replaceFile(dir, KeyFilterFile, b); err != nil {
+		_ = os.Remove(filepath.Join(dir, KeyFilterFile+".tmp"))
 		return err
 	}
-	if err := os.Rename(tmp, filepath.Join(dir, KeyFilterFile)); err != nil {
-		_ = os.Remove(tmp)
-		return err
-	}
-	return syncDir(dir)
+	return nil
 }
 
 // takeKeyFilter reads and removes dir's KeyFilterFile (and any temporary
@@ -190,20 +185,4 @@ func takeKeyFilter(dir, instance string, commits uint64) (*savedKeyFilter, error
 		}
 	}
 	return &k, nil
-}
-
-// writeSynced writes b to a new file at path and syncs it.
-func writeSynced(path string, b []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(b)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }

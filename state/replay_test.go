@@ -60,10 +60,7 @@ func openQuiet(t *testing.T, dir string, rotate int64) *BadgerStore {
 // test.
 func reopen(t *testing.T, dir string) *BadgerStore {
 	t.Helper()
-	s, err := OpenBadger(BadgerOptions{Path: dir, GCInterval: -1})
-	if err != nil {
-		t.Fatalf("reopen = %v", err)
-	}
+	s := openAt(t, dir)
 	t.Cleanup(func() { s.Close() })
 	return s
 }
@@ -122,15 +119,10 @@ func flipByte(t *testing.T, path string, at int) {
 func TestARefusedOpenOfADamagedLogLeavesBadgerAsItWas(t *testing.T) {
 	dir := t.TempDir()
 	s := openQuiet(t, dir, 4<<10)
-	ctx := context.Background()
 	now := time.Now()
-	if _, _, err := s.Create(ctx, sentRecord("k", now)); err != nil {
-		t.Fatal(err)
-	}
+	createSent(t, s, now, "k")
 	for i := range 100 {
-		if _, _, err := s.Create(ctx, sentRecord(fmt.Sprint("filler-", i), now)); err != nil {
-			t.Fatal(err)
-		}
+		createSent(t, s, now, fmt.Sprint("filler-", i))
 	}
 	accept(t, s, "k", now)
 	segs := abandon(t, s, dir)
@@ -169,12 +161,9 @@ func TestARefusedOpenOfADamagedLogLeavesBadgerAsItWas(t *testing.T) {
 func TestBadBytesInTheLastSegmentFollowedByWholeBatchesAreDamageNotATornTail(t *testing.T) {
 	dir := t.TempDir()
 	s := openQuiet(t, dir, 0)
-	ctx := context.Background()
 	now := time.Now()
 	for i := range 50 {
-		if _, _, err := s.Create(ctx, sentRecord(fmt.Sprint("k", i), now)); err != nil {
-			t.Fatal(err)
-		}
+		createSent(t, s, now, fmt.Sprint("k", i))
 	}
 	segs := abandon(t, s, dir)
 	last := segs[len(segs)-1]
@@ -205,17 +194,13 @@ func TestBatchesBadgerHeldAndTheCommitLogLostAreMendedAtOpen(t *testing.T) {
 	s := openQuiet(t, dir, 0)
 	ctx := context.Background()
 	now := time.Now()
-	if _, _, err := s.Create(ctx, sentRecord("before", now)); err != nil {
-		t.Fatal(err)
-	}
+	createSent(t, s, now, "before")
 	old := receiptEntry("m0", now)
 	if _, _, err := s.Enqueue(ctx, old); err != nil {
 		t.Fatal(err)
 	}
 	e := receiptEntry("m1", now)
-	if _, _, err := s.Create(ctx, sentRecord("k", now)); err != nil {
-		t.Fatal(err)
-	}
+	createSent(t, s, now, "k")
 	if _, _, err := s.Enqueue(ctx, e); err != nil {
 		t.Fatal(err)
 	}
@@ -252,17 +237,9 @@ func TestTheReplayRestoresABatchBadgerLackedBeforeOneItHeld(t *testing.T) {
 	s := openQuiet(t, dir, 0)
 	ctx := context.Background()
 	now := time.Now()
-	for _, k := range []string{"a", "k"} {
-		if _, _, err := s.Create(ctx, sentRecord(k, now)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	createSent(t, s, now, "a", "k")
 	accept(t, s, "k", now)
-	for _, k := range []string{"y", "z"} {
-		if _, _, err := s.Create(ctx, sentRecord(k, now)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	createSent(t, s, now, "y", "z")
 	// Badger loses k's batches (an older memtable's log that did not
 	// reach the disk) and keeps the later ones, its high-water mark too.
 	if err := s.db.DropPrefix(recordKey(Key{Account: "acme", Key: "k"})); err != nil {
@@ -320,9 +297,7 @@ func TestATornAppendCarryingARecordLikeBodyIsCutNotTakenForDamage(t *testing.T) 
 	s := openQuiet(t, dir, 0)
 	ctx := context.Background()
 	now := time.Now()
-	if _, _, err := s.Create(ctx, sentRecord("k", now)); err != nil {
-		t.Fatal(err)
-	}
+	createSent(t, s, now, "k")
 	body := appendCommitRecord(nil, 12345, nil)
 	e := &QueueEntry{Queue: "shop", Kind: "mo", Body: append(body, body...), Expires: now.Add(time.Hour)}
 	if _, _, err := s.Enqueue(ctx, e); err != nil {
