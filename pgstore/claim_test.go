@@ -243,10 +243,7 @@ func TestAStoreOnASchemaOfTheLongestNameEnqueuesAndNotifies(t *testing.T) {
 func TestTwoProcessesUnderOneInstanceIDDoNotShareClaims(t *testing.T) {
 	old, replacement := openPair(t, Options{})
 	now := time.Now()
-	seq, _, err := old.Enqueue(bg, &state.QueueEntry{Queue: "esme/shop", Body: []byte("r"), Enqueued: now, Expires: now.Add(time.Hour)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	seq := enqueueShop(t, old, now, 1)[0]
 	const owner = "node-1" // the dispatchers of both name the instance
 	if got, err := old.Claim(bg, "esme/shop", []uint64{seq}, owner, now.Add(time.Minute)); err != nil || len(got) != 1 {
 		t.Fatalf("the first process's claim = %v, %v", got, err)

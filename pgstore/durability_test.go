@@ -25,7 +25,7 @@ import (
 // tuning, gave the store connections with it off).
 func TestTheStoreCommitsSynchronouslyWhateverTheRoleOrDSNSays(t *testing.T) {
 	r := newTestRole(t, "smppproxy_async_")
-	r.run(`ALTER ROLE ` + r.ident + ` SET synchronous_commit = off`)
+	exec(t, r.admin, `ALTER ROLE `+r.ident+` SET synchronous_commit = off`)
 	u := r.dsn
 	for name, c := range map[string]struct{ param, want string }{
 		"the role says off":                  {"", "on"},
@@ -66,7 +66,6 @@ func TestTheStoreCommitsSynchronouslyWhateverTheRoleOrDSNSays(t *testing.T) {
 // kept its connections to the read-only server (from review).
 func TestAReadOnlyDatabaseMakesTheStoreUnwritableUntilItTakesWritesAgain(t *testing.T) {
 	r := newTestRole(t, "smppproxy_ro_")
-	run, ident, role := r.run, r.ident, r.name
 	s := openTest(t, Options{DSN: r.dsn.String(), Timeout: 2 * time.Second})
 	now := time.Now()
 	n := 0
@@ -82,8 +81,8 @@ func TestAReadOnlyDatabaseMakesTheStoreUnwritableUntilItTakesWritesAgain(t *test
 		t.Fatalf("Writable() on a writable database = %v", err)
 	}
 
-	run(`ALTER ROLE ` + ident + ` SET default_transaction_read_only = on`)
-	run(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '` + role + `'`)
+	exec(t, r.admin, `ALTER ROLE `+r.ident+` SET default_transaction_read_only = on`)
+	exec(t, r.admin, terminateRole, r.name)
 	testkit.Eventually(t, 30*time.Second, func() bool {
 		err := create()
 		return err != nil && errors.Is(err, ErrUnavailable) && strings.Contains(fmt.Sprint(s.Writable()), "read-only")
@@ -98,7 +97,7 @@ func TestAReadOnlyDatabaseMakesTheStoreUnwritableUntilItTakesWritesAgain(t *test
 		t.Errorf("Writable() after a read served by the read-only database = nil, want its refusal of writes")
 	}
 
-	run(`ALTER ROLE ` + ident + ` RESET default_transaction_read_only`)
+	exec(t, r.admin, `ALTER ROLE `+r.ident+` RESET default_transaction_read_only`)
 	testkit.Eventually(t, 30*time.Second, func() bool { return create() == nil && s.Writable() == nil },
 		"the store never took writes again once the database did (its connections kept)")
 }
@@ -106,42 +105,29 @@ func TestAReadOnlyDatabaseMakesTheStoreUnwritableUntilItTakesWritesAgain(t *test
 // testRole is a login role of the test's own (a superuser, so that the
 // store can make its schema), dropped at the end, its sessions ended.
 type testRole struct {
-	t           *testing.T
 	name, ident string
-	admin       *pgx.Conn
+	admin       string   // the tests' DSN
 	dsn         *url.URL // the tests' DSN as this role
 }
 
+// terminateRole ends the sessions of role $1.
+const terminateRole = `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1`
+
 func newTestRole(t *testing.T, prefix string) *testRole {
 	t.Helper()
-	dsn := testDSN(t)
 	var b [4]byte
 	_, _ = rand.Read(b[:])
-	r := &testRole{t: t, name: prefix + hex.EncodeToString(b[:])}
+	r := &testRole{name: prefix + hex.EncodeToString(b[:]), admin: testDSN(t)}
 	r.ident = pgx.Identifier{r.name}.Sanitize()
-	var err error
-	if r.admin, err = pgx.Connect(bg, dsn); err != nil {
-		t.Fatal(err)
-	}
-	r.run(`CREATE ROLE ` + r.ident + ` LOGIN SUPERUSER`)
+	exec(t, r.admin, `CREATE ROLE `+r.ident+` LOGIN SUPERUSER`)
 	t.Cleanup(func() {
-		_, _ = r.admin.Exec(bg, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1`, r.name)
-		if _, err := r.admin.Exec(bg, `DROP ROLE IF EXISTS `+r.ident); err != nil {
-			t.Errorf("dropping role %s: %v", r.name, err)
-		}
-		r.admin.Close(bg)
+		exec(t, r.admin, terminateRole, r.name)
+		exec(t, r.admin, `DROP ROLE IF EXISTS `+r.ident)
 	})
-	if r.dsn, err = url.Parse(dsn); err != nil {
+	var err error
+	if r.dsn, err = url.Parse(r.admin); err != nil {
 		t.Fatalf("SMPPPROXY_TEST_POSTGRES is not a URL: %v", err)
 	}
 	r.dsn.User = url.User(r.name)
 	return r
-}
-
-// run runs sql as the tests' user.
-func (r *testRole) run(sql string) {
-	r.t.Helper()
-	if _, err := r.admin.Exec(bg, sql); err != nil {
-		r.t.Fatalf("%s: %v", sql, err)
-	}
 }

@@ -424,7 +424,7 @@ func (s *Store) collect(ctx context.Context) error {
 	defer cancel()
 	at := s.now()
 	var dbNs int64
-	if err := s.pool.QueryRow(ctx, `SELECT (extract(epoch FROM clock_timestamp()) * 1e9)::int8`).Scan(&dbNs); err != nil {
+	if err := s.pool.QueryRow(ctx, `SELECT `+sqlNowNS).Scan(&dbNs); err != nil {
 		return wrapErr(err)
 	}
 	if ahead := at.Sub(time.Unix(0, dbNs)); ahead > maxSweepAhead {

@@ -248,16 +248,22 @@ func TestAnInstanceWhoseClockIsAheadDeletesNoRowOfTheSharedStore(t *testing.T) {
 	live := sentRecord(time.Now(), "live", "test-1/1", 1)
 	live.Expires = time.Now().Add(time.Hour) // live on the database's clock
 	mustCreate(t, s, live)
+	dead := sentRecord(time.Now(), "dead", "test-1/1", 2)
+	dead.Expires = time.Now().Add(-time.Minute) // expired on every clock
+	mustCreate(t, s, dead)
 	if err := s.collect(bg); !errors.Is(err, ErrClockAhead) {
 		t.Errorf("collect on a clock %v ahead = %v, want ErrClockAhead", ahead, err)
 	}
 	rows := func() int64 { return exec(t, s.opts.DSN, `SELECT 1 FROM `+s.opts.Schema+`.records`).rows }
-	if n := rows(); n != 1 {
-		t.Errorf("records after the sweep of an instance whose clock is ahead = %d, want the live one", n)
+	if n := rows(); n != 2 {
+		t.Errorf("records after the sweep of an instance whose clock is ahead = %d, want both (it deletes nothing)", n)
 	}
 	skew.Store(0)
 	if err := s.collect(bg); err != nil {
 		t.Fatalf("collect on a clock that agrees = %v", err)
+	}
+	if n := rows(); n != 1 {
+		t.Errorf("records after the sweep on a clock that agrees = %d, want the live one only", n)
 	}
 	mustGet(t, s, state.Key{Account: "acme", Key: "live"})
 }

@@ -57,20 +57,10 @@ func TestAMigrationWaitingForALockDoesNotStallTheTablesOtherStatements(t *testin
 	t.Parallel()
 	dsn := testDSN(t)
 	schema := newSchema(t, dsn)
-	ms, err := loadMigrations()
-	if err != nil || len(ms) < 5 || ms[4].name != "0005_records_expiry_btree" {
-		t.Fatalf("loadMigrations = %d migrations, %v; want 0005_records_expiry_btree the 5th", len(ms), err)
-	}
-	conn := schemaAt(t, dsn, schema, ms[:4])
+	atVersion4(t, dsn, schema)
 	q := pgx.Identifier{schema}.Sanitize()
 	// A long read holds the records table.
-	reader, err := conn.Begin(bg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := reader.Exec(bg, `SELECT count(*) FROM `+q+`.records`); err != nil {
-		t.Fatal(err)
-	}
+	_, reader := lockRows(t, dsn, `SELECT count(*) FROM `+q+`.records`)
 	migrated := make(chan error, 1)
 	go func() { migrated <- Migrate(bg, dsn, schema) }()
 	testkit.Eventually(t, 30*time.Second, func() bool {
@@ -105,9 +95,8 @@ func TestAMigrationWaitingForALockDoesNotStallTheTablesOtherStatements(t *testin
 	}
 }
 
-// schemaAt builds schema with migrations ms applied (an older version's)
-// and returns a connection to the database, closed at the end of the test.
-func schemaAt(t *testing.T, dsn, schema string, ms []migration) *pgx.Conn {
+// schemaAt builds schema with migrations ms applied (an older version's).
+func schemaAt(t *testing.T, dsn, schema string, ms []migration) {
 	t.Helper()
 	conn, err := pgx.Connect(bg, dsn)
 	if err != nil {
@@ -125,5 +114,4 @@ func schemaAt(t *testing.T, dsn, schema string, ms []migration) *pgx.Conn {
 			t.Fatal(err)
 		}
 	}
-	return conn
 }
