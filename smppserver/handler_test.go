@@ -209,6 +209,20 @@ func startHeldSubmit(t *testing.T) (*Server, string, *heldSubmit) {
 
 func (hs *heldSubmit) free() { hs.once.Do(func() { close(hs.release) }) }
 
+// answeredThenUnbound frees the held submit sub and checks that the
+// client gets its answer, then the answer to its unbind unb (the first),
+// and that the session closes as unbound.
+func (hs *heldSubmit) answeredThenUnbound(t *testing.T, c *esme, s *Session, sub, unb uint32) {
+	t.Helper()
+	hs.free()
+	c.expect("the submit in flight at the unbind", smpp.CmdSubmitSM|smpp.RespBit, sub, smpp.StatusOK)
+	c.expect("the unbind's answer after the submit's", smpp.CmdUnbind|smpp.RespBit, unb, smpp.StatusOK)
+	c.expectClosed("after unbind_resp")
+	if got := waitClosed(t, s); got != ReasonUnbind {
+		t.Errorf("CloseReason() = %v, want %v", got, ReasonUnbind)
+	}
+}
+
 // submitThenUnbind sends the submit hs holds, then an unbind once it is
 // held, and waits until the session took the unbind.
 func (hs *heldSubmit) submitThenUnbind(t *testing.T, c *esme, s *Session) (sub, unb uint32) {
@@ -231,15 +245,9 @@ func TestUnbindAnswersTheSubmitsInFlightFirst(t *testing.T) {
 	c := dialBound(t, addr, smpp.CmdBindTransceiver)
 	s := sessionOf(t, srv, c)
 	sub, unb := hs.submitThenUnbind(t, c, s)
-	hs.free()
-	c.expect("the submit in flight at the unbind", smpp.CmdSubmitSM|smpp.RespBit, sub, smpp.StatusOK)
-	c.expect("unbind after the submit's answer", smpp.CmdUnbind|smpp.RespBit, unb, smpp.StatusOK)
-	c.expectClosed("after unbind_resp")
+	hs.answeredThenUnbound(t, c, s, sub, unb)
 	if hs.cancelled.Load() {
 		t.Errorf("the submit's handler saw its context cancelled by the unbind")
-	}
-	if got := waitClosed(t, s); got != ReasonUnbind {
-		t.Errorf("CloseReason() = %v, want %v", got, ReasonUnbind)
 	}
 }
 
@@ -271,13 +279,7 @@ func TestAnUnbindingSessionStillTakesAnswersAndRefusesNewRequests(t *testing.T) 
 	}
 	late := c.send(smpp.CmdSubmitSM, submitBody("after the unbind"))
 	c.expect("a submit after the unbind", smpp.CmdSubmitSM|smpp.RespBit, late, smpp.StatusSysErr)
-	hs.free()
-	c.expect("the submit in flight at the unbind", smpp.CmdSubmitSM|smpp.RespBit, sub, smpp.StatusOK)
-	c.expect("unbind after the submit's answer", smpp.CmdUnbind|smpp.RespBit, unb, smpp.StatusOK)
-	c.expectClosed("after unbind_resp")
-	if got := waitClosed(t, s); got != ReasonUnbind {
-		t.Errorf("CloseReason() = %v, want %v", got, ReasonUnbind)
-	}
+	hs.answeredThenUnbound(t, c, s, sub, unb)
 }
 
 // Unbinds repeated while the first waits for the submits in flight start
@@ -301,10 +303,7 @@ func TestRepeatedUnbindsWhileTheFirstWaitsStartNothing(t *testing.T) {
 	if grown := runtime.NumGoroutine() - before; grown > 100 {
 		t.Errorf("1000 repeated unbinds left %d goroutines more, want none of their own", grown)
 	}
-	hs.free()
-	c.expect("the submit in flight", smpp.CmdSubmitSM|smpp.RespBit, sub, smpp.StatusOK)
-	c.expect("the first unbind's answer", smpp.CmdUnbind|smpp.RespBit, unb, smpp.StatusOK)
-	c.expectClosed("after unbind_resp")
+	hs.answeredThenUnbound(t, c, s, sub, unb)
 }
 
 // A reload's SetUnbindWait is what a client's unbind waits from then on,
